@@ -1,0 +1,358 @@
+package attention_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+)
+
+var (
+	gridSeqs = []int{1, 2, 3, 17, 63, 64, 65, 127, 129, 1000}
+	gridDims = []int{8, 16, 40, 64, 80, 96, 128, 256}
+	kvTypes  = []attention.DType{attention.F32, attention.F16, attention.BF16}
+	layouts  = []layoutKind{bhsd, bshd, padded}
+)
+
+// checkAgainstOracle runs pr through e and applies the project's pass rule:
+// the error may be at most twice that of the naive float32 baseline plus
+// 1e-6, and with float32 K/V of head dim <= 128 at most 1e-5 absolute.
+func checkAgainstOracle(t *testing.T, e *attention.Engine, pr *problem) reference.Errors {
+	t.Helper()
+	got, lse := pr.run(t, e)
+	want, wantLSE := pr.oracle(t)
+	errs := reference.Compare(got, want)
+	naive := pr.naiveError(t, want)
+	if errs.MaxAbs > 2*naive.MaxAbs+1e-6 {
+		t.Errorf("%v: max abs error %.3g exceeds 2 × naive %.3g + 1e-6", pr, errs.MaxAbs, naive.MaxAbs)
+	}
+	if errs.RMS > 2*naive.RMS+1e-6 {
+		t.Errorf("%v: RMS error %.3g exceeds 2 × naive %.3g + 1e-6", pr, errs.RMS, naive.RMS)
+	}
+	if pr.kvType == attention.F32 && pr.p.Dim <= 128 && errs.MaxAbs > 1e-5 {
+		t.Errorf("%v: f32 max abs error %.3g exceeds 1e-5", pr, errs.MaxAbs)
+	}
+	le := lseErrors(lse, wantLSE)
+	if le.MaxAbs > 1e-5*(1+math.Log(float64(pr.p.SeqKV+1))) {
+		t.Errorf("%v: lse max abs error %.3g", pr, le.MaxAbs)
+	}
+	return errs
+}
+
+// worst collects the largest errors seen per K/V type, for the log.
+type worst map[attention.DType]*reference.Errors
+
+func (w worst) add(t attention.DType, e reference.Errors) {
+	cur, ok := w[t]
+	if !ok {
+		cur = &reference.Errors{}
+		w[t] = cur
+	}
+	cur.MaxAbs = max(cur.MaxAbs, e.MaxAbs)
+	cur.MaxRel = max(cur.MaxRel, e.MaxRel)
+	cur.RMS = max(cur.RMS, e.RMS)
+	cur.N += e.N
+}
+
+func (w worst) log(t *testing.T) {
+	for _, dt := range kvTypes {
+		if e, ok := w[dt]; ok {
+			t.Logf("worst over the grid, K/V %v: max abs %.3g, max rel %.3g, RMS %.3g (%d values)", dt, e.MaxAbs, e.MaxRel, e.RMS, e.N)
+		}
+	}
+}
+
+// TestGrid runs every (Nq, Nkv) pair of the grid in both orders and with
+// causal masking on and off, cycling through head dims, K/V types and
+// layouts so that each value of each axis meets many of the others.
+func TestGrid(t *testing.T) {
+	e, err := attention.NewEngine(attention.Config{})
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(1, 2))
+	w := worst{}
+	n := 0
+	for _, nq := range gridSeqs {
+		for _, nkv := range gridSeqs {
+			if (raceEnabled || testing.Short()) && (nq == 1000 || nkv == 1000) && nq != nkv {
+				continue
+			}
+			for _, causal := range []bool{false, true} {
+				d := gridDims[n%len(gridDims)]
+				dt := kvTypes[(n/len(gridDims))%len(kvTypes)]
+				kind := layouts[n%len(layouts)]
+				n++
+				heads, kvHeads := 2, 1
+				if n%3 == 0 {
+					heads, kvHeads = 2, 2
+				}
+				if nq*nkv*d > 1<<20 {
+					heads, kvHeads = 1, 1
+				}
+				p := reference.Params{Batch: 1 + n%2, HeadsQ: heads, HeadsKV: kvHeads, SeqQ: nq, SeqKV: nkv, Dim: d, Causal: causal}
+				if p.Batch*heads*nq*nkv*d > 1<<22 {
+					p.Batch = 1
+				}
+				w.add(dt, checkAgainstOracle(t, e, newProblem(rng, p, dt, kind)))
+			}
+		}
+	}
+	w.log(t)
+}
+
+// TestFullProduct covers every head dim × K/V type × layout × causal for a
+// handful of sequence pairs that straddle vector and tile widths.
+func TestFullProduct(t *testing.T) {
+	e, err := attention.NewEngine(attention.Config{BlockQ: 16, BlockKV: 16})
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(3, 4))
+	seqs := []int{1, 3, 17, 65}
+	if raceEnabled {
+		seqs = []int{1, 17}
+	}
+	w := worst{}
+	for _, nq := range seqs {
+		for _, nkv := range seqs {
+			for _, d := range gridDims {
+				for _, dt := range kvTypes {
+					for _, kind := range layouts {
+						for _, causal := range []bool{false, true} {
+							p := reference.Params{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: nq, SeqKV: nkv, Dim: d, Causal: causal}
+							w.add(dt, checkAgainstOracle(t, e, newProblem(rng, p, dt, kind)))
+						}
+					}
+				}
+			}
+		}
+	}
+	w.log(t)
+}
+
+func TestGroupedQuery(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	e, err := attention.NewEngine(attention.Config{BlockQ: 24, BlockKV: 32})
+	require.NoError(t, err)
+	for _, hq := range []int{1, 2, 3, 6, 12} {
+		for _, causal := range []bool{false, true} {
+			p := reference.Params{Batch: 2, HeadsQ: hq * 2, HeadsKV: 2, SeqQ: 37, SeqKV: 70, Dim: 24, Causal: causal}
+			checkAgainstOracle(t, e, newProblem(rng, p, attention.F16, bshd))
+		}
+	}
+}
+
+// TestTileSizeIndependence checks that the tile sizes change the result
+// only by rounding.
+func TestTileSizeIndependence(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	configs := []attention.Config{{BlockQ: 1, BlockKV: 1}, {BlockQ: 7, BlockKV: 5}, {BlockQ: 16, BlockKV: 48}, {}, {BlockQ: 128, BlockKV: 256}}
+	for _, causal := range []bool{false, true} {
+		for _, seqs := range [][2]int{{65, 129}, {129, 65}, {100, 100}} {
+			p := reference.Params{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: seqs[0], SeqKV: seqs[1], Dim: 40, Causal: causal}
+			pr := newProblem(rng, p, attention.F32, bhsd)
+			var first []float32
+			for _, cfg := range configs {
+				e, err := attention.NewEngine(cfg)
+				require.NoError(t, err)
+				got, _ := pr.run(t, e)
+				if first == nil {
+					first = got
+					continue
+				}
+				for i := range got {
+					diff := math.Abs(float64(got[i] - first[i]))
+					if diff > 1e-6*max(1, math.Abs(float64(first[i]))) {
+						t.Fatalf("%v with %+v: element %d is %v, with 1×1 tiles %v", pr, cfg, i, got[i], first[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestNoVisibleKey checks rows that see no key: causal with Nq > Nkv, and
+// Nkv = 0. They must be zero with lse −Inf, never NaN.
+func TestNoVisibleKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, seqs := range [][2]int{{5, 2}, {70, 3}, {3, 0}, {1, 0}} {
+		for _, causal := range []bool{true, false} {
+			p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: seqs[0], SeqKV: seqs[1], Dim: 8, Causal: causal}
+			pr := newProblem(rng, p, attention.F32, padded)
+			got, lse := pr.run(t, mustEngine(t, attention.Config{BlockQ: 4, BlockKV: 2}))
+			for h := range 2 {
+				for i := range p.SeqQ {
+					blind := p.SeqKV == 0 || (causal && i < p.SeqQ-p.SeqKV)
+					row := got[(h*p.SeqQ+i)*8:][:8]
+					if blind {
+						assert.Equal(t, make([]float32, 8), row, "%v: row %d head %d", pr, i, h)
+						assert.True(t, math.IsInf(float64(lse[h*p.SeqQ+i]), -1), "%v: lse of row %d is %v", pr, i, lse[h*p.SeqQ+i])
+					} else {
+						for _, x := range row {
+							assert.False(t, math.IsNaN(float64(x)), "%v: NaN in row %d", pr, i)
+						}
+					}
+				}
+			}
+			if seqs[1] > 0 {
+				checkAgainstOracle(t, mustEngine(t, attention.Config{}), pr)
+			}
+		}
+	}
+}
+
+func mustEngine(t testing.TB, cfg attention.Config) *attention.Engine {
+	t.Helper()
+	e, err := attention.NewEngine(cfg)
+	require.NoError(t, err)
+	return e
+}
+
+// TestLargeLogits scales queries so that logits reach ±1e4: the running
+// maximum must keep every exponent <= 0.
+func TestLargeLogits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, causal := range []bool{false, true} {
+		p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 2, SeqQ: 33, SeqKV: 80, Dim: 16, Causal: causal}
+		pr := newProblem(rng, p, attention.F32, bhsd)
+		for i := range pr.q {
+			pr.q[i] *= 2500 // |q·k|/4 reaches ~1e4
+		}
+		pr.build()
+		got, lse := pr.run(t, mustEngine(t, attention.Config{BlockQ: 8, BlockKV: 16}))
+		want, wantLSE := pr.oracle(t)
+		for i, x := range got {
+			require.False(t, math.IsNaN(float64(x)) || math.IsInf(float64(x), 0), "element %d is %v", i, x)
+		}
+		errs := reference.Compare(got, want)
+		assert.Less(t, errs.MaxAbs, 1e-4, "%v: %v", pr, errs)
+		le := lseErrors(lse, wantLSE)
+		assert.Less(t, le.MaxRel, 1e-6, "%v: lse %v", pr, le)
+		assert.Greater(t, math.Abs(wantLSE[0]), 100.0, "the logits are not large")
+	}
+}
+
+// TestNaNReachesOnlyItsRows puts a NaN in one query, one key and one value
+// and checks that exactly the rows the oracle says are NaN are NaN.
+func TestNaNReachesOnlyItsRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	for _, causal := range []bool{false, true} {
+		for _, dt := range kvTypes {
+			p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqKV: 40, Dim: 8, Causal: causal}
+			pr := newProblem(rng, p, dt, bshd)
+			nan := float32(math.NaN())
+			pr.q[(1*40+5)*8+3] = nan // head 1, query 5
+			pr.k[20*8+2] = nan       // key 20
+			pr.v[33*8+7] = nan       // value 33
+			pr.build()
+			got, _ := pr.run(t, mustEngine(t, attention.Config{BlockQ: 8, BlockKV: 16}))
+			want, _ := pr.oracle(t)
+			clean := 0
+			for h := range 2 {
+				for i := range 40 {
+					wantNaN := math.IsNaN(want[(h*40+i)*8])
+					for k := range 8 {
+						x := got[(h*40+i)*8+k]
+						require.Equal(t, wantNaN, math.IsNaN(float64(x)), "%v: head %d row %d elem %d = %v", pr, h, i, k, x)
+					}
+					if !wantNaN {
+						clean++
+					}
+				}
+			}
+			if causal {
+				require.Equal(t, 2*20-1, clean, "rows before key 20 stay clean, but for the NaN query")
+			} else {
+				require.Zero(t, clean)
+			}
+			errs := reference.Compare(got, want)
+			assert.Less(t, errs.MaxAbs, 1e-2, "%v: %v", pr, errs)
+		}
+	}
+}
+
+func TestScaleOption(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 20, SeqKV: 30, Dim: 16, Scale: 0.37, Causal: true}
+	checkAgainstOracle(t, mustEngine(t, attention.Config{}), newProblem(rng, p, attention.F32, bhsd))
+	p.Scale = -1.5
+	checkAgainstOracle(t, mustEngine(t, attention.Config{}), newProblem(rng, p, attention.BF16, bshd))
+}
+
+// TestNoAllocations checks that a warmed-up engine allocates nothing per call.
+func TestNoAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	e := mustEngine(t, attention.Config{})
+	for _, dt := range kvTypes {
+		p := reference.Params{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: 70, SeqKV: 90, Dim: 32, Causal: true}
+		pr := newProblem(rng, p, dt, bshd)
+		out := attention.F32Tensor(make([]float32, p.QLen()), attention.BHSD(1, 4, 70, 32))
+		lse := make([]float32, p.LSELen())
+		opts := attention.Options{Causal: true}
+		require.NoError(t, e.ForwardLSE(out, lse, pr.qT, pr.kT, pr.vT, opts))
+		allocs := testing.AllocsPerRun(20, func() {
+			if err := e.ForwardLSE(out, lse, pr.qT, pr.kT, pr.vT, opts); err != nil {
+				panic(err)
+			}
+		})
+		assert.Zero(t, allocs, "K/V %v", dt)
+	}
+}
+
+// TestConcurrentUse runs different problems on one engine from many
+// goroutines and checks each against its sequential result.
+func TestConcurrentUse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	e := mustEngine(t, attention.Config{})
+	var probs []*problem
+	var wants [][]float32
+	for i := range 8 {
+		p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 10 + 9*i, SeqKV: 100 - 7*i, Dim: 8 * (1 + i%4), Causal: i%2 == 0}
+		pr := newProblem(rng, p, kvTypes[i%3], layouts[i%3])
+		got, _ := pr.run(t, e)
+		probs = append(probs, pr)
+		wants = append(wants, got)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 16 {
+		wg.Go(func() {
+			for r := range 5 {
+				i := (g + r) % len(probs)
+				pr := probs[i]
+				buf := make([]float32, pr.outView.size)
+				out := attention.F32Tensor(buf[pr.outView.pre:], pr.outView.lay)
+				if err := e.Forward(out, pr.qT, pr.kT, pr.vT, attention.Options{Causal: pr.p.Causal}); err != nil {
+					errs <- err.Error()
+					return
+				}
+				got := gather(pr.outView, buf)
+				for j := range got {
+					if got[j] != wants[i][j] {
+						errs <- pr.String() + ": concurrent result differs"
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for msg := range errs {
+		t.Error(msg)
+	}
+}
+
+func TestPackageForward(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	p := reference.Params{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 9, SeqKV: 9, Dim: 8, Causal: true}
+	pr := newProblem(rng, p, attention.F32, bhsd)
+	buf := make([]float32, pr.outView.size)
+	out := attention.F32Tensor(buf[pr.outView.pre:], pr.outView.lay)
+	require.NoError(t, attention.Forward(out, pr.qT, pr.kT, pr.vT, attention.Options{Causal: true}))
+	want, _ := pr.oracle(t)
+	assert.Less(t, reference.Compare(gather(pr.outView, buf), want).MaxAbs, 1e-6)
+}

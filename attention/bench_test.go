@@ -1,0 +1,76 @@
+package attention_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// benchShapes are the prefill shapes of ../shared/anchors/SHAPES.md.
+var benchShapes = []struct {
+	name string
+	p    reference.Params
+}{
+	{"P1", reference.Params{Batch: 1, HeadsQ: 32, HeadsKV: 8, SeqQ: 1024, SeqKV: 1024, Dim: 128, Causal: true}},
+	{"P2", reference.Params{Batch: 1, HeadsQ: 12, HeadsKV: 12, SeqQ: 1024, SeqKV: 1024, Dim: 64, Causal: true}},
+	{"P3", reference.Params{Batch: 1, HeadsQ: 32, HeadsKV: 8, SeqQ: 4096, SeqKV: 4096, Dim: 128, Causal: true}},
+}
+
+// BenchmarkForward reports effective GFLOP/s (FLOPs = 4·Hq·Nq·Nkv·d, halved
+// for causal) for each prefill shape with float32 and fp16 K/V.
+func BenchmarkForward(b *testing.B) {
+	for _, s := range benchShapes {
+		for _, dt := range []attention.DType{attention.F32, attention.F16} {
+			b.Run(fmt.Sprintf("%s/kv=%v", s.name, dt), func(b *testing.B) {
+				p := s.p
+				rng := rand.New(rand.NewPCG(1, 1))
+				q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
+				kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
+				k := attention.F32Tensor(randn(rng, p.KVLen()), kvl)
+				v := attention.F32Tensor(randn(rng, p.KVLen()), kvl)
+				if dt == attention.F16 {
+					k = attention.F16Tensor(fp16.Float16s(randn(rng, p.KVLen())), kvl)
+					v = attention.F16Tensor(fp16.Float16s(randn(rng, p.KVLen())), kvl)
+				}
+				out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+				e := mustEngine(b, attention.Config{})
+				opts := attention.Options{Causal: p.Causal}
+				if err := e.Forward(out, q, k, v, opts); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if err := e.Forward(out, q, k, v, opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkNaive times the naive float32 baseline on the same shapes.
+func BenchmarkNaive(b *testing.B) {
+	for _, s := range benchShapes {
+		b.Run(s.name, func(b *testing.B) {
+			p := s.p
+			rng := rand.New(rand.NewPCG(1, 1))
+			q, k, v := randn(rng, p.QLen()), randn(rng, p.KVLen()), randn(rng, p.KVLen())
+			out := make([]float32, p.QLen())
+			var n reference.Naive
+			b.ResetTimer()
+			for b.Loop() {
+				if err := n.Attention(p, out, q, k, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

@@ -1,0 +1,209 @@
+package attention
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Default tile sizes; docs/design.md explains the choice.
+const (
+	DefaultBlockQ  = 64
+	DefaultBlockKV = 64
+)
+
+// Config sets up an Engine. The zero Config is valid and picks the defaults.
+type Config struct {
+	// BlockQ is the number of query rows in a tile (Br), 0 for
+	// DefaultBlockQ. With grouped-query attention the rows of a tile come
+	// from all the query heads that share a K/V head.
+	BlockQ int
+	// BlockKV is the number of keys in a tile (Bc), 0 for DefaultBlockKV.
+	BlockKV int
+}
+
+// Options are the per-call settings of an attention computation.
+type Options struct {
+	// Scale multiplies Q·Kᵀ before the softmax; 0 means 1/sqrt(Dim). It
+	// must be finite.
+	Scale float32
+	// Causal masks the keys after each query. With Nq queries and Nkv keys
+	// the mask is aligned to the bottom right, as in FlashAttention >= 2.1:
+	// query i sees key j iff j <= i + Nkv − Nq. When Nq > Nkv the first
+	// Nq − Nkv queries see no key at all; their output rows are zero and
+	// their log-sum-exp is −Inf.
+	Causal bool
+}
+
+// Engine computes attention with the tiled online softmax. It owns the
+// scratch memory of its computations and reuses it, so repeated calls
+// allocate nothing once the largest shape has been seen. An Engine is safe
+// for concurrent use by many goroutines: each call takes scratch memory of
+// its own from the engine's free list.
+type Engine struct {
+	blockQ, blockKV int
+
+	mu   sync.Mutex
+	free []*workspace
+}
+
+// NewEngine returns an engine with the given configuration.
+func NewEngine(cfg Config) (*Engine, error) {
+	if cfg.BlockQ < 0 {
+		return nil, fmt.Errorf("attention: Config.BlockQ is %d; want >= 1, or 0 for the default %d", cfg.BlockQ, DefaultBlockQ)
+	}
+	if cfg.BlockKV < 0 {
+		return nil, fmt.Errorf("attention: Config.BlockKV is %d; want >= 1, or 0 for the default %d", cfg.BlockKV, DefaultBlockKV)
+	}
+	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV}
+	if e.blockQ == 0 {
+		e.blockQ = DefaultBlockQ
+	}
+	if e.blockKV == 0 {
+		e.blockKV = DefaultBlockKV
+	}
+	return e, nil
+}
+
+var defaultEngine, _ = NewEngine(Config{})
+
+// Forward computes out = softmax(scale·Q·Kᵀ + mask)·V with the package's
+// default Engine. See Engine.Forward.
+func Forward(out, q, k, v Tensor, opts Options) error {
+	return defaultEngine.Forward(out, q, k, v, opts)
+}
+
+// Forward computes out = softmax(scale·Q·Kᵀ + mask)·V for every batch and
+// query head, without materialising the score matrix.
+//
+// Shapes (Layout's batch, heads, seq, dim): q and out are [B, Hq, Nq, D] and
+// float32; k and v are [B, Hkv, Nkv, D] in F32, F16 or BF16 (they may
+// differ). Hq must be a multiple of Hkv: query head h reads K/V head
+// h/(Hq/Hkv), which covers multi-head, grouped-query and multi-query
+// attention. B, Nq and Nkv may be 0.
+//
+// A misuse (mismatched shapes, a short slice, an output that overlaps an
+// input, a bad option) returns an error that names the argument, and
+// nothing is written. The inputs are never modified.
+func (e *Engine) Forward(out, q, k, v Tensor, opts Options) error {
+	return e.forward(out, nil, q, k, v, opts)
+}
+
+// ForwardLSE is Forward that also writes the log-sum-exp of every row,
+// lse = ln Σ_j exp(scale·q·k_j) over the keys the row sees, into lse laid
+// out [B, Hq, Nq] contiguously. A row that sees no key gets −Inf.
+func (e *Engine) ForwardLSE(out Tensor, lse []float32, q, k, v Tensor, opts Options) error {
+	if lse == nil {
+		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %d elements", q.Batch*q.Heads*q.Seq)
+	}
+	return e.forward(out, lse, q, k, v, opts)
+}
+
+// call is one validated attention problem.
+type call struct {
+	out, q, k, v Tensor
+	lse          []float32
+	scale        float32
+	causal       bool
+	group        int // query heads per K/V head
+}
+
+func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options) error {
+	c, err := validate(out, lse, q, k, v, opts)
+	if err != nil {
+		return err
+	}
+	if q.Batch == 0 || q.Seq == 0 {
+		return nil
+	}
+	ws := e.getWorkspace()
+	defer e.putWorkspace(ws)
+	np := max(1, e.blockQ/c.group) // query positions per tile
+	ws.ensure(c.group*np, e.blockKV, q.Dim)
+	for b := range q.Batch {
+		for hk := range k.Heads {
+			for p0 := 0; p0 < q.Seq; p0 += np {
+				if err := e.foldBlock(ws, &c, b, hk, p0, min(p0+np, q.Seq)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func validate(out Tensor, lse []float32, q, k, v Tensor, opts Options) (call, error) {
+	for _, t := range [...]struct {
+		name string
+		t    Tensor
+	}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
+		if err := t.t.Validate(); err != nil {
+			return call{}, fmt.Errorf("attention: %s: %w", t.name, err)
+		}
+	}
+	if q.dtype != F32 {
+		return call{}, fmt.Errorf("attention: q has element type %v; want f32", q.dtype)
+	}
+	if out.dtype != F32 {
+		return call{}, fmt.Errorf("attention: out has element type %v; want f32", out.dtype)
+	}
+	if q.Dim == 0 {
+		return call{}, fmt.Errorf("attention: q has head dim 0; want >= 1")
+	}
+	if q.Heads == 0 || k.Heads == 0 {
+		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want >= 1 each", q.Heads, k.Heads)
+	}
+	if k.Dim != q.Dim || v.Dim != q.Dim {
+		return call{}, fmt.Errorf("attention: head dims are q %d, k %d, v %d; want all equal", q.Dim, k.Dim, v.Dim)
+	}
+	if k.Batch != q.Batch || v.Batch != q.Batch {
+		return call{}, fmt.Errorf("attention: batch sizes are q %d, k %d, v %d; want all equal", q.Batch, k.Batch, v.Batch)
+	}
+	if v.Heads != k.Heads || v.Seq != k.Seq {
+		return call{}, fmt.Errorf("attention: v has %d heads × %d keys and k has %d × %d; want the same", v.Heads, v.Seq, k.Heads, k.Seq)
+	}
+	if q.Heads%k.Heads != 0 {
+		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want a multiple (grouped-query attention)", q.Heads, k.Heads)
+	}
+	if out.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
+		return call{}, fmt.Errorf("attention: out has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
+			out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
+	}
+	if !out.injective() {
+		return call{}, fmt.Errorf("attention: out has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
+			out.BatchStride, out.HeadStride, out.SeqStride, out.Batch, out.Heads, out.Seq, out.Dim)
+	}
+	olo, ohi := out.byteRange()
+	for _, t := range [...]struct {
+		name string
+		t    Tensor
+	}{{"q", q}, {"k", k}, {"v", v}} {
+		lo, hi := t.t.byteRange()
+		if overlaps(olo, ohi, lo, hi) {
+			return call{}, fmt.Errorf("attention: out overlaps %s in memory; want separate buffers", t.name)
+		}
+	}
+	if lse != nil {
+		if need := q.Batch * q.Heads * q.Seq; len(lse) < need {
+			return call{}, fmt.Errorf("attention: lse has %d elements; want >= B·Hq·Nq = %d", len(lse), need)
+		}
+		llo, lhi := floatsRange(lse[:q.Batch*q.Heads*q.Seq])
+		for _, t := range [...]struct {
+			name string
+			t    Tensor
+		}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
+			lo, hi := t.t.byteRange()
+			if overlaps(llo, lhi, lo, hi) {
+				return call{}, fmt.Errorf("attention: lse overlaps %s in memory; want separate buffers", t.name)
+			}
+		}
+	}
+	scale := opts.Scale
+	if scale != scale || math.IsInf(float64(scale), 0) {
+		return call{}, fmt.Errorf("attention: Options.Scale is %v; want a finite number, or 0 for 1/sqrt(dim)", scale)
+	}
+	if scale == 0 {
+		scale = float32(1 / math.Sqrt(float64(q.Dim)))
+	}
+	return call{out: out, q: q, k: k, v: v, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}, nil
+}

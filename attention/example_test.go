@@ -1,0 +1,71 @@
+package attention_test
+
+import (
+	"fmt"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// Causal self-attention over three tokens, with queries in the
+// [batch, seq, heads, dim] layout a projection produces and an fp16 K/V.
+func ExampleEngine_Forward() {
+	const heads, seq, dim = 1, 3, 2
+	q := []float32{1, 0, 0, 1, 1, 1} // token t: q[t*heads*dim:]
+	k := fp16.Float16s([]float32{1, 0, 0, 1, 1, 1})
+	v := fp16.Float16s([]float32{1, 2, 3, 4, 5, 6})
+	out := make([]float32, seq*heads*dim)
+
+	eng, err := attention.NewEngine(attention.Config{})
+	if err != nil {
+		panic(err)
+	}
+	err = eng.Forward(
+		attention.F32Tensor(out, attention.BSHD(1, seq, heads, dim)),
+		attention.F32Tensor(q, attention.BSHD(1, seq, heads, dim)),
+		attention.F16Tensor(k, attention.BSHD(1, seq, heads, dim)),
+		attention.F16Tensor(v, attention.BSHD(1, seq, heads, dim)),
+		attention.Options{Causal: true},
+	)
+	if err != nil {
+		panic(err)
+	}
+	for t := range seq {
+		fmt.Printf("token %d: %.3f\n", t, out[t*dim:(t+1)*dim])
+	}
+	// Output:
+	// token 0: [1.000 2.000]
+	// token 1: [2.340 3.340]
+	// token 2: [3.510 4.510]
+}
+
+// The log-sum-exp of each row comes with ForwardLSE; a row that sees no key
+// gets −Inf and a zero output.
+func ExampleEngine_ForwardLSE() {
+	// Two queries, one key: with bottom-right causal alignment the first
+	// query sees nothing.
+	q := []float32{1, 1}
+	k := []float32{2}
+	v := []float32{5}
+	out := make([]float32, 2)
+	lse := make([]float32, 2)
+	eng, _ := attention.NewEngine(attention.Config{})
+	err := eng.ForwardLSE(
+		attention.F32Tensor(out, attention.BHSD(1, 1, 2, 1)), lse,
+		attention.F32Tensor(q, attention.BHSD(1, 1, 2, 1)),
+		attention.F32Tensor(k, attention.BHSD(1, 1, 1, 1)),
+		attention.F32Tensor(v, attention.BHSD(1, 1, 1, 1)),
+		attention.Options{Causal: true},
+	)
+	fmt.Println(out, lse, err)
+	// Output: [0 5] [-Inf 2] <nil>
+}
+
+// An error names the argument and what was expected, and nothing is written.
+func ExampleForward_error() {
+	q := attention.F32Tensor(make([]float32, 8), attention.BHSD(1, 2, 1, 4))
+	k := attention.F32Tensor(make([]float32, 12), attention.BHSD(1, 3, 1, 4))
+	out := attention.F32Tensor(make([]float32, 8), attention.BHSD(1, 2, 1, 4))
+	fmt.Println(attention.Forward(out, q, k, k, attention.Options{}))
+	// Output: attention: q has 2 heads and k has 3; want a multiple (grouped-query attention)
+}

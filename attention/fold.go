@@ -1,0 +1,211 @@
+package attention
+
+import (
+	"math"
+
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// workspace is the scratch memory of one tile loop. Rows of a tile are
+// numbered r = hi·np + pi: query head hi of the K/V head's group, query
+// position p0 + pi.
+type workspace struct {
+	rows, cols, dim int
+
+	q    []float32 // rows × dim: the tile's query rows, gathered
+	kt   []float32 // dim × cols: the K tile, transposed and in float32
+	v    []float32 // cols × dim: the V tile in float32 (fp16/bf16 only)
+	s    []float32 // rows × cols: scores, then probabilities
+	o    []float32 // rows × dim: unnormalised output accumulators
+	m, z []float32 // rows: running max and running sum
+	vis  []int     // rows: keys of the current tile that each row sees
+}
+
+func (e *Engine) getWorkspace() *workspace {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := len(e.free); n > 0 {
+		ws := e.free[n-1]
+		e.free[n-1] = nil
+		e.free = e.free[:n-1]
+		return ws
+	}
+	return new(workspace)
+}
+
+func (e *Engine) putWorkspace(ws *workspace) {
+	e.mu.Lock()
+	e.free = append(e.free, ws)
+	e.mu.Unlock()
+}
+
+// ensure grows the buffers to hold a tile of rows × cols with head dim dim.
+// It allocates only when a shape exceeds every earlier one.
+func (ws *workspace) ensure(rows, cols, dim int) {
+	if rows <= ws.rows && cols <= ws.cols && dim <= ws.dim {
+		return
+	}
+	ws.rows, ws.cols, ws.dim = max(rows, ws.rows), max(cols, ws.cols), max(dim, ws.dim)
+	rows, cols, dim = ws.rows, ws.cols, ws.dim
+	ws.q = make([]float32, rows*dim)
+	ws.kt = make([]float32, dim*cols)
+	ws.v = make([]float32, cols*dim)
+	ws.s = make([]float32, rows*cols)
+	ws.o = make([]float32, rows*dim)
+	ws.m = make([]float32, rows)
+	ws.z = make([]float32, rows)
+	ws.vis = make([]int, rows)
+}
+
+var negInf = float32(math.Inf(-1))
+
+// foldBlock computes the output rows of query positions [p0, p1) of every
+// query head in K/V head hk's group, batch b. It streams the K/V tiles the
+// block can see through the online-softmax fold (docs/math.md):
+//
+//	S = scale·Q·Kᵀ;  m' = max(m, rowmax S);  P = exp(S − m')
+//	z = exp(m − m')·z + rowsum P;  O = exp(m − m')·O + P·V
+//
+// and divides by z once at the end. Each K/V tile is converted to float32
+// once and shared by every row of the block, whichever head it belongs to.
+func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int) error {
+	q, k, v := &c.q, &c.k, &c.v
+	d, g, np := q.Dim, c.group, p1-p0
+	rows, ldS := g*np, e.blockKV
+
+	for hi := range g {
+		h := hk*g + hi
+		for pi := range np {
+			r := hi*np + pi
+			copy(ws.q[r*d:(r+1)*d], q.f32[q.Offset(b, h, p0+pi):][:d])
+		}
+	}
+	clear(ws.o[:rows*d])
+	for r := range rows {
+		ws.m[r] = negInf
+		ws.z[r] = 0
+	}
+
+	// Query position i sees key j iff j <= i + shift (bottom-right
+	// alignment). Keys at or past kEnd are invisible to the whole block, so
+	// the tiles that hold only such keys are never computed.
+	shift := k.Seq - q.Seq
+	kEnd := k.Seq
+	if c.causal {
+		kEnd = max(0, min(k.Seq, p1+shift))
+	}
+	kBase, vBase := k.Offset(b, hk, 0), v.Offset(b, hk, 0)
+	for j0 := 0; j0 < kEnd; j0 += e.blockKV {
+		bc := min(e.blockKV, kEnd-j0)
+		if err := packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d); err != nil {
+			return err
+		}
+		// Float32 values are read where they lie; others are converted
+		// into the panel once per tile.
+		var vt []float32
+		var ldV int
+		if v.dtype == F32 {
+			vt, ldV = v.f32[vBase+j0*v.SeqStride:], v.SeqStride
+		} else {
+			if err := packV(ws.v, d, v, vBase+j0*v.SeqStride, bc, d); err != nil {
+				return err
+			}
+			vt, ldV = ws.v, d
+		}
+		if err := kernel.QKT(ws.s, ldS, ws.q, d, ws.kt, ldS, rows, bc, d, c.scale); err != nil {
+			return err
+		}
+
+		// Only a tile that crosses the diagonal is masked: one whose last
+		// key the block's first position already sees is visible to all.
+		whole := !c.causal || j0+bc-1 <= p0+shift
+		uniform := true
+		for r := range rows {
+			vis := bc
+			if !whole {
+				vis = min(bc, max(0, p0+r%np+shift+1-j0))
+			}
+			ws.vis[r] = 0
+			if vis == 0 {
+				uniform = false
+				continue
+			}
+			srow := ws.s[r*ldS : r*ldS+vis]
+			mNew := max(ws.m[r], kernel.Max(srow))
+			if mNew == negInf {
+				// Every visible score is −Inf: the keys carry no weight
+				// and exp(m − m') would be exp(−Inf + Inf) = NaN.
+				uniform = false
+				continue
+			}
+			alpha := kernel.Exp(ws.m[r] - mNew)
+			sum := kernel.ExpSum(srow, srow, mNew)
+			ws.z[r] = alpha*ws.z[r] + sum
+			if alpha != 1 {
+				orow := ws.o[r*d : (r+1)*d]
+				kernel.Scale(orow, orow, alpha)
+			}
+			ws.m[r] = mNew
+			ws.vis[r] = vis
+			if vis != bc {
+				uniform = false
+			}
+		}
+		if uniform {
+			if err := kernel.PV(ws.o, d, ws.s, ldS, vt, ldV, rows, bc, d); err != nil {
+				return err
+			}
+			continue
+		}
+		// Masked keys are left out of P·V rather than weighted by zero, so
+		// that a NaN in a value a row cannot see never reaches it.
+		for r := range rows {
+			if vis := ws.vis[r]; vis > 0 {
+				if err := kernel.PV(ws.o[r*d:], d, ws.s[r*ldS:], ldS, vt, ldV, 1, vis, d); err != nil {
+					return err
+				}
+			}
+		}
+	}
+
+	out := &c.out
+	for hi := range g {
+		h := hk*g + hi
+		for pi := range np {
+			r := hi*np + pi
+			orow := out.f32[out.Offset(b, h, p0+pi):][:d]
+			lse := negInf
+			if z := ws.z[r]; z == 0 {
+				clear(orow)
+			} else {
+				kernel.Scale(orow, ws.o[r*d:(r+1)*d], 1/z)
+				lse = ws.m[r] + float32(math.Log(float64(z)))
+			}
+			if c.lse != nil {
+				c.lse[(b*q.Heads+h)*q.Seq+p0+pi] = lse
+			}
+		}
+	}
+	return nil
+}
+
+// packK converts n keys starting at element off of k into the transposed
+// panel dst (leading dimension ld).
+func packK(dst []float32, ld int, k *Tensor, off, n, d int) error {
+	switch k.dtype {
+	case F16:
+		return kernel.PackKTFloat16(dst, ld, k.f16[off:], k.SeqStride, n, d)
+	case BF16:
+		return kernel.PackKTBFloat16(dst, ld, k.bf16[off:], k.SeqStride, n, d)
+	}
+	return kernel.PackKT(dst, ld, k.f32[off:], k.SeqStride, n, d)
+}
+
+// packV converts n fp16 or bf16 value rows starting at element off of v
+// into the row-major panel dst (leading dimension ld).
+func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
+	if v.dtype == F16 {
+		return kernel.PackFloat16(dst, ld, v.f16[off:], v.SeqStride, n, d)
+	}
+	return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
+}

@@ -1,0 +1,238 @@
+package attention_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// guard fills the padding around and between the rows of every view: an
+// engine that reads it gets NaN into its results, and one that writes it is
+// caught by checkGuards.
+var guard = float32(math.NaN())
+
+// layoutKind says how a test lays a tensor out in memory.
+type layoutKind int
+
+const (
+	bhsd   layoutKind = iota // contiguous [b, h, s, d]
+	bshd                     // contiguous [b, s, h, d]
+	padded                   // [b, s, h, d] with gaps after each row and head, inside a larger buffer
+)
+
+func (l layoutKind) String() string { return [...]string{"bhsd", "bshd", "padded"}[l] }
+
+// view places a tensor of shape [b, h, s, d] into a fresh buffer with NaN
+// guards before, after and (for padded) between rows.
+type view struct {
+	lay  attention.Layout
+	pre  int // guard elements before the first element
+	size int // total buffer length
+}
+
+func makeView(kind layoutKind, b, h, s, d int) view {
+	var l attention.Layout
+	switch kind {
+	case bhsd:
+		l = attention.BHSD(b, h, s, d)
+	case bshd:
+		l = attention.BSHD(b, s, h, d)
+	case padded:
+		l = attention.Layout{Batch: b, Heads: h, Seq: s, Dim: d}
+		l.HeadStride = d + 3
+		l.SeqStride = h*l.HeadStride + 5
+		l.BatchStride = s*l.SeqStride + 7
+	}
+	pre := 11
+	return view{lay: l, pre: pre, size: pre + l.Span() + 13}
+}
+
+// scatter writes canonical [b, h, s, d] data into the view's layout.
+func scatter[T any](v view, dst []T, src []float32, conv func(float32) T) {
+	l := v.lay
+	for b := range l.Batch {
+		for h := range l.Heads {
+			for s := range l.Seq {
+				off := v.pre + l.Offset(b, h, s)
+				row := src[((b*l.Heads+h)*l.Seq+s)*l.Dim:][:l.Dim]
+				for k, x := range row {
+					dst[off+k] = conv(x)
+				}
+			}
+		}
+	}
+}
+
+// gather reads the view's elements back into canonical order.
+func gather(v view, src []float32) []float32 {
+	l := v.lay
+	out := make([]float32, l.Batch*l.Heads*l.Seq*l.Dim)
+	for b := range l.Batch {
+		for h := range l.Heads {
+			for s := range l.Seq {
+				copy(out[((b*l.Heads+h)*l.Seq+s)*l.Dim:][:l.Dim], src[v.pre+l.Offset(b, h, s):][:l.Dim])
+			}
+		}
+	}
+	return out
+}
+
+// inView reports which buffer indices belong to the view.
+func inView(v view) []bool {
+	in := make([]bool, v.size)
+	l := v.lay
+	for b := range l.Batch {
+		for h := range l.Heads {
+			for s := range l.Seq {
+				off := v.pre + l.Offset(b, h, s)
+				for k := range l.Dim {
+					in[off+k] = true
+				}
+			}
+		}
+	}
+	return in
+}
+
+func nanBuffer[T any](n int, g T) []T {
+	buf := make([]T, n)
+	for i := range buf {
+		buf[i] = g
+	}
+	return buf
+}
+
+// problem is one attention call with its inputs in canonical float32 form
+// (K and V already rounded to their storage type) and as engine tensors.
+type problem struct {
+	p       reference.Params
+	kvType  attention.DType
+	kind    layoutKind
+	q, k, v []float32 // canonical
+	qT, kT  attention.Tensor
+	vT      attention.Tensor
+	outView view
+}
+
+func (pr *problem) String() string {
+	return fmt.Sprintf("B%d Hq%d Hkv%d Nq%d Nkv%d d%d causal=%v kv=%v layout=%v",
+		pr.p.Batch, pr.p.HeadsQ, pr.p.HeadsKV, pr.p.SeqQ, pr.p.SeqKV, pr.p.Dim, pr.p.Causal, pr.kvType, pr.kind)
+}
+
+func randn(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// roundTo rounds x to the storage type in place, so that the oracle sees the
+// values the engine reads.
+func roundTo(t attention.DType, x []float32) {
+	for i, v := range x {
+		switch t {
+		case attention.F16:
+			x[i] = fp16.FromFloat32(v).Float32()
+		case attention.BF16:
+			x[i] = fp16.BFloat16FromFloat32(v).Float32()
+		}
+	}
+}
+
+func newProblem(rng *rand.Rand, p reference.Params, kvType attention.DType, kind layoutKind) *problem {
+	pr := &problem{p: p, kvType: kvType, kind: kind}
+	pr.q = randn(rng, p.QLen())
+	pr.k = randn(rng, p.KVLen())
+	pr.v = randn(rng, p.KVLen())
+	roundTo(kvType, pr.k)
+	roundTo(kvType, pr.v)
+	pr.build()
+	return pr
+}
+
+// build lays the canonical inputs out as engine tensors.
+func (pr *problem) build() {
+	p := pr.p
+	qv := makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
+	qbuf := nanBuffer(qv.size, guard)
+	scatter(qv, qbuf, pr.q, func(x float32) float32 { return x })
+	pr.qT = attention.F32Tensor(qbuf[qv.pre:], qv.lay)
+	pr.kT = pr.kvTensor(pr.k)
+	pr.vT = pr.kvTensor(pr.v)
+	pr.outView = makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
+}
+
+func (pr *problem) kvTensor(x []float32) attention.Tensor {
+	p := pr.p
+	kv := makeView(pr.kind, p.Batch, p.HeadsKV, p.SeqKV, p.Dim)
+	switch pr.kvType {
+	case attention.F16:
+		buf := nanBuffer(kv.size, fp16.FromFloat32(guard))
+		scatter(kv, buf, x, fp16.FromFloat32)
+		return attention.F16Tensor(buf[kv.pre:], kv.lay)
+	case attention.BF16:
+		buf := nanBuffer(kv.size, fp16.BFloat16FromFloat32(guard))
+		scatter(kv, buf, x, fp16.BFloat16FromFloat32)
+		return attention.BF16Tensor(buf[kv.pre:], kv.lay)
+	}
+	buf := nanBuffer(kv.size, guard)
+	scatter(kv, buf, x, func(x float32) float32 { return x })
+	return attention.F32Tensor(buf[kv.pre:], kv.lay)
+}
+
+const outGuard = float32(-12345.5)
+
+// run calls the engine and returns the output and lse in canonical order,
+// after checking that nothing outside the output view was written.
+func (pr *problem) run(t testing.TB, e *attention.Engine) ([]float32, []float32) {
+	t.Helper()
+	buf := nanBuffer(pr.outView.size, outGuard)
+	out := attention.F32Tensor(buf[pr.outView.pre:], pr.outView.lay)
+	lseLen := pr.p.LSELen()
+	lse := nanBuffer(lseLen+2, outGuard)
+	opts := attention.Options{Causal: pr.p.Causal, Scale: float32(pr.p.Scale)}
+	require.NoError(t, e.ForwardLSE(out, lse[1:1+lseLen], pr.qT, pr.kT, pr.vT, opts), pr.String())
+	in := inView(pr.outView)
+	for i, x := range buf {
+		if !in[i] && x != outGuard {
+			t.Fatalf("%v: output buffer element %d outside the view was written (%v)", pr, i, x)
+		}
+	}
+	require.Equal(t, outGuard, lse[0], "%v: wrote before lse", pr)
+	require.Equal(t, outGuard, lse[lseLen+1], "%v: wrote after lse", pr)
+	return gather(pr.outView, buf), lse[1 : 1+lseLen]
+}
+
+// oracle returns the float64 reference output and lse.
+func (pr *problem) oracle(t testing.TB) ([]float64, []float64) {
+	t.Helper()
+	out, lse, err := reference.Attention(pr.p, reference.Float64s(pr.q), reference.Float64s(pr.k), reference.Float64s(pr.v))
+	require.NoError(t, err)
+	return out, lse
+}
+
+// naiveError is the error of the float32 baseline a user would write, the
+// yardstick of the pass rule.
+func (pr *problem) naiveError(t testing.TB, want []float64) reference.Errors {
+	t.Helper()
+	got := make([]float32, pr.p.QLen())
+	var n reference.Naive
+	require.NoError(t, n.Attention(pr.p, got, pr.q, pr.k, pr.v))
+	return reference.Compare(got, want)
+}
+
+func lseErrors(got []float32, want []float64) reference.Errors {
+	g := make([]float64, len(got))
+	for i, x := range got {
+		g[i] = float64(x)
+	}
+	return reference.CompareF64(g, want)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package attention_test
+
+const raceEnabled = false

@@ -1,0 +1,117 @@
+package reference
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// Naive is the float32 attention a user would write without a fused kernel:
+// per (batch, query head) it materialises S = scale·Q·Kᵀ with gonum's Sgemm,
+// sets masked scores to −Inf, runs a row softmax in float32 and multiplies
+// O = P·V with a second Sgemm. It is the baseline flashgo is benchmarked
+// against, not an oracle: it keeps the whole SeqQ×SeqKV score matrix in
+// memory, and it makes no promise about NaN or Inf stored at masked K/V
+// positions (the P·V product is free to multiply a masked zero weight by
+// them, as a user's code would). Use Attention to check results.
+//
+// The zero value is ready to use. A Naive keeps its score matrix between
+// calls, so repeated calls with the same (or a smaller) shape do not
+// allocate; it is therefore not safe for concurrent use. Gonum's Sgemm
+// itself spawns goroutines, which allocate, once a product spans at least
+// four 64×64 output blocks (e.g. SeqQ and SeqKV both above 128); the
+// allocation-free property covers Naive's own work only.
+type Naive struct {
+	scores []float32 // SeqQ×SeqKV scratch, reused across heads and calls
+}
+
+// Attention writes softmax(scale·Q·Kᵀ + mask)·V into out (layout [batch,
+// HeadsQ, SeqQ, Dim]) for q ([batch, HeadsQ, SeqQ, Dim]) and k, v ([batch,
+// HeadsKV, SeqKV, Dim]). The log-sum-exp is not computed. Rows with no
+// visible key are written as zeros. An error is returned, and nothing
+// written, for invalid Params or when a slice is shorter than needed; the
+// message names the argument.
+func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := checkLen("out", len(out), p.QLen(), "Params.QLen"); err != nil {
+		return err
+	}
+	if err := checkLen("q", len(q), p.QLen(), "Params.QLen"); err != nil {
+		return err
+	}
+	if err := checkLen("k", len(k), p.KVLen(), "Params.KVLen"); err != nil {
+		return err
+	}
+	if err := checkLen("v", len(v), p.KVLen(), "Params.KVLen"); err != nil {
+		return err
+	}
+	if p.SeqQ == 0 {
+		return nil
+	}
+	if p.SeqKV == 0 {
+		// Every row is fully masked; BLAS would also reject the zero leading
+		// dimension of an empty score matrix.
+		clear(out[:p.QLen()])
+		return nil
+	}
+
+	d := p.Dim
+	nq, nk := p.SeqQ, p.SeqKV
+	if cap(n.scores) < nq*nk {
+		n.scores = make([]float32, nq*nk)
+	}
+	s := n.scores[:nq*nk]
+	group := p.HeadsQ / p.HeadsKV
+	scale := float32(p.EffectiveScale())
+	var impl gonum.Implementation
+
+	for b := 0; b < p.Batch; b++ {
+		for h := 0; h < p.HeadsQ; h++ {
+			qOff := (b*p.HeadsQ + h) * nq * d
+			kvOff := (b*p.HeadsKV + h/group) * nk * d
+			qh := q[qOff : qOff+nq*d]
+			kh := k[kvOff : kvOff+nk*d]
+			vh := v[kvOff : kvOff+nk*d]
+			oh := out[qOff : qOff+nq*d]
+
+			// S = scale·Q·Kᵀ  (nq×nk).
+			impl.Sgemm(blas.NoTrans, blas.Trans, nq, nk, d, scale, qh, d, kh, d, 0, s, nk)
+
+			for i := 0; i < nq; i++ {
+				row := s[i*nk : i*nk+nk]
+				vis := p.visibleKeys(i)
+				for j := vis; j < nk; j++ {
+					row[j] = float32(math.Inf(-1))
+				}
+				m := float32(math.Inf(-1))
+				for _, x := range row[:vis] {
+					if x > m {
+						m = x
+					}
+				}
+				if vis == 0 {
+					// exp(−Inf − (−Inf)) would be NaN; a fully masked row
+					// attends to nothing and yields zeros.
+					clear(row)
+					continue
+				}
+				var sum float32
+				for j, x := range row {
+					e := float32(math.Exp(float64(x - m)))
+					row[j] = e
+					sum += e
+				}
+				for j := range row {
+					row[j] /= sum
+				}
+			}
+
+			// O = P·V  (nq×d).
+			impl.Sgemm(blas.NoTrans, blas.NoTrans, nq, d, nk, 1, s, nk, vh, d, 0, oh, d)
+		}
+	}
+	return nil
+}

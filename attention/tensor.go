@@ -1,0 +1,230 @@
+package attention
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"unsafe"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// DType is the element type of a Tensor.
+type DType uint8
+
+// The element types the engine reads and writes. Queries and outputs are
+// always F32; keys and values may be any of the three.
+const (
+	F32  DType = iota + 1 // IEEE binary32 (float32)
+	F16                   // IEEE binary16 (fp16.Float16)
+	BF16                  // bfloat16 (fp16.BFloat16)
+)
+
+// String returns the usual short name of the type: "f32", "f16" or "bf16".
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case F16:
+		return "f16"
+	case BF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Size returns the size of one element in bytes (0 for an unknown type).
+func (d DType) Size() int {
+	switch d {
+	case F32:
+		return 4
+	case F16, BF16:
+		return 2
+	}
+	return 0
+}
+
+// Layout describes a 4-D array [batch, heads, seq, dim] laid out in a flat
+// slice: element (b, h, s, k) lives at b·BatchStride + h·HeadStride +
+// s·SeqStride + k. The head dimension is always contiguous; the other
+// strides are free, so one Layout type covers the [batch, heads, seq, dim]
+// layout, the [batch, seq, heads, dim] layout that a projection produces,
+// and a view into a larger buffer such as a KV cache, without copies.
+type Layout struct {
+	Batch, Heads, Seq, Dim             int
+	BatchStride, HeadStride, SeqStride int
+}
+
+// BHSD returns the contiguous layout [batch, heads, seq, dim].
+func BHSD(batch, heads, seq, dim int) Layout {
+	return Layout{
+		Batch: batch, Heads: heads, Seq: seq, Dim: dim,
+		BatchStride: heads * seq * dim, HeadStride: seq * dim, SeqStride: dim,
+	}
+}
+
+// BSHD returns the contiguous layout [batch, seq, heads, dim], the one in
+// which a projection x·W writes the heads of a token side by side. The
+// Layout still reports the dimensions in the order batch, heads, seq, dim.
+func BSHD(batch, seq, heads, dim int) Layout {
+	return Layout{
+		Batch: batch, Heads: heads, Seq: seq, Dim: dim,
+		BatchStride: seq * heads * dim, HeadStride: dim, SeqStride: heads * dim,
+	}
+}
+
+// Offset returns the index of element (b, h, s, 0).
+func (l Layout) Offset(b, h, s int) int {
+	return b*l.BatchStride + h*l.HeadStride + s*l.SeqStride
+}
+
+// Span returns the number of elements a slice needs to hold the array: one
+// past the index of its last element, or 0 when any dimension is 0. It is
+// only meaningful for a layout that Validate accepts.
+func (l Layout) Span() int {
+	if l.Batch == 0 || l.Heads == 0 || l.Seq == 0 || l.Dim == 0 {
+		return 0
+	}
+	return l.Offset(l.Batch-1, l.Heads-1, l.Seq-1) + l.Dim
+}
+
+// Validate reports whether the layout is well formed: no negative size or
+// stride, and a span that fits in an int.
+func (l Layout) Validate() error {
+	for _, f := range [...]struct {
+		name string
+		v    int
+	}{
+		{"Batch", l.Batch}, {"Heads", l.Heads}, {"Seq", l.Seq}, {"Dim", l.Dim},
+		{"BatchStride", l.BatchStride}, {"HeadStride", l.HeadStride}, {"SeqStride", l.SeqStride},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s is %d; want >= 0", f.name, f.v)
+		}
+	}
+	span := uint64(l.Dim)
+	for _, p := range [...][2]int{{l.Batch, l.BatchStride}, {l.Heads, l.HeadStride}, {l.Seq, l.SeqStride}} {
+		if p[0] == 0 {
+			continue
+		}
+		hi, lo := bits.Mul64(uint64(p[0]-1), uint64(p[1]))
+		span += lo
+		if hi != 0 || lo > math.MaxInt || span > math.MaxInt {
+			return fmt.Errorf("layout %v spans more elements than an int can index", l)
+		}
+	}
+	return nil
+}
+
+// injective reports whether no two elements of the layout share an index,
+// which an output must satisfy. It checks the usual sufficient condition:
+// ordered by stride, each dimension steps past everything the smaller ones
+// span.
+func (l Layout) injective() bool {
+	dims := [4][2]int{{l.Dim, 1}, {l.Seq, l.SeqStride}, {l.Heads, l.HeadStride}, {l.Batch, l.BatchStride}}
+	// Insertion sort by stride; dimensions of size 1 never collide.
+	for i := 1; i < len(dims); i++ {
+		for j := i; j > 0 && dims[j][1] < dims[j-1][1]; j-- {
+			dims[j], dims[j-1] = dims[j-1], dims[j]
+		}
+	}
+	extent := 0 // the largest index reached by the dimensions so far
+	for _, d := range dims {
+		if d[0] <= 1 {
+			continue
+		}
+		if d[1] <= extent {
+			return false
+		}
+		extent += (d[0] - 1) * d[1]
+	}
+	return true
+}
+
+// Tensor is a strided view of a 4-D array of float32, fp16 or bfloat16
+// values (see Layout). It does not own its data: the engine reads queries,
+// keys and values through it and writes outputs through it, in place.
+type Tensor struct {
+	Layout
+	dtype DType
+	f32   []float32
+	f16   []fp16.Float16
+	bf16  []fp16.BFloat16
+}
+
+// F32Tensor returns a float32 view of data with layout l.
+func F32Tensor(data []float32, l Layout) Tensor { return Tensor{Layout: l, dtype: F32, f32: data} }
+
+// F16Tensor returns a binary16 view of data with layout l.
+func F16Tensor(data []fp16.Float16, l Layout) Tensor {
+	return Tensor{Layout: l, dtype: F16, f16: data}
+}
+
+// BF16Tensor returns a bfloat16 view of data with layout l.
+func BF16Tensor(data []fp16.BFloat16, l Layout) Tensor {
+	return Tensor{Layout: l, dtype: BF16, bf16: data}
+}
+
+// DType returns the element type of the view, or 0 for the zero Tensor.
+func (t Tensor) DType() DType { return t.dtype }
+
+// Len returns the length of the slice behind the view.
+func (t Tensor) Len() int {
+	switch t.dtype {
+	case F32:
+		return len(t.f32)
+	case F16:
+		return len(t.f16)
+	case BF16:
+		return len(t.bf16)
+	}
+	return 0
+}
+
+// Validate reports whether the view is usable: a known element type, a
+// valid layout, and a slice long enough for it.
+func (t Tensor) Validate() error {
+	if t.dtype == 0 {
+		return fmt.Errorf("no data (zero Tensor); want a view made by F32Tensor, F16Tensor or BF16Tensor")
+	}
+	if err := t.Layout.Validate(); err != nil {
+		return err
+	}
+	if n, need := t.Len(), t.Span(); n < need {
+		return fmt.Errorf("slice has %d elements; want >= %d for shape [%d %d %d %d] with strides [%d %d %d 1]",
+			n, need, t.Batch, t.Heads, t.Seq, t.Dim, t.BatchStride, t.HeadStride, t.SeqStride)
+	}
+	return nil
+}
+
+// byteRange returns the addresses [lo, hi) of the elements the view can
+// touch, for overlap checks; an empty view gives lo == hi.
+func (t Tensor) byteRange() (lo, hi uintptr) {
+	n := t.Span()
+	if n == 0 {
+		return 0, 0
+	}
+	var p unsafe.Pointer
+	switch t.dtype {
+	case F32:
+		p = unsafe.Pointer(unsafe.SliceData(t.f32))
+	case F16:
+		p = unsafe.Pointer(unsafe.SliceData(t.f16))
+	case BF16:
+		p = unsafe.Pointer(unsafe.SliceData(t.bf16))
+	}
+	lo = uintptr(p)
+	return lo, lo + uintptr(n*t.dtype.Size())
+}
+
+func floatsRange(x []float32) (lo, hi uintptr) {
+	if len(x) == 0 {
+		return 0, 0
+	}
+	lo = uintptr(unsafe.Pointer(unsafe.SliceData(x)))
+	return lo, lo + uintptr(len(x))*4
+}
+
+func overlaps(alo, ahi, blo, bhi uintptr) bool {
+	return alo < ahi && blo < bhi && alo < bhi && blo < ahi
+}

@@ -1,0 +1,63 @@
+package kernel
+
+import "math"
+
+// Constants of the float32 exponential. x is split as n·ln2 + r with
+// n = round(x·log2(e)) and |r| <= ln2/2; ln2 is subtracted in two pieces
+// (Cody and Waite) so that r keeps its low bits: expHi has few enough
+// significant bits that n·expHi is exact for every n that can occur.
+const (
+	expLog2e = 1.44269504088896341
+	expLn2Hi = 0.693359375
+	expLn2Lo = -2.12194440e-4
+	// Below expMin the result is below the smallest normal float32; the
+	// kernel returns exactly 0 there rather than a subnormal (the softmax
+	// weight of such a key is zero to float32 precision relative to the
+	// row maximum, whose weight is 1).
+	expMin = -87.33654475 // ln(2^-126)
+	// Above expMax the result overflows float32.
+	expMax = 88.72283905 // ln(2^128)
+
+	// Minimax coefficients for exp(r) ≈ 1 + r + r²·P(r) on |r| <= ln2/2.
+	expP0 = 1.9875691500e-4
+	expP1 = 1.3981999507e-3
+	expP2 = 8.3334519073e-3
+	expP3 = 4.1665795894e-2
+	expP4 = 1.6666665459e-1
+	expP5 = 5.0000001201e-1
+)
+
+// Exp is the float32 exponential that ExpSum applies to each element, and
+// the specification of the vector versions:
+//
+//   - x < ln(2^-126) ≈ −87.3365, including −Inf, gives exactly 0;
+//   - x > ln(2^128) ≈ 88.7228, including +Inf, gives +Inf;
+//   - NaN gives NaN;
+//   - otherwise the error is at most 2 ulp against math.Exp rounded to
+//     float32 (a degree-7 polynomial on the reduced argument).
+func Exp(x float32) float32 {
+	switch {
+	case x != x:
+		return x
+	case x < expMin:
+		return 0
+	case x > expMax:
+		return float32(math.Inf(1))
+	}
+	n := float32(math.RoundToEven(float64(x * expLog2e)))
+	r := x - n*expLn2Hi
+	r -= n * expLn2Lo
+	p := float32(expP0)
+	p = p*r + expP1
+	p = p*r + expP2
+	p = p*r + expP3
+	p = p*r + expP4
+	p = p*r + expP5
+	p = p*r*r + r + 1
+	// 2^n for n in [-126, 128]: n = 128 only when x is within rounding of
+	// expMax, so scale by 2^(n-1) twice to stay finite where p < 1.
+	if n > 127 {
+		return p * 2 * math.Float32frombits(uint32(int32(n)-1+127)<<23)
+	}
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}

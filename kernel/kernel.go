@@ -1,0 +1,254 @@
+package kernel
+
+import (
+	"fmt"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// QKT computes a score tile from a block of query rows and a packed,
+// transposed K panel, with the scale fused:
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for k := 0; k < d; k++ {
+//				acc += q[i*ldQ+k] * kt[k*ldK+j]
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// The panel kt holds key j's component k at kt[k*ldK+j] (see PackKT), so
+// that consecutive keys are adjacent in memory and a SIMD kernel can load a
+// vector of keys for one component. The order of the additions is not part
+// of the contract.
+func QKT(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) error {
+	if err := checkDims("QKT", rows, cols, d); err != nil {
+		return err
+	}
+	if err := checkBlock("QKT", "s", len(s), ldS, rows, cols); err != nil {
+		return err
+	}
+	if err := checkBlock("QKT", "q", len(q), ldQ, rows, d); err != nil {
+		return err
+	}
+	if err := checkBlock("QKT", "kt", len(kt), ldK, d, cols); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	qkt(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale)
+	return nil
+}
+
+// PV accumulates the product of a probability tile and a V panel into an
+// output block:
+//
+//	for i := 0; i < rows; i++ {
+//		for k := 0; k < d; k++ {
+//			acc := o[i*ldO+k]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * v[j*ldV+k]
+//			}
+//			o[i*ldO+k] = acc
+//		}
+//	}
+//
+// Only the first cols keys are read: a caller that must keep keys out of a
+// row (a masked key whose value may be NaN) passes a smaller cols rather
+// than a zero probability, since 0·NaN is NaN. The order of the additions is
+// not part of the contract.
+func PV(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int) error {
+	if err := checkDims("PV", rows, cols, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PV", "o", len(o), ldO, rows, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PV", "p", len(p), ldP, rows, cols); err != nil {
+		return err
+	}
+	if err := checkBlock("PV", "v", len(v), ldV, cols, d); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 || d == 0 {
+		return nil
+	}
+	pv(o, ldO, p, ldP, v, ldV, rows, cols, d)
+	return nil
+}
+
+// ExpSum writes the exponential of each element minus max and returns
+// their sum:
+//
+//	var sum float32
+//	for i := range n {
+//		dst[i] = Exp(src[i] - max)
+//		sum += dst[i]
+//	}
+//	return sum
+//
+// where n = min(len(dst), len(src)). dst and src may be the same slice.
+// This is the softmax numerator of a score row once max is the row's
+// running maximum: every argument is then <= 0, so nothing overflows. A
+// −Inf score (a masked key) gives exactly 0; a NaN gives NaN. The order of
+// the additions is not part of the contract.
+func ExpSum(dst, src []float32, max float32) float32 {
+	n := min(len(dst), len(src))
+	if n == 0 {
+		return 0
+	}
+	return expSum(dst[:n], src[:n], max)
+}
+
+// Max returns the largest element of x, −Inf for an empty x, and NaN if any
+// element is NaN:
+//
+//	m := float32(math.Inf(-1))
+//	for _, v := range x {
+//		if v != v { return NaN }
+//		m = max(m, v)
+//	}
+//	return m
+//
+// Propagating NaN matters to the attention fold: a row whose scores are all
+// NaN must come out NaN, not be mistaken for a row with no visible key.
+func Max(x []float32) float32 {
+	return maxOf(x)
+}
+
+// Scale writes a times each element of src to dst and returns the number of
+// elements written:
+//
+//	for i := range n {
+//		dst[i] = a * src[i]
+//	}
+//	return n
+//
+// where n = min(len(dst), len(src)). dst and src may be the same slice. The
+// attention engine uses it to rescale an output row by exp(m − m_new) and to
+// normalise it by 1/z at the end.
+func Scale(dst, src []float32, a float32) int {
+	n := min(len(dst), len(src))
+	if n == 0 {
+		return 0
+	}
+	scale(dst[:n], src[:n], a)
+	return n
+}
+
+// PackKT packs n float32 key rows of d components into a transposed panel:
+//
+//	for j := 0; j < n; j++ {
+//		for k := 0; k < d; k++ {
+//			dst[k*ldDst+j] = src[j*ldSrc+k]
+//		}
+//	}
+//
+// The panel is the kt operand of QKT.
+func PackKT(dst []float32, ldDst int, src []float32, ldSrc int, n, d int) error {
+	if err := checkPack("PackKT", len(dst), ldDst, len(src), ldSrc, n, d, true); err != nil {
+		return err
+	}
+	if n == 0 || d == 0 {
+		return nil
+	}
+	packKT(dst, ldDst, src, ldSrc, n, d)
+	return nil
+}
+
+// PackKTFloat16 is PackKT for binary16 keys, converting each to float32
+// exactly: dst[k*ldDst+j] = src[j*ldSrc+k].Float32().
+func PackKTFloat16(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int) error {
+	if err := checkPack("PackKTFloat16", len(dst), ldDst, len(src), ldSrc, n, d, true); err != nil {
+		return err
+	}
+	if n == 0 || d == 0 {
+		return nil
+	}
+	packKTFloat16(dst, ldDst, src, ldSrc, n, d)
+	return nil
+}
+
+// PackKTBFloat16 is PackKT for bfloat16 keys, converting each to float32
+// exactly: dst[k*ldDst+j] = src[j*ldSrc+k].Float32().
+func PackKTBFloat16(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int) error {
+	if err := checkPack("PackKTBFloat16", len(dst), ldDst, len(src), ldSrc, n, d, true); err != nil {
+		return err
+	}
+	if n == 0 || d == 0 {
+		return nil
+	}
+	packKTBFloat16(dst, ldDst, src, ldSrc, n, d)
+	return nil
+}
+
+// PackFloat16 converts n binary16 rows of d elements into a row-major
+// float32 panel (the v operand of PV):
+//
+//	for j := 0; j < n; j++ {
+//		for k := 0; k < d; k++ {
+//			dst[j*ldDst+k] = src[j*ldSrc+k].Float32()
+//		}
+//	}
+func PackFloat16(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int) error {
+	if err := checkPack("PackFloat16", len(dst), ldDst, len(src), ldSrc, n, d, false); err != nil {
+		return err
+	}
+	if n == 0 || d == 0 {
+		return nil
+	}
+	packFloat16(dst, ldDst, src, ldSrc, n, d)
+	return nil
+}
+
+// PackBFloat16 is PackFloat16 for bfloat16 rows:
+// dst[j*ldDst+k] = src[j*ldSrc+k].Float32().
+func PackBFloat16(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int) error {
+	if err := checkPack("PackBFloat16", len(dst), ldDst, len(src), ldSrc, n, d, false); err != nil {
+		return err
+	}
+	if n == 0 || d == 0 {
+		return nil
+	}
+	packBFloat16(dst, ldDst, src, ldSrc, n, d)
+	return nil
+}
+
+func checkDims(fn string, rows, cols, d int) error {
+	if rows < 0 || cols < 0 || d < 0 {
+		return fmt.Errorf("kernel.%s: negative size (rows %d, cols %d, d %d); want sizes >= 0", fn, rows, cols, d)
+	}
+	return nil
+}
+
+// checkBlock reports whether a slice of length n can hold a rows×cols block
+// whose rows start ld elements apart.
+func checkBlock(fn, name string, n, ld, rows, cols int) error {
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	if ld < cols {
+		return fmt.Errorf("kernel.%s: leading dimension of %s is %d; want >= %d (the row length)", fn, name, ld, cols)
+	}
+	need := (rows-1)*ld + cols
+	if n < need {
+		return fmt.Errorf("kernel.%s: %s has %d elements; want >= %d for %d rows of %d with leading dimension %d", fn, name, n, need, rows, cols, ld)
+	}
+	return nil
+}
+
+func checkPack(fn string, nDst, ldDst, nSrc, ldSrc, n, d int, transpose bool) error {
+	if n < 0 || d < 0 {
+		return fmt.Errorf("kernel.%s: negative size (n %d, d %d); want sizes >= 0", fn, n, d)
+	}
+	if err := checkBlock(fn, "src", nSrc, ldSrc, n, d); err != nil {
+		return err
+	}
+	if transpose {
+		return checkBlock(fn, "dst", nDst, ldDst, d, n)
+	}
+	return checkBlock(fn, "dst", nDst, ldDst, n, d)
+}
