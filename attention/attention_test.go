@@ -71,7 +71,9 @@ func (w worst) log(t *testing.T) {
 // TestGrid runs every (Nq, Nkv) pair of the grid in both orders and with
 // causal masking on and off, cycling through head dims, K/V types and
 // layouts so that each value of each axis meets many of the others.
-func TestGrid(t *testing.T) {
+func TestGrid(t *testing.T) { forEachImpl(t, testGrid) }
+
+func testGrid(t *testing.T) {
 	e, err := attention.NewEngine(attention.Config{})
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -107,7 +109,9 @@ func TestGrid(t *testing.T) {
 
 // TestFullProduct covers every head dim × K/V type × layout × causal for a
 // handful of sequence pairs that straddle vector and tile widths.
-func TestFullProduct(t *testing.T) {
+func TestFullProduct(t *testing.T) { forEachImpl(t, testFullProduct) }
+
+func testFullProduct(t *testing.T) {
 	e, err := attention.NewEngine(attention.Config{BlockQ: 16, BlockKV: 16})
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -133,7 +137,9 @@ func TestFullProduct(t *testing.T) {
 	w.log(t)
 }
 
-func TestGroupedQuery(t *testing.T) {
+func TestGroupedQuery(t *testing.T) { forEachImpl(t, testGroupedQuery) }
+
+func testGroupedQuery(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	e, err := attention.NewEngine(attention.Config{BlockQ: 24, BlockKV: 32})
 	require.NoError(t, err)
@@ -147,7 +153,9 @@ func TestGroupedQuery(t *testing.T) {
 
 // TestTileSizeIndependence checks that the tile sizes change the result
 // only by rounding.
-func TestTileSizeIndependence(t *testing.T) {
+func TestTileSizeIndependence(t *testing.T) { forEachImpl(t, testTileSizeIndependence) }
+
+func testTileSizeIndependence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	configs := []attention.Config{{BlockQ: 1, BlockKV: 1}, {BlockQ: 7, BlockKV: 5}, {BlockQ: 16, BlockKV: 48}, {}, {BlockQ: 128, BlockKV: 256}}
 	for _, causal := range []bool{false, true} {
@@ -176,7 +184,9 @@ func TestTileSizeIndependence(t *testing.T) {
 
 // TestNoVisibleKey checks rows that see no key: causal with Nq > Nkv, and
 // Nkv = 0. They must be zero with lse −Inf, never NaN.
-func TestNoVisibleKey(t *testing.T) {
+func TestNoVisibleKey(t *testing.T) { forEachImpl(t, testNoVisibleKey) }
+
+func testNoVisibleKey(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, seqs := range [][2]int{{5, 2}, {70, 3}, {3, 0}, {1, 0}} {
 		for _, causal := range []bool{true, false} {
@@ -213,7 +223,9 @@ func mustEngine(t testing.TB, cfg attention.Config) *attention.Engine {
 
 // TestLargeLogits scales queries so that logits reach ±1e4: the running
 // maximum must keep every exponent <= 0.
-func TestLargeLogits(t *testing.T) {
+func TestLargeLogits(t *testing.T) { forEachImpl(t, testLargeLogits) }
+
+func testLargeLogits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, causal := range []bool{false, true} {
 		p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 2, SeqQ: 33, SeqKV: 80, Dim: 16, Causal: causal}
@@ -237,7 +249,9 @@ func TestLargeLogits(t *testing.T) {
 
 // TestNaNReachesOnlyItsRows puts a NaN in one query, one key and one value
 // and checks that exactly the rows the oracle says are NaN are NaN.
-func TestNaNReachesOnlyItsRows(t *testing.T) {
+func TestNaNReachesOnlyItsRows(t *testing.T) { forEachImpl(t, testNaNReachesOnlyItsRows) }
+
+func testNaNReachesOnlyItsRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	for _, causal := range []bool{false, true} {
 		for _, dt := range kvTypes {
@@ -274,7 +288,9 @@ func TestNaNReachesOnlyItsRows(t *testing.T) {
 	}
 }
 
-func TestScaleOption(t *testing.T) {
+func TestScaleOption(t *testing.T) { forEachImpl(t, testScaleOption) }
+
+func testScaleOption(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 20, SeqKV: 30, Dim: 16, Scale: 0.37, Causal: true}
 	checkAgainstOracle(t, mustEngine(t, attention.Config{}), newProblem(rng, p, attention.F32, bhsd))
@@ -283,7 +299,9 @@ func TestScaleOption(t *testing.T) {
 }
 
 // TestNoAllocations checks that a warmed-up engine allocates nothing per call.
-func TestNoAllocations(t *testing.T) {
+func TestNoAllocations(t *testing.T) { forEachImpl(t, testNoAllocations) }
+
+func testNoAllocations(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	e := mustEngine(t, attention.Config{})
 	for _, dt := range kvTypes {
@@ -304,7 +322,9 @@ func TestNoAllocations(t *testing.T) {
 
 // TestConcurrentUse runs different problems on one engine from many
 // goroutines and checks each against its sequential result.
-func TestConcurrentUse(t *testing.T) {
+func TestConcurrentUse(t *testing.T) { forEachImpl(t, testConcurrentUse) }
+
+func testConcurrentUse(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	e := mustEngine(t, attention.Config{})
 	var probs []*problem

@@ -3,6 +3,7 @@ package attention
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 )
 
@@ -20,6 +21,10 @@ type Config struct {
 	BlockQ int
 	// BlockKV is the number of keys in a tile (Bc), 0 for DefaultBlockKV.
 	BlockKV int
+	// Threads is the number of goroutines a call may use, 0 for
+	// runtime.GOMAXPROCS(0) at the time of the call. The output does not
+	// depend on it: every thread count gives bitwise the same result.
+	Threads int
 }
 
 // Options are the per-call settings of an attention computation.
@@ -41,10 +46,12 @@ type Options struct {
 // for concurrent use by many goroutines: each call takes scratch memory of
 // its own from the engine's free list.
 type Engine struct {
-	blockQ, blockKV int
+	blockQ, blockKV, threads int
 
-	mu   sync.Mutex
-	free []*workspace
+	mu       sync.Mutex
+	free     []*workspace
+	freeJobs []*job
+	pool     *pool
 }
 
 // NewEngine returns an engine with the given configuration.
@@ -55,7 +62,13 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.BlockKV < 0 {
 		return nil, fmt.Errorf("attention: Config.BlockKV is %d; want >= 1, or 0 for the default %d", cfg.BlockKV, DefaultBlockKV)
 	}
-	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV}
+	if cfg.Threads < 0 {
+		return nil, fmt.Errorf("attention: Config.Threads is %d; want >= 1, or 0 for GOMAXPROCS", cfg.Threads)
+	}
+	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, pool: &pool{jobs: make(chan *job)}}
+	// The helpers hold only the pool; once the Engine is unreachable they
+	// are told to exit.
+	runtime.AddCleanup(e, func(p *pool) { close(p.jobs) }, e.pool)
 	if e.blockQ == 0 {
 		e.blockQ = DefaultBlockQ
 	}
@@ -116,20 +129,8 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	ws := e.getWorkspace()
-	defer e.putWorkspace(ws)
-	np := max(1, e.blockQ/c.group) // query positions per tile
-	ws.ensure(c.group*np, e.blockKV, q.Dim)
-	for b := range q.Batch {
-		for hk := range k.Heads {
-			for p0 := 0; p0 < q.Seq; p0 += np {
-				if err := e.foldBlock(ws, &c, b, hk, p0, min(p0+np, q.Seq)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	np := max(1, e.blockQ/c.group) // query positions per block
+	return e.run(&c, np)
 }
 
 func validate(out Tensor, lse []float32, q, k, v Tensor, opts Options) (call, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // guard fills the padding around and between the rows of every view: an
@@ -235,4 +236,17 @@ func lseErrors(got []float32, want []float64) reference.Errors {
 		g[i] = float64(x)
 	}
 	return reference.CompareF64(g, want)
+}
+
+// forEachImpl runs f once per kernel implementation this machine has (as
+// Go's crypto tests do), in a subtest named after it.
+func forEachImpl(t *testing.T, f func(t *testing.T)) {
+	for _, name := range kernel.Implementations() {
+		t.Run(name, func(t *testing.T) {
+			restore, err := kernel.SetImplementation(name)
+			require.NoError(t, err)
+			defer restore()
+			f(t)
+		})
+	}
 }

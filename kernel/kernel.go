@@ -36,10 +36,13 @@ func QKT(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows
 	if err := checkBlock("QKT", "kt", len(kt), ldK, d, cols); err != nil {
 		return err
 	}
-	if rows == 0 || cols == 0 {
-		return nil
+	switch {
+	case rows == 0 || cols == 0:
+	case d == 0:
+		qktGeneric(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale) // zero scores
+	default:
+		qkt(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale)
 	}
-	qkt(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale)
 	return nil
 }
 

@@ -48,7 +48,9 @@ func near(got float32, want, mag float64, n int) bool {
 	return math.Abs(float64(got)-want) <= 2*float64(n+1)*0x1p-24*mag+1e-30
 }
 
-func TestQKT(t *testing.T) {
+func TestQKT(t *testing.T) { forEachImpl(t, testQKT) }
+
+func testQKT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, rows := range []int{1, 2, 3, 4, 5, 8, 13} {
 		for _, cols := range testSizes {
@@ -94,7 +96,9 @@ func TestQKT(t *testing.T) {
 	}
 }
 
-func TestPV(t *testing.T) {
+func TestPV(t *testing.T) { forEachImpl(t, testPV) }
+
+func testPV(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	for _, rows := range []int{1, 2, 3, 4, 5, 9} {
 		for _, cols := range []int{1, 2, 3, 16, 17, 64, 65} {
@@ -180,7 +184,9 @@ func TestExpAccuracy(t *testing.T) {
 	assert.InEpsilon(t, math.Exp(float64(float32(-87.3))), float64(Exp(-87.3)), 1e-6)
 }
 
-func TestExpSum(t *testing.T) {
+func TestExpSum(t *testing.T) { forEachImpl(t, testExpSum) }
+
+func testExpSum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	for _, n := range testSizes {
 		srcBuf, src := guarded(n)
@@ -210,7 +216,9 @@ func TestExpSum(t *testing.T) {
 	assert.True(t, math.IsNaN(float64(ExpSum(make([]float32, 3), []float32{0, float32(math.NaN()), 0}, 0))))
 }
 
-func TestMax(t *testing.T) {
+func TestMax(t *testing.T) { forEachImpl(t, testMax) }
+
+func testMax(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	assert.True(t, math.IsInf(float64(Max(nil)), -1))
 	for _, n := range testSizes[1:] {
@@ -236,7 +244,9 @@ func TestMax(t *testing.T) {
 	}
 }
 
-func TestScale(t *testing.T) {
+func TestScale(t *testing.T) { forEachImpl(t, testScale) }
+
+func testScale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, n := range testSizes {
 		dstBuf, dst := guarded(n)
@@ -257,7 +267,9 @@ func TestScale(t *testing.T) {
 	assert.Equal(t, 2, Scale(make([]float32, 2), make([]float32, 5), 1))
 }
 
-func TestPack(t *testing.T) {
+func TestPack(t *testing.T) { forEachImpl(t, testPack) }
+
+func testPack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	for _, n := range []int{0, 1, 3, 16, 17, 64, 65} {
 		for _, d := range testSizes {
@@ -302,7 +314,9 @@ func TestPack(t *testing.T) {
 	}
 }
 
-func TestErrors(t *testing.T) {
+func TestErrors(t *testing.T) { forEachImpl(t, testErrors) }
+
+func testErrors(t *testing.T) {
 	x := make([]float32, 100)
 	h := make([]fp16.Float16, 100)
 	for _, c := range []struct {

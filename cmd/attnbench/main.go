@@ -20,12 +20,15 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 func main() {
@@ -34,11 +37,12 @@ func main() {
 
 // config is what the flags ask for.
 type config struct {
-	shape shape
-	kv    attention.DType
-	reps  int
-	naive bool
-	check bool
+	shape   shape
+	kv      attention.DType
+	reps    int
+	threads []int
+	naive   bool
+	check   bool
 }
 
 func parse(args []string, stderr io.Writer) (config, error) {
@@ -49,6 +53,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	reps := fs.Int("reps", 5, "timed repetitions after one warm-up (the median is reported)")
 	naive := fs.Bool("naive", true, "also time the naive float32 baseline (Sgemm, softmax, Sgemm)")
 	check := fs.Bool("check", true, "compare the output with the float64 oracle")
+	threads := fs.String("threads", "", "comma-separated thread counts to run, e.g. 1,2 (default: GOMAXPROCS)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: attnbench [flags]\n\nRuns one shape of the standard suite through flashgo and reports speed and accuracy.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -67,6 +72,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("-reps is %d; want >= 1", *reps)
 	}
 	c := config{shape: s, reps: *reps, naive: *naive, check: *check}
+	if c.threads, err = parseThreads(*threads); err != nil {
+		return config{}, err
+	}
 	switch *kvName {
 	case "f32":
 		c.kv = attention.F32
@@ -78,6 +86,22 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("-kv is %q; want f32, f16 or bf16", *kvName)
 	}
 	return c, nil
+}
+
+// parseThreads reads a comma-separated list of thread counts.
+func parseThreads(s string) ([]int, error) {
+	if s == "" {
+		return []int{runtime.GOMAXPROCS(0)}, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-threads has %q; want positive integers separated by commas", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -120,34 +144,40 @@ func bench(c config, w io.Writer) error {
 	}
 	out := make([]float32, p.QLen())
 	outT := attention.F32Tensor(out, qT.Layout)
-	eng, err := attention.NewEngine(attention.Config{})
-	if err != nil {
-		return err
-	}
 	opts := attention.Options{Causal: s.causal}
-
-	fmt.Fprintf(w, "shape %s (%s): Hq %d, Hkv %d, d %d, Nq %d, Nkv %d, causal %v; K/V %v; GOMAXPROCS %d; %d reps\n",
-		s.name, s.what, s.heads, s.kvHeads, s.dim, s.nq, s.nkv, s.causal, c.kv, runtime.GOMAXPROCS(0), c.reps)
-	flash, err := timeIt(c.reps, func() error { return eng.Forward(outT, qT, kT, vT, opts) })
-	if err != nil {
-		return err
-	}
+	fmt.Fprintf(w, "shape %s (%s): Hq %d, Hkv %d, d %d, Nq %d, Nkv %d, causal %v; K/V %v; kernel %s; %d reps\n",
+		s.name, s.what, s.heads, s.kvHeads, s.dim, s.nq, s.nkv, s.causal, c.kv, kernel.Implementation(), c.reps)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "path\tmedian ms\tmin ms\tmax ms\tGFLOP/s\tvs naive\t\n")
-	row := func(name string, t timing, ratio string) {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t\n", name, ms(t.median), ms(t.min), ms(t.max), s.flops()/t.median.Seconds()/1e9, ratio)
+	fmt.Fprintf(tw, "path\tthreads\tmedian ms\tmin ms\tmax ms\tGFLOP/s\tvs naive\t\n")
+	row := func(name string, threads int, t timing, ratio string) {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t\n", name, threads, ms(t.median), ms(t.min), ms(t.max), s.flops()/t.median.Seconds()/1e9, ratio)
 	}
-	if c.naive {
+	// GOMAXPROCS is set to the thread count for both paths, so that the
+	// naive baseline (gonum spreads large products over goroutines) gets
+	// the same cores as the engine.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, threads := range c.threads {
+		runtime.GOMAXPROCS(threads)
+		eng, err := attention.NewEngine(attention.Config{Threads: threads})
+		if err != nil {
+			return err
+		}
+		flash, err := timeIt(c.reps, func() error { return eng.Forward(outT, qT, kT, vT, opts) })
+		if err != nil {
+			return err
+		}
+		if !c.naive {
+			row("flashgo", threads, flash, "-")
+			continue
+		}
 		var n reference.Naive
 		nout := make([]float32, p.QLen())
 		naive, err := timeIt(c.reps, func() error { return n.Attention(p, nout, q, k, v) })
 		if err != nil {
 			return err
 		}
-		row("flashgo", flash, fmt.Sprintf("%.2fx", naive.median.Seconds()/flash.median.Seconds()))
-		row("naive f32", naive, "1.00x")
-	} else {
-		row("flashgo", flash, "-")
+		row("flashgo", threads, flash, fmt.Sprintf("%.2fx", naive.median.Seconds()/flash.median.Seconds()))
+		row("naive f32", threads, naive, "1.00x")
 	}
 	tw.Flush()
 	if c.check {

@@ -1,0 +1,143 @@
+package attention
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+// The worker pool. A call cuts its work into blocks (batch entry, K/V head,
+// run of query positions); the calling goroutine and up to Threads−1
+// helpers take blocks from a shared counter until none is left. Each block
+// is computed by the same code whatever goroutine runs it and writes only
+// its own output rows, so the result is bitwise identical for every thread
+// count.
+//
+// Blocks are handed out largest first: under a causal mask a late query
+// block sees more keys than an early one, and taking the expensive blocks
+// first leaves the cheap ones to fill the gaps at the end (longest
+// processing time first, made dynamic by the shared counter).
+//
+// Helpers are long-lived goroutines that wait on the engine's unbuffered
+// job channel, so a call starts them without allocating. A call hands its
+// job only to helpers that are idle at that moment (a send that would block
+// is skipped), so concurrent calls on one engine share the helpers and the
+// callers never wait for a helper that is busy elsewhere. When the Engine
+// is garbage collected, a cleanup closes the channel and the helpers exit.
+
+// job is one call's share-out of blocks.
+type job struct {
+	e     *Engine
+	c     call // by value: the job is pooled, so the call does not escape
+	np    int  // query positions per block
+	nBlk  int  // blocks per (batch, K/V head)
+	total int  // blocks in all
+	next  atomic.Int64
+	wg    sync.WaitGroup
+
+	mu  sync.Mutex
+	err error
+}
+
+// pool is the part of an Engine that its helpers share; it must not point
+// back to the Engine, or the cleanup that stops the helpers would never run.
+type pool struct {
+	jobs    chan *job
+	mu      sync.Mutex
+	helpers int
+}
+
+func (p *pool) grow(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for ; p.helpers < n; p.helpers++ {
+		go p.help()
+	}
+}
+
+func (p *pool) help() {
+	for j := range p.jobs {
+		j.work()
+		j.wg.Done()
+	}
+}
+
+// threads returns the number of goroutines a call may use.
+func (e *Engine) threadCount() int {
+	if e.threads > 0 {
+		return e.threads
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// run computes every block of c, spreading them over the pool.
+func (e *Engine) run(c *call, np int) error {
+	j := e.getJob()
+	j.e, j.c, j.np = e, *c, np
+	j.nBlk = (c.q.Seq + np - 1) / np
+	j.total = c.q.Batch * c.k.Heads * j.nBlk
+	j.next.Store(0)
+	j.err = nil
+	total := j.total
+	if helpers := min(e.threadCount(), total) - 1; helpers > 0 {
+		e.pool.grow(helpers)
+		for range helpers {
+			j.wg.Add(1)
+			select {
+			case e.pool.jobs <- j:
+			default:
+				j.wg.Done() // every helper is busy: do without
+			}
+		}
+	}
+	j.work()
+	j.wg.Wait()
+	err := j.err
+	e.putJob(j)
+	return err
+}
+
+// work takes blocks until none is left.
+func (j *job) work() {
+	ws := j.e.getWorkspace()
+	defer j.e.putWorkspace(ws)
+	c := &j.c
+	ws.ensure(c.group*j.np, j.e.blockKV, c.q.Dim)
+	heads := c.k.Heads
+	for {
+		i := int(j.next.Add(1)) - 1
+		if i >= j.total {
+			return
+		}
+		// Block index i, largest first: the last query block of every
+		// (batch, head) comes before any second-to-last one.
+		blk := j.nBlk - 1 - i/(c.q.Batch*heads)
+		bh := i % (c.q.Batch * heads)
+		p0 := blk * j.np
+		if err := j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.np, c.q.Seq)); err != nil {
+			j.mu.Lock()
+			if j.err == nil {
+				j.err = err
+			}
+			j.mu.Unlock()
+		}
+	}
+}
+
+func (e *Engine) getJob() *job {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := len(e.freeJobs); n > 0 {
+		j := e.freeJobs[n-1]
+		e.freeJobs = e.freeJobs[:n-1]
+		return j
+	}
+	return new(job)
+}
+
+func (e *Engine) putJob(j *job) {
+	j.e, j.c = nil, call{}
+	e.mu.Lock()
+	e.freeJobs = append(e.freeJobs, j)
+	e.mu.Unlock()
+}

@@ -1,0 +1,11 @@
+//go:build arm64 && !purego
+
+package kernel
+
+// Advanced SIMD is part of every arm64 CPU, so NEON needs no detection.
+func available() []impl {
+	if asmReady {
+		return []impl{implNEON, implGeneric}
+	}
+	return []impl{implGeneric}
+}
