@@ -12,13 +12,14 @@ import (
 type workspace struct {
 	rows, cols, dim int
 
-	q    []float32 // rows × dim: the tile's query rows, gathered
-	kt   []float32 // dim × cols: the K tile, transposed and in float32
-	v    []float32 // cols × dim: the V tile in float32 (fp16/bf16 only)
-	s    []float32 // rows × cols: scores, then probabilities
-	o    []float32 // rows × dim: unnormalised output accumulators
-	m, z []float32 // rows: running max and running sum
-	vis  []int     // rows: keys of the current tile that each row sees
+	q     []float32 // rows × dim: the tile's query rows, gathered
+	kt    []float32 // dim × cols: the K tile, transposed and in float32
+	v     []float32 // cols × dim: the V tile in float32 (fp16/bf16 only)
+	s     []float32 // rows × cols: scores, then probabilities
+	o     []float32 // rows × dim: unnormalised output accumulators
+	m, z  []float32 // rows: running max and running sum
+	alpha []float32 // rows: the current tile's rescale factors
+	vis   []int     // rows: keys of the current tile that each row sees
 }
 
 func (e *Engine) getWorkspace() *workspace {
@@ -54,6 +55,7 @@ func (ws *workspace) ensure(rows, cols, dim int) {
 	ws.o = make([]float32, rows*dim)
 	ws.m = make([]float32, rows)
 	ws.z = make([]float32, rows)
+	ws.alpha = make([]float32, rows)
 	ws.vis = make([]int, rows)
 }
 
@@ -112,59 +114,19 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int) error {
 			}
 			vt, ldV = ws.v, d
 		}
-		if err := kernel.QKT(ws.s, ldS, ws.q, d, ws.kt, ldS, rows, bc, d, c.scale); err != nil {
+		err := kernel.QKT(ws.s, ldS, ws.q, d, ws.kt, ldS, rows, bc, d, c.scale)
+		if err != nil {
 			return err
 		}
-
 		// Only a tile that crosses the diagonal is masked: one whose last
 		// key the block's first position already sees is visible to all.
-		whole := !c.causal || j0+bc-1 <= p0+shift
-		uniform := true
-		for r := range rows {
-			vis := bc
-			if !whole {
-				vis = min(bc, max(0, p0+r%np+shift+1-j0))
-			}
-			ws.vis[r] = 0
-			if vis == 0 {
-				uniform = false
-				continue
-			}
-			srow := ws.s[r*ldS : r*ldS+vis]
-			mNew := max(ws.m[r], kernel.Max(srow))
-			if mNew == negInf {
-				// Every visible score is −Inf: the keys carry no weight
-				// and exp(m − m') would be exp(−Inf + Inf) = NaN.
-				uniform = false
-				continue
-			}
-			alpha := kernel.Exp(ws.m[r] - mNew)
-			sum := kernel.ExpSum(srow, srow, mNew)
-			ws.z[r] = alpha*ws.z[r] + sum
-			if alpha != 1 {
-				orow := ws.o[r*d : (r+1)*d]
-				kernel.Scale(orow, orow, alpha)
-			}
-			ws.m[r] = mNew
-			ws.vis[r] = vis
-			if vis != bc {
-				uniform = false
-			}
+		if c.causal && j0+bc-1 > p0+shift {
+			err = foldCrossingTile(ws, rows, np, bc, d, ldS, p0+shift+1-j0, vt, ldV)
+		} else {
+			err = foldWholeTile(ws, rows, bc, d, ldS, vt, ldV)
 		}
-		if uniform {
-			if err := kernel.PV(ws.o, d, ws.s, ldS, vt, ldV, rows, bc, d); err != nil {
-				return err
-			}
-			continue
-		}
-		// Masked keys are left out of P·V rather than weighted by zero, so
-		// that a NaN in a value a row cannot see never reaches it.
-		for r := range rows {
-			if vis := ws.vis[r]; vis > 0 {
-				if err := kernel.PV(ws.o[r*d:], d, ws.s[r*ldS:], ldS, vt, ldV, 1, vis, d); err != nil {
-					return err
-				}
-			}
+		if err != nil {
+			return err
 		}
 	}
 
@@ -208,4 +170,53 @@ func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
 		return kernel.PackFloat16(dst, ld, v.f16[off:], v.SeqStride, n, d)
 	}
 	return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
+}
+
+// foldWholeTile folds a tile that every row of the block sees entirely.
+func foldWholeTile(ws *workspace, rows, bc, d, ldS int, vt []float32, ldV int) error {
+	if err := kernel.OnlineSoftmax(ws.s, ldS, rows, bc, ws.m, ws.z, ws.alpha); err != nil {
+		return err
+	}
+	if err := kernel.ScaleRows(ws.o, d, ws.alpha, rows, d); err != nil {
+		return err
+	}
+	return kernel.PV(ws.o, d, ws.s, ldS, vt, ldV, rows, bc, d)
+}
+
+// foldCrossingTile folds a tile that the causal diagonal crosses: the row
+// at position offset pi (of np) sees the first see0+pi keys of the tile
+// (clamped to [0, bc]). Masked keys are left out of P·V rather than weighted
+// by zero, so that a NaN in a value a row cannot see never reaches it. The
+// prefix of keys that every row sees goes through one block P·V; only the
+// ragged remainder (fewer than np keys per row) goes row by row.
+func foldCrossingTile(ws *workspace, rows, np, bc, d, ldS, see0 int, vt []float32, ldV int) error {
+	minVis := bc
+	for r := range rows {
+		vis := min(bc, max(0, see0+r%np))
+		ws.vis[r] = vis
+		minVis = min(minVis, vis)
+		ws.alpha[r] = 1
+		if vis == 0 {
+			continue
+		}
+		if err := kernel.OnlineSoftmax(ws.s[r*ldS:], ldS, 1, vis, ws.m[r:], ws.z[r:], ws.alpha[r:]); err != nil {
+			return err
+		}
+	}
+	if err := kernel.ScaleRows(ws.o, d, ws.alpha, rows, d); err != nil {
+		return err
+	}
+	if minVis > 0 {
+		if err := kernel.PV(ws.o, d, ws.s, ldS, vt, ldV, rows, minVis, d); err != nil {
+			return err
+		}
+	}
+	for r := range rows {
+		if extra := ws.vis[r] - minVis; extra > 0 {
+			if err := kernel.PV(ws.o[r*d:], d, ws.s[r*ldS+minVis:], ldS, vt[minVis*ldV:], ldV, 1, extra, d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/flashgo/flashgo/fp16"
 )
@@ -255,3 +256,91 @@ func checkPack(fn string, nDst, ldDst, nSrc, ldSrc, n, d int, transpose bool) er
 	}
 	return checkBlock(fn, "dst", nDst, ldDst, n, d)
 }
+
+// OnlineSoftmax folds a tile of scores into the running maximum m and the
+// running sum z of each of its rows (docs/math.md), leaving in s the
+// unnormalised probabilities and in alpha the factor by which each row's
+// output accumulator must be rescaled:
+//
+//	for i := 0; i < rows; i++ {
+//		row := s[i*ldS : i*ldS+cols]
+//		mNew := max(m[i], Max(row))
+//		if mNew == −Inf { // nothing seen yet: no weight, and no NaN
+//			clear(row)
+//			alpha[i] = 1
+//			continue
+//		}
+//		alpha[i] = Exp(m[i] − mNew)
+//		z[i] = alpha[i]*z[i] + ExpSum(row, row, mNew)
+//		m[i] = mNew
+//	}
+//
+// A NaN score makes its row's m, z and alpha NaN, so the row's output is
+// NaN, as the definition of softmax has it.
+func OnlineSoftmax(s []float32, ldS int, rows, cols int, m, z, alpha []float32) error {
+	if err := checkDims("OnlineSoftmax", rows, cols, 0); err != nil {
+		return err
+	}
+	if err := checkBlock("OnlineSoftmax", "s", len(s), ldS, rows, cols); err != nil {
+		return err
+	}
+	if len(m) < rows || len(z) < rows || len(alpha) < rows {
+		return fmt.Errorf("kernel.OnlineSoftmax: m, z and alpha have %d, %d and %d elements; want >= %d (rows)", len(m), len(z), len(alpha), rows)
+	}
+	for i := range rows {
+		row := s[i*ldS:][:cols]
+		mi := m[i]
+		mNew := mi
+		if cols > 0 {
+			mNew = max(mi, maxOf(row))
+		}
+		if mNew == negInf {
+			clear(row)
+			alpha[i] = 1
+			continue
+		}
+		a := Exp(mi - mNew)
+		alpha[i] = a
+		sum := float32(0)
+		if cols > 0 {
+			sum = expSum(row, row, mNew)
+		}
+		z[i] = a*z[i] + sum
+		m[i] = mNew
+	}
+	return nil
+}
+
+// ScaleRows multiplies each row of a block by its own factor:
+//
+//	for i := 0; i < rows; i++ {
+//		for k := 0; k < d; k++ {
+//			o[i*ldO+k] *= alpha[i]
+//		}
+//	}
+//
+// It is the rescale of the output accumulators by exp(m − m_new); rows
+// whose factor is exactly 1 are left as they are, which changes nothing.
+func ScaleRows(o []float32, ldO int, alpha []float32, rows, d int) error {
+	if err := checkDims("ScaleRows", rows, d, 0); err != nil {
+		return err
+	}
+	if err := checkBlock("ScaleRows", "o", len(o), ldO, rows, d); err != nil {
+		return err
+	}
+	if len(alpha) < rows {
+		return fmt.Errorf("kernel.ScaleRows: alpha has %d elements; want >= %d (rows)", len(alpha), rows)
+	}
+	if d == 0 {
+		return nil
+	}
+	for i, a := range alpha[:rows] {
+		if a != 1 {
+			row := o[i*ldO:][:d]
+			scale(row, row, a)
+		}
+	}
+	return nil
+}
+
+var negInf = float32(math.Inf(-1))

@@ -342,3 +342,85 @@ func testErrors(t *testing.T) {
 	require.NoError(t, QKT(nil, 0, nil, 0, nil, 0, 0, 0, 0, 1))
 	require.NoError(t, PV(nil, 0, nil, 0, nil, 0, 3, 0, 0))
 }
+
+func TestOnlineSoftmax(t *testing.T) { forEachImpl(t, testOnlineSoftmax) }
+
+func testOnlineSoftmax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	inf := float32(math.Inf(-1))
+	for _, cols := range []int{0, 1, 3, 16, 17, 64} {
+		const rows, ldS = 5, 70
+		sBuf, s := guarded((rows-1)*ldS + cols)
+		fill(rng, s)
+		m := []float32{inf, 0.5, 3, inf, float32(math.NaN())}
+		z := []float32{0, 2, 1.5, 0, 1}
+		if cols > 0 {
+			for j := range cols {
+				s[3*ldS+j] = inf // row 3 sees nothing yet
+			}
+		}
+		s0 := append([]float32(nil), s...)
+		m0, z0 := append([]float32(nil), m...), append([]float32(nil), z...)
+		alpha := make([]float32, rows)
+		require.NoError(t, OnlineSoftmax(s, ldS, rows, cols, m, z, alpha))
+		checkGuards(t, sBuf, "OnlineSoftmax")
+		for i := range rows {
+			row0 := s0[i*ldS:][:cols]
+			mNew := m0[i]
+			if cols > 0 {
+				mNew = max(m0[i], maxGeneric(row0))
+			}
+			if mNew == inf {
+				assert.Equal(t, float32(1), alpha[i])
+				assert.Equal(t, m0[i], m[i])
+				assert.Equal(t, z0[i], z[i])
+				for j := range cols {
+					assert.Zero(t, s[i*ldS+j])
+				}
+				continue
+			}
+			if math.IsNaN(float64(mNew)) {
+				assert.True(t, math.IsNaN(float64(z[i])), "row %d: z = %v", i, z[i])
+				continue
+			}
+			a := Exp(m0[i] - mNew)
+			assert.Equal(t, a, alpha[i], "row %d alpha", i)
+			var sum float64
+			for j := range cols {
+				want := Exp(row0[j] - mNew)
+				require.InDelta(t, want, s[i*ldS+j], 2e-7*float64(want)+1e-30)
+				sum += float64(s[i*ldS+j])
+			}
+			assert.InDelta(t, float64(a)*float64(z0[i])+sum, float64(z[i]), 1e-5*(1+sum))
+			assert.Equal(t, mNew, m[i])
+		}
+	}
+	err := OnlineSoftmax(make([]float32, 10), 5, 2, 5, make([]float32, 1), make([]float32, 2), make([]float32, 2))
+	assert.ErrorContains(t, err, "kernel.OnlineSoftmax: m, z and alpha have 1, 2 and 2 elements; want >= 2")
+}
+
+func TestScaleRows(t *testing.T) { forEachImpl(t, testScaleRows) }
+
+func testScaleRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, d := range testSizes {
+		const rows = 4
+		ld := d + 3
+		oBuf, o := guarded(max(0, (rows-1)*ld+d))
+		fill(rng, o)
+		o0 := append([]float32(nil), o...)
+		alpha := []float32{0.5, 1, 0, float32(math.NaN())}
+		require.NoError(t, ScaleRows(o, ld, alpha, rows, d))
+		checkGuards(t, oBuf, "ScaleRows")
+		for i := range rows {
+			for k := range d {
+				want := o0[i*ld+k] * alpha[i]
+				got := o[i*ld+k]
+				if math.Float32bits(got) != math.Float32bits(want) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
+					t.Fatalf("d %d: o[%d][%d] = %v, want %v", d, i, k, got, want)
+				}
+			}
+		}
+	}
+	assert.ErrorContains(t, ScaleRows(make([]float32, 8), 4, []float32{1}, 2, 4), "alpha has 1 elements; want >= 2")
+}

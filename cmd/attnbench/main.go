@@ -37,7 +37,7 @@ func main() {
 
 // config is what the flags ask for.
 type config struct {
-	shape   shape
+	shapes  []shape
 	kv      attention.DType
 	reps    int
 	threads []int
@@ -48,7 +48,7 @@ type config struct {
 func parse(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("attnbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	shapeName := fs.String("shape", "P2", "shape from the standard suite: "+shapeNames())
+	shapeName := fs.String("shape", "P2", "comma-separated shapes from the standard suite: "+shapeNames())
 	kvName := fs.String("kv", "f32", "storage type of K and V: f32, f16 or bf16")
 	reps := fs.Int("reps", 5, "timed repetitions after one warm-up (the median is reported)")
 	naive := fs.Bool("naive", true, "also time the naive float32 baseline (Sgemm, softmax, Sgemm)")
@@ -64,14 +64,19 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	s, err := lookupShape(*shapeName)
-	if err != nil {
-		return config{}, err
+	var shapes []shape
+	for _, name := range strings.Split(*shapeName, ",") {
+		s, err := lookupShape(strings.TrimSpace(name))
+		if err != nil {
+			return config{}, err
+		}
+		shapes = append(shapes, s)
 	}
 	if *reps < 1 {
 		return config{}, fmt.Errorf("-reps is %d; want >= 1", *reps)
 	}
-	c := config{shape: s, reps: *reps, naive: *naive, check: *check}
+	c := config{shapes: shapes, reps: *reps, naive: *naive, check: *check}
+	var err error
 	if c.threads, err = parseThreads(*threads); err != nil {
 		return config{}, err
 	}
@@ -121,7 +126,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(c config, w io.Writer) error {
-	s := c.shape
+	for i, s := range c.shapes {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := benchShape(c, s, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func benchShape(c config, s shape, w io.Writer) error {
 	p := reference.Params{Batch: 1, HeadsQ: s.heads, HeadsKV: s.kvHeads, SeqQ: s.nq, SeqKV: s.nkv, Dim: s.dim, Causal: s.causal}
 	rng := rand.New(rand.NewPCG(1, 2))
 	q, k, v := randn(rng, p.QLen()), randn(rng, p.KVLen()), randn(rng, p.KVLen())
