@@ -186,15 +186,15 @@ func foldWholeTile(ws *workspace, rows, bc, d, ldS int, vt []float32, ldV int) e
 // foldCrossingTile folds a tile that the causal diagonal crosses: the row
 // at position offset pi (of np) sees the first see0+pi keys of the tile
 // (clamped to [0, bc]). Masked keys are left out of P·V rather than weighted
-// by zero, so that a NaN in a value a row cannot see never reaches it. The
-// prefix of keys that every row sees goes through one block P·V; only the
-// ragged remainder (fewer than np keys per row) goes row by row.
+// by zero, so that a NaN in a value a row cannot see never reaches it. Rows
+// go to P·V in runs of crossRun consecutive positions of one head: the keys
+// the first row of a run sees, every row of the run sees, so they go
+// through one block P·V; only the ragged remainder (fewer than crossRun
+// keys per row) goes row by row.
 func foldCrossingTile(ws *workspace, rows, np, bc, d, ldS, see0 int, vt []float32, ldV int) error {
-	minVis := bc
 	for r := range rows {
 		vis := min(bc, max(0, see0+r%np))
 		ws.vis[r] = vis
-		minVis = min(minVis, vis)
 		ws.alpha[r] = 1
 		if vis == 0 {
 			continue
@@ -206,17 +206,27 @@ func foldCrossingTile(ws *workspace, rows, np, bc, d, ldS, see0 int, vt []float3
 	if err := kernel.ScaleRows(ws.o, d, ws.alpha, rows, d); err != nil {
 		return err
 	}
-	if minVis > 0 {
-		if err := kernel.PV(ws.o, d, ws.s, ldS, vt, ldV, rows, minVis, d); err != nil {
-			return err
-		}
-	}
-	for r := range rows {
-		if extra := ws.vis[r] - minVis; extra > 0 {
-			if err := kernel.PV(ws.o[r*d:], d, ws.s[r*ldS+minVis:], ldS, vt[minVis*ldV:], ldV, 1, extra, d); err != nil {
-				return err
+	for h0 := 0; h0 < rows; h0 += np {
+		for r0 := h0; r0 < h0+np; r0 += crossRun {
+			n := min(crossRun, h0+np-r0)
+			common := ws.vis[r0] // the smallest in the run
+			if common > 0 {
+				if err := kernel.PV(ws.o[r0*d:], d, ws.s[r0*ldS:], ldS, vt, ldV, n, common, d); err != nil {
+					return err
+				}
+			}
+			for r := r0; r < r0+n; r++ {
+				if extra := ws.vis[r] - common; extra > 0 {
+					if err := kernel.PV(ws.o[r*d:], d, ws.s[r*ldS+common:], ldS, vt[common*ldV:], ldV, 1, extra, d); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}
 	return nil
 }
+
+// crossRun is the number of consecutive query positions of a crossing tile
+// that share one block P·V over their common visible keys.
+const crossRun = 8
