@@ -13,10 +13,10 @@ var (
 
 func available() []impl {
 	var a []impl
-	if hasAVX512 && asmReady {
+	if hasAVX512 {
 		a = append(a, implAVX512)
 	}
-	if hasAVX2 && asmReady {
+	if hasAVX2 {
 		a = append(a, implAVX2)
 	}
 	return append(a, implGeneric)

@@ -39,8 +39,13 @@ func QKT(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows
 	}
 	switch {
 	case rows == 0 || cols == 0:
-	case d == 0:
-		qktGeneric(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale) // zero scores
+	case d == 0: // empty dot products: q and kt may be empty
+		for i := range rows {
+			row := s[i*ldS:][:cols]
+			for j := range row {
+				row[j] = scale * 0
+			}
+		}
 	default:
 		qkt(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale)
 	}

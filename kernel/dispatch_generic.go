@@ -1,10 +1,12 @@
+//go:build purego || !(amd64 || arm64)
+
 package kernel
 
 import "github.com/flashgo/flashgo/fp16"
 
-// The unexported entry points below are where an architecture's assembly
-// takes over; each has the contract of its exported namesake with the
-// arguments already checked.
+// Without assembly (the purego tag, or an architecture flashgo has none
+// for) every entry point is the generic kernel. Each has the contract of its
+// exported namesake with the arguments already checked.
 
 func qkt(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
 	qktGeneric(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale)

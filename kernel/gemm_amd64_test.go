@@ -1,0 +1,395 @@
+//go:build amd64 && !purego
+
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"golang.org/x/sys/cpu"
+)
+
+// The assembly QKT and PV kernels are checked against qktGeneric and
+// pvGeneric on blocks that sit at odd offsets inside NaN-filled buffers,
+// with leading dimensions longer than the rows (NaN in the gaps) and NaN
+// guards on both sides: an element read from outside its block makes a NaN
+// reach the result, and one written outside its block replaces a NaN. (A
+// read that only fills a vector lane no result uses stays invisible here;
+// TestQKTPVGuardPages, in gemm_bench_amd64_test.go because it needs Linux,
+// turns such a read into a fault.) QKT's score block starts as NaN, so a
+// kernel that read s before writing it would fail too.
+
+var (
+	gemmHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+	gemmHasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+)
+
+type (
+	gemmQKTFunc func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32)
+	gemmPVFunc  func(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int)
+)
+
+type gemmVariant struct {
+	name string
+	ok   bool
+	qkt  gemmQKTFunc
+	pv   gemmPVFunc
+}
+
+var gemmVariants = []gemmVariant{
+	{
+		name: "avx512", ok: gemmHasAVX512,
+		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
+			qktAVX512(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
+		},
+		pv: func(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int) {
+			pvAVX512(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
+		},
+	},
+	{
+		name: "avx2", ok: gemmHasAVX2,
+		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
+			qktAVX2(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
+		},
+		pv: func(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int) {
+			pvAVX2(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
+		},
+	},
+}
+
+func gemmVariantNamed(t testing.TB, name string) gemmVariant {
+	t.Helper()
+	for _, v := range gemmVariants {
+		if v.name == name {
+			if !v.ok {
+				t.Skipf("CPU lacks %s", name)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no variant %s", name)
+	return gemmVariant{}
+}
+
+const gemmGuard = 16 // NaN elements on each side of every buffer
+
+// gemmMat is a rows×cols block with leading dimension ld, starting off
+// elements into the middle of a NaN-filled buffer framed by guards.
+type gemmMat struct {
+	buf            []float32
+	off            int // index in buf of element (0, 0)
+	rows, cols, ld int
+}
+
+// newGemmMat lays out a block at a random offset (1..3) with a random gap
+// (0..3) after each row; with fill the block holds unit normals, otherwise
+// NaN like everything around it.
+func newGemmMat(rng *rand.Rand, rows, cols int, fill bool) *gemmMat {
+	m := &gemmMat{rows: rows, cols: cols, ld: cols + rng.IntN(4), off: gemmGuard + 1 + rng.IntN(3)}
+	span := (rows-1)*m.ld + cols
+	m.buf = make([]float32, m.off+span+gemmGuard)
+	nan := float32(math.NaN())
+	for i := range m.buf {
+		m.buf[i] = nan
+	}
+	if fill {
+		for i := range rows {
+			for j := range cols {
+				m.buf[m.off+i*m.ld+j] = float32(rng.NormFloat64())
+			}
+		}
+	}
+	return m
+}
+
+// view is the slice the Go wrapper would pass: from (0, 0) to the last
+// element of the block.
+func (m *gemmMat) view() []float32 {
+	return m.buf[m.off : m.off+(m.rows-1)*m.ld+m.cols]
+}
+
+func (m *gemmMat) at(i, j int) float32 { return m.buf[m.off+i*m.ld+j] }
+
+func (m *gemmMat) clone() *gemmMat {
+	c := *m
+	c.buf = append([]float32(nil), m.buf...)
+	return &c
+}
+
+// checkOutside fails if an element outside the block is no longer NaN.
+func (m *gemmMat) checkOutside(t testing.TB, what string) {
+	t.Helper()
+	bad := func(k int) {
+		t.Fatalf("%s: element %d outside the block (offset %d, ld %d) was written: %v", what, k-m.off, m.off, m.ld, m.buf[k])
+	}
+	end := m.off + (m.rows-1)*m.ld + m.cols
+	for k, x := range m.buf {
+		if k >= m.off && k < end && (k-m.off)%m.ld < m.cols {
+			continue
+		}
+		if x == x {
+			bad(k)
+		}
+	}
+}
+
+// absProduct returns the rows×cols matrix of Σ_k |a[i,k]|·|b[k,j]|, the
+// sum of the absolute values of the terms of (a·b)[i,j].
+func absProduct(a, b *gemmMat) []float64 {
+	rows, n, cols := a.rows, a.cols, b.cols
+	out := make([]float64, rows*cols)
+	brow := make([]float64, cols)
+	for k := range n {
+		for j := range cols {
+			brow[j] = math.Abs(float64(b.at(k, j)))
+		}
+		for i := range rows {
+			x := math.Abs(float64(a.at(i, k)))
+			o := out[i*cols : (i+1)*cols]
+			for j, y := range brow {
+				o[j] += x * y
+			}
+		}
+	}
+	return out
+}
+
+// gemmCheck compares got with want where each element's tolerance is
+// 4·(n+1)·2⁻²⁴ times absSum, the sum of the absolute values of its terms, n
+// being the length of the sum.
+func gemmCheck(t testing.TB, what string, got, want *gemmMat, n int, absSum []float64) {
+	t.Helper()
+	for i := range got.rows {
+		for j := range got.cols {
+			g, w := got.at(i, j), want.at(i, j)
+			tol := 4 * float64(n+1) * 0x1p-24 * absSum[i*got.cols+j]
+			if math.IsNaN(float64(g)) || math.Abs(float64(g)-float64(w)) > tol {
+				t.Fatalf("%s: [%d,%d] = %v, want %v (±%.3g)", what, i, j, g, w, tol)
+			}
+		}
+	}
+	got.checkOutside(t, what)
+}
+
+// checkQKT runs one QKT case on every variant in vs.
+func checkQKT(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int) {
+	t.Helper()
+	q := newGemmMat(rng, rows, d, true)
+	kt := newGemmMat(rng, d, cols, true)
+	s := newGemmMat(rng, rows, cols, false) // NaN: the kernel must not read s before writing it
+	scale := float32(1 / math.Sqrt(float64(d)))
+	if rng.IntN(2) == 0 {
+		scale = float32(rng.Float64()*4 - 2)
+	}
+	want := s.clone()
+	for i := range rows {
+		for j := range cols {
+			want.buf[want.off+i*want.ld+j] = 0
+		}
+	}
+	qktGeneric(want.view(), want.ld, q.view(), q.ld, kt.view(), kt.ld, rows, cols, d, scale)
+	absSum := absProduct(q, kt)
+	for i := range absSum {
+		absSum[i] *= math.Abs(float64(scale))
+	}
+	for _, v := range vs {
+		got := s.clone()
+		v.qkt(got.view(), got.ld, q.view(), q.ld, kt.view(), kt.ld, rows, cols, d, scale)
+		what := fmt.Sprintf("qkt %s rows=%d cols=%d d=%d ldS=%d ldQ=%d ldK=%d", v.name, rows, cols, d, s.ld, q.ld, kt.ld)
+		gemmCheck(t, what, got, want, d, absSum)
+		q.checkOutside(t, what+" (q)")
+		kt.checkOutside(t, what+" (kt)")
+	}
+}
+
+// checkPV runs one PV case on every variant in vs.
+func checkPV(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int) {
+	t.Helper()
+	p := newGemmMat(rng, rows, cols, true)
+	v := newGemmMat(rng, cols, d, true)
+	o := newGemmMat(rng, rows, d, true)
+	want := o.clone()
+	pvGeneric(want.view(), want.ld, p.view(), p.ld, v.view(), v.ld, rows, cols, d)
+	absSum := absProduct(p, v)
+	for i := range rows {
+		for k := range d {
+			absSum[i*d+k] += math.Abs(float64(o.at(i, k)))
+		}
+	}
+	for _, vr := range vs {
+		got := o.clone()
+		vr.pv(got.view(), got.ld, p.view(), p.ld, v.view(), v.ld, rows, cols, d)
+		what := fmt.Sprintf("pv %s rows=%d cols=%d d=%d ldO=%d ldP=%d ldV=%d", vr.name, rows, cols, d, o.ld, p.ld, v.ld)
+		gemmCheck(t, what, got, want, cols, absSum)
+		p.checkOutside(t, what+" (p)")
+		v.checkOutside(t, what+" (v)")
+	}
+}
+
+func gemmAvailable(t *testing.T) []gemmVariant {
+	var vs []gemmVariant
+	for _, v := range gemmVariants {
+		if v.ok {
+			vs = append(vs, v)
+		} else {
+			t.Logf("CPU lacks %s: not tested", v.name)
+		}
+	}
+	if len(vs) == 0 {
+		t.Skip("CPU has neither AVX-512 nor AVX2+FMA")
+	}
+	return vs
+}
+
+var (
+	gemmTestRows = []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 64, 65}
+	gemmTestD    = []int{1, 2, 3, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 256}
+)
+
+func gemmTestCols() []int {
+	var cols []int
+	for c := 1; c <= 65; c++ {
+		cols = append(cols, c)
+	}
+	return append(cols, 127, 128, 129)
+}
+
+// gemmGrid calls f on the test grid: every row count with every column
+// count for every d, except that the two largest row counts, which only
+// repeat the row loop of the smaller ones more times, take the column
+// counts around multiples of 16; then on random sizes. In short mode the
+// columns are thinned for d > 33 too.
+func gemmGrid(t *testing.T, f func(rng *rand.Rand, rows, cols, d int)) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	edge := func(cols int) bool { return cols%16 <= 1 || cols%16 == 15 }
+	for _, d := range gemmTestD {
+		for _, rows := range gemmTestRows {
+			for _, cols := range gemmTestCols() {
+				if (rows >= 64 || testing.Short() && d > 33) && !edge(cols) {
+					continue
+				}
+				f(rng, rows, cols, d)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+	for range 200 {
+		f(rng, 1+rng.IntN(100), 1+rng.IntN(200), 1+rng.IntN(300))
+	}
+}
+
+func TestQKTAsm(t *testing.T) {
+	vs := gemmAvailable(t)
+	gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkQKT(t, rng, vs, rows, cols, d) })
+}
+
+func TestPVAsm(t *testing.T) {
+	vs := gemmAvailable(t)
+	gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkPV(t, rng, vs, rows, cols, d) })
+}
+
+// TestQKTAsmChunks checks that the assembly sums d in chunks of qktChunk,
+// each into a fresh partial added to the score, as qktGeneric does. Every
+// product is exact and so is every partial, whatever its order: chunk 0 sums
+// to ±2^24, and each odd chunk holds two ones, one in each half, whose sum 2
+// is added exactly as a whole partial, whereas added one at a time (no
+// chunking, or chunks of 16) each 1 is lost to round-to-even at 2^24.
+func TestQKTAsmChunks(t *testing.T) {
+	vs := gemmAvailable(t)
+	for _, d := range []int{32, 33, 48, 49, 63, 64, 65, 96, 100, 128, 256} {
+		rows, cols := 7, 37
+		q := make([]float32, rows*d)
+		kt := make([]float32, d*cols)
+		for i := range rows {
+			for k := range d {
+				q[i*d+k] = float32(1 - 2*(i%2))
+			}
+		}
+		for j := range cols {
+			for k := range 32 {
+				kt[k*cols+j] = 0x1p19
+			}
+			for c := 32; c < d; c += 64 {
+				for _, k := range []int{c + j%16, c + 16 + (j+5)%16} {
+					if k < d {
+						kt[k*cols+j] = 1
+					}
+				}
+			}
+		}
+		want := make([]float32, rows*cols)
+		qktGeneric(want, cols, q, d, kt, cols, rows, cols, d, 0.25)
+		for _, v := range vs {
+			got := make([]float32, rows*cols)
+			v.qkt(got, cols, q, d, kt, cols, rows, cols, d, 0.25)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("qkt %s d=%d: element %d = %v, want exactly %v", v.name, d, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestFMAPeakRuns(t *testing.T) {
+	if gemmHasAVX512 {
+		fmaPeakAVX512(0)
+		fmaPeakAVX512(1)
+		fmaPeakAVX512(1000)
+	}
+	if gemmHasAVX2 {
+		fmaPeakAVX2(0)
+		fmaPeakAVX2(1)
+		fmaPeakAVX2(1000)
+	}
+}
+
+func fuzzGemmSizes(rows, cols, d uint16) (int, int, int) {
+	return 1 + int(rows)%80, 1 + int(cols)%160, 1 + int(d)%300
+}
+
+func gemmFuzzSeeds(f *testing.F) {
+	for _, c := range [][3]uint16{{0, 0, 0}, {63, 63, 127}, {64, 64, 128}, {5, 16, 31}, {6, 17, 32}, {12, 48, 64}, {1, 129, 257}} {
+		f.Add(c[0], c[1], c[2], uint64(c[0])*31+uint64(c[2]))
+	}
+}
+
+func FuzzQKTAVX512(f *testing.F) {
+	gemmFuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, r, c, d uint16, seed uint64) {
+		v := gemmVariantNamed(t, "avx512")
+		rows, cols, dd := fuzzGemmSizes(r, c, d)
+		checkQKT(t, rand.New(rand.NewPCG(seed, 7)), []gemmVariant{v}, rows, cols, dd)
+	})
+}
+
+func FuzzPVAVX512(f *testing.F) {
+	gemmFuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, r, c, d uint16, seed uint64) {
+		v := gemmVariantNamed(t, "avx512")
+		rows, cols, dd := fuzzGemmSizes(r, c, d)
+		checkPV(t, rand.New(rand.NewPCG(seed, 7)), []gemmVariant{v}, rows, cols, dd)
+	})
+}
+
+func FuzzQKTAVX2(f *testing.F) {
+	gemmFuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, r, c, d uint16, seed uint64) {
+		v := gemmVariantNamed(t, "avx2")
+		rows, cols, dd := fuzzGemmSizes(r, c, d)
+		checkQKT(t, rand.New(rand.NewPCG(seed, 7)), []gemmVariant{v}, rows, cols, dd)
+	})
+}
+
+func FuzzPVAVX2(f *testing.F) {
+	gemmFuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, r, c, d uint16, seed uint64) {
+		v := gemmVariantNamed(t, "avx2")
+		rows, cols, dd := fuzzGemmSizes(r, c, d)
+		checkPV(t, rand.New(rand.NewPCG(seed, 7)), []gemmVariant{v}, rows, cols, dd)
+	})
+}

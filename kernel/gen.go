@@ -1,0 +1,9 @@
+package kernel
+
+// The amd64 assembly is generated with avo by the programs in _asm, a module
+// of its own so that avo never reaches flashgo's users. The generated files
+// are committed; `make generate` (go generate ./...) rewrites them and CI
+// fails if that changes anything.
+
+//go:generate sh -c "cd _asm && go run ./gemm -out ../gemm_amd64.s -stubs ../gemm_amd64.go -pkg kernel"
+//go:generate sh -c "cd _asm && go run ./vec -out ../vec_amd64.s -stubs ../vec_amd64.go -pkg kernel"
