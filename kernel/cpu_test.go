@@ -57,3 +57,10 @@ func TestImplementations(t *testing.T) {
 	assert.Equal(t, Generic, Implementation())
 	restore()
 }
+
+func TestPeak(t *testing.T) {
+	g, isa := Peak(0)
+	t.Logf("peak %.1f GFLOP/s (%s)", g, isa)
+	assert.Greater(t, g, 0.1)
+	assert.Contains(t, []string{AVX512, AVX2, "go"}, isa)
+}

@@ -18,13 +18,6 @@ import (
 	"unsafe"
 )
 
-// Flops of one iteration of the FMA peak loops: 24 zmm FMAs of 16 lanes and
-// 12 ymm FMAs of 8 lanes, two flops a lane.
-const (
-	fmaPeakFlopsAVX512 = 24 * 16 * 2
-	fmaPeakFlopsAVX2   = 12 * 8 * 2
-)
-
 // The matrix benchmarks report GFLOP/s and two shares of the FMA peak of
 // the same instruction set, both measured in the benchmark's process:
 //

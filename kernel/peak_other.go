@@ -1,0 +1,5 @@
+//go:build purego || !amd64
+
+package kernel
+
+func peakLoop() (run func(n int), flops int, isa string) { return goPeak, goPeakFlops, "go" }
