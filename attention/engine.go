@@ -9,7 +9,7 @@ import (
 
 // Default tile sizes; docs/design.md explains the choice.
 const (
-	DefaultBlockQ  = 64
+	DefaultBlockQ  = 128
 	DefaultBlockKV = 64
 )
 

@@ -292,26 +292,36 @@ func OnlineSoftmax(s []float32, ldS int, rows, cols int, m, z, alpha []float32) 
 	if len(m) < rows || len(z) < rows || len(alpha) < rows {
 		return fmt.Errorf("kernel.OnlineSoftmax: m, z and alpha have %d, %d and %d elements; want >= %d (rows)", len(m), len(z), len(alpha), rows)
 	}
+	// Pass 1: each row's new maximum, and in alpha the exponent m − m_new
+	// of its rescale factor. Pass 2 takes all the factors' exponentials in
+	// one vector call rather than a scalar call a row. Pass 3 turns scores
+	// into probabilities and folds their sums into z.
 	for i := range rows {
-		row := s[i*ldS:][:cols]
-		mi := m[i]
-		mNew := mi
+		mNew := m[i]
 		if cols > 0 {
-			mNew = max(mi, maxOf(row))
+			mNew = max(mNew, maxOf(s[i*ldS:][:cols]))
 		}
 		if mNew == negInf {
-			clear(row)
-			alpha[i] = 1
+			alpha[i] = 0 // exp(0) = 1, and no NaN from −Inf + Inf
 			continue
 		}
-		a := Exp(mi - mNew)
-		alpha[i] = a
+		alpha[i] = m[i] - mNew
+		m[i] = mNew
+	}
+	if rows > 0 {
+		expSum(alpha[:rows], alpha[:rows], 0)
+	}
+	for i := range rows {
+		row := s[i*ldS:][:cols]
+		if m[i] == negInf {
+			clear(row)
+			continue
+		}
 		sum := float32(0)
 		if cols > 0 {
-			sum = expSum(row, row, mNew)
+			sum = expSum(row, row, m[i])
 		}
-		z[i] = a*z[i] + sum
-		m[i] = mNew
+		z[i] = alpha[i]*z[i] + sum
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ type config struct {
 	reps    int
 	threads []int
 	naive   bool
+	peak    float64 // GFLOP/s of one core, measured at start
 	check   bool
 }
 
@@ -126,6 +127,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(c config, w io.Writer) error {
+	peak, isa := kernel.Peak(200 * time.Millisecond)
+	c.peak = peak
+	fmt.Fprintf(w, "FMA peak %.1f GFLOP/s per core (%s loop, measured now); kernel %s\n\n", peak, isa, kernel.Implementation())
 	for i, s := range c.shapes {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -161,12 +165,13 @@ func benchShape(c config, s shape, w io.Writer) error {
 	out := make([]float32, p.QLen())
 	outT := attention.F32Tensor(out, qT.Layout)
 	opts := attention.Options{Causal: s.causal}
-	fmt.Fprintf(w, "shape %s (%s): Hq %d, Hkv %d, d %d, Nq %d, Nkv %d, causal %v; K/V %v; kernel %s; %d reps\n",
-		s.name, s.what, s.heads, s.kvHeads, s.dim, s.nq, s.nkv, s.causal, c.kv, kernel.Implementation(), c.reps)
+	fmt.Fprintf(w, "shape %s (%s): Hq %d, Hkv %d, d %d, Nq %d, Nkv %d, causal %v; K/V %v; %d reps\n",
+		s.name, s.what, s.heads, s.kvHeads, s.dim, s.nq, s.nkv, s.causal, c.kv, c.reps)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "path\tthreads\tmedian ms\tmin ms\tmax ms\tGFLOP/s\tvs naive\t\n")
+	fmt.Fprintf(tw, "path\tthreads\tmedian ms\tmin ms\tmax ms\tGFLOP/s\t%% peak\tvs naive\t\n")
 	row := func(name string, threads int, t timing, ratio string) {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%s\t\n", name, threads, ms(t.median), ms(t.min), ms(t.max), s.flops()/t.median.Seconds()/1e9, ratio)
+		gf := s.flops() / t.median.Seconds() / 1e9
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%s\t\n", name, threads, ms(t.median), ms(t.min), ms(t.max), gf, 100*gf/(c.peak*float64(threads)), ratio)
 	}
 	// GOMAXPROCS is set to the thread count for both paths, so that the
 	// naive baseline (gonum spreads large products over goroutines) gets
