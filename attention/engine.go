@@ -9,7 +9,7 @@ import (
 
 // Default tile sizes; docs/design.md explains the choice.
 const (
-	DefaultBlockQ  = 128
+	DefaultBlockQ  = 256
 	DefaultBlockKV = 64
 )
 
@@ -129,8 +129,22 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	np := max(1, e.blockQ/c.group) // query positions per block
-	return e.run(&c, np)
+	return e.run(&c, e.positionsPerBlock(&c))
+}
+
+// positionsPerBlock returns how many query positions a block covers:
+// BlockQ rows shared among the group's heads. Big blocks amortise the
+// packing of each K/V tile over more rows, but a call must also have enough
+// blocks to keep every thread busy to the end under a causal mask, so the
+// block shrinks (down to 16 positions) until there are at least 8 per
+// thread.
+func (e *Engine) positionsPerBlock(c *call) int {
+	np := max(1, e.blockQ/c.group)
+	threads := e.threadCount()
+	for np > 16 && c.q.Batch*c.k.Heads*((c.q.Seq+np-1)/np) < 8*threads {
+		np /= 2
+	}
+	return np
 }
 
 func validate(out Tensor, lse []float32, q, k, v Tensor, opts Options) (call, error) {

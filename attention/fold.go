@@ -117,11 +117,14 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int) error {
 		if err := packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d); err != nil {
 			return err
 		}
-		// Float32 values are read where they lie; others are converted
-		// into the panel once per tile.
+		// Float32 values whose rows are contiguous are read where they
+		// lie. Others are copied or converted into the panel once per tile:
+		// P·V re-reads the tile for every strip of rows, and rows a power
+		// of two apart (4 KiB in the [batch, seq, heads, dim] layout of an
+		// 8-head K/V) would all fall into the same few L1 sets.
 		var vt []float32
 		var ldV int
-		if v.dtype == F32 {
+		if v.dtype == F32 && v.SeqStride == d {
 			vt, ldV = v.f32[vBase+j0*v.SeqStride:], v.SeqStride
 		} else {
 			if err := packV(ws.v, ld, v, vBase+j0*v.SeqStride, bc, d); err != nil {
@@ -178,13 +181,19 @@ func packK(dst []float32, ld int, k *Tensor, off, n, d int) error {
 	return kernel.PackKT(dst, ld, k.f32[off:], k.SeqStride, n, d)
 }
 
-// packV converts n fp16 or bf16 value rows starting at element off of v
+// packV converts (or copies) n value rows starting at element off of v
 // into the row-major panel dst (leading dimension ld).
 func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
-	if v.dtype == F16 {
+	switch v.dtype {
+	case F16:
 		return kernel.PackFloat16(dst, ld, v.f16[off:], v.SeqStride, n, d)
+	case BF16:
+		return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
 	}
-	return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
+	for j := range n {
+		copy(dst[j*ld:j*ld+d], v.f32[off+j*v.SeqStride:][:d])
+	}
+	return nil
 }
 
 // foldWholeTile folds a tile that every row of the block sees entirely.
