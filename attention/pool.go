@@ -18,12 +18,15 @@ import (
 // first leaves the cheap ones to fill the gaps at the end (longest
 // processing time first, made dynamic by the shared counter).
 //
-// Helpers are long-lived goroutines that wait on the engine's unbuffered
-// job channel, so a call starts them without allocating. A call hands its
-// job only to helpers that are idle at that moment (a send that would block
-// is skipped), so concurrent calls on one engine share the helpers and the
-// callers never wait for a helper that is busy elsewhere. When the Engine
-// is garbage collected, a cleanup closes the channel and the helpers exit.
+// Helpers are long-lived goroutines that wait on the engine's job channel,
+// so a call starts them without allocating. A call offers its job to as many
+// helpers as it may use; a helper joins the job only if the caller has not
+// finished it yet, and the caller waits only for helpers that joined. So a
+// helper that is busy with another call (concurrent callers share the
+// helpers) or slow to come back never holds a caller up, and one that comes
+// late just finds the job closed. The pooled job is recycled only when every
+// copy handed out has been let go. When the Engine is garbage collected, a
+// cleanup closes the channel and the helpers exit.
 
 // job is one call's share-out of blocks.
 type job struct {
@@ -33,10 +36,13 @@ type job struct {
 	nBlk  int  // blocks per (batch, K/V head)
 	total int  // blocks in all
 	next  atomic.Int64
-	wg    sync.WaitGroup
+	refs  atomic.Int32 // holders: the caller and every offered copy
 
-	mu  sync.Mutex
-	err error
+	mu     sync.Mutex
+	done   sync.Cond // signalled when the last joined helper leaves
+	closed bool      // the caller has finished; nobody may join
+	active int       // helpers working on the job
+	err    error
 }
 
 // pool is the part of an Engine that its helpers share; it must not point
@@ -46,6 +52,10 @@ type pool struct {
 	mu      sync.Mutex
 	helpers int
 }
+
+// poolQueue is the capacity of the job channel: offers beyond it (many
+// concurrent callers) are skipped and those callers do more of the work.
+const poolQueue = 256
 
 func (p *pool) grow(n int) {
 	p.mu.Lock()
@@ -57,8 +67,42 @@ func (p *pool) grow(n int) {
 
 func (p *pool) help() {
 	for j := range p.jobs {
-		j.work()
-		j.wg.Done()
+		if j.join() {
+			j.work()
+			j.leave()
+		}
+		j.release()
+	}
+}
+
+func (j *job) join() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return false
+	}
+	j.active++
+	return true
+}
+
+func (j *job) leave() {
+	j.mu.Lock()
+	j.active--
+	if j.active == 0 && j.closed {
+		j.done.Signal()
+	}
+	j.mu.Unlock()
+}
+
+// release lets go of one holder's reference; the last returns the job to
+// the engine's free list.
+func (j *job) release() {
+	if j.refs.Add(-1) == 0 {
+		e := j.e
+		j.e, j.c = nil, call{}
+		e.mu.Lock()
+		e.freeJobs = append(e.freeJobs, j)
+		e.mu.Unlock()
 	}
 }
 
@@ -77,23 +121,32 @@ func (e *Engine) run(c *call, np int) error {
 	j.nBlk = (c.q.Seq + np - 1) / np
 	j.total = c.q.Batch * c.k.Heads * j.nBlk
 	j.next.Store(0)
-	j.err = nil
-	total := j.total
-	if helpers := min(e.threadCount(), total) - 1; helpers > 0 {
+	j.closed, j.active, j.err = false, 0, nil
+	helpers := min(e.threadCount(), j.total) - 1
+	j.refs.Store(int32(1 + max(0, helpers)))
+	if helpers > 0 {
 		e.pool.grow(helpers)
+		offered := 0
 		for range helpers {
-			j.wg.Add(1)
 			select {
 			case e.pool.jobs <- j:
-			default:
-				j.wg.Done() // every helper is busy: do without
+				offered++
+			default: // the queue is full: do without
 			}
 		}
+		// The caller still holds its own reference, so this cannot drop
+		// the count to zero under a helper.
+		j.refs.Add(int32(offered - helpers))
 	}
 	j.work()
-	j.wg.Wait()
+	j.mu.Lock()
+	j.closed = true
+	for j.active > 0 {
+		j.done.Wait()
+	}
 	err := j.err
-	e.putJob(j)
+	j.mu.Unlock()
+	j.release()
 	return err
 }
 
@@ -132,12 +185,7 @@ func (e *Engine) getJob() *job {
 		e.freeJobs = e.freeJobs[:n-1]
 		return j
 	}
-	return new(job)
-}
-
-func (e *Engine) putJob(j *job) {
-	j.e, j.c = nil, call{}
-	e.mu.Lock()
-	e.freeJobs = append(e.freeJobs, j)
-	e.mu.Unlock()
+	j := new(job)
+	j.done.L = &j.mu
+	return j
 }
