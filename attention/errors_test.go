@@ -106,6 +106,10 @@ func TestErrors(t *testing.T) {
 		_, err = attention.NewEngine(attention.Config{BlockKV: -2})
 		require.ErrorContains(t, err, "Config.BlockKV is -2")
 	})
+	t.Run("no queries, several heads", func(t *testing.T) {
+		empty := attention.F32Tensor(nil, attention.BHSD(1, 4, 0, 8))
+		require.NoError(t, e.ForwardLSE(empty, []float32{}, empty, k, v, attention.Options{Causal: true}))
+	})
 	t.Run("valid call after errors", func(t *testing.T) {
 		require.NoError(t, e.ForwardLSE(out, lse, q, k, v, attention.Options{Causal: true}))
 	})

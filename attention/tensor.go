@@ -121,6 +121,9 @@ func (l Layout) Validate() error {
 // ordered by stride, each dimension steps past everything the smaller ones
 // span.
 func (l Layout) injective() bool {
+	if l.Span() == 0 {
+		return true // no elements, none to collide (BHSD gives zero strides)
+	}
 	dims := [4][2]int{{l.Dim, 1}, {l.Seq, l.SeqStride}, {l.Heads, l.HeadStride}, {l.Batch, l.BatchStride}}
 	// Insertion sort by stride; dimensions of size 1 never collide.
 	for i := 1; i < len(dims); i++ {

@@ -16,6 +16,15 @@ import (
 // positions (the P·V product is free to multiply a masked zero weight by
 // them, as a user's code would). Use Attention to check results.
 //
+// Every feature of Params is supported, with the definitions of the package
+// comment evaluated in float32: causal masks of both alignments, the
+// sliding window, Mask and BoolMask (as a user would, by editing the score
+// matrix), ALiBi, soft-capping and sinks. A variable-length batch
+// (CuSeqQ/CuSeqKV) is computed as one packed SeqQ×SeqKV problem whose
+// cross-sequence scores are masked, as a user who packs sequences without a
+// varlen kernel would; the products therefore cost as much as the packed
+// lengths.
+//
 // The zero value is ready to use. A Naive keeps its score matrix between
 // calls, so repeated calls with the same (or a smaller) shape do not
 // allocate; it is therefore not safe for concurrent use. Gonum's Sgemm
@@ -66,6 +75,8 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 	s := n.scores[:nq*nk]
 	group := p.HeadsQ / p.HeadsKV
 	scale := float32(p.EffectiveScale())
+	perElement := p.hasElementTerms()
+	negInf := float32(math.Inf(-1))
 	var impl gonum.Implementation
 
 	for b := 0; b < p.Batch; b++ {
@@ -76,20 +87,29 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 			kh := k[kvOff : kvOff+nk*d]
 			vh := v[kvOff : kvOff+nk*d]
 			oh := out[qOff : qOff+nq*d]
+			sink := float32(p.sink(h))
 
 			// S = scale·Q·Kᵀ  (nq×nk).
 			impl.Sgemm(blas.NoTrans, blas.Trans, nq, nk, d, scale, qh, d, kh, d, 0, s, nk)
 
 			for i := 0; i < nq; i++ {
 				row := s[i*nk : i*nk+nk]
-				vis := p.visibleKeys(i)
-				for j := vis; j < nk; j++ {
-					row[j] = float32(math.Inf(-1))
-				}
-				m := float32(math.Inf(-1))
-				for _, x := range row[:vis] {
-					if x > m {
-						m = x
+				lo, hi := p.keyRange(i)
+				vis := hi - lo
+				if perElement && vis > 0 {
+					_, kv0, diag := p.rowGeom(i)
+					for j := lo; j < hi; j++ {
+						bias, ok := p.elementBias(b, h, i, j, diag, j-kv0)
+						if !ok {
+							row[j] = negInf
+							vis--
+							continue
+						}
+						x := row[j]
+						if p.SoftCap > 0 {
+							x = float32(p.SoftCap * math.Tanh(float64(x)/p.SoftCap))
+						}
+						row[j] = x + float32(bias)
 					}
 				}
 				if vis == 0 {
@@ -98,15 +118,28 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 					clear(row)
 					continue
 				}
+				m := sink // −Inf without sinks
+				for _, x := range row[lo:hi] {
+					if x > m {
+						m = x
+					}
+				}
 				var sum float32
-				for j, x := range row {
+				if p.Sinks != nil {
+					sum = float32(math.Exp(float64(sink - m)))
+				}
+				for j, x := range row[lo:hi] {
 					e := float32(math.Exp(float64(x - m)))
-					row[j] = e
+					row[lo+j] = e
 					sum += e
 				}
-				for j := range row {
+				// Masked keys inside [lo, hi) hold −Inf and got exp = 0; the
+				// ones outside were never exponentiated.
+				for j := lo; j < hi; j++ {
 					row[j] /= sum
 				}
+				clear(row[:lo])
+				clear(row[hi:])
 			}
 
 			// O = P·V  (nq×d).

@@ -9,25 +9,32 @@ import (
 
 // Attention is the float64 oracle: it returns out = softmax(scale·Q·Kᵀ +
 // mask)·V (QLen elements, layout [batch, HeadsQ, SeqQ, Dim]) and the natural
-// log-sum-exp of every row's scaled, visible scores (LSELen elements, layout
-// [batch, HeadsQ, SeqQ]). q has layout [batch, HeadsQ, SeqQ, Dim] and k, v
-// have [batch, HeadsKV, SeqKV, Dim]; slices longer than needed are accepted
-// and only their leading elements read.
+// log-sum-exp of every row's visible logits, sink included (LSELen elements,
+// layout [batch, HeadsQ, SeqQ]). q has layout [batch, HeadsQ, SeqQ, Dim] and
+// k, v have [batch, HeadsKV, SeqKV, Dim]; slices longer than needed are
+// accepted and only their leading elements read. Every feature of Params
+// (causal masks of either alignment, sliding window, float and boolean
+// masks, ALiBi, soft-capping, sinks, variable-length batches) is applied
+// exactly as the package comment defines.
 //
 // It favours being obviously right over being fast: per head it builds the
 // full SeqQ×SeqKV score matrix in float64 and runs a textbook softmax that
-// subtracts the row maximum over visible keys before exponentiating, so
-// logits of any finite size neither overflow nor lose the argmax.
+// subtracts the row maximum over visible keys (and the sink) before
+// exponentiating, so logits of any finite size neither overflow nor lose the
+// argmax.
 //
 // Semantics that kernels are checked against:
-//   - a row with no visible key (SeqKV = 0, or causal with SeqQ > SeqKV)
-//     gives output zeros and lse −Inf, never NaN;
+//   - a row with no visible key (SeqKV = 0, causal with SeqQ > SeqKV, a
+//     window or mask that hides everything, an empty sequence of a
+//     variable-length batch) gives output zeros and lse −Inf, or lse = the
+//     head's sink when Sinks is set; never NaN;
 //   - masked keys do not influence a row at all: the softmax and P·V run over
 //     the visible keys only, so a NaN or Inf stored in K or V at a masked
 //     position cannot leak in (0·NaN is never formed);
-//   - a NaN among a row's visible inputs makes that row NaN, as plain
-//     arithmetic does. The same holds when every visible score is −Inf or
-//     some visible score is +Inf (∞−∞ appears); those rows are NaN too.
+//   - a NaN among a row's visible inputs (Q, K, V, a Mask entry) makes that
+//     row NaN, as plain arithmetic does. The same holds when every visible
+//     logit is −Inf and there is no finite sink, or some visible logit is
+//     +Inf (∞−∞ appears); those rows are NaN too.
 //
 // An error is returned, and nothing computed, for invalid Params or when a
 // slice is shorter than the shape requires; the message names the argument.
@@ -53,8 +60,13 @@ func Attention(p Params, q, k, v []float64) (out, lse []float64, err error) {
 	if p.SeqKV == 0 {
 		// No keys: every row is fully masked. Handled up front because BLAS
 		// rejects a zero leading dimension for the empty score matrix.
-		for i := range lse {
-			lse[i] = math.Inf(-1)
+		for b := 0; b < p.Batch; b++ {
+			for h := 0; h < p.HeadsQ; h++ {
+				row := (b*p.HeadsQ + h) * p.SeqQ
+				for i := 0; i < p.SeqQ; i++ {
+					lse[row+i] = p.sink(h)
+				}
+			}
 		}
 		return out, lse, nil
 	}
@@ -63,7 +75,8 @@ func Attention(p Params, q, k, v []float64) (out, lse []float64, err error) {
 	group := p.HeadsQ / p.HeadsKV
 	scale := p.EffectiveScale()
 	s := blas64.General{Rows: p.SeqQ, Cols: p.SeqKV, Stride: p.SeqKV, Data: make([]float64, p.SeqQ*p.SeqKV)}
-	w := make([]float64, p.SeqKV) // one row of softmax weights
+	keys := make([]int, 0, p.SeqKV)  // one row's visible keys
+	w := make([]float64, 0, p.SeqKV) // their logits, then softmax weights
 
 	for b := 0; b < p.Batch; b++ {
 		for h := 0; h < p.HeadsQ; h++ {
@@ -71,6 +84,7 @@ func Attention(p Params, q, k, v []float64) (out, lse []float64, err error) {
 			kvOff := (b*p.HeadsKV + h/group) * p.SeqKV * d
 			qm := blas64.General{Rows: p.SeqQ, Cols: d, Stride: d, Data: q[qOff : qOff+p.SeqQ*d]}
 			km := blas64.General{Rows: p.SeqKV, Cols: d, Stride: d, Data: k[kvOff : kvOff+p.SeqKV*d]}
+			sink := p.sink(h)
 
 			// S = scale·Q·Kᵀ for all pairs. Scores at masked positions are
 			// computed too (possibly NaN from a masked K row) but are never
@@ -81,48 +95,78 @@ func Attention(p Params, q, k, v []float64) (out, lse []float64, err error) {
 
 			for i := 0; i < p.SeqQ; i++ {
 				row := (b*p.HeadsQ+h)*p.SeqQ + i
-				n := p.visibleKeys(i)
-				if n == 0 {
+
+				// The visible keys and their logits x_j = softcap(s_ij) +
+				// ALiBi + Mask, in key order.
+				keys, w = keys[:0], w[:0]
+				lo, hi := p.keyRange(i)
+				_, kv0, diag := p.rowGeom(i)
+				for j := lo; j < hi; j++ {
+					bias, ok := p.elementBias(b, h, i, j, diag, j-kv0)
+					if !ok {
+						continue
+					}
+					x := s.Data[i*p.SeqKV+j]
+					if p.SoftCap > 0 {
+						x = p.SoftCap * math.Tanh(x/p.SoftCap)
+					}
+					keys = append(keys, j)
+					w = append(w, x+bias)
+				}
+				if len(keys) == 0 {
 					// Nothing to attend to: the empty sum is 0 and its log
-					// −Inf; the output row keeps its zeros.
-					lse[row] = math.Inf(-1)
+					// −Inf, plus the sink if any; the output row keeps its
+					// zeros.
+					lse[row] = sink
 					continue
 				}
-				sc := s.Data[i*p.SeqKV : i*p.SeqKV+n]
 
-				// The max is taken with '>' so a NaN score is skipped here
+				// The max is taken with '>' so a NaN logit is skipped here
 				// but still poisons the row through exp(NaN−m) below; that
-				// is the "natural arithmetic" NaN rule.
-				m := math.Inf(-1)
-				for _, x := range sc {
+				// is the "natural arithmetic" NaN rule. The sink (−Inf when
+				// absent) takes part in the max and the sum, not in P·V.
+				m := sink
+				for _, x := range w {
 					if x > m {
 						m = x
 					}
 				}
 				var sum float64
-				for j, x := range sc {
-					w[j] = math.Exp(x - m)
-					sum += w[j]
+				if p.Sinks != nil {
+					sum = math.Exp(sink - m)
 				}
-				for j := range sc {
-					w[j] /= sum
+				for t, x := range w {
+					w[t] = math.Exp(x - m)
+					sum += w[t]
+				}
+				for t := range w {
+					w[t] /= sum
 				}
 				lse[row] = m + math.Log(sum)
 
-				// out_i = Σ_{j<n} w_j·V_j, restricted to the visible prefix of
-				// V. This is a per-row Gemv rather than one P·V Gemm because
-				// rows see prefixes of different length under the causal
-				// mask, and because gonum's Gemm skips zero entries of P:
-				// that would hide a NaN in a visible V row whose weight
-				// underflowed to 0, breaking the NaN rule above.
-				vm := blas64.General{Rows: n, Cols: d, Stride: d, Data: v[kvOff : kvOff+n*d]}
-				blas64.Gemv(blas.Trans, 1, vm,
-					blas64.Vector{N: n, Inc: 1, Data: w[:n]},
-					0, blas64.Vector{N: d, Inc: 1, Data: out[row*d : row*d+d]})
+				// out_i = Σ_t w_t·V_{keys[t]}, as explicit products so that a
+				// NaN in a visible V row reaches the output even when its
+				// weight underflowed to 0 (gonum's Gemm would skip that
+				// zero, breaking the NaN rule above).
+				o := out[row*d : row*d+d]
+				for t, j := range keys {
+					vj := v[kvOff+j*d : kvOff+j*d+d]
+					for c, x := range vj {
+						o[c] += w[t] * x
+					}
+				}
 			}
 		}
 	}
 	return out, lse, nil
+}
+
+// sink is the sink logit of query head h, −Inf when Sinks is nil.
+func (p Params) sink(h int) float64 {
+	if p.Sinks == nil {
+		return math.Inf(-1)
+	}
+	return p.Sinks[h]
 }
 
 // Float64s returns a newly allocated float64 copy of x. Kernels work in

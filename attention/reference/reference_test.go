@@ -140,7 +140,8 @@ func TestParamsHelpers(t *testing.T) {
 			}
 		}
 		assert.Equal(t, []int{0, 0, 0, 1, 2}[i], n, "row %d", i)
-		assert.Equal(t, n, w.visibleKeys(i), "visibleKeys row %d", i)
+		lo, hi := w.keyRange(i)
+		assert.Equal(t, n, hi-lo, "keyRange row %d", i)
 	}
 	w.Causal = false
 	assert.True(t, w.Visible(0, 1))
@@ -227,7 +228,7 @@ func TestWeightsSumToOne(t *testing.T) {
 		require.NoError(t, err)
 		for row := 0; row < p.LSELen(); row++ {
 			want := 1.0
-			if p.visibleKeys(row%p.SeqQ) == 0 {
+			if !p.Visible(row%p.SeqQ, 0) {
 				want = 0
 			}
 			for c := 0; c < p.Dim; c++ {
@@ -251,7 +252,7 @@ func TestOutputIsConvexCombination(t *testing.T) {
 		for i := 0; i < p.SeqQ; i++ {
 			for c := 0; c < p.Dim; c++ {
 				lo, hi := math.Inf(1), math.Inf(-1)
-				for j := 0; j < p.visibleKeys(i); j++ {
+				for j := 0; p.Visible(i, j); j++ {
 					lo = math.Min(lo, v[j*p.Dim+c])
 					hi = math.Max(hi, v[j*p.Dim+c])
 				}

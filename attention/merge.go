@@ -1,0 +1,258 @@
+package attention
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Merge combines two attention results computed over disjoint sets of keys
+// into the result over their union, using each part's log-sum-exp
+// (docs/math.md, section 6). This is how split-K ("flash-decoding"), paged
+// KV caches and chunked prefill put partial results together. Row by row,
+//
+//	M      = max(lseA, lseB)
+//	lse    = M + ln(e^(lseA−M) + e^(lseB−M))     = ln(e^lseA + e^lseB)
+//	out    = e^(lseA−lse)·a + e^(lseB−lse)·b
+//
+// The two weights are nonnegative and sum to 1, and nothing overflows for
+// log-sum-exps of any finite size. The merge is commutative: swapping (a,
+// lseA) with (b, lseB) gives bitwise the same result.
+//
+// Shapes: out, a and b are F32 tensors of one shape [B, H, N, D] (their
+// strides may differ); lse, lseA and lseB are laid out [B, H, N]
+// contiguously, as ForwardLSE writes them, with at least B·H·N elements.
+//
+// In place: out may be the very same view as a (the same slice and Layout)
+// and lse the same slice as lseA, so that a running result absorbs the next
+// part with Merge(acc, accLSE, acc, accLSE, part, partLSE). a and b may
+// overlap each other, since both are only read. Any other overlap in memory
+// between out or lse and an input, or between out and lse, is an error.
+//
+// Special values, row by row:
+//   - a part whose lse is −Inf (it saw no key) is ignored: its output row is
+//     not read, and the result is the other part exactly, bit for bit (its
+//     output row and lse copied). When both are −Inf the row is zeros and
+//     its lse −Inf.
+//   - merging a result with itself gives the same output and lse + ln 2
+//     (up to rounding): every key counts twice.
+//   - otherwise plain arithmetic rules: a NaN lse gives a NaN output row and
+//     lse; a NaN or ±Inf element of a or b reaches the same element of the
+//     output even when its weight is 0; an lse of +Inf (which attention over
+//     finite inputs never produces) takes all the weight from a finite one,
+//     and two +Inf give NaN.
+//
+// Attention sinks add to a row's log-sum-exp without adding keys, so only
+// one of the merged parts may have been computed with them.
+//
+// A misuse (a tensor that is not F32, mismatched shapes, a short slice, an
+// output whose strides make elements collide, a forbidden overlap) returns
+// an error that names the argument, and nothing is written. Merge does not
+// allocate.
+func Merge(out Tensor, lse []float32, a Tensor, lseA []float32, b Tensor, lseB []float32) error {
+	if err := checkMerge(out, lse, a, lseA, b, lseB); err != nil {
+		return err
+	}
+	l := out.Layout
+	od, ad, bd := out.Float32s(), a.Float32s(), b.Float32s()
+	r := 0
+	for bi := 0; bi < l.Batch; bi++ {
+		for h := 0; h < l.Heads; h++ {
+			for s := 0; s < l.Seq; s++ {
+				var o, x, y []float32
+				if l.Dim > 0 { // with Dim 0 the offsets may point past the slices
+					o = od[out.Offset(bi, h, s):][:l.Dim]
+					x = ad[a.Offset(bi, h, s):][:l.Dim]
+					y = bd[b.Offset(bi, h, s):][:l.Dim]
+				}
+				lse[r] = mergeRow(o, x, y, lseA[r], lseB[r])
+				r++
+			}
+		}
+	}
+	return nil
+}
+
+// mergeRow merges the output rows x and y with log-sum-exps la and lb into
+// o (which may be x itself) and returns the merged log-sum-exp.
+func mergeRow(o, x, y []float32, la, lb float32) float32 {
+	negInf := float32(math.Inf(-1))
+	switch {
+	case la == negInf && lb == negInf:
+		clear(o)
+		return negInf
+	case lb == negInf:
+		copy(o, x) // a no-op when o is x
+		return la
+	case la == negInf:
+		copy(o, y)
+		return lb
+	}
+	// With e = e^(−|la − lb|) in [0, 1], the side with the larger lse gets
+	// weight 1/(1+e) and the other e/(1+e); ln(1+e) = log1p(e) keeps the
+	// small correction accurate. Equal sides get exactly 1/2 each.
+	fa, fb := float64(la), float64(lb)
+	e := math.Exp(-math.Abs(fa - fb))
+	hi := 1 / (1 + e)
+	lo := e * hi
+	wa, wb := hi, lo
+	if fa < fb {
+		wa, wb = lo, hi
+	}
+	for c := range o {
+		o[c] = float32(wa*float64(x[c]) + wb*float64(y[c]))
+	}
+	return float32(math.Max(fa, fb) + math.Log1p(e))
+}
+
+// checkMerge validates Merge's arguments.
+func checkMerge(out Tensor, lse []float32, a Tensor, lseA []float32, b Tensor, lseB []float32) error {
+	if err := mergeTensorOK("out", out); err != nil {
+		return err
+	}
+	if err := mergeTensorOK("a", a); err != nil {
+		return err
+	}
+	if err := mergeTensorOK("b", b); err != nil {
+		return err
+	}
+	l := out.Layout
+	if err := mergeSameShape("a", a.Layout, l); err != nil {
+		return err
+	}
+	if err := mergeSameShape("b", b.Layout, l); err != nil {
+		return err
+	}
+	if !mergeDistinct(l) {
+		return fmt.Errorf("attention: Merge: out has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
+			l.BatchStride, l.HeadStride, l.SeqStride, l.Batch, l.Heads, l.Seq, l.Dim)
+	}
+	if !mergeRowsFit(l) {
+		return fmt.Errorf("attention: Merge: out has %d×%d×%d rows, more than an int can count", l.Batch, l.Heads, l.Seq)
+	}
+	rows := l.Batch * l.Heads * l.Seq
+	if err := mergeLSELen("lse", lse, rows); err != nil {
+		return err
+	}
+	if err := mergeLSELen("lseA", lseA, rows); err != nil {
+		return err
+	}
+	if err := mergeLSELen("lseB", lseB, rows); err != nil {
+		return err
+	}
+
+	// Overlaps. Only out = a (same view) and lse = lseA (same slice) may
+	// share memory with an input.
+	oLo, oHi := mergeSpan(out.Float32s(), out.Span())
+	aLo, aHi := mergeSpan(a.Float32s(), a.Span())
+	bLo, bHi := mergeSpan(b.Float32s(), b.Span())
+	lLo, lHi := mergeSpan(lse, rows)
+	laLo, laHi := mergeSpan(lseA, rows)
+	lbLo, lbHi := mergeSpan(lseB, rows)
+	sameView := oLo == aLo && out.Layout == a.Layout
+	switch {
+	case mergeOverlap(oLo, oHi, aLo, aHi) && !sameView:
+		return fmt.Errorf("attention: Merge: out overlaps a in memory without being the same view; want out to be exactly a (same slice and layout, in place) or a separate buffer")
+	case mergeOverlap(oLo, oHi, bLo, bHi):
+		return fmt.Errorf("attention: Merge: out overlaps b in memory; want a separate buffer (only out = a may alias: swap a and b to merge into b)")
+	case mergeOverlap(oLo, oHi, lLo, lHi):
+		return fmt.Errorf("attention: Merge: out overlaps lse in memory; want separate buffers")
+	case mergeOverlap(oLo, oHi, laLo, laHi):
+		return fmt.Errorf("attention: Merge: out overlaps lseA in memory; want separate buffers")
+	case mergeOverlap(oLo, oHi, lbLo, lbHi):
+		return fmt.Errorf("attention: Merge: out overlaps lseB in memory; want separate buffers")
+	case mergeOverlap(lLo, lHi, laLo, laHi) && lLo != laLo:
+		return fmt.Errorf("attention: Merge: lse overlaps lseA in memory without being the same slice; want lse to start where lseA does (in place) or a separate buffer")
+	case mergeOverlap(lLo, lHi, lbLo, lbHi):
+		return fmt.Errorf("attention: Merge: lse overlaps lseB in memory; want a separate buffer (only lse = lseA may alias)")
+	case mergeOverlap(lLo, lHi, aLo, aHi):
+		return fmt.Errorf("attention: Merge: lse overlaps a in memory; want separate buffers")
+	case mergeOverlap(lLo, lHi, bLo, bHi):
+		return fmt.Errorf("attention: Merge: lse overlaps b in memory; want separate buffers")
+	}
+	return nil
+}
+
+// mergeTensorOK checks that t is a valid F32 view.
+func mergeTensorOK(name string, t Tensor) error {
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("attention: Merge: %s: %w", name, err)
+	}
+	if t.DType() != F32 {
+		return fmt.Errorf("attention: Merge: %s has element type %v; want f32", name, t.DType())
+	}
+	return nil
+}
+
+// mergeSameShape checks that the layout l of the named tensor has the shape
+// of want.
+func mergeSameShape(name string, l, want Layout) error {
+	if l.Batch != want.Batch || l.Heads != want.Heads || l.Seq != want.Seq || l.Dim != want.Dim {
+		return fmt.Errorf("attention: Merge: %s has shape [%d %d %d %d]; want out's shape [%d %d %d %d]",
+			name, l.Batch, l.Heads, l.Seq, l.Dim, want.Batch, want.Heads, want.Seq, want.Dim)
+	}
+	return nil
+}
+
+// mergeRowsFit reports whether Batch·Heads·Seq fits in an int. For an
+// output with distinct elements and Dim >= 1 the valid span already implies
+// it, but with Dim 0 the span is 0 and says nothing.
+func mergeRowsFit(l Layout) bool {
+	n := uint64(1)
+	for _, x := range [...]int{l.Batch, l.Heads, l.Seq} {
+		if x != 0 && n > math.MaxInt/uint64(x) {
+			return false
+		}
+		n *= uint64(x)
+	}
+	return true
+}
+
+// mergeLSELen checks that a log-sum-exp slice holds the rows.
+func mergeLSELen(name string, x []float32, rows int) error {
+	if len(x) < rows {
+		return fmt.Errorf("attention: Merge: %s has %d elements; want >= B·H·N = %d", name, len(x), rows)
+	}
+	return nil
+}
+
+// mergeDistinct reports whether no two elements of the layout share an
+// index, by the usual sufficient condition: ordered by stride, each
+// dimension steps past everything the smaller ones span.
+func mergeDistinct(l Layout) bool {
+	if l.Batch == 0 || l.Heads == 0 || l.Seq == 0 || l.Dim == 0 {
+		return true // no elements at all
+	}
+	dims := [4][2]int{{l.Dim, 1}, {l.Seq, l.SeqStride}, {l.Heads, l.HeadStride}, {l.Batch, l.BatchStride}}
+	for i := 1; i < len(dims); i++ {
+		for j := i; j > 0 && dims[j][1] < dims[j-1][1]; j-- {
+			dims[j], dims[j-1] = dims[j-1], dims[j]
+		}
+	}
+	extent := 0
+	for _, d := range dims {
+		if d[0] <= 1 {
+			continue
+		}
+		if d[1] <= extent {
+			return false
+		}
+		extent += (d[0] - 1) * d[1]
+	}
+	return true
+}
+
+// mergeSpan returns the addresses [lo, hi) of the first n elements of x; an
+// empty range when n is 0.
+func mergeSpan(x []float32, n int) (lo, hi uintptr) {
+	if n == 0 {
+		return 0, 0
+	}
+	lo = uintptr(unsafe.Pointer(unsafe.SliceData(x)))
+	return lo, lo + uintptr(n)*4
+}
+
+// mergeOverlap reports whether two nonempty address ranges intersect.
+func mergeOverlap(alo, ahi, blo, bhi uintptr) bool {
+	return alo < ahi && blo < bhi && alo < bhi && blo < ahi
+}
