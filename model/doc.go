@@ -1,0 +1,47 @@
+// Package model reads language models stored in the GGUF format: the file
+// container, the tokenizer and the hyperparameters. The transformer decoder
+// that runs a model on flashgo's attention engine builds on this package and
+// comes later.
+//
+// # GGUF
+//
+// [Open] and [Read] parse a GGUF file (versions 2 and 3, little-endian): the
+// header, metadata of every value type (nested arrays included) and the
+// tensor directory. Tensor data is not read up front; [File.Float32s] reads one
+// tensor through [io.ReaderAt] when asked and dequantises it to float32. F32,
+// F16, BF16 and Q8_0 tensors can be dequantised; the directory accepts every
+// tensor type that ggml defines, so the metadata and tokenizer of a model in
+// another quantisation can still be read.
+//
+// The reader treats its input as hostile: every count, length, dimension and
+// offset is checked against the bytes that remain in the file before anything
+// is allocated, array nesting is capped at [MaxArrayDepth], and tensor data
+// must lie, aligned, inside the file. A broken file gives an error wrapping
+// [ErrFormat] (or [ErrUnsupported] for well-formed features that the package
+// does not handle; a failing reader gives its own error); it never causes a
+// panic, and the memory allocated is bounded by a small multiple of the file
+// size, or of the bytes actually read if the reader holds fewer than the
+// size it was given. FuzzGGUF in the tests checks this.
+//
+// Tensor shapes are reported in GGUF (ggml) order: Dims[0] is the
+// innermost, contiguous dimension. A weight matrix that maps an n-vector to an
+// m-vector therefore has Dims [n m] and is stored as m rows of n values.
+//
+// # Tokenizer
+//
+// [NewTokenizer] builds the SentencePiece-style tokenizer of llama-family
+// models (tokenizer.ggml.model "llama") from the GGUF metadata. Encoding
+// follows llama.cpp's llm_tokenizer_spm: a space is prepended, spaces become
+// "▁" (U+2581), the text is split into UTF-8 characters, and adjacent pieces
+// are merged by vocabulary score, highest first; characters that are not in
+// the vocabulary fall back to byte tokens ("<0x41>"). Decoding follows
+// llama2.c: special tokens vanish, byte tokens become raw bytes, and the
+// space that encoding prepended is removed from the first token after BOS.
+//
+// # Config
+//
+// [ReadConfig] collects the hyperparameters of a decoder-only transformer
+// (embedding width, heads, grouped-query KV heads, RoPE and RMSNorm
+// parameters, context and vocabulary size) from the "<arch>.*" metadata keys
+// and validates them.
+package model
