@@ -18,10 +18,20 @@
 // given shape, calls allocate nothing. One Engine may be used from many
 // goroutines at once.
 //
+// Options adds, each off by default: causal masking aligned to the bottom
+// right (FlashAttention) or the top left (PyTorch), sliding windows,
+// additive float and boolean masks with broadcasting, ALiBi slopes, logit
+// soft-capping, attention sinks and variable-length batches; together they
+// cover the attention of Llama 3, Mistral, Qwen 2.5, Gemma 2, Phi and
+// gpt-oss. Tiles that the causal mask, a window or the sequence bounds hide
+// from a whole block of queries are never computed.
+//
 // Special values: a row that sees no key (causal masking with more queries
-// than keys, or no keys) gets zeros and a log-sum-exp of −Inf, never NaN;
+// than keys, no keys, a window or mask that hides everything, an empty
+// sequence) gets zeros and a log-sum-exp of −Inf (or its sink), never NaN;
 // logits of any finite magnitude are safe, because every exponent is taken
 // relative to the row's running maximum; a NaN in an input reaches only the
-// rows whose computation reads it (a key or value that a mask hides from a
-// row is never read for that row).
+// rows whose computation reads it (a key or value that the causal mask, a
+// window or the sequence bounds hide from a row is never read for that row;
+// one hidden only by Mask or BoolMask is read with weight 0, see Options).
 package attention

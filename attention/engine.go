@@ -27,17 +27,100 @@ type Config struct {
 	Threads int
 }
 
-// Options are the per-call settings of an attention computation.
+// Options are the per-call settings of an attention computation. The zero
+// value of every field turns its feature off, so Options{} is plain
+// softmax attention and Options{Causal: true} is causal attention.
+//
+// For batch entry b, query head h, query i and key j, with i' the query's
+// diagonal position (see Alignment), key j is visible iff
+//
+//	Causal:       j <= i'
+//	Window:       i' − Window.Left <= j <= i' + Window.Right (−1: unbounded)
+//	BoolMask:     BoolMask[b, h, i, j] is true
+//	Mask:         Mask[b, h, i, j] is not −Inf
+//	CuSeqQ/KV:    i and j belong to the same sequence
+//
+// and a visible key has the logit
+//
+//	s   = Scale·⟨q_i, k_j⟩
+//	s   = SoftCap·tanh(s/SoftCap)                 if SoftCap > 0
+//	x_j = s − Slopes[h]·|i' − j| + Mask[b, h, i, j]
+//
+// With σ = Sinks[h] (−Inf without sinks) and the sums over visible keys,
+//
+//	out_i = Σ_j e^{x_j}·v_j / (e^σ + Σ_j e^{x_j}),   lse_i = ln(e^σ + Σ_j e^{x_j})
+//
+// computed with every exponent relative to the running maximum. A row with
+// no visible key, under any combination of options, gets out = 0 and lse =
+// σ (−Inf without a sink), never NaN.
+//
+// Tiles of keys that the causal mask, the window or the sequence bounds hide
+// from a whole block of queries are neither converted nor computed, so a
+// sliding window of w keys costs in proportion to w, not to Nkv. Keys that
+// those structural masks hide from a row are left out of its P·V entirely,
+// so a NaN or Inf in their K or V rows never reaches it. Keys hidden only by
+// Mask or BoolMask get probability exactly 0 but are still read by P·V when
+// they lie between visible keys of the row's range: a NaN or ±Inf in such a
+// value row turns the row into NaN (0·NaN). Keep masked value rows finite
+// (e.g. zero a KV cache's unused slots), or hide them with a window or with
+// CuSeqKV instead.
 type Options struct {
 	// Scale multiplies Q·Kᵀ before the softmax; 0 means 1/sqrt(Dim). It
 	// must be finite.
 	Scale float32
-	// Causal masks the keys after each query. With Nq queries and Nkv keys
-	// the mask is aligned to the bottom right, as in FlashAttention >= 2.1:
-	// query i sees key j iff j <= i + Nkv − Nq. When Nq > Nkv the first
-	// Nq − Nkv queries see no key at all; their output rows are zero and
-	// their log-sum-exp is −Inf.
+	// Causal masks the keys after each query's diagonal position: query i
+	// sees key j iff j <= i'. With the default alignment (BottomRight, as
+	// FlashAttention >= 2.1) i' = i + Nkv − Nq; when Nq > Nkv the first
+	// Nq − Nkv queries see no key at all and their output rows are zero and
+	// their log-sum-exp −Inf (or the sink).
 	Causal bool
+	// CausalAlign picks the diagonal that Causal, Window and Slopes measure
+	// from: BottomRight (the zero value, FlashAttention's and llama.cpp's
+	// convention) or TopLeft (PyTorch's is_causal). It only matters when
+	// Nq != Nkv.
+	CausalAlign Alignment
+	// Window, when non-nil, is a sliding attention window (Mistral, Gemma 2,
+	// gpt-oss); see Window. Bounds below -1 are an error. nil is no window.
+	Window *Window
+	// SoftCap, when positive, caps each scaled score s smoothly as
+	// SoftCap·tanh(s/SoftCap) before ALiBi and Mask are added (Gemma 2's
+	// attn_logit_softcapping). 0 is off; a negative, NaN or infinite value
+	// is an error.
+	SoftCap float32
+	// Slopes, when non-nil, holds one ALiBi slope per query head (length
+	// Hq; see ALiBiSlopes): head h adds −Slopes[h]·|i' − j| to the logit
+	// of key j. Each slope must be finite.
+	Slopes []float32
+	// Sinks, when non-nil, holds one attention-sink logit per query head
+	// (length Hq), as in gpt-oss: the sink joins the softmax denominator
+	// but has no value vector, so a row's weights sum to less than 1, and
+	// it is counted in the log-sum-exp. −Inf is no sink for that head; NaN
+	// and +Inf are errors. When partial results are merged (Merge), exactly
+	// one part may carry the sink.
+	Sinks []float32
+	// Mask, when set (not the zero Tensor), is an additive float mask of
+	// element type F32, F16 or BF16, read as [batch, heads, Nq, Nkv] with
+	// the keys contiguous (the Layout's Dim is Nkv, its Seq is Nq). Batch
+	// may be 1 to broadcast over the batch, Heads 1 to broadcast over the
+	// query heads, and SeqStride 0 to broadcast one row over the queries.
+	// Its entry is added to the logit; an entry of −Inf hides the key (the
+	// score is replaced, not added to, so a NaN score of a hidden key does
+	// not survive). A NaN or +Inf entry of a visible key makes the row NaN.
+	Mask Tensor
+	// BoolMask, when its Data is non-nil, is a boolean mask (true keeps the
+	// key), broadcast like Mask; see BoolMask.
+	BoolMask BoolMask
+	// CuSeqQ and CuSeqKV, when non-nil, make the call a variable-length
+	// batch, as flash_attn_varlen_func: the batch must be 1 and the
+	// sequences are packed one after another along the sequence axis.
+	// Sequence s owns queries CuSeqQ[s] <= i < CuSeqQ[s+1] and keys
+	// CuSeqKV[s] <= j < CuSeqKV[s+1] and attends only within itself; its
+	// causal alignment, window and ALiBi distances use its own lengths and
+	// positions. Both slices have nseq+1 elements, start at 0, never
+	// decrease (empty sequences are allowed) and end at Nq and Nkv. Mask and
+	// BoolMask are indexed by the packed positions. The work is shared out
+	// by (sequence, K/V head, block of queries).
+	CuSeqQ, CuSeqKV []int
 }
 
 // Engine computes attention with the tiled online softmax. It owns the
@@ -112,17 +195,8 @@ func (e *Engine) ForwardLSE(out Tensor, lse []float32, q, k, v Tensor, opts Opti
 	return e.forward(out, lse, q, k, v, opts)
 }
 
-// call is one validated attention problem.
-type call struct {
-	out, q, k, v Tensor
-	lse          []float32
-	scale        float32
-	causal       bool
-	group        int // query heads per K/V head
-}
-
 func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options) error {
-	c, err := validate(out, lse, q, k, v, opts)
+	c, err := validate(out, lse, q, k, v, &opts)
 	if err != nil {
 		return err
 	}
@@ -147,7 +221,7 @@ func (e *Engine) positionsPerBlock(c *call) int {
 	return np
 }
 
-func validate(out Tensor, lse []float32, q, k, v Tensor, opts Options) (call, error) {
+func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, error) {
 	for _, t := range [...]struct {
 		name string
 		t    Tensor
@@ -220,5 +294,9 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts Options) (call, er
 	if scale == 0 {
 		scale = float32(1 / math.Sqrt(float64(q.Dim)))
 	}
-	return call{out: out, q: q, k: k, v: v, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}, nil
+	c := call{out: out, q: q, k: k, v: v, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}
+	if err := validateOptions(&c, opts); err != nil {
+		return call{}, err
+	}
+	return c, nil
 }

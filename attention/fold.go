@@ -20,7 +20,8 @@ type workspace struct {
 	o     []float32 // rows × dim: unnormalised output accumulators
 	m, z  []float32 // rows: running max and running sum
 	alpha []float32 // rows: the current tile's rescale factors
-	vis   []int     // rows: keys of the current tile that each row sees
+	lo    []int     // rows: first key of the current tile that each row sees
+	vis   []int     // rows: one past the last key of the tile each row sees
 }
 
 func (e *Engine) getWorkspace() *workspace {
@@ -57,6 +58,7 @@ func (ws *workspace) ensure(rows, cols, dim int) {
 	ws.m = make([]float32, rows)
 	ws.z = make([]float32, rows)
 	ws.alpha = make([]float32, rows)
+	ws.lo = make([]int, rows)
 	ws.vis = make([]int, rows)
 }
 
@@ -76,16 +78,17 @@ func alignedFloats(n int) []float32 {
 
 var negInf = float32(math.Inf(-1))
 
-// foldBlock computes the output rows of query positions [p0, p1) of every
-// query head in K/V head hk's group, batch b. It streams the K/V tiles the
-// block can see through the online-softmax fold (docs/math.md):
+// foldBlock computes the output rows of query positions [p0, p1) (packed
+// positions, inside sequence sg) of every query head in K/V head hk's group,
+// batch b. It streams the K/V tiles the block can see through the
+// online-softmax fold (docs/math.md):
 //
 //	S = scale·Q·Kᵀ;  m' = max(m, rowmax S);  P = exp(S − m')
 //	z = exp(m − m')·z + rowsum P;  O = exp(m − m')·O + P·V
 //
 // and divides by z once at the end. Each K/V tile is converted to float32
 // once and shared by every row of the block, whichever head it belongs to.
-func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int) error {
+func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) error {
 	q, k, v := &c.q, &c.k, &c.v
 	d, g, np := q.Dim, c.group, p1-p0
 	rows, ldS, ld := g*np, e.blockKV, padRow(q.Dim)
@@ -103,16 +106,19 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int) error {
 		ws.z[r] = 0
 	}
 
-	// Query position i sees key j iff j <= i + shift (bottom-right
-	// alignment). Keys at or past kEnd are invisible to the whole block, so
-	// the tiles that hold only such keys are never computed.
-	shift := k.Seq - q.Seq
-	kEnd := k.Seq
-	if c.causal {
-		kEnd = max(0, min(k.Seq, p1+shift))
-	}
-	kBase, vBase := k.Offset(b, hk, 0), v.Offset(b, hk, 0)
-	for j0 := 0; j0 < kEnd; j0 += e.blockKV {
+	// Row i of the sequence sees keys [lo(i), hi(i)) under the causal mask
+	// and the window, both bounds non-decreasing in i. Keys before the first
+	// row's lo or at or past the last row's hi are invisible to the whole
+	// block, so the tiles that hold only such keys are never computed.
+	il0, il1 := p0-sg.q0, p1-1-sg.q0
+	kBeg, _ := c.keyRange(sg, il0)
+	_, kEnd := c.keyRange(sg, il1)
+	kBeg, kEnd = max(kBeg, 0), min(kEnd, sg.nk)
+	// Keys [allLo, allHi) are visible to every row of the block.
+	allLo, _ := c.keyRange(sg, il1)
+	_, allHi := c.keyRange(sg, il0)
+	kBase, vBase := k.Offset(b, hk, sg.kv0), v.Offset(b, hk, sg.kv0)
+	for j0 := kBeg; j0 < kEnd; j0 += e.blockKV {
 		bc := min(e.blockKV, kEnd-j0)
 		if err := packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d); err != nil {
 			return err
@@ -136,12 +142,32 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int) error {
 		if err != nil {
 			return err
 		}
-		// Only a tile that crosses the diagonal is masked: one whose last
-		// key the block's first position already sees is visible to all.
-		if c.causal && j0+bc-1 > p0+shift {
-			err = foldCrossingTile(ws, rows, np, bc, d, ld, ldS, p0+shift+1-j0, vt, ldV)
+		// Only a tile that the edge of some row's range crosses is masked
+		// row by row; a tile inside every row's range is visible to all.
+		whole := allLo <= j0 && j0+bc <= allHi
+		if whole {
+			if c.terms {
+				for r := range rows {
+					ws.lo[r], ws.vis[r] = 0, bc
+				}
+			}
 		} else {
+			for pi := range np {
+				lo, hi := c.keyRange(sg, il0+pi)
+				lo, hi = min(bc, max(0, lo-j0)), min(bc, max(0, hi-j0))
+				hi = max(hi, lo)
+				for hi0 := 0; hi0 < rows; hi0 += np {
+					ws.lo[hi0+pi], ws.vis[hi0+pi] = lo, hi
+				}
+			}
+		}
+		if c.terms {
+			applyTerms(ws, c, b, hk, p0, np, j0, ldS, sg)
+		}
+		if whole {
 			err = foldWholeTile(ws, rows, bc, d, ld, ldS, vt, ldV)
+		} else {
+			err = foldCrossingTile(ws, rows, np, d, ld, ldS, vt, ldV)
 		}
 		if err != nil {
 			return err
@@ -151,15 +177,28 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int) error {
 	out := &c.out
 	for hi := range g {
 		h := hk*g + hi
+		sink := negInf
+		if c.sinks != nil {
+			sink = c.sinks[h]
+		}
 		for pi := range np {
 			r := hi*np + pi
 			orow := out.f32[out.Offset(b, h, p0+pi):][:d]
-			lse := negInf
+			lse := sink
 			if z := ws.z[r]; z == 0 {
 				clear(orow)
-			} else {
+			} else if sink == negInf {
 				kernel.Scale(orow, ws.o[r*ld:r*ld+d], 1/z)
 				lse = ws.m[r] + float32(math.Log(float64(z)))
+			} else {
+				// The sink joins the denominator: with M = max(m, σ),
+				// Z = z·e^{m−M} + e^{σ−M} and out = O·e^{m−M}/Z.
+				m := ws.m[r]
+				mm := max(m, sink)
+				a := kernel.Exp(m - mm)
+				zz := z*a + kernel.Exp(sink-mm)
+				kernel.Scale(orow, ws.o[r*ld:r*ld+d], a/zz)
+				lse = mm + float32(math.Log(float64(zz)))
 			}
 			if c.lse != nil {
 				c.lse[(b*q.Heads+h)*q.Seq+p0+pi] = lse
@@ -207,23 +246,22 @@ func foldWholeTile(ws *workspace, rows, bc, d, ld, ldS int, vt []float32, ldV in
 	return kernel.PV(ws.o, ld, ws.s, ldS, vt, ldV, rows, bc, d)
 }
 
-// foldCrossingTile folds a tile that the causal diagonal crosses: the row
-// at position offset pi (of np) sees the first see0+pi keys of the tile
-// (clamped to [0, bc]). Masked keys are left out of P·V rather than weighted
-// by zero, so that a NaN in a value a row cannot see never reaches it. Rows
-// go to P·V in runs of crossRun consecutive positions of one head: the keys
-// the first row of a run sees, every row of the run sees, so they go
-// through one block P·V; only the ragged remainder (fewer than crossRun
-// keys per row) goes row by row.
-func foldCrossingTile(ws *workspace, rows, np, bc, d, ld, ldS, see0 int, vt []float32, ldV int) error {
+// foldCrossingTile folds a tile that the edge of some row's visible range
+// crosses: row r sees the tile's keys [ws.lo[r], ws.vis[r]). Keys outside
+// the range are left out of the softmax and of P·V rather than weighted by
+// zero, so that a NaN in a value a row cannot see never reaches it. Rows go
+// to P·V in runs of crossRun consecutive positions of one head: the keys
+// that every row of a run sees (the intersection of their ranges) go
+// through one block P·V with a column offset; only the ragged remainders on
+// either side go row by row.
+func foldCrossingTile(ws *workspace, rows, np, d, ld, ldS int, vt []float32, ldV int) error {
 	for r := range rows {
-		vis := min(bc, max(0, see0+r%np))
-		ws.vis[r] = vis
+		lo, hi := ws.lo[r], ws.vis[r]
 		ws.alpha[r] = 1
-		if vis == 0 {
+		if hi <= lo {
 			continue
 		}
-		if err := kernel.OnlineSoftmax(ws.s[r*ldS:], ldS, 1, vis, ws.m[r:], ws.z[r:], ws.alpha[r:]); err != nil {
+		if err := kernel.OnlineSoftmax(ws.s[r*ldS+lo:], ldS, 1, hi-lo, ws.m[r:], ws.z[r:], ws.alpha[r:]); err != nil {
 			return err
 		}
 	}
@@ -233,22 +271,45 @@ func foldCrossingTile(ws *workspace, rows, np, bc, d, ld, ldS, see0 int, vt []fl
 	for h0 := 0; h0 < rows; h0 += np {
 		for r0 := h0; r0 < h0+np; r0 += crossRun {
 			n := min(crossRun, h0+np-r0)
-			common := ws.vis[r0] // the smallest in the run
-			if common > 0 {
-				if err := kernel.PV(ws.o[r0*ld:], ld, ws.s[r0*ldS:], ldS, vt, ldV, n, common, d); err != nil {
+			// The ranges are monotone in the position, so the intersection
+			// runs from the last row's lo to the first row's hi.
+			cLo, cHi := ws.lo[r0+n-1], ws.vis[r0]
+			if cHi > cLo {
+				if err := kernel.PV(ws.o[r0*ld:], ld, ws.s[r0*ldS+cLo:], ldS, vt[cLo*ldV:], ldV, n, cHi-cLo, d); err != nil {
 					return err
 				}
+			} else {
+				cLo, cHi = 0, 0
 			}
 			for r := r0; r < r0+n; r++ {
-				if extra := ws.vis[r] - common; extra > 0 {
-					if err := kernel.PV(ws.o[r*ld:], ld, ws.s[r*ldS+common:], ldS, vt[common*ldV:], ldV, 1, extra, d); err != nil {
+				lo, hi := ws.lo[r], ws.vis[r]
+				if hi <= lo {
+					continue
+				}
+				if cHi <= cLo { // no common part: the row's whole range
+					if err := rowPV(ws, r, lo, hi, d, ld, ldS, vt, ldV); err != nil {
 						return err
 					}
+					continue
+				}
+				if err := rowPV(ws, r, lo, cLo, d, ld, ldS, vt, ldV); err != nil {
+					return err
+				}
+				if err := rowPV(ws, r, cHi, hi, d, ld, ldS, vt, ldV); err != nil {
+					return err
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// rowPV accumulates keys [lo, hi) of the tile into output row r.
+func rowPV(ws *workspace, r, lo, hi, d, ld, ldS int, vt []float32, ldV int) error {
+	if hi <= lo {
+		return nil
+	}
+	return kernel.PV(ws.o[r*ld:], ld, ws.s[r*ldS+lo:], ldS, vt[lo*ldV:], ldV, 1, hi-lo, d)
 }
 
 // crossRun is the number of consecutive query positions of a crossing tile

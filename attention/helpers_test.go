@@ -120,11 +120,41 @@ type problem struct {
 	qT, kT  attention.Tensor
 	vT      attention.Tensor
 	outView view
+	// maskType is the element type of the engine's copy of p.Mask (0 for
+	// F32); opts are the engine options equivalent to p.
+	maskType attention.DType
+	opts     attention.Options
 }
 
 func (pr *problem) String() string {
-	return fmt.Sprintf("B%d Hq%d Hkv%d Nq%d Nkv%d d%d causal=%v kv=%v layout=%v",
-		pr.p.Batch, pr.p.HeadsQ, pr.p.HeadsKV, pr.p.SeqQ, pr.p.SeqKV, pr.p.Dim, pr.p.Causal, pr.kvType, pr.kind)
+	p := pr.p
+	s := fmt.Sprintf("B%d Hq%d Hkv%d Nq%d Nkv%d d%d causal=%v kv=%v layout=%v",
+		p.Batch, p.HeadsQ, p.HeadsKV, p.SeqQ, p.SeqKV, p.Dim, p.Causal, pr.kvType, pr.kind)
+	if p.CausalTopLeft {
+		s += " topleft"
+	}
+	if p.Window {
+		s += fmt.Sprintf(" window=(%d,%d)", p.WindowLeft, p.WindowRight)
+	}
+	if p.SoftCap != 0 {
+		s += fmt.Sprintf(" softcap=%v", p.SoftCap)
+	}
+	if p.Slopes != nil {
+		s += " alibi"
+	}
+	if p.Sinks != nil {
+		s += " sinks"
+	}
+	if p.Mask != nil {
+		s += fmt.Sprintf(" mask%v(%v)", p.MaskShape, pr.maskType)
+	}
+	if p.BoolMask != nil {
+		s += fmt.Sprintf(" boolmask%v", p.BoolMaskShape)
+	}
+	if p.CuSeqQ != nil {
+		s += fmt.Sprintf(" cuq=%v cukv=%v", p.CuSeqQ, p.CuSeqKV)
+	}
+	return s
 }
 
 func randn(rng *rand.Rand, n int) []float32 {
@@ -169,6 +199,60 @@ func (pr *problem) build() {
 	pr.kT = pr.kvTensor(pr.k)
 	pr.vT = pr.kvTensor(pr.v)
 	pr.outView = makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
+	pr.opts = optionsFor(p, pr.maskType)
+}
+
+// optionsFor returns the engine options that implement the features of p.
+// Float features must hold float32 values (and, for an F16 mask, values
+// that fp16 represents) for the engine and the oracle to agree exactly.
+func optionsFor(p reference.Params, maskType attention.DType) attention.Options {
+	o := attention.Options{Scale: float32(p.Scale), Causal: p.Causal || p.CausalTopLeft, SoftCap: float32(p.SoftCap)}
+	if p.CausalTopLeft {
+		o.CausalAlign = attention.TopLeft
+	}
+	if p.Window {
+		o.Window = &attention.Window{Left: p.WindowLeft, Right: p.WindowRight}
+	}
+	o.Slopes = float32s(p.Slopes)
+	o.Sinks = float32s(p.Sinks)
+	if p.Mask != nil {
+		l := maskLayout(p.MaskShape, p.SeqQ)
+		switch maskType {
+		case attention.F16:
+			o.Mask = attention.F16Tensor(fp16.Float16s(float32s(p.Mask)), l)
+		case attention.BF16:
+			o.Mask = attention.BF16Tensor(fp16.BFloat16s(float32s(p.Mask)), l)
+		default:
+			o.Mask = attention.F32Tensor(float32s(p.Mask), l)
+		}
+	}
+	if p.BoolMask != nil {
+		o.BoolMask = attention.BoolMask{Layout: maskLayout(p.BoolMaskShape, p.SeqQ), Data: p.BoolMask}
+	}
+	o.CuSeqQ, o.CuSeqKV = p.CuSeqQ, p.CuSeqKV
+	return o
+}
+
+// maskLayout is the engine layout of a reference mask of the given
+// broadcast shape (the key axis must be full): a broadcast query axis
+// becomes a zero SeqStride.
+func maskLayout(shape [4]int, nq int) attention.Layout {
+	l := attention.BHSD(shape[0], shape[1], shape[2], shape[3])
+	if shape[2] == 1 {
+		l.Seq, l.SeqStride = nq, 0
+	}
+	return l
+}
+
+func float32s(x []float64) []float32 {
+	if x == nil {
+		return nil
+	}
+	y := make([]float32, len(x))
+	for i, v := range x {
+		y[i] = float32(v)
+	}
+	return y
 }
 
 func (pr *problem) kvTensor(x []float32) attention.Tensor {
@@ -199,8 +283,7 @@ func (pr *problem) run(t testing.TB, e *attention.Engine) ([]float32, []float32)
 	out := attention.F32Tensor(buf[pr.outView.pre:], pr.outView.lay)
 	lseLen := pr.p.LSELen()
 	lse := nanBuffer(lseLen+2, outGuard)
-	opts := attention.Options{Causal: pr.p.Causal, Scale: float32(pr.p.Scale)}
-	require.NoError(t, e.ForwardLSE(out, lse[1:1+lseLen], pr.qT, pr.kT, pr.vT, opts), pr.String())
+	require.NoError(t, e.ForwardLSE(out, lse[1:1+lseLen], pr.qT, pr.kT, pr.vT, pr.opts), pr.String())
 	in := inView(pr.outView)
 	for i, x := range buf {
 		if !in[i] && x != outGuard {

@@ -120,6 +120,12 @@ func (e *Engine) run(c *call, np int) error {
 	j.e, j.c, j.np = e, *c, np
 	j.nBlk = (c.q.Seq + np - 1) / np
 	j.total = c.q.Batch * c.k.Heads * j.nBlk
+	if c.cuQ != nil {
+		j.total = 0
+		for s := range len(c.cuQ) - 1 {
+			j.total += c.k.Heads * ((c.cuQ[s+1] - c.cuQ[s] + np - 1) / np)
+		}
+	}
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
@@ -157,17 +163,42 @@ func (j *job) work() {
 	c := &j.c
 	ws.ensure(c.group*j.np, j.e.blockKV, c.q.Dim)
 	heads := c.k.Heads
+	whole := seg{nq: c.q.Seq, nk: c.k.Seq}
+	// Variable lengths: the blocks are numbered sequence by sequence, and
+	// each worker's block indices only grow, so it finds a block's
+	// sequence by walking forward from the last one it saw.
+	cs, csBase := 0, 0 // a sequence, and the index of its first block
 	for {
 		i := int(j.next.Add(1)) - 1
 		if i >= j.total {
 			return
 		}
-		// Block index i, largest first: the last query block of every
-		// (batch, head) comes before any second-to-last one.
-		blk := j.nBlk - 1 - i/(c.q.Batch*heads)
-		bh := i % (c.q.Batch * heads)
-		p0 := blk * j.np
-		if err := j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.np, c.q.Seq)); err != nil {
+		var err error
+		if c.cuQ == nil {
+			// Block index i, largest first: the last query block of every
+			// (batch, head) comes before any second-to-last one.
+			blk := j.nBlk - 1 - i/(c.q.Batch*heads)
+			bh := i % (c.q.Batch * heads)
+			p0 := blk * j.np
+			err = j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.np, c.q.Seq), whole)
+		} else {
+			var sg seg
+			for {
+				sg = seg{q0: c.cuQ[cs], nq: c.cuQ[cs+1] - c.cuQ[cs], kv0: c.cuKV[cs], nk: c.cuKV[cs+1] - c.cuKV[cs]}
+				n := heads * ((sg.nq + j.np - 1) / j.np)
+				if i < csBase+n {
+					break
+				}
+				cs, csBase = cs+1, csBase+n
+			}
+			// Within a sequence, its last (most expensive under a causal
+			// mask) query blocks come first.
+			li := i - csBase
+			blk := (sg.nq+j.np-1)/j.np - 1 - li/heads
+			p0 := sg.q0 + blk*j.np
+			err = j.e.foldBlock(ws, c, 0, li%heads, p0, min(p0+j.np, sg.q0+sg.nq), sg)
+		}
+		if err != nil {
 			j.mu.Lock()
 			if j.err == nil {
 				j.err = err
