@@ -1,0 +1,188 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// result is one row of the benchmark: a shape, a K/V type and a thread count.
+type result struct {
+	shape   shape
+	kv      attention.DType
+	threads int
+	kernel  string
+	flash   timing
+	naive   *timing   // nil with -naive=off
+	acc     *accuracy // nil with -check=off
+	peak    float64   // GFLOP/s the row is measured against (one core × threads)
+	bw      float64   // GB/s the row is measured against (decode only)
+}
+
+// gflops is the effective rate of the engine.
+func (r result) gflops() float64 { return r.shape.flops() / r.flash.median.Seconds() / 1e9 }
+
+// gbps is the rate at which the engine reads K and V.
+func (r result) gbps() float64 { return r.shape.kvBytes(r.kv) / r.flash.median.Seconds() / 1e9 }
+
+// speedup is the naive baseline's median time over the engine's.
+func (r result) speedup() float64 { return r.naive.median.Seconds() / r.flash.median.Seconds() }
+
+// accuracy is the comparison of one row's output with the float64 oracle.
+type accuracy struct {
+	sub         subProblem
+	errs        reference.Errors
+	naiveMaxAbs float64 // the naive float32 baseline's max abs error on the same sub-problem
+	tolerance   float64 // 2 × naiveMaxAbs + 1e-6, the project's pass rule
+}
+
+func (a accuracy) pass() bool { return a.errs.MaxAbs <= a.tolerance }
+
+// tolerance is the project's accuracy rule: at most twice the naive float32
+// baseline's error, plus 1e-6.
+func tolerance(naiveMaxAbs float64) float64 { return 2*naiveMaxAbs + 1e-6 }
+
+// report is a whole benchmark run.
+type report struct {
+	start   time.Time
+	machine machine
+	kernel  string
+	reps    int
+	results []result
+	notes   []string
+}
+
+// peakTime is how long the FMA peak is measured (tests shorten it).
+var peakTime = 200 * time.Millisecond
+
+// bench measures the machine, then runs every case of c in order:
+// shapes, then K/V types, then thread counts.
+func bench(c config, prog *progress) (*report, error) {
+	rep := &report{start: time.Now(), reps: c.reps}
+	m := machine{cpu: cpuModel(), cpus: runtime.NumCPU(), bandwidth: map[int]float64{}}
+	prog.phase("measuring the FMA peak")
+	m.peak, m.peakISA = kernel.Peak(peakTime)
+	if hasDecode(c.shapes) {
+		for _, n := range c.threads {
+			prog.phase(fmt.Sprintf("measuring the read bandwidth with %d threads", n))
+			m.bandwidth[n] = measureBandwidth(n)
+		}
+	}
+	rep.machine = m
+	// The yardsticks are measured with the best kernels; -kernel applies to
+	// the benchmark itself.
+	if c.kernel != "" {
+		restore, err := kernel.SetImplementation(c.kernel)
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
+	}
+	rep.kernel = kernel.Implementation()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+
+	for _, n := range c.threads {
+		if n > m.cpus {
+			rep.notes = append(rep.notes, fmt.Sprintf("%d threads is more than the %d CPUs: the threads share cores", n, m.cpus))
+		}
+	}
+	prog.setTotal(len(c.shapes) * len(c.kv) * len(c.threads))
+	for si, s := range c.shapes {
+		if err := benchShape(c, rep, s, uint64(si), prog); err != nil {
+			return nil, fmt.Errorf("shape %s: %w", s.name, err)
+		}
+	}
+	return rep, nil
+}
+
+// benchShape runs every K/V type and thread count of one shape.
+func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) error {
+	runtime.GC() // drop the previous shape's arrays before allocating these
+	p := s.params()
+	rng := rand.New(rand.NewPCG(1, seed))
+	q := randn(rng, p.QLen())
+	k32, v32 := randn(rng, p.KVLen()), randn(rng, p.KVLen())
+	qLayout := attention.BHSD(s.batch, s.heads, s.nq, s.dim)
+	kvLayout := attention.BHSD(s.batch, s.kvHeads, s.nkv, s.dim)
+	out := make([]float32, p.QLen())
+	var naiveOut []float32
+	if c.naive {
+		naiveOut = make([]float32, p.QLen())
+	}
+	sub := pickSub(s)
+	naiveTimes := map[int]*timing{} // the baseline is float32 whatever the K/V type: timed once per thread count
+
+	for _, dt := range c.kv {
+		k, v := storeKV(k32, dt, kvLayout), storeKV(v32, dt, kvLayout)
+		cl := &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t, opts: attention.Options{Causal: s.causal}}
+
+		var want []float64
+		var naiveErr float64
+		if c.check {
+			prog.phase(fmt.Sprintf("%s %v: float64 oracle", s.name, dt))
+			sp := sub.params(s)
+			sq, sk, sv := sub.subQ(s, q), sub.subKV(s, k.values), sub.subKV(s, v.values)
+			var err error
+			want, _, err = reference.Attention(sp, reference.Float64s(sq), reference.Float64s(sk), reference.Float64s(sv))
+			if err != nil {
+				return err
+			}
+			var n reference.Naive
+			nout := make([]float32, sp.QLen())
+			if err := n.Attention(sp, nout, sq, sk, sv); err != nil {
+				return err
+			}
+			naiveErr = reference.Compare(nout, want).MaxAbs
+		}
+
+		for _, threads := range c.threads {
+			label := fmt.Sprintf("%s %v %dT", s.name, dt, threads)
+			// GOMAXPROCS follows the thread count for both paths, so that the
+			// naive baseline (gonum spreads large products over goroutines)
+			// gets the same cores as the engine.
+			runtime.GOMAXPROCS(threads)
+			eng, err := attention.NewEngine(attention.Config{Threads: threads})
+			if err != nil {
+				return err
+			}
+			r := result{shape: s, kv: dt, threads: threads, kernel: kernel.Implementation(), peak: rep.machine.peak * float64(threads)}
+			if s.decode() {
+				r.bw = rep.machine.bandwidth[threads]
+			}
+			runtime.GC()
+			parts := 1
+			if c.naive && naiveTimes[threads] == nil {
+				parts = 2
+			}
+			prog.beginCase(parts)
+			prog.start(label+" flashgo", 1+c.reps)
+			r.flash, err = timeIt(c.reps, func() error { return forward(eng, cl) }, prog.tick)
+			if err != nil {
+				return err
+			}
+			if c.check {
+				r.acc = &accuracy{sub: sub, errs: reference.Compare(sub.subQ(s, out), want), naiveMaxAbs: naiveErr, tolerance: tolerance(naiveErr)}
+			}
+			if c.naive {
+				if naiveTimes[threads] == nil {
+					var n reference.Naive
+					prog.start(label+" naive", 1+c.reps)
+					t, err := timeNaive(c.reps, func() error { return n.Attention(p, naiveOut, q, k.values, v.values) }, prog.tick)
+					if err != nil {
+						return err
+					}
+					naiveTimes[threads] = &t
+				}
+				r.naive = naiveTimes[threads]
+			}
+			prog.done()
+			rep.results = append(rep.results, r)
+		}
+	}
+	return nil
+}

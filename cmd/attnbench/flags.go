@@ -1,0 +1,339 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// config is what the flags of a benchmark run ask for, validated.
+type config struct {
+	shapes     []shape // in the order asked, after -mode and -sweep
+	kv         []attention.DType
+	threads    []int
+	reps       int
+	naive      bool
+	check      bool
+	format     string // table, json or csv
+	sweep      []int  // sequence lengths, or nil
+	plot       string // output file of the sweep plot, or ""
+	cpuprofile string
+	kernel     string // kernel implementation to switch to, or "" for the default
+}
+
+// usageError marks an error in the command line: run reports it with
+// exit code 2, before any work starts.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// onOff is a boolean flag written as a value: -naive off, -naive=on, and
+// the usual true and false. It is not a bool flag, so "-naive off" reads
+// "off" as the flag's value rather than as a stray argument.
+type onOff bool
+
+func (b *onOff) String() string {
+	if b != nil && bool(*b) {
+		return "on"
+	}
+	return "off"
+}
+
+func (b *onOff) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "on", "true", "1", "yes":
+		*b = true
+	case "off", "false", "0", "no":
+		*b = false
+	default:
+		return fmt.Errorf("want on or off")
+	}
+	return nil
+}
+
+// customFlags are the flags that describe -shape custom.
+var customFlags = []string{"batch", "heads", "kv-heads", "dim", "nq", "nkv", "causal"}
+
+const usageHead = `usage: attnbench [flags]
+       attnbench check [-short] [-kernel NAME] [-v]
+
+attnbench measures flashgo's fused attention engine: for each shape, K/V
+storage type and thread count it prints the median time over -reps runs
+(after one warm-up) with the fastest and slowest, the effective GFLOP/s
+(FLOPs = 4·B·Hq·Nq·Nkv·d, halved for causal masks) and its share of the
+machine's FMA peak (prefill), or the K/V bytes read per second and their
+share of the measured streaming-read bandwidth (decode, Nq = 1), the
+speed-up over the naive float32 baseline (Sgemm, softmax, Sgemm) and the
+error against the float64 oracle. The FMA peak of one core and the read
+bandwidth at each thread count are measured at start.
+
+Without flags it runs the standard shape suite (P1, P2, P3 at half its
+sequence length, D1, D2) with f32 and f16 K/V on 1 thread and GOMAXPROCS
+threads, in well under a minute on two cores.
+
+"attnbench check" runs a grid of shapes, masks, K/V types and every kernel
+implementation of the machine against the float64 oracle and exits 1 if any
+case is less accurate than the project's rule allows (max abs error <=
+2 × the naive float32 baseline's + 1e-6); "attnbench check -h" says more.
+
+Examples:
+  attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
+  attnbench -shape custom -heads 16 -kv-heads 4 -dim 64 -nq 1 -nkv 4096
+  attnbench -shape P2 -sweep 128,256,512,1024,2048 -plot p2.svg
+  attnbench -format json -naive=off > results.json
+
+Flags:
+`
+
+// parse reads the flags of a benchmark run. A usage error is wrapped in
+// usageError; for -h it prints the usage to help and returns flag.ErrHelp.
+func parse(args []string, help io.Writer) (config, error) {
+	fs := flag.NewFlagSet("attnbench", flag.ContinueOnError)
+	maxThreads := runtime.GOMAXPROCS(0)
+	defThreads := "1"
+	if maxThreads > 1 {
+		defThreads = fmt.Sprintf("1,%d", maxThreads)
+	}
+	shapeList := fs.String("shape", defaultShapes, "comma-separated `list` of shapes: the suite's "+suiteNames()+"; NAME/k divides the sequence\n"+
+		"lengths by k (only Nkv for decode); \"full\" is the suite at full size; \"custom\" takes its sizes\n"+
+		"from -batch, -heads, -kv-heads, -dim, -nq, -nkv and -causal")
+	batch := fs.Int("batch", 1, "custom shape: batch size")
+	heads := fs.Int("heads", 32, "custom shape: query heads (Hq), a multiple of -kv-heads")
+	kvHeads := fs.Int("kv-heads", 8, "custom shape: key/value heads (Hkv)")
+	dim := fs.Int("dim", 128, "custom shape: head dimension (d)")
+	nq := fs.Int("nq", 1024, "custom shape: query rows (Nq); 1 makes it a decode shape")
+	nkv := fs.Int("nkv", 1024, "custom shape: keys (Nkv)")
+	causal := fs.Bool("causal", true, "custom shape: causal mask, aligned to the bottom right (query i sees key j iff j <= i + Nkv - Nq)")
+	kvList := fs.String("kv", "f32,f16", "comma-separated storage `types` of K and V: f32, f16, bf16")
+	threadList := fs.String("threads", defThreads, "comma-separated thread `counts`; each sets GOMAXPROCS and the engine's Threads (\"max\" = GOMAXPROCS)")
+	reps := fs.Int("reps", 5, "timed repetitions after one warm-up; the median, fastest and slowest are reported")
+	mode := fs.String("mode", "all", "shapes to run, by `mode`: prefill (Nq > 1), decode (Nq = 1) or all")
+	naive := onOff(true)
+	fs.Var(&naive, "naive", "time the naive float32 baseline (on or off); it runs at ~5 GFLOP/s, so a shape where one\n"+
+		"run takes over a second is timed once, cold, and others with as many runs (up to -reps)\n"+
+		"as fit in two seconds")
+	check := onOff(true)
+	fs.Var(&check, "check", "compare the output with the float64 oracle (on or off); big shapes are checked on a\n"+
+		"sub-problem: the last batch entry, the last 2 K/V heads with their query heads and\n"+
+		"the last 64 query rows, against all the keys")
+	format := fs.String("format", "table", "output `format`: table, json or csv (json and csv put only data on stdout)")
+	sweep := fs.String("sweep", "", "comma-separated sequence `lengths` to run one shape over (Nq = Nkv for prefill, Nkv for decode)")
+	plotFile := fs.String("plot", "", "with -sweep: draw GFLOP/s (GB/s for decode) against sequence length for flashgo and the naive\n"+
+		"baseline into `file`, an .svg or .png")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file` (go tool pprof reads it)")
+	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
+	// The flag package prints its own errors and the usage on any error;
+	// run prints one line instead, and the usage only when asked for it.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(help)
+			fmt.Fprint(help, usageHead)
+			fs.PrintDefaults()
+			return config{}, err
+		}
+		return config{}, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return config{}, usagef("unexpected argument %q (flags come before arguments; the only subcommand is check, given first)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	c := config{reps: *reps, naive: bool(naive), check: bool(check), cpuprofile: *cpuprofile}
+	if c.reps < 1 {
+		return config{}, usagef("-reps is %d; want >= 1", c.reps)
+	}
+	var err error
+	if c.kv, err = parseDTypes(*kvList); err != nil {
+		return config{}, usageError{err}
+	}
+	if c.threads, err = parseThreads(*threadList, maxThreads); err != nil {
+		return config{}, usageError{err}
+	}
+	switch c.format = strings.ToLower(*format); c.format {
+	case "table", "json", "csv":
+	default:
+		return config{}, usagef("-format is %q; want table, json or csv", *format)
+	}
+	if *kernelName != "" {
+		if !slices.Contains(kernel.Implementations(), *kernelName) {
+			return config{}, usagef("-kernel is %q; this machine has %s", *kernelName, strings.Join(kernel.Implementations(), ", "))
+		}
+		c.kernel = *kernelName
+	}
+
+	custom := shape{name: "custom", batch: *batch, heads: *heads, kvHeads: *kvHeads, dim: *dim, nq: *nq, nkv: *nkv, causal: *causal, scaled: 1}
+	if c.shapes, err = resolveShapes(*shapeList, custom, set); err != nil {
+		return config{}, usageError{err}
+	}
+	if c.shapes, err = filterMode(c.shapes, *mode, *shapeList); err != nil {
+		return config{}, usageError{err}
+	}
+	if *sweep != "" {
+		if c.sweep, err = parseInts("-sweep", *sweep); err != nil {
+			return config{}, usageError{err}
+		}
+		if c.shapes, err = sweepShapes(c.shapes, c.sweep); err != nil {
+			return config{}, usageError{err}
+		}
+	}
+	if *plotFile != "" {
+		if c.sweep == nil {
+			return config{}, usagef("-plot draws a sweep; add -sweep with the sequence lengths, e.g. -sweep 256,512,1024")
+		}
+		switch strings.ToLower(filepath.Ext(*plotFile)) {
+		case ".svg", ".png":
+		default:
+			return config{}, usagef("-plot %q: want a file name ending in .svg or .png", *plotFile)
+		}
+		c.plot = *plotFile
+	}
+	if err := checkMemory(c); err != nil {
+		return config{}, usageError{err}
+	}
+	return c, nil
+}
+
+// parseThreads reads a comma-separated list of thread counts; "max" stands
+// for GOMAXPROCS. Repeats are dropped.
+func parseThreads(s string, maxThreads int) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n := maxThreads
+		if f != "max" {
+			var err error
+			n, err = strconv.Atoi(f)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("-threads has %q; want positive integers (or max) separated by commas", f)
+			}
+			if n > 1024 {
+				return nil, fmt.Errorf("-threads has %d; want at most 1024", n)
+			}
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-threads is empty; want positive integers separated by commas")
+	}
+	return out, nil
+}
+
+// parseInts reads a comma-separated list of distinct positive integers.
+func parseInts(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s has %q; want positive integers separated by commas", flagName, f)
+		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("%s has %d twice", flagName, n)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s is empty; want positive integers separated by commas", flagName)
+	}
+	return out, nil
+}
+
+// resolveShapes turns the -shape list into shapes: suite names (scaled or
+// not), the aliases, and "custom" from the custom-shape flags, which are
+// refused when no custom shape is asked for. Every shape is validated.
+func resolveShapes(list string, custom shape, set map[string]bool) ([]shape, error) {
+	names := splitList(list)
+	if len(names) == 0 {
+		return nil, fmt.Errorf("-shape is empty")
+	}
+	var shapes []shape
+	hasCustom := false
+	for _, name := range names {
+		if alias, ok := shapeAliases[strings.ToLower(name)]; ok {
+			for _, n := range splitList(alias) {
+				s, err := lookupShape(n)
+				if err != nil {
+					return nil, err
+				}
+				shapes = append(shapes, s)
+			}
+			continue
+		}
+		if strings.EqualFold(name, "custom") {
+			hasCustom = true
+			shapes = append(shapes, custom)
+			continue
+		}
+		s, err := lookupShape(name)
+		if err != nil {
+			return nil, err
+		}
+		shapes = append(shapes, s)
+	}
+	if !hasCustom {
+		for _, f := range customFlags {
+			if set[f] {
+				return nil, fmt.Errorf("-%s describes a custom shape; add -shape custom (the suite's shapes have fixed sizes)", f)
+			}
+		}
+	}
+	for _, s := range shapes {
+		if err := s.validate(); err != nil {
+			return nil, err
+		}
+	}
+	return shapes, nil
+}
+
+// filterMode keeps the shapes of a -mode: prefill, decode or all.
+func filterMode(shapes []shape, mode, list string) ([]shape, error) {
+	switch m := strings.ToLower(mode); m {
+	case "all":
+		return shapes, nil
+	case "prefill", "decode":
+		var kept []shape
+		for _, s := range shapes {
+			if s.mode() == m {
+				kept = append(kept, s)
+			}
+		}
+		if len(kept) == 0 {
+			return nil, fmt.Errorf("-mode %s leaves none of the shapes %s (decode shapes have Nq = 1)", m, list)
+		}
+		return kept, nil
+	}
+	return nil, fmt.Errorf("-mode is %q; want prefill, decode or all", mode)
+}
+
+// sweepShapes runs the one shape asked for over the swept lengths.
+func sweepShapes(shapes []shape, lengths []int) ([]shape, error) {
+	if len(shapes) != 1 {
+		return nil, fmt.Errorf("-sweep runs one shape over several lengths; -shape gives %d (pick one with -shape NAME or -shape custom)", len(shapes))
+	}
+	out := make([]shape, 0, len(lengths))
+	for _, n := range lengths {
+		s := shapes[0].withSeq(n)
+		if err := s.validate(); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}

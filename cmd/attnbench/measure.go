@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// timing summarises n timed runs.
+type timing struct {
+	median, min, max time.Duration
+	n                int  // number of timed runs
+	cold             bool // the single run was also the first (no warm-up)
+}
+
+// timeIt runs f once to warm up, then reps times, and returns the median,
+// fastest and slowest of the timed runs. tick is called after every run.
+func timeIt(reps int, f func() error, tick func()) (timing, error) {
+	if err := f(); err != nil {
+		return timing{}, err
+	}
+	tick()
+	ds := make([]time.Duration, reps)
+	for i := range ds {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return timing{}, err
+		}
+		ds[i] = time.Since(t0)
+		tick()
+	}
+	return summarize(ds), nil
+}
+
+func summarize(ds []time.Duration) timing {
+	slices.Sort(ds)
+	return timing{median: ds[len(ds)/2], min: ds[0], max: ds[len(ds)-1], n: len(ds)}
+}
+
+// The naive baseline runs at a few GFLOP/s, so it is timed on a budget: a
+// shape where one (cold) run takes naiveSlow or more is reported from that
+// single run; otherwise the first run is the warm-up and as many runs as fit
+// in naiveBudget (at least 1, at most reps) are timed.
+const (
+	naiveSlow   = 1 * time.Second
+	naiveBudget = 2 * time.Second
+)
+
+// timeNaive times f under the naive baseline's budget.
+func timeNaive(reps int, f func() error, tick func()) (timing, error) {
+	t0 := time.Now()
+	if err := f(); err != nil {
+		return timing{}, err
+	}
+	first := time.Since(t0)
+	tick()
+	if first >= naiveSlow {
+		return timing{median: first, min: first, max: first, n: 1, cold: true}, nil
+	}
+	n := min(reps, max(1, int(naiveBudget/max(first, time.Microsecond))))
+	ds := make([]time.Duration, n)
+	for i := range ds {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return timing{}, err
+		}
+		ds[i] = time.Since(t0)
+		tick()
+	}
+	return summarize(ds), nil
+}
+
+// machine is what is measured about the computer before the benchmark.
+type machine struct {
+	cpu       string
+	cpus      int
+	peak      float64 // GFLOP/s of one core's FMA loop
+	peakISA   string
+	bandwidth map[int]float64 // streaming-read GB/s by thread count
+}
+
+// cpuModel returns the model name from /proc/cpuinfo, or GOARCH.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// bandwidthBuffer is the size of the buffer each thread reads to measure
+// the streaming bandwidth: far more than any L3 cache (tests shrink it).
+var bandwidthBuffer = 256 << 20
+
+// bandwidthBytes is the total size of the buffers read to measure the
+// streaming bandwidth with n threads: bandwidthBuffer each up to four
+// threads, then 4·bandwidthBuffer shared, but at least 8 MiB each.
+func bandwidthBytes(n int) int {
+	per := min(bandwidthBuffer, max(8<<20, 4*bandwidthBuffer/n))
+	return per * n
+}
+
+// measureBandwidth returns the streaming-read bandwidth in GB/s with n
+// goroutines, each reading its own buffer with kernel.Max (a plain vector
+// read loop): the best of five passes after a warm-up pass.
+func measureBandwidth(n int) float64 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+	per := bandwidthBytes(n) / n / 4
+	bufs := make([][]float32, n)
+	var wg sync.WaitGroup
+	for i := range bufs {
+		wg.Go(func() {
+			b := make([]float32, per)
+			for j := range b {
+				b[j] = 1 // touch every page: untouched pages all map to one zero page
+			}
+			bufs[i] = b
+		})
+	}
+	wg.Wait()
+	best := 0.0
+	maxes := make([]float32, n)
+	for pass := range 6 {
+		t0 := time.Now()
+		for i, b := range bufs {
+			wg.Go(func() { maxes[i] = kernel.Max(b) })
+		}
+		wg.Wait()
+		if gbps := float64(n*per*4) / time.Since(t0).Seconds() / 1e9; pass > 0 {
+			best = max(best, gbps)
+		}
+		for _, m := range maxes {
+			if m != 1 { // every element is 1: anything else means the loop did not read the buffer
+				return 0
+			}
+		}
+	}
+	bufs = nil
+	runtime.GC()
+	debug.FreeOSMemory()
+	return best
+}
+
+// subProblem is the part of a shape that is checked against the oracle:
+// the last batches entries, the last kvHeads K/V heads with their query
+// heads, and the last rows query rows, against all the keys. With the
+// causal mask aligned to the bottom right, the last rows of Q against the
+// full K and V are the same problem as in the full call.
+type subProblem struct {
+	batches, kvHeads, rows int
+	full                   bool
+}
+
+// oracleFullFLOPs is the size up to which the whole problem is checked.
+const oracleFullFLOPs = 2e8
+
+// pickSub chooses the sub-problem to check: the whole problem when the
+// oracle can do it quickly, otherwise one batch entry, 2 K/V head groups
+// and the last 64 query rows.
+func pickSub(s shape) subProblem {
+	if 4*float64(s.batch)*float64(s.heads)*float64(s.nq)*float64(s.nkv)*float64(s.dim) <= oracleFullFLOPs {
+		return subProblem{batches: s.batch, kvHeads: s.kvHeads, rows: s.nq, full: true}
+	}
+	return subProblem{batches: 1, kvHeads: min(2, s.kvHeads), rows: min(64, s.nq)}
+}
+
+// params is the sub-problem as a reference call.
+func (sp subProblem) params(s shape) reference.Params {
+	g := s.heads / s.kvHeads
+	return reference.Params{Batch: sp.batches, HeadsQ: sp.kvHeads * g, HeadsKV: sp.kvHeads, SeqQ: sp.rows, SeqKV: s.nkv, Dim: s.dim, Causal: s.causal}
+}
+
+// extract copies the sub-problem's part of a [batch, heads, seq, dim]
+// array: the last nb batch entries, the last nh heads and the last rows
+// positions of each.
+func extract(x []float32, batch, heads, seq, dim, nb, nh, rows int) []float32 {
+	out := make([]float32, 0, nb*nh*rows*dim)
+	for b := batch - nb; b < batch; b++ {
+		for h := heads - nh; h < heads; h++ {
+			start := ((b*heads+h)*seq + seq - rows) * dim
+			out = append(out, x[start:start+rows*dim]...)
+		}
+	}
+	return out
+}
+
+// subQ extracts the sub-problem's rows of a query-shaped array (Q or an output).
+func (sp subProblem) subQ(s shape, x []float32) []float32 {
+	g := s.heads / s.kvHeads
+	return extract(x, s.batch, s.heads, s.nq, s.dim, sp.batches, sp.kvHeads*g, sp.rows)
+}
+
+// subKV extracts the sub-problem's keys or values.
+func (sp subProblem) subKV(s shape, x []float32) []float32 {
+	return extract(x, s.batch, s.kvHeads, s.nkv, s.dim, sp.batches, sp.kvHeads, s.nkv)
+}
+
+// randn returns n standard normal float32 values.
+func randn(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+// kvData holds K or V in one storage type: the tensor the engine reads and
+// the same values as float32, which the oracle and the naive baseline read.
+type kvData struct {
+	t      attention.Tensor
+	values []float32
+}
+
+// storeKV converts float32 values to the storage type dt. For f16 and bf16
+// the values are rounded, and the rounded values are what the oracle sees.
+func storeKV(x []float32, dt attention.DType, l attention.Layout) kvData {
+	switch dt {
+	case attention.F16:
+		h := fp16.Float16s(x)
+		r := make([]float32, len(x))
+		fp16.DecodeFloat16(r, h)
+		return kvData{attention.F16Tensor(h, l), r}
+	case attention.BF16:
+		h := fp16.BFloat16s(x)
+		r := make([]float32, len(x))
+		fp16.DecodeBFloat16(r, h)
+		return kvData{attention.BF16Tensor(h, l), r}
+	}
+	return kvData{attention.F32Tensor(x, l), x}
+}
+
+// call is one attention computation: the engine's tensors and the float32
+// output slice behind out.
+type call struct {
+	out              []float32
+	outT, qT, kT, vT attention.Tensor
+	opts             attention.Options
+}
+
+// forward runs one call on an engine. It is a variable so that tests can
+// substitute a broken engine and watch check mode catch it.
+var forward = func(eng *attention.Engine, c *call) error {
+	return eng.Forward(c.outT, c.qT, c.kT, c.vT, c.opts)
+}

@@ -1,0 +1,439 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// write prints the report in the format c asks for. In json and csv only
+// data goes to w; the notes go to notes (csv) or into the JSON.
+func write(c config, rep *report, w, notes io.Writer) error {
+	switch c.format {
+	case "json":
+		return writeJSON(c, rep, w)
+	case "csv":
+		if err := writeCSV(rep, w); err != nil {
+			return err
+		}
+		for _, n := range rep.legend(c) {
+			fmt.Fprintln(notes, "attnbench:", n)
+		}
+		return nil
+	}
+	return writeTable(c, rep, w)
+}
+
+// legend explains the columns and how the figures were obtained.
+func (rep *report) legend(c config) []string {
+	var ls []string
+	if hasPrefill(rep.results) {
+		ls = append(ls, "GFLOP/s: 4·B·Hq·Nq·Nkv·d (halved for causal) over the median time; %FMA: over the FMA peak of one core × threads")
+	}
+	if hasDecode(c.shapes) {
+		ls = append(ls, "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size) over the median time; %BW: over the streaming-read bandwidth measured with as many threads")
+	}
+	if c.naive {
+		var few []string
+		for _, r := range rep.results {
+			if r.naive != nil && r.naive.n < c.reps && !slices.Contains(few, r.shape.name) {
+				few = append(few, r.shape.name)
+			}
+		}
+		l := "vs naive: median time of the naive float32 baseline (Sgemm, softmax, Sgemm; GOMAXPROCS = threads) over flashgo's; timed once per shape and thread count, on float32 K/V whatever the row's K/V type"
+		if len(few) > 0 {
+			l += fmt.Sprintf("; * = fewer runs than -reps to save time (%s): one cold run where a run takes >= %v, else as many as fit in %v", strings.Join(few, ", "), naiveSlow, naiveBudget)
+		}
+		ls = append(ls, l)
+	} else {
+		ls = append(ls, "naive baseline not run (-naive=off)")
+	}
+	if c.check {
+		var names []string            // shapes checked on a sub-problem, in order
+		lengths := map[string][]int{} // and, for sweeps, at which lengths
+		fail := false
+		for _, r := range rep.results {
+			fail = fail || (r.acc != nil && !r.acc.pass())
+			if r.acc == nil || r.acc.sub.full {
+				continue
+			}
+			name := r.shape.name
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+			if r.shape.swept && !slices.Contains(lengths[name], r.shape.nkv) {
+				lengths[name] = append(lengths[name], r.shape.nkv)
+			}
+		}
+		subs := make([]string, len(names))
+		for i, n := range names {
+			subs[i] = n
+			if ls := lengths[n]; len(ls) > 0 {
+				subs[i] = fmt.Sprintf("%s at N = %s", n, joinInts(ls))
+			}
+		}
+		l := "max abs, max rel: error against the float64 oracle"
+		if len(subs) > 0 {
+			l += fmt.Sprintf(", for %s on a sub-problem (the last batch entry, the last 2 K/V heads with their query heads, the last 64 query rows, all keys)", strings.Join(subs, ", "))
+		}
+		if fail {
+			l += "; ! = outside the project's tolerance, 2 × the naive baseline's max abs error on the same rows + 1e-6"
+		} else {
+			l += "; every row is within the project's tolerance (2 × the naive baseline's error on the same rows + 1e-6)"
+		}
+		ls = append(ls, l)
+	} else {
+		ls = append(ls, "accuracy not checked (-check=off)")
+	}
+	return append(ls, rep.notes...)
+}
+
+func hasPrefill(rs []result) bool {
+	for _, r := range rs {
+		if !r.shape.decode() {
+			return true
+		}
+	}
+	return false
+}
+
+// header describes the machine and the run, for the table format.
+func (rep *report) header() []string {
+	m := rep.machine
+	l1 := fmt.Sprintf("attnbench %s · %s · %d CPUs · %s %s/%s",
+		rep.start.UTC().Format("2006-01-02 15:04 MST"), m.cpu, m.cpus, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	l2 := fmt.Sprintf("FMA peak %.1f GFLOP/s per core (%s loop, measured now)", m.peak, m.peakISA)
+	if len(m.bandwidth) > 0 {
+		var bw []string
+		for _, n := range sortedKeys(m.bandwidth) {
+			bw = append(bw, fmt.Sprintf("%.1f GB/s with %d thread%s", m.bandwidth[n], n, plural(n)))
+		}
+		l2 += "; streaming read " + strings.Join(bw, ", ")
+	}
+	l3 := fmt.Sprintf("kernel %s (this machine has %s); ms: median of %d runs after a warm-up (fastest-slowest)",
+		rep.kernel, strings.Join(kernel.Implementations(), ", "), rep.reps)
+	return []string{l1, l2, l3}
+}
+
+func sortedKeys(m map[int]float64) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// writeTable prints the human-readable report.
+func writeTable(c config, rep *report, w io.Writer) error {
+	for _, l := range rep.header() {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+	var seen []string
+	for _, s := range c.shapes {
+		if slices.Contains(seen, s.name) {
+			continue
+		}
+		seen = append(seen, s.name)
+		d := s.describe()
+		if s.swept {
+			d += fmt.Sprintf("; swept over %s = %s", sweptVar(s), joinInts(c.sweep))
+		}
+		fmt.Fprintln(w, d)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	io.WriteString(tw, "shape\tNq\tNkv\tK/V\tthreads\tkernel\tms (min-max)\tGFLOP/s\t%FMA\tGB/s\t%BW\tvs naive\tmax abs\tmax rel\t\n")
+	for _, r := range rep.results {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%s\t%s (%s-%s)\t%.1f\t", r.shape.name, r.shape.nq, r.shape.nkv, r.kv, r.threads, r.kernel,
+			fmtMs(r.flash.median), fmtMs(r.flash.min), fmtMs(r.flash.max), r.gflops())
+		if r.shape.decode() {
+			fmt.Fprintf(tw, "-\t%.1f\t%s\t", r.gbps(), pct(r.gbps(), r.bw))
+		} else {
+			fmt.Fprintf(tw, "%s\t-\t-\t", pct(r.gflops(), r.peak))
+		}
+		switch {
+		case r.naive == nil:
+			fmt.Fprint(tw, "-\t")
+		case r.naive.n < c.reps:
+			fmt.Fprintf(tw, "%s*\t", fmtSpeedup(r.speedup()))
+		default:
+			fmt.Fprintf(tw, "%s\t", fmtSpeedup(r.speedup()))
+		}
+		if r.acc == nil {
+			fmt.Fprint(tw, "-\t-\t\n")
+			continue
+		}
+		mark := ""
+		if !r.acc.pass() {
+			mark = "!"
+		}
+		fmt.Fprintf(tw, "%.1e%s\t%.1e\t\n", r.acc.errs.MaxAbs, mark, r.acc.errs.MaxRel)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, l := range rep.legend(c) {
+		fmt.Fprintln(w, wrap(l, 100, "  "))
+	}
+	return nil
+}
+
+// wrap breaks s into lines of at most width bytes at spaces, indenting
+// every line after the first.
+func wrap(s string, width int, indent string) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case line+1+len(word) > width:
+			b.WriteString("\n" + indent)
+			line = len(indent)
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += len(word)
+	}
+	return b.String()
+}
+
+// sweptVar names what a sweep varies.
+func sweptVar(s shape) string {
+	if s.decode() {
+		return "Nkv"
+	}
+	return "Nq = Nkv"
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func fmtMs(d time.Duration) string {
+	ms := float64(d) / 1e6
+	switch {
+	case ms < 10:
+		return strconv.FormatFloat(ms, 'f', 2, 64)
+	case ms < 1000:
+		return strconv.FormatFloat(ms, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(ms, 'f', 0, 64)
+}
+
+func fmtSpeedup(x float64) string {
+	if x >= 100 {
+		return fmt.Sprintf("%.0fx", x)
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
+
+func pct(x, of float64) string {
+	if of <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", 100*x/of)
+}
+
+// ms converts a duration to milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// The JSON schema. Fields that do not apply to a row (GB/s of a prefill
+// row, % of peak of a decode row, naive or check when turned off) are null,
+// so every row has the same keys.
+type (
+	jsonReport struct {
+		Tool      string          `json:"tool"`
+		Date      string          `json:"date"` // RFC 3339, UTC
+		Go        string          `json:"go"`
+		OS        string          `json:"os"`
+		Arch      string          `json:"arch"`
+		CPU       string          `json:"cpu"`
+		CPUs      int             `json:"cpus"`
+		Kernel    string          `json:"kernel"`
+		Kernels   []string        `json:"kernels_available"`
+		Peak      jsonPeak        `json:"peak"`
+		Bandwidth []jsonBandwidth `json:"bandwidth"`
+		Reps      int             `json:"reps"`
+		Notes     []string        `json:"notes"`
+		Results   []jsonResult    `json:"results"`
+	}
+	jsonPeak struct {
+		GFLOPsPerCore float64 `json:"gflops_per_core"`
+		ISA           string  `json:"isa"`
+	}
+	jsonBandwidth struct {
+		Threads int     `json:"threads"`
+		GBps    float64 `json:"gbps"`
+	}
+	jsonResult struct {
+		Shape        string     `json:"shape"`
+		Description  string     `json:"description"`
+		Mode         string     `json:"mode"` // prefill or decode
+		Scaled       int        `json:"scaled"`
+		Batch        int        `json:"batch"`
+		Heads        int        `json:"heads"`
+		KVHeads      int        `json:"kv_heads"`
+		Dim          int        `json:"dim"`
+		Nq           int        `json:"nq"`
+		Nkv          int        `json:"nkv"`
+		Causal       bool       `json:"causal"`
+		KV           string     `json:"kv"`
+		Threads      int        `json:"threads"`
+		Kernel       string     `json:"kernel"`
+		Time         jsonTiming `json:"time_ms"`
+		FLOPs        float64    `json:"flops"`
+		GFLOPs       float64    `json:"gflops"`
+		PctPeak      *float64   `json:"pct_peak"`
+		KVBytes      float64    `json:"kv_bytes"`
+		GBps         *float64   `json:"gbps"`
+		PctBandwidth *float64   `json:"pct_bandwidth"`
+		Naive        *jsonNaive `json:"naive"`
+		Check        *jsonCheck `json:"check"`
+	}
+	jsonTiming struct {
+		Median float64 `json:"median"`
+		Min    float64 `json:"min"`
+		Max    float64 `json:"max"`
+		Runs   int     `json:"runs"`
+	}
+	jsonNaive struct {
+		Time    jsonTiming `json:"time_ms"`
+		Cold    bool       `json:"cold"` // a single run with no warm-up
+		GFLOPs  float64    `json:"gflops"`
+		Speedup float64    `json:"speedup"`
+	}
+	jsonCheck struct {
+		Full        bool    `json:"full"`
+		Batches     int     `json:"batches"`
+		KVHeads     int     `json:"kv_heads"`
+		Rows        int     `json:"rows"`
+		Elements    int     `json:"elements"`
+		MaxAbs      float64 `json:"max_abs"`
+		MaxRel      float64 `json:"max_rel"`
+		RMS         float64 `json:"rms"`
+		NaiveMaxAbs float64 `json:"naive_max_abs"`
+		Tolerance   float64 `json:"tolerance"`
+		Pass        bool    `json:"pass"`
+	}
+)
+
+func jsonTime(t timing) jsonTiming {
+	return jsonTiming{Median: ms(t.median), Min: ms(t.min), Max: ms(t.max), Runs: t.n}
+}
+
+func ptr(x float64) *float64 { return &x }
+
+// writeJSON prints the report as one JSON object.
+func writeJSON(c config, rep *report, w io.Writer) error {
+	m := rep.machine
+	out := jsonReport{
+		Tool: "attnbench", Date: rep.start.UTC().Format(time.RFC3339),
+		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: m.cpu, CPUs: m.cpus,
+		Kernel: rep.kernel, Kernels: kernel.Implementations(),
+		Peak:      jsonPeak{GFLOPsPerCore: m.peak, ISA: m.peakISA},
+		Bandwidth: []jsonBandwidth{},
+		Reps:      rep.reps, Notes: rep.legend(c), Results: []jsonResult{},
+	}
+	for _, n := range sortedKeys(m.bandwidth) {
+		out.Bandwidth = append(out.Bandwidth, jsonBandwidth{Threads: n, GBps: m.bandwidth[n]})
+	}
+	for _, r := range rep.results {
+		s := r.shape
+		jr := jsonResult{
+			Shape: s.name, Description: s.what, Mode: s.mode(), Scaled: s.scaled,
+			Batch: s.batch, Heads: s.heads, KVHeads: s.kvHeads, Dim: s.dim, Nq: s.nq, Nkv: s.nkv, Causal: s.causal,
+			KV: r.kv.String(), Threads: r.threads, Kernel: r.kernel, Time: jsonTime(r.flash),
+			FLOPs: s.flops(), GFLOPs: r.gflops(), KVBytes: s.kvBytes(r.kv),
+		}
+		if s.decode() {
+			jr.GBps = ptr(r.gbps())
+			if r.bw > 0 {
+				jr.PctBandwidth = ptr(100 * r.gbps() / r.bw)
+			}
+		} else {
+			jr.PctPeak = ptr(100 * r.gflops() / r.peak)
+		}
+		if r.naive != nil {
+			jr.Naive = &jsonNaive{Time: jsonTime(*r.naive), Cold: r.naive.cold, GFLOPs: s.flops() / r.naive.median.Seconds() / 1e9, Speedup: r.speedup()}
+		}
+		if a := r.acc; a != nil {
+			jr.Check = &jsonCheck{Full: a.sub.full, Batches: a.sub.batches, KVHeads: a.sub.kvHeads, Rows: a.sub.rows, Elements: a.errs.N,
+				MaxAbs: a.errs.MaxAbs, MaxRel: a.errs.MaxRel, RMS: a.errs.RMS, NaiveMaxAbs: a.naiveMaxAbs, Tolerance: a.tolerance, Pass: a.pass()}
+		}
+		out.Results = append(out.Results, jr)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// csvHeader names the CSV columns; empty cells mean "does not apply".
+var csvHeader = []string{
+	"shape", "mode", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "kv", "threads", "kernel",
+	"median_ms", "min_ms", "max_ms", "runs", "gflops", "pct_peak", "gbps", "pct_bandwidth",
+	"naive_median_ms", "naive_runs", "speedup", "max_abs", "max_rel", "rms", "tolerance", "pass",
+}
+
+// writeCSV prints one header line and one line per result.
+func writeCSV(rep *report, w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return err
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
+	for _, r := range rep.results {
+		s := r.shape
+		row := []string{s.name, s.mode(), strconv.Itoa(s.batch), strconv.Itoa(s.heads), strconv.Itoa(s.kvHeads), strconv.Itoa(s.dim),
+			strconv.Itoa(s.nq), strconv.Itoa(s.nkv), strconv.FormatBool(s.causal), r.kv.String(), strconv.Itoa(r.threads), r.kernel,
+			f(ms(r.flash.median)), f(ms(r.flash.min)), f(ms(r.flash.max)), strconv.Itoa(r.flash.n), f(r.gflops())}
+		if s.decode() {
+			bw := ""
+			if r.bw > 0 {
+				bw = f(100 * r.gbps() / r.bw)
+			}
+			row = append(row, "", f(r.gbps()), bw)
+		} else {
+			row = append(row, f(100*r.gflops()/r.peak), "", "")
+		}
+		if r.naive != nil {
+			row = append(row, f(ms(r.naive.median)), strconv.Itoa(r.naive.n), f(r.speedup()))
+		} else {
+			row = append(row, "", "", "")
+		}
+		if a := r.acc; a != nil {
+			row = append(row, f(a.errs.MaxAbs), f(a.errs.MaxRel), f(a.errs.RMS), f(a.tolerance), strconv.FormatBool(a.pass()))
+		} else {
+			row = append(row, "", "", "", "", "")
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+)
+
+// shape is one attention problem to benchmark: batch, heads, head dimension,
+// sequence lengths and mask, with the scale fixed at 1/sqrt(d) as in the
+// standard shape suite (shared/anchors/SHAPES.md).
+type shape struct {
+	name string // suite name ("P1"), "custom", or "P3/2" for a scaled entry
+	what string // one-line description
+
+	batch, heads, kvHeads, dim int
+	nq, nkv                    int
+	causal                     bool
+
+	// scaled is the divisor applied to the suite's sequence lengths (1 for
+	// the full size); swept is set when -sweep chose the lengths.
+	scaled int
+	swept  bool
+}
+
+// suite is the standard shape suite, batch 1.
+var suite = []shape{
+	{name: "P1", what: "Llama-3-8B-like prefill (GQA 4:1)", batch: 1, heads: 32, kvHeads: 8, dim: 128, nq: 1024, nkv: 1024, causal: true, scaled: 1},
+	{name: "P2", what: "GPT-2-like prefill (MHA)", batch: 1, heads: 12, kvHeads: 12, dim: 64, nq: 1024, nkv: 1024, causal: true, scaled: 1},
+	{name: "P3", what: "long prefill", batch: 1, heads: 32, kvHeads: 8, dim: 128, nq: 4096, nkv: 4096, causal: true, scaled: 1},
+	{name: "D1", what: "decode, 8K context", batch: 1, heads: 32, kvHeads: 8, dim: 128, nq: 1, nkv: 8192, scaled: 1},
+	{name: "D2", what: "decode, 32K context", batch: 1, heads: 32, kvHeads: 8, dim: 128, nq: 1, nkv: 32768, scaled: 1},
+}
+
+// defaultShapes is what a run without -shape measures: the whole suite,
+// with P3 at half its sequence length so that the default run (two K/V
+// types, two thread counts, the naive baseline) stays under a minute on a
+// two-core machine.
+const defaultShapes = "P1,P2,P3/2,D1,D2"
+
+// shapeAliases are names that stand for a list of shapes.
+var shapeAliases = map[string]string{
+	"default": defaultShapes,
+	"full":    "P1,P2,P3,D1,D2",
+}
+
+func suiteNames() string {
+	names := make([]string, len(suite))
+	for i, s := range suite {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// lookupShape returns the suite entry called name, which may carry a
+// divisor ("P3/2": sequence lengths halved; for a decode shape only Nkv is
+// divided, Nq stays 1).
+func lookupShape(name string) (shape, error) {
+	base, div, scaled := strings.Cut(name, "/")
+	k := 1
+	if scaled {
+		var err error
+		k, err = strconv.Atoi(div)
+		if err != nil || k < 1 {
+			return shape{}, fmt.Errorf("shape %q: the divisor after / must be a positive integer", name)
+		}
+	}
+	for _, s := range suite {
+		if !strings.EqualFold(s.name, base) {
+			continue
+		}
+		if k == 1 {
+			return s, nil
+		}
+		if s.nkv%k != 0 || (!s.decode() && s.nq%k != 0) {
+			return shape{}, fmt.Errorf("shape %q: %s's sequence lengths are not divisible by %d", name, s.name, k)
+		}
+		s.name = fmt.Sprintf("%s/%d", s.name, k)
+		s.scaled = k
+		s.nkv /= k
+		if !s.decode() {
+			s.nq /= k
+		}
+		return s, nil
+	}
+	return shape{}, fmt.Errorf("unknown shape %q; want one of %s, a scaled one such as P3/2, \"custom\", \"default\" (%s) or \"full\"", name, suiteNames(), defaultShapes)
+}
+
+// decode reports whether the shape is a decoding step: one query row
+// against a K/V cache, a problem bound by the memory bandwidth.
+func (s shape) decode() bool { return s.nq == 1 }
+
+// mode is "decode" or "prefill".
+func (s shape) mode() string {
+	if s.decode() {
+		return "decode"
+	}
+	return "prefill"
+}
+
+// withSeq returns the shape with its sequence lengths set to n: Nq = Nkv = n
+// for prefill, Nkv = n for decode.
+func (s shape) withSeq(n int) shape {
+	if i := strings.IndexByte(s.name, '/'); i >= 0 {
+		s.name = s.name[:i]
+	}
+	s.scaled, s.swept = 1, true
+	s.nkv = n
+	if !s.decode() {
+		s.nq = n
+	}
+	return s
+}
+
+// params is the shape as the reference package describes it.
+func (s shape) params() reference.Params {
+	return reference.Params{Batch: s.batch, HeadsQ: s.heads, HeadsKV: s.kvHeads, SeqQ: s.nq, SeqKV: s.nkv, Dim: s.dim, Causal: s.causal}
+}
+
+// validate rejects shapes that cannot be benchmarked: zero or negative
+// sizes, and query heads that are not a multiple of the K/V heads.
+func (s shape) validate() error {
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"batch", s.batch}, {"heads", s.heads}, {"kv-heads", s.kvHeads}, {"dim", s.dim}, {"nq", s.nq}, {"nkv", s.nkv}} {
+		if f.v < 1 {
+			return fmt.Errorf("shape %s: -%s is %d; want >= 1", s.name, f.flag, f.v)
+		}
+	}
+	if s.heads%s.kvHeads != 0 {
+		return fmt.Errorf("shape %s: -heads %d is not a multiple of -kv-heads %d (grouped-query attention shares each K/V head among Hq/Hkv query heads)", s.name, s.heads, s.kvHeads)
+	}
+	// Element counts must fit in an int (and so in a slice).
+	const maxElems = 1 << 50
+	q := float64(s.batch) * float64(s.heads) * float64(s.nq) * float64(s.dim)
+	kv := float64(s.batch) * float64(s.kvHeads) * float64(s.nkv) * float64(s.dim)
+	if q > maxElems || kv > maxElems {
+		return fmt.Errorf("shape %s: %.3g query and %.3g key elements are too many to allocate", s.name, q, kv)
+	}
+	return s.params().Validate()
+}
+
+// flops is the shape suite's convention: 4·B·Hq·Nq·Nkv·d, halved for
+// causal. A single query row (decode) sees every key under the
+// bottom-right causal mask, so its count is not halved.
+func (s shape) flops() float64 {
+	f := 4 * float64(s.batch) * float64(s.heads) * float64(s.nq) * float64(s.nkv) * float64(s.dim)
+	if s.causal && s.nq > 1 {
+		f /= 2
+	}
+	return f
+}
+
+// kvBytes is the number of bytes of K and V a call reads once:
+// 2·B·Hkv·Nkv·d·(bytes per element).
+func (s shape) kvBytes(dt attention.DType) float64 {
+	return 2 * float64(s.batch) * float64(s.kvHeads) * float64(s.nkv) * float64(s.dim) * float64(dt.Size())
+}
+
+// describe is the shape's one-line description for legends and titles.
+// A swept shape leaves out the lengths the sweep varies.
+func (s shape) describe() string {
+	var b strings.Builder
+	b.WriteString(s.name)
+	if s.what != "" {
+		fmt.Fprintf(&b, " (%s)", s.what)
+	}
+	b.WriteString(":")
+	if s.batch != 1 {
+		fmt.Fprintf(&b, " B %d,", s.batch)
+	}
+	fmt.Fprintf(&b, " Hq %d, Hkv %d, d %d", s.heads, s.kvHeads, s.dim)
+	switch {
+	case !s.swept:
+		fmt.Fprintf(&b, ", Nq %d, Nkv %d", s.nq, s.nkv)
+	case s.decode():
+		b.WriteString(", Nq 1")
+	}
+	if s.causal {
+		b.WriteString(", causal")
+	} else {
+		b.WriteString(", no mask")
+	}
+	if s.scaled > 1 {
+		fmt.Fprintf(&b, "; scaled: sequence lengths ÷%d", s.scaled)
+	}
+	return b.String()
+}
+
+// parseDTypes reads a comma-separated list of K/V storage types.
+func parseDTypes(list string) ([]attention.DType, error) {
+	var out []attention.DType
+	for _, f := range splitList(list) {
+		var dt attention.DType
+		switch strings.ToLower(f) {
+		case "f32", "fp32", "float32":
+			dt = attention.F32
+		case "f16", "fp16", "float16":
+			dt = attention.F16
+		case "bf16", "bfloat16":
+			dt = attention.BF16
+		default:
+			return nil, fmt.Errorf("-kv has %q; want f32, f16 or bf16, separated by commas", f)
+		}
+		if !slices.Contains(out, dt) {
+			out = append(out, dt)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("-kv is empty; want f32, f16 or bf16, separated by commas")
+	}
+	return out, nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
