@@ -148,10 +148,10 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.Threads < 0 {
 		return nil, fmt.Errorf("attention: Config.Threads is %d; want >= 1, or 0 for GOMAXPROCS", cfg.Threads)
 	}
-	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, pool: &pool{jobs: make(chan *job, poolQueue)}}
+	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, pool: &pool{wake: make(chan struct{}, poolQueue)}}
 	// The helpers hold only the pool; once the Engine is unreachable they
 	// are told to exit.
-	runtime.AddCleanup(e, func(p *pool) { close(p.jobs) }, e.pool)
+	runtime.AddCleanup(e, func(p *pool) { close(p.wake) }, e.pool)
 	if e.blockQ == 0 {
 		e.blockQ = DefaultBlockQ
 	}

@@ -18,14 +18,18 @@ import (
 // first leaves the cheap ones to fill the gaps at the end (longest
 // processing time first, made dynamic by the shared counter).
 //
-// Helpers are long-lived goroutines that wait on the engine's job channel,
-// so a call starts them without allocating. A call offers its job to as many
-// helpers as it may use; a helper joins the job only if the caller has not
-// finished it yet, and the caller waits only for helpers that joined. So a
-// helper that is busy with another call (concurrent callers share the
-// helpers) or slow to come back never holds a caller up, and one that comes
-// late just finds the job closed. The pooled job is recycled only when every
-// copy handed out has been let go. When the Engine is garbage collected, a
+// Helpers are long-lived goroutines per engine. A call puts its job on the
+// pool's list of open jobs and sends wake-up tokens (one per helper it may
+// use) down a buffered channel; a helper that wakes takes any open job that
+// still has blocks to hand out, and the caller, once it runs out of blocks
+// itself, closes its job and waits only for the helpers that took it. A
+// helper busy with another call (concurrent callers share the helpers) or
+// slow to wake never holds a caller up, and a token that arrives late just
+// finds nothing to do. Tokens carry no job, so nothing keeps a finished
+// job alive: the jobs in use are exactly the calls in progress, and the
+// caller reserves one workspace per goroutine that may work on its call
+// before it starts. Hence a warmed-up engine allocates nothing, however the
+// helpers happen to be scheduled. When the Engine is garbage collected, a
 // cleanup closes the channel and the helpers exit.
 
 // job is one call's share-out of blocks.
@@ -36,25 +40,28 @@ type job struct {
 	nBlk  int  // blocks per (batch, K/V head)
 	total int  // blocks in all
 	next  atomic.Int64
-	refs  atomic.Int32 // holders: the caller and every offered copy
 
-	mu     sync.Mutex
-	done   sync.Cond // signalled when the last joined helper leaves
-	closed bool      // the caller has finished; nobody may join
+	// Guarded by the pool's mutex.
+	done   sync.Cond // signalled when the last helper leaves a closed job
+	closed bool      // the caller has finished: no helper may take the job
 	active int       // helpers working on the job
-	err    error
+
+	errMu sync.Mutex
+	err   error
 }
 
 // pool is the part of an Engine that its helpers share; it must not point
 // back to the Engine, or the cleanup that stops the helpers would never run.
 type pool struct {
-	jobs    chan *job
+	wake    chan struct{}
 	mu      sync.Mutex
+	open    []*job // jobs whose callers are still working
 	helpers int
 }
 
-// poolQueue is the capacity of the job channel: offers beyond it (many
-// concurrent callers) are skipped and those callers do more of the work.
+// poolQueue is the capacity of the wake-up channel. When it is full the
+// helpers have that many wake-ups pending already, so a further one is
+// simply not sent.
 const poolQueue = 256
 
 func (p *pool) grow(n int) {
@@ -66,44 +73,52 @@ func (p *pool) grow(n int) {
 }
 
 func (p *pool) help() {
-	for j := range p.jobs {
-		if j.join() {
+	for range p.wake {
+		if j := p.take(); j != nil {
 			j.work()
-			j.leave()
+			p.leave(j)
 		}
-		j.release()
 	}
 }
 
-func (j *job) join() bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return false
+// take returns an open job with blocks left, counting the helper in.
+func (p *pool) take() *job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.open) - 1; i >= 0; i-- {
+		if j := p.open[i]; j.next.Load() < int64(j.total) {
+			j.active++
+			return j
+		}
 	}
-	j.active++
-	return true
+	return nil
 }
 
-func (j *job) leave() {
-	j.mu.Lock()
+func (p *pool) leave(j *job) {
+	p.mu.Lock()
 	j.active--
 	if j.active == 0 && j.closed {
 		j.done.Signal()
 	}
-	j.mu.Unlock()
+	p.mu.Unlock()
 }
 
-// release lets go of one holder's reference; the last returns the job to
-// the engine's free list.
-func (j *job) release() {
-	if j.refs.Add(-1) == 0 {
-		e := j.e
-		j.e, j.c = nil, call{}
-		e.mu.Lock()
-		e.freeJobs = append(e.freeJobs, j)
-		e.mu.Unlock()
+// close takes j off the open list and waits for its helpers to leave.
+func (p *pool) close(j *job) {
+	p.mu.Lock()
+	j.closed = true
+	for i, o := range p.open {
+		if o == j {
+			last := len(p.open) - 1
+			p.open[i], p.open[last] = p.open[last], nil
+			p.open = p.open[:last]
+			break
+		}
 	}
+	for j.active > 0 {
+		j.done.Wait()
+	}
+	p.mu.Unlock()
 }
 
 // threads returns the number of goroutines a call may use.
@@ -129,30 +144,26 @@ func (e *Engine) run(c *call, np int) error {
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
-	j.refs.Store(int32(1 + max(0, helpers)))
+	e.reserveWorkspaces(1+max(0, helpers), c.group*np, e.blockKV, c.q.Dim)
 	if helpers > 0 {
-		e.pool.grow(helpers)
-		offered := 0
+		p := e.pool
+		p.grow(helpers)
+		p.mu.Lock()
+		p.open = append(p.open, j)
+		p.mu.Unlock()
 		for range helpers {
 			select {
-			case e.pool.jobs <- j:
-				offered++
-			default: // the queue is full: do without
+			case p.wake <- struct{}{}:
+			default: // plenty of wake-ups are pending already
 			}
 		}
-		// The caller still holds its own reference, so this cannot drop
-		// the count to zero under a helper.
-		j.refs.Add(int32(offered - helpers))
 	}
 	j.work()
-	j.mu.Lock()
-	j.closed = true
-	for j.active > 0 {
-		j.done.Wait()
+	if helpers > 0 {
+		e.pool.close(j)
 	}
 	err := j.err
-	j.mu.Unlock()
-	j.release()
+	e.putJob(j)
 	return err
 }
 
@@ -199,11 +210,11 @@ func (j *job) work() {
 			err = j.e.foldBlock(ws, c, 0, li%heads, p0, min(p0+j.np, sg.q0+sg.nq), sg)
 		}
 		if err != nil {
-			j.mu.Lock()
+			j.errMu.Lock()
 			if j.err == nil {
 				j.err = err
 			}
-			j.mu.Unlock()
+			j.errMu.Unlock()
 		}
 	}
 }
@@ -217,6 +228,30 @@ func (e *Engine) getJob() *job {
 		return j
 	}
 	j := new(job)
-	j.done.L = &j.mu
+	j.done.L = &e.pool.mu
 	return j
+}
+
+func (e *Engine) putJob(j *job) {
+	j.e, j.c = nil, call{}
+	e.mu.Lock()
+	e.freeJobs = append(e.freeJobs, j)
+	e.mu.Unlock()
+}
+
+// reserveWorkspaces makes sure that n goroutines can each take a workspace
+// for a tile of rows × cols with head dim dim from the free list without
+// allocating, so that the number of helpers that happen to join a call
+// never decides whether it allocates.
+func (e *Engine) reserveWorkspaces(n, rows, cols, dim int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ws := range e.free {
+		ws.ensure(rows, cols, dim)
+	}
+	for len(e.free) < n {
+		ws := new(workspace)
+		ws.ensure(rows, cols, dim)
+		e.free = append(e.free, ws)
+	}
 }
