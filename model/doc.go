@@ -1,7 +1,7 @@
-// Package model reads language models stored in the GGUF format: the file
-// container, the tokenizer and the hyperparameters. The transformer decoder
-// that runs a model on flashgo's attention engine builds on this package and
-// comes later.
+// Package model is the smallest LLM runtime around flashgo's attention: it
+// reads models stored in the GGUF format (the file container, the tokenizer
+// and the hyperparameters) and runs Llama-family decoders on flashgo's
+// attention engine and SIMD kernels.
 //
 // # GGUF
 //
@@ -44,4 +44,21 @@
 // (embedding width, heads, grouped-query KV heads, RoPE and RMSNorm
 // parameters, context and vocabulary size) from the "<arch>.*" metadata keys
 // and validates them.
+//
+// # Decoder
+//
+// [Load] builds a [Model] from a GGUF file: token embedding, RMSNorm, Q/K/V
+// and output projections, RoPE ([RopeNormal] on adjacent pairs or [RopeNeoX]
+// on halves, theta from the metadata), grouped-query attention, a SwiGLU
+// feed-forward block, the final norm and the logits (tied to the embedding
+// when output.weight is absent). Weights are converted to float32 and
+// transposed once at load, so that every projection of a block of tokens is
+// one call of the kernel package's SIMD GEMM (kernel.QKT). A [Session] owns a
+// per-layer float32 KV cache; each layer's attention is one call of the
+// attention engine with the new tokens' queries and views of the cached
+// keys and values, so a prompt is prefilled in one call and then decoded a
+// token at a time through the same code (causal masking aligned to the
+// bottom right). [Sampler] does greedy and seeded temperature, top-k and
+// top-p sampling, and [Session.Generate] streams text. [Presets] lists the
+// attention shapes of well-known models for benchmarks.
 package model

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// storiesModel is the shared test model (shared/models/README.md).
+var storiesModel = filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
+
+func needStories(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(storiesModel); err != nil {
+		t.Skipf("test model %s not available (%v); it lives outside the repository, see shared/models/README.md", storiesModel, err)
+	}
+}
+
+func TestGenerateStories(t *testing.T) {
+	needStories(t)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"generate", "-model", storiesModel, "-prompt", "Once upon a time", "-n", "20", "-threads", "1"}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	assert.True(t, strings.HasPrefix(stdout.String(), "Once upon a time, there was a little girl named Lily."), "stdout: %q", stdout.String())
+	for _, want := range []string{"prefill: 5 tokens", "decode:  19 tokens", "tokens/s", "stop: length", "RoPE normal"} {
+		assert.Contains(t, stderr.String(), want)
+	}
+
+	// Seeded sampling is reproducible; --double-dash flags work too.
+	args := []string{"generate", "--model", storiesModel, "--prompt", "Lily", "-n", "20", "--temp", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "5"}
+	var a, b bytes.Buffer
+	require.Equal(t, 0, run(args, &a, &stderr))
+	require.Equal(t, 0, run(args, &b, &stderr))
+	assert.Equal(t, a.String(), b.String())
+	assert.True(t, strings.HasPrefix(a.String(), "Lily"))
+}
+
+func TestGenerateErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"-model", "x.gguf", "-n", "-1"},
+		{"-model", "x.gguf", "-temp", "-1"},
+		{"-model", "x.gguf", "-top-p", "2"},
+		{"-model", "x.gguf", "-threads", "-2"},
+		{"-model", "x.gguf", "stray"},
+		{"-bogus"},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.Equal(t, 2, run(append([]string{"generate"}, args...), &stdout, &stderr), "%v", args)
+		assert.Contains(t, stderr.String(), "attnbench generate:")
+	}
+	var stdout, stderr bytes.Buffer
+	assert.Equal(t, 1, run([]string{"generate", "-model", filepath.Join(t.TempDir(), "missing.gguf")}, &stdout, &stderr))
+	assert.Equal(t, 0, run([]string{"generate", "-h"}, &stdout, &stderr))
+	assert.Contains(t, stdout.String(), "usage: attnbench generate")
+}

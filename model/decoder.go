@@ -1,0 +1,700 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// Errors of the decoder, returned wrapped; test with errors.Is.
+var (
+	// ErrContextOverflow reports tokens that do not fit in what is left of
+	// a session's KV cache.
+	ErrContextOverflow = errors.New("model: context overflow")
+	// ErrBadToken reports a token id outside the vocabulary.
+	ErrBadToken = errors.New("model: token id out of range")
+)
+
+// LoadOptions adjusts how [LoadWith] reads a model.
+type LoadOptions struct {
+	// RoPE overrides the rotary embedding mode. RopeAuto (the zero value)
+	// takes the mode llama.cpp uses for the file's architecture; an
+	// architecture the decoder does not know is then an error wrapping
+	// [ErrUnsupported]. Setting a mode lets a file of another Llama-like
+	// architecture (the same tensors) load.
+	RoPE RopeMode
+}
+
+// Model is a Llama-family decoder-only transformer held in memory as
+// float32: token embedding, blocks of pre-norm attention (RMSNorm, RoPE,
+// grouped-query attention through flashgo's engine) and SwiGLU feed-forward
+// networks, a final RMSNorm and the output projection. It is immutable once
+// loaded and safe for concurrent use by many [Session]s.
+//
+// Every weight matrix is stored transposed, [in][out], once at load: the
+// projection of a block of rows X[rows × in] is then Y = X·Wᵀ, which is
+// exactly [kernel.QKT] with the weight as its packed, transposed panel, so
+// every projection runs on the SIMD tile kernel.
+type Model struct {
+	// Config holds the hyperparameters read from the file.
+	Config Config
+	// RoPE is the rotary embedding mode in use.
+	RoPE RopeMode
+	// Tokenizer is the file's tokenizer, or nil if the file has none that
+	// [NewTokenizer] reads (tokenizer.ggml.model other than "llama").
+	Tokenizer *Tokenizer
+
+	embd    []float32 // token_embd.weight, [vocab][dim]
+	blocks  []block
+	outNorm []float32
+	output  matrix // [dim][vocab]: output.weight, or token_embd.weight when tied
+	rope    ropeParams
+}
+
+// matrix is a weight stored transposed: w[i*out+o] = W[o][i] for the map
+// y = W·x from in to out values.
+type matrix struct {
+	in, out int
+	w       []float32
+}
+
+// block is one transformer layer. The Q, K and V projections are one
+// matrix side by side, and so are the gate and up projections, so that each
+// pair or triple is one GEMM.
+type block struct {
+	attnNorm, ffnNorm []float32
+	qkv               matrix    // [dim][Hq·d + 2·Hkv·d]
+	qkvBias           []float32 // bq | bk | bv, or nil
+	wo                matrix    // [Hq·d][dim]
+	gateUp            matrix    // [dim][2·ff]: gate | up
+	down              matrix    // [ff][dim]
+}
+
+// Load reads the model in f with the default [LoadOptions]. See [LoadWith].
+func Load(f *File) (*Model, error) {
+	return LoadWith(f, LoadOptions{})
+}
+
+// LoadWith reads the hyperparameters ([ReadConfig]), the tokenizer when
+// the file has a llama one, and every weight of a Llama-family model from f,
+// dequantising F32, F16, BF16 and Q8_0 tensors to float32 (other types give
+// an error wrapping [ErrUnsupported]). The tensors are token_embd.weight,
+// output_norm.weight, output.weight (when absent, the output projection is
+// tied to the embedding), and for each block blk.N.attn_norm,
+// attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up and
+// ffn_down (.weight), with optional attn_q, attn_k and attn_v .bias.
+// rope_freqs.weight (Llama 3.1's frequency factors) and linear RoPE scaling
+// (<arch>.rope.scaling.type "linear" with rope.scaling.factor) are honoured;
+// other RoPE scalings are unsupported. A missing tensor gives an error
+// wrapping [ErrNotFound], a tensor of the wrong shape one wrapping
+// [ErrFormat].
+func LoadWith(f *File, opts LoadOptions) (*Model, error) {
+	c, err := ReadConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	mode := opts.RoPE
+	switch {
+	case mode > RopeNone:
+		return nil, fmt.Errorf("model: LoadOptions.RoPE is %v; want one of auto, normal, neox, none", mode)
+	case mode == RopeAuto:
+		var ok bool
+		if mode, ok = archRopeModes[c.Architecture]; !ok {
+			return nil, fmt.Errorf("model: architecture %q: %w: the decoder knows %s (set LoadOptions.RoPE to load another Llama-like architecture)",
+				c.Architecture, ErrUnsupported, knownArchitectures())
+		}
+	}
+	m := &Model{Config: c, RoPE: mode}
+	if m.rope, err = readRope(f, c, mode); err != nil {
+		return nil, err
+	}
+	if f.Has("tokenizer.ggml.model") {
+		kind, _ := f.String("tokenizer.ggml.model")
+		tok, err := NewTokenizer(f)
+		switch {
+		case err == nil:
+			if tok.VocabSize() != c.VocabSize {
+				return nil, fmt.Errorf("model: %w: the tokenizer has %d tokens, the model %d", ErrFormat, tok.VocabSize(), c.VocabSize)
+			}
+			m.Tokenizer = tok
+		case kind == "llama":
+			return nil, fmt.Errorf("model: %w", err)
+		}
+	}
+
+	dim, vocab, ff := c.EmbeddingLength, c.VocabSize, c.FeedForwardLength
+	qDim, kvDim := c.HeadCount*c.HeadDim, c.HeadCountKV*c.HeadDim
+	if m.embd, err = readTensor(f, "token_embd.weight", dim, vocab); err != nil {
+		return nil, err
+	}
+	if m.outNorm, err = readTensor(f, "output_norm.weight", dim); err != nil {
+		return nil, err
+	}
+	m.output = matrix{in: dim, out: vocab, w: make([]float32, dim*vocab)}
+	if _, ok := f.Tensor("output.weight"); ok {
+		err = readTransposed(f, m.output, 0, "output.weight", vocab)
+	} else {
+		transposeInto(m.output.w, vocab, 0, m.embd, dim, vocab)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.blocks = make([]block, c.BlockCount)
+	for l := range m.blocks {
+		b := &m.blocks[l]
+		name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+		if b.attnNorm, err = readTensor(f, name("attn_norm.weight"), dim); err != nil {
+			return nil, err
+		}
+		if b.ffnNorm, err = readTensor(f, name("ffn_norm.weight"), dim); err != nil {
+			return nil, err
+		}
+		b.qkv = matrix{in: dim, out: qDim + 2*kvDim, w: make([]float32, dim*(qDim+2*kvDim))}
+		b.wo = matrix{in: qDim, out: dim, w: make([]float32, qDim*dim)}
+		b.gateUp = matrix{in: dim, out: 2 * ff, w: make([]float32, dim*2*ff)}
+		b.down = matrix{in: ff, out: dim, w: make([]float32, ff*dim)}
+		for _, p := range []struct {
+			m      matrix
+			col0   int
+			tensor string
+			out    int
+		}{
+			{b.qkv, 0, "attn_q.weight", qDim},
+			{b.qkv, qDim, "attn_k.weight", kvDim},
+			{b.qkv, qDim + kvDim, "attn_v.weight", kvDim},
+			{b.wo, 0, "attn_output.weight", dim},
+			{b.gateUp, 0, "ffn_gate.weight", ff},
+			{b.gateUp, ff, "ffn_up.weight", ff},
+			{b.down, 0, "ffn_down.weight", dim},
+		} {
+			if err := readTransposed(f, p.m, p.col0, name(p.tensor), p.out); err != nil {
+				return nil, err
+			}
+		}
+		if b.qkvBias, err = readBiases(f, name, qDim, kvDim); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func knownArchitectures() string {
+	names := make([]string, 0, len(archRopeModes))
+	for a := range archRopeModes {
+		names = append(names, fmt.Sprintf("%q", a))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// readRope collects the RoPE parameters: the dimension count and base of
+// the Config, the linear scaling factor and rope_freqs.weight.
+func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
+	r := ropeParams{mode: mode, dims: c.RopeDimensionCount, base: float64(c.RopeFreqBase), scale: 1}
+	if mode == RopeNone {
+		return ropeParams{mode: RopeNone}, nil
+	}
+	p := c.Architecture + ".rope.scaling."
+	kind := "none"
+	if f.Has(p + "type") {
+		var err error
+		if kind, err = f.String(p + "type"); err != nil {
+			return r, fmt.Errorf("model: %w", err)
+		}
+	}
+	factor := float32(1)
+	switch {
+	case f.Has(p + "factor"):
+		v, err := f.Float32(p + "factor")
+		if err != nil {
+			return r, fmt.Errorf("model: %w", err)
+		}
+		factor = v
+	case f.Has(c.Architecture + ".rope.scale_linear"): // the older key
+		v, err := f.Float32(c.Architecture + ".rope.scale_linear")
+		if err != nil {
+			return r, fmt.Errorf("model: %w", err)
+		}
+		factor, kind = v, "linear"
+	}
+	switch kind {
+	case "none", "":
+	case "linear":
+		if !(factor > 0) || math.IsInf(float64(factor), 0) {
+			return r, fmt.Errorf("model: %w: rope scaling factor %g, want a positive finite number", ErrFormat, factor)
+		}
+		r.scale = 1 / float64(factor)
+	default:
+		return r, fmt.Errorf("model: rope scaling %q: %w", kind, ErrUnsupported)
+	}
+	if _, ok := f.Tensor("rope_freqs.weight"); ok {
+		v, err := readTensor(f, "rope_freqs.weight", r.dims/2)
+		if err != nil {
+			return r, err
+		}
+		for i, x := range v {
+			if !(x > 0) || math.IsInf(float64(x), 0) {
+				return r, fmt.Errorf("model: %w: rope_freqs.weight[%d] is %g, want a positive finite factor", ErrFormat, i, x)
+			}
+		}
+		r.factors = v
+	}
+	return r, nil
+}
+
+// readTensor reads a tensor whose ggml shape must be dims (trailing
+// dimensions of 1 aside), dequantised to float32.
+func readTensor(f *File, name string, dims ...int) ([]float32, error) {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
+	}
+	got := t.Dims
+	for len(got) > len(dims) && got[len(got)-1] == 1 {
+		got = got[:len(got)-1]
+	}
+	if !equalInts(got, dims) {
+		return nil, fmt.Errorf("model: tensor %q: %w: shape %v, want %v", name, ErrFormat, t.Dims, dims)
+	}
+	v, err := f.Float32s(name)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return v, nil
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// readTransposed reads the weight name, of ggml shape [m.in, out] (out rows
+// of m.in values, W[o][i]), into columns col0 … col0+out−1 of m.
+func readTransposed(f *File, m matrix, col0 int, name string, out int) error {
+	w, err := readTensor(f, name, m.in, out)
+	if err != nil {
+		return err
+	}
+	transposeInto(m.w, m.out, col0, w, m.in, out)
+	return nil
+}
+
+// transposeInto writes dst[i*ld+col0+o] = src[o*in+i], in tiles so that
+// both sides are read and written a cache line at a time.
+func transposeInto(dst []float32, ld, col0 int, src []float32, in, out int) {
+	const tile = 32
+	for o0 := 0; o0 < out; o0 += tile {
+		o1 := min(o0+tile, out)
+		for i0 := 0; i0 < in; i0 += tile {
+			i1 := min(i0+tile, in)
+			for o := o0; o < o1; o++ {
+				row := src[o*in : (o+1)*in]
+				for i := i0; i < i1; i++ {
+					dst[i*ld+col0+o] = row[i]
+				}
+			}
+		}
+	}
+}
+
+// readBiases reads the optional Q, K and V biases of a block (Qwen 2): all
+// three or none.
+func readBiases(f *File, name func(string) string, qDim, kvDim int) ([]float32, error) {
+	names := []string{name("attn_q.bias"), name("attn_k.bias"), name("attn_v.bias")}
+	have := 0
+	for _, n := range names {
+		if _, ok := f.Tensor(n); ok {
+			have++
+		}
+	}
+	if have == 0 {
+		return nil, nil
+	}
+	bias := make([]float32, 0, qDim+2*kvDim)
+	for i, n := range names {
+		size := kvDim
+		if i == 0 {
+			size = qDim
+		}
+		v, err := readTensor(f, n, size)
+		if err != nil {
+			return nil, err
+		}
+		bias = append(bias, v...)
+	}
+	return bias, nil
+}
+
+// DefaultBatch is the most tokens a session runs through the model in one
+// pass when [SessionOptions].Batch is 0; a longer prompt is run in chunks of
+// this many tokens.
+const DefaultBatch = 512
+
+// SessionOptions configures a [Session].
+type SessionOptions struct {
+	// MaxContext is the number of positions the KV cache holds, 0 for the
+	// model's context length; it may not exceed it. The cache is allocated
+	// up front: 8·BlockCount·HeadCountKV·HeadDim bytes a position (float32
+	// keys and values).
+	MaxContext int
+	// Threads is the number of goroutines a forward pass may use for
+	// attention and for the projections, 0 for runtime.GOMAXPROCS(0) at
+	// the time of the call. The logits do not depend on it.
+	Threads int
+	// Batch is the most tokens one pass through the model takes, 0 for
+	// DefaultBatch (or the context, if smaller). It bounds the scratch
+	// memory; longer inputs are run in chunks, with the same result.
+	Batch int
+}
+
+// Session is one sequence being decoded: a position, a KV cache and
+// scratch memory. A Session is not safe for concurrent use; run one per
+// goroutine (they may share the Model).
+//
+// The cache of each block holds float32 keys and values in the layout
+// [1, Hkv, MaxContext, d]. A forward pass appends the keys (after RoPE) and
+// values of its tokens and calls the attention engine once per block with
+// the queries of the new tokens and views of the first pos+n cached
+// positions, with Options{Causal: true}: the causal mask is aligned to the
+// bottom right, so query i of n sees key j iff j <= pos + i, which makes a
+// prefill of a whole prompt and the decoding of one token the same call.
+type Session struct {
+	m        *Model
+	eng      *attention.Engine
+	threads  int // 0: GOMAXPROCS at each call
+	capacity int
+	batch    int
+	pos      int
+
+	k, v [][]float32 // per block, [Hkv][capacity][d]
+	rope rope
+
+	// Scratch, batch rows each.
+	x   []float32 // residual stream [n][dim]
+	h   []float32 // normed input or projection output [n][dim]
+	qkv []float32 // [n][Hq·d + 2·Hkv·d]
+	att []float32 // attention output [n][Hq·d]
+	gu  []float32 // gate | up [n][2·ff]; the gate half becomes silu(gate)·up
+	e   []float32 // [ff]: the exponentials of swiGLU
+}
+
+// NewSession starts an empty session: position 0, a zeroed KV cache of
+// opts.MaxContext positions and the RoPE table for them.
+func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
+	c := m.Config
+	switch {
+	case opts.MaxContext < 0:
+		return nil, fmt.Errorf("model: SessionOptions.MaxContext is %d; want >= 1, or 0 for the model's %d", opts.MaxContext, c.ContextLength)
+	case opts.MaxContext > c.ContextLength:
+		return nil, fmt.Errorf("model: SessionOptions.MaxContext is %d, more than the model's context length %d", opts.MaxContext, c.ContextLength)
+	case opts.Threads < 0:
+		return nil, fmt.Errorf("model: SessionOptions.Threads is %d; want >= 1, or 0 for GOMAXPROCS", opts.Threads)
+	case opts.Batch < 0:
+		return nil, fmt.Errorf("model: SessionOptions.Batch is %d; want >= 1, or 0 for %d", opts.Batch, DefaultBatch)
+	}
+	capacity := opts.MaxContext
+	if capacity == 0 {
+		capacity = c.ContextLength
+	}
+	batch := opts.Batch
+	if batch == 0 {
+		batch = DefaultBatch
+	}
+	batch = min(batch, capacity)
+	eng, err := attention.NewEngine(attention.Config{Threads: opts.Threads})
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	s := &Session{m: m, eng: eng, threads: opts.Threads, capacity: capacity, batch: batch}
+	cacheLen := c.HeadCountKV * capacity * c.HeadDim
+	s.k = make([][]float32, c.BlockCount)
+	s.v = make([][]float32, c.BlockCount)
+	for l := range s.k {
+		s.k[l] = make([]float32, cacheLen)
+		s.v[l] = make([]float32, cacheLen)
+	}
+	s.rope = newRope(m.rope, capacity)
+	dim, qDim, kvDim := c.EmbeddingLength, c.HeadCount*c.HeadDim, c.HeadCountKV*c.HeadDim
+	s.x = make([]float32, batch*dim)
+	s.h = make([]float32, batch*dim)
+	s.qkv = make([]float32, batch*(qDim+2*kvDim))
+	s.att = make([]float32, batch*qDim)
+	s.gu = make([]float32, batch*2*c.FeedForwardLength)
+	s.e = make([]float32, c.FeedForwardLength)
+	return s, nil
+}
+
+// Model returns the model the session runs.
+func (s *Session) Model() *Model { return s.m }
+
+// Pos returns the number of tokens in the KV cache: the position the next
+// token will take.
+func (s *Session) Pos() int { return s.pos }
+
+// Capacity returns the number of positions the KV cache holds.
+func (s *Session) Capacity() int { return s.capacity }
+
+// Reset empties the session: the next token is at position 0. The cache is
+// not cleared; positions at or after Pos are never read.
+func (s *Session) Reset() { s.pos = 0 }
+
+// Truncate drops every position from n on, so that the next token takes
+// position n (0 <= n <= Pos): a later Forward recomputes from there, as
+// when a prompt shares a prefix with the one before.
+func (s *Session) Truncate(n int) error {
+	if n < 0 || n > s.pos {
+		return fmt.Errorf("model: Truncate(%d) outside the %d cached positions", n, s.pos)
+	}
+	s.pos = n
+	return nil
+}
+
+// Forward runs tokens through the model at positions Pos … Pos+len−1,
+// appends their keys and values to the cache, and returns the logits (one
+// per vocabulary entry) that predict the token after the last one. A
+// prompt is one call (prefill); decoding is one call per token. The slice
+// is the caller's.
+//
+// Errors, after which the session is as it was: no tokens, an id outside
+// the vocabulary ([ErrBadToken]), more tokens than the cache has room for
+// ([ErrContextOverflow]).
+func (s *Session) Forward(tokens []int) ([]float32, error) {
+	logits := make([]float32, s.m.Config.VocabSize)
+	if err := s.forward(tokens, logits, false); err != nil {
+		return nil, err
+	}
+	return logits, nil
+}
+
+// ForwardAll is Forward returning the logits after every token: row i
+// predicts the token after tokens[i].
+func (s *Session) ForwardAll(tokens []int) ([][]float32, error) {
+	vocab := s.m.Config.VocabSize
+	flat := make([]float32, len(tokens)*vocab)
+	if err := s.forward(tokens, flat, true); err != nil {
+		return nil, err
+	}
+	rows := make([][]float32, len(tokens))
+	for i := range rows {
+		rows[i] = flat[i*vocab : (i+1)*vocab : (i+1)*vocab]
+	}
+	return rows, nil
+}
+
+// forward checks the tokens and runs them in chunks of at most s.batch,
+// writing the last row's logits (all rows' with all) to logits.
+func (s *Session) forward(tokens []int, logits []float32, all bool) error {
+	if len(tokens) == 0 {
+		return errors.New("model: Forward of no tokens")
+	}
+	vocab := s.m.Config.VocabSize
+	for i, id := range tokens {
+		if id < 0 || id >= vocab {
+			return fmt.Errorf("model: token %d (index %d): %w: vocabulary of %d", id, i, ErrBadToken, vocab)
+		}
+	}
+	if len(tokens) > s.capacity-s.pos {
+		return fmt.Errorf("model: %w: %d tokens at position %d, cache of %d", ErrContextOverflow, len(tokens), s.pos, s.capacity)
+	}
+	start := s.pos
+	for c0 := 0; c0 < len(tokens); c0 += s.batch {
+		c1 := min(c0+s.batch, len(tokens))
+		var dst []float32
+		switch {
+		case all:
+			dst = logits[c0*vocab : c1*vocab]
+		case c1 == len(tokens):
+			dst = logits
+		}
+		if err := s.pass(tokens[c0:c1], dst, all); err != nil {
+			s.pos = start
+			return err
+		}
+	}
+	return nil
+}
+
+// pass runs n <= batch tokens through every block and, if logits is not
+// nil, the final norm and output projection of the last row (of every row
+// with all).
+func (s *Session) pass(tokens []int, logits []float32, all bool) error {
+	m, c := s.m, s.m.Config
+	n := len(tokens)
+	dim, d, hq, hkv := c.EmbeddingLength, c.HeadDim, c.HeadCount, c.HeadCountKV
+	qDim, kvDim := hq*d, hkv*d
+	width := qDim + 2*kvDim
+	ff := c.FeedForwardLength
+	x, h := s.x[:n*dim], s.h[:n*dim]
+	qkv, att, gu := s.qkv[:n*width], s.att[:n*qDim], s.gu[:n*2*ff]
+
+	for t, id := range tokens {
+		copy(x[t*dim:(t+1)*dim], m.embd[id*dim:(id+1)*dim])
+	}
+	nkv := s.pos + n
+	qLayout := attention.Layout{Batch: 1, Heads: hq, Seq: n, Dim: d, BatchStride: n * width, HeadStride: d, SeqStride: width}
+	kvLayout := attention.Layout{Batch: 1, Heads: hkv, Seq: nkv, Dim: d, BatchStride: hkv * s.capacity * d, HeadStride: s.capacity * d, SeqStride: d}
+	q := attention.F32Tensor(qkv, qLayout)
+	out := attention.F32Tensor(att, attention.BSHD(1, n, hq, d))
+	for l := range m.blocks {
+		b := &m.blocks[l]
+		rmsNorm(h, x, b.attnNorm, n, dim, c.RMSNormEpsilon)
+		if err := s.matmul(qkv, width, h, dim, &b.qkv, n); err != nil {
+			return err
+		}
+		for t := range n {
+			row := qkv[t*width : (t+1)*width]
+			if b.qkvBias != nil {
+				for i, v := range b.qkvBias {
+					row[i] += v
+				}
+			}
+			p := s.pos + t
+			s.rope.apply(row[:qDim], hq, d, p)
+			s.rope.apply(row[qDim:qDim+kvDim], hkv, d, p)
+			for g := range hkv {
+				off := (g*s.capacity + p) * d
+				copy(s.k[l][off:off+d], row[qDim+g*d:])
+				copy(s.v[l][off:off+d], row[qDim+kvDim+g*d:])
+			}
+		}
+		k := attention.F32Tensor(s.k[l], kvLayout)
+		v := attention.F32Tensor(s.v[l], kvLayout)
+		if err := s.eng.Forward(out, q, k, v, attention.Options{Causal: true}); err != nil {
+			return fmt.Errorf("model: block %d attention: %w", l, err)
+		}
+		if err := s.matmul(h, dim, att, qDim, &b.wo, n); err != nil {
+			return err
+		}
+		addTo(x, h)
+
+		rmsNorm(h, x, b.ffnNorm, n, dim, c.RMSNormEpsilon)
+		if err := s.matmul(gu, 2*ff, h, dim, &b.gateUp, n); err != nil {
+			return err
+		}
+		for t := range n {
+			swiGLU(gu[t*2*ff:t*2*ff+ff], gu[t*2*ff+ff:(t+1)*2*ff], s.e)
+		}
+		// The down projection reads the gate halves in place: rows of ff
+		// values, 2·ff apart.
+		if err := s.matmul(h, dim, gu, 2*ff, &b.down, n); err != nil {
+			return err
+		}
+		addTo(x, h)
+	}
+	s.pos = nkv
+
+	if logits == nil {
+		return nil
+	}
+	rows := 1
+	if all {
+		rows = n
+	}
+	first := n - rows
+	rmsNorm(h[first*dim:], x[first*dim:], m.outNorm, rows, dim, c.RMSNormEpsilon)
+	return s.matmul(logits, c.VocabSize, h[first*dim:], dim, &m.output, rows)
+}
+
+// parallelWork is the number of multiply-adds below which a projection runs
+// on one goroutine: the fan-out costs a few microseconds.
+const parallelWork = 1 << 18
+
+// matmul computes y[r][o] = Σ_i x[r][i]·W[o][i] for rows r: one
+// kernel.QKT call, or one per goroutine over a slice of the output columns
+// when the product is large enough and the session may use more threads.
+func (s *Session) matmul(y []float32, ldY int, x []float32, ldX int, w *matrix, rows int) error {
+	threads := s.threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	work := rows * w.in * w.out
+	if threads > 1 && work >= 2*parallelWork {
+		threads = min(threads, work/parallelWork)
+	} else {
+		threads = 1
+	}
+	// Column slices are a multiple of 64 wide: the AVX-512 kernel's
+	// register block.
+	width := (w.out + threads - 1) / threads
+	width = (width + 63) &^ 63
+	if threads == 1 || width >= w.out {
+		if err := kernel.QKT(y, ldY, x, ldX, w.w, w.out, rows, w.out, w.in, 1); err != nil {
+			return fmt.Errorf("model: projection: %w", err)
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for c0 := 0; c0 < w.out; c0 += width {
+		cols := min(width, w.out-c0)
+		wg.Go(func() {
+			if err := kernel.QKT(y[c0:], ldY, x, ldX, w.w[c0:], w.out, rows, cols, w.in, 1); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("model: projection: %w", first)
+	}
+	return nil
+}
+
+// rmsNorm writes dst[r] = x[r] / sqrt(mean(x[r]²) + eps) ⊙ w for each of
+// the rows, accumulating the mean square in float64 as llama.cpp does.
+func rmsNorm(dst, x, w []float32, rows, dim int, eps float32) {
+	for r := range rows {
+		xr, dr := x[r*dim:(r+1)*dim], dst[r*dim:(r+1)*dim]
+		var ss float64
+		for _, v := range xr {
+			ss += float64(v) * float64(v)
+		}
+		scale := float32(1 / math.Sqrt(ss/float64(dim)+float64(eps)))
+		for i, v := range xr {
+			dr[i] = v * scale * w[i]
+		}
+	}
+}
+
+// swiGLU overwrites gate with silu(gate)·up, silu(g) = g·σ(g) = g/(1+e^−g).
+// The exponentials are taken a row at a time with the vector kernel
+// (kernel.Exp, within 2 ulp), in e (at least len(gate) long): it
+// flushes e^−g to 0 for g > 87.3, where silu(g) = g, and to +Inf for
+// g < −88.7, where g/(1+Inf) gives the limit 0.
+func swiGLU(gate, up, e []float32) {
+	e = e[:len(gate)]
+	for i, g := range gate {
+		e[i] = -g
+	}
+	kernel.ExpSum(e, e, 0)
+	for i, g := range gate {
+		gate[i] = g / (1 + e[i]) * up[i]
+	}
+}
+
+// addTo adds src to dst element by element.
+func addTo(dst, src []float32) {
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
