@@ -119,7 +119,7 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 
 	for _, dt := range c.kv {
 		k, v := storeKV(k32, dt, kvLayout), storeKV(v32, dt, kvLayout)
-		cl := &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t, opts: attention.Options{Causal: s.causal}}
+		cl := &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t, opts: s.options()}
 
 		var want []float64
 		var naiveErr float64

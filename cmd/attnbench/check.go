@@ -18,25 +18,41 @@ import (
 type checkShape struct {
 	batch, heads, kvHeads, dim, nq, nkv int
 	causal                              bool
+	window                              int     // causal sliding window in keys, 0 for none
+	softCap                             float32 // logit soft-cap, 0 for none
 }
 
-func (s checkShape) params() reference.Params {
-	return reference.Params{Batch: s.batch, HeadsQ: s.heads, HeadsKV: s.kvHeads, SeqQ: s.nq, SeqKV: s.nkv, Dim: s.dim, Causal: s.causal}
+// shape is the case as a benchmark shape, which gives its reference
+// parameters and engine options.
+func (s checkShape) shape() shape {
+	return shape{batch: s.batch, heads: s.heads, kvHeads: s.kvHeads, dim: s.dim, nq: s.nq, nkv: s.nkv, causal: s.causal,
+		window: s.window, softCap: s.softCap}
 }
+
+func (s checkShape) params() reference.Params { return s.shape().params() }
 
 func (s checkShape) String() string {
 	mask := "full"
 	if s.causal {
 		mask = "causal"
 	}
-	return fmt.Sprintf("B%d Hq%d Hkv%d d%d Nq%d Nkv%d %s", s.batch, s.heads, s.kvHeads, s.dim, s.nq, s.nkv, mask)
+	str := fmt.Sprintf("B%d Hq%d Hkv%d d%d Nq%d Nkv%d %s", s.batch, s.heads, s.kvHeads, s.dim, s.nq, s.nkv, mask)
+	if s.window > 0 {
+		str += fmt.Sprintf(" window%d", s.window)
+	}
+	if s.softCap > 0 {
+		str += fmt.Sprintf(" softcap%g", s.softCap)
+	}
+	return str
 }
 
 // checkGrid lists the accuracy grid: sequence lengths that are not
 // multiples of the tiles (1 included, Nq < Nkv and Nq > Nkv, more query
 // rows than one tile holds), head dimensions 8, 40, 64 and 128, multi-head,
 // grouped-query (4:1) and multi-query heads with two batch entries, causal
-// and not. short keeps a handful of them for quick runs.
+// and not; then causal sliding windows (a decode row, windows narrower and
+// wider than a tile, Nq > Nkv, one of a single key), two with Gemma 2's
+// logit soft-cap of 50. short keeps a handful of them for quick runs.
 func checkGrid(short bool) []checkShape {
 	seqs := [][2]int{{1, 1}, {1, 77}, {77, 1}, {13, 150}, {150, 13}, {100, 100}, {129, 67}, {67, 129}, {257, 300}}
 	dims := []int{8, 40, 64, 128}
@@ -46,6 +62,14 @@ func checkGrid(short bool) []checkShape {
 		dims = []int{8, 40}
 		heads = [][3]int{{1, 8, 2}}
 	}
+	type windowCase struct {
+		nq, nkv, window int
+		softCap         float32
+	}
+	windows := []windowCase{{1, 77, 16, 0}, {67, 129, 16, 0}, {150, 13, 5, 0}, {100, 100, 1, 0}, {77, 100, 33, 50}, {257, 300, 64, 50}}
+	if short {
+		windows = []windowCase{windows[0], windows[1], windows[4]}
+	}
 	var grid []checkShape
 	for _, h := range heads {
 		for _, d := range dims {
@@ -53,6 +77,14 @@ func checkGrid(short bool) []checkShape {
 				for _, causal := range []bool{false, true} {
 					grid = append(grid, checkShape{batch: h[0], heads: h[1], kvHeads: h[2], dim: d, nq: sq[0], nkv: sq[1], causal: causal})
 				}
+			}
+		}
+	}
+	for _, h := range heads {
+		for _, d := range dims {
+			for _, w := range windows {
+				grid = append(grid, checkShape{batch: h[0], heads: h[1], kvHeads: h[2], dim: d, nq: w.nq, nkv: w.nkv, causal: true,
+					window: w.window, softCap: w.softCap})
 			}
 		}
 	}
@@ -81,7 +113,8 @@ const checkUsage = `usage: attnbench check [-short] [-kernel NAMES] [-threads N]
 check runs the engine on a grid of shapes against the float64 oracle:
 Nq and Nkv that are not multiples of the tiles (1 included, in both
 orders), head dimensions 8, 40, 64 and 128, multi-head, grouped-query and
-multi-query heads, causal and not, f32, f16 and bf16 K/V, with every kernel
+multi-query heads, causal and not, causal sliding windows (some with a
+logit soft-cap), f32, f16 and bf16 K/V, with every kernel
 implementation the machine can run. A case passes when its max abs error is
 at most 2 × that of the naive float32 baseline on the same inputs, + 1e-6.
 It prints every failing case and by how much it failed, and exits 1 if any
@@ -95,7 +128,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("attnbench check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	short := fs.Bool("short", false, "run a small grid (a few seconds less thorough: d 8 and 40, GQA 4:1, three length pairs)")
+	short := fs.Bool("short", false, "run a small grid (a few seconds less thorough: d 8 and 40, GQA 4:1, three length pairs, three windows)")
 	impls := fs.String("kernel", strings.Join(kernel.Implementations(), ","), "comma-separated kernel implementations to check")
 	threads := fs.Int("threads", 0, "threads of the engine (0: GOMAXPROCS)")
 	verbose := fs.Bool("v", false, "print every case, not only the failures")
@@ -177,7 +210,7 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, i
 				name := fmt.Sprintf("%s %v %v", impl, dt, s)
 				errs, err := checkOne(eng, impl, &call{
 					out: make([]float32, p.QLen()), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t,
-					opts: attention.Options{Causal: s.causal},
+					opts: s.shape().options(),
 				}, qLayout, want)
 				if err != nil {
 					return nil, fmt.Errorf("%s: %w", name, err)

@@ -65,20 +65,26 @@ func (b *onOff) Set(s string) error {
 	return nil
 }
 
-// customFlags are the flags that describe -shape custom.
-var customFlags = []string{"batch", "heads", "kv-heads", "dim", "nq", "nkv", "causal"}
+// customFlags are the flags that describe -shape custom; presetFlags are
+// those of them that also size -preset's shapes.
+var (
+	customFlags = []string{"batch", "heads", "kv-heads", "dim", "nq", "nkv", "causal"}
+	presetFlags = []string{"batch", "nq", "nkv"}
+)
 
 const usageHead = `usage: attnbench [flags]
        attnbench check [-short] [-kernel NAME] [-v]
+       attnbench generate -model FILE [flags]
 
 attnbench measures flashgo's fused attention engine: for each shape, K/V
 storage type and thread count it prints the median time over -reps runs
 (after one warm-up) with the fastest and slowest, the effective GFLOP/s
-(FLOPs = 4·B·Hq·Nq·Nkv·d, halved for causal masks) and its share of the
-machine's FMA peak (prefill), or the K/V bytes read per second and their
-share of the measured streaming-read bandwidth (decode, Nq = 1), the
-speed-up over the naive float32 baseline (Sgemm, softmax, Sgemm) and the
-error against the float64 oracle. The FMA peak of one core and the read
+(FLOPs = 4·B·Hq·Nq·Nkv·d, halved for causal masks; with a sliding window
+4·B·Hq·d × the visible query-key pairs) and its share of the machine's FMA
+peak (prefill), or the K/V bytes read per second and their share of the
+measured streaming-read bandwidth (decode, Nq = 1), the speed-up over the
+naive float32 baseline (Sgemm, softmax, Sgemm) and the error against the
+float64 oracle. The FMA peak of one core and the read
 bandwidth at each thread count are measured at start.
 
 Without flags it runs the standard shape suite (P1, P2, P3 at half its
@@ -89,10 +95,14 @@ threads, in well under a minute on two cores.
 implementation of the machine against the float64 oracle and exits 1 if any
 case is less accurate than the project's rule allows (max abs error <=
 2 × the naive float32 baseline's + 1e-6); "attnbench check -h" says more.
+"attnbench generate" runs a GGUF model with the engine and reports its
+prefill and decode rates; "attnbench generate -h" says more.
 
 Examples:
   attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
   attnbench -shape custom -heads 16 -kv-heads 4 -dim 64 -nq 1 -nkv 4096
+  attnbench -preset llama3-8b,gemma2-9b -mode decode
+  attnbench -shape P1,D1 -window 512
   attnbench -shape P2 -sweep 128,256,512,1024,2048 -plot p2.svg
   attnbench -format json -naive=off > results.json
 
@@ -111,12 +121,12 @@ func parse(args []string, help io.Writer) (config, error) {
 	shapeList := fs.String("shape", defaultShapes, "comma-separated `list` of shapes: the suite's "+suiteNames()+"; NAME/k divides the sequence\n"+
 		"lengths by k (only Nkv for decode); \"full\" is the suite at full size; \"custom\" takes its sizes\n"+
 		"from -batch, -heads, -kv-heads, -dim, -nq, -nkv and -causal")
-	batch := fs.Int("batch", 1, "custom shape: batch size")
+	batch := fs.Int("batch", 1, "custom and preset shapes: batch size")
 	heads := fs.Int("heads", 32, "custom shape: query heads (Hq), a multiple of -kv-heads")
 	kvHeads := fs.Int("kv-heads", 8, "custom shape: key/value heads (Hkv)")
 	dim := fs.Int("dim", 128, "custom shape: head dimension (d)")
-	nq := fs.Int("nq", 1024, "custom shape: query rows (Nq); 1 makes it a decode shape")
-	nkv := fs.Int("nkv", 1024, "custom shape: keys (Nkv)")
+	nq := fs.Int("nq", 1024, "custom and preset shapes: query rows (Nq); 1 makes it a decode shape")
+	nkv := fs.Int("nkv", 1024, "custom and preset shapes: keys (Nkv)")
 	causal := fs.Bool("causal", true, "custom shape: causal mask, aligned to the bottom right (query i sees key j iff j <= i + Nkv - Nq)")
 	kvList := fs.String("kv", "f32,f16", "comma-separated storage `types` of K and V: f32, f16, bf16")
 	threadList := fs.String("threads", defThreads, "comma-separated thread `counts`; each sets GOMAXPROCS and the engine's Threads (\"max\" = GOMAXPROCS)")
@@ -135,6 +145,13 @@ func parse(args []string, help io.Writer) (config, error) {
 	plotFile := fs.String("plot", "", "with -sweep: draw GFLOP/s (GB/s for decode) against sequence length for flashgo and the naive\n"+
 		"baseline into `file`, an .svg or .png")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file` (go tool pprof reads it)")
+	presetList := fs.String("preset", "", "comma-separated model `presets` to run as custom-style shapes with the model's Hq, Hkv and d,\n"+
+		"and the window, soft-cap and scale of its layer 0; B, Nq and Nkv come from -batch, -nq and -nkv\n"+
+		fmt.Sprintf("(under -mode decode they default to Nq %d, Nkv %d). Without -shape only the presets run. Names:", presetDecodeNq, presetDecodeNkv)+
+		presetHelp())
+	window := fs.Int("window", 0, "apply a causal sliding window of `N` keys, the query's own included (key j is hidden from query\n"+
+		"i iff i' - j >= N, i' = i + Nkv - Nq), to every shape, a preset's own included; GFLOP/s then counts\n"+
+		"the visible query-key pairs exactly and GB/s the keys some query sees (default: none)")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.
@@ -178,11 +195,38 @@ func parse(args []string, help io.Writer) (config, error) {
 		c.kernel = *kernelName
 	}
 
+	if set["window"] && *window < 1 {
+		return config{}, usagef("-window is %d; want a window of >= 1 keys (the query's own included)", *window)
+	}
 	custom := shape{name: "custom", batch: *batch, heads: *heads, kvHeads: *kvHeads, dim: *dim, nq: *nq, nkv: *nkv, causal: *causal, scaled: 1}
-	if c.shapes, err = resolveShapes(*shapeList, custom, set); err != nil {
+	list := *shapeList
+	var presets []shape
+	if set["preset"] {
+		pnq, pnkv := *nq, *nkv
+		if strings.EqualFold(*mode, "decode") {
+			if !set["nq"] {
+				pnq = presetDecodeNq
+			}
+			if !set["nkv"] {
+				pnkv = presetDecodeNkv
+			}
+		}
+		if presets, err = presetShapes(*presetList, *batch, pnq, pnkv); err != nil {
+			return config{}, usageError{err}
+		}
+		if !set["shape"] {
+			list = ""
+		}
+	}
+	if c.shapes, err = resolveShapes(list, custom, presets, set); err != nil {
 		return config{}, usageError{err}
 	}
-	if c.shapes, err = filterMode(c.shapes, *mode, *shapeList); err != nil {
+	if *window > 0 {
+		for i := range c.shapes {
+			c.shapes[i].window = *window
+		}
+	}
+	if c.shapes, err = filterMode(c.shapes, *mode, strings.Join(shapeNames(c.shapes), ",")); err != nil {
 		return config{}, usageError{err}
 	}
 	if *sweep != "" {
@@ -256,11 +300,13 @@ func parseInts(flagName, s string) ([]int, error) {
 }
 
 // resolveShapes turns the -shape list into shapes: suite names (scaled or
-// not), the aliases, and "custom" from the custom-shape flags, which are
-// refused when no custom shape is asked for. Every shape is validated.
-func resolveShapes(list string, custom shape, set map[string]bool) ([]shape, error) {
+// not), the aliases, and "custom" from the custom-shape flags, followed by
+// the presets' shapes. A custom-shape flag is refused when no custom shape
+// (or, for -batch, -nq and -nkv, no preset) is asked for. Every shape is
+// validated.
+func resolveShapes(list string, custom shape, presets []shape, set map[string]bool) ([]shape, error) {
 	names := splitList(list)
-	if len(names) == 0 {
+	if len(names) == 0 && len(presets) == 0 {
 		return nil, fmt.Errorf("-shape is empty")
 	}
 	var shapes []shape
@@ -287,11 +333,16 @@ func resolveShapes(list string, custom shape, set map[string]bool) ([]shape, err
 		}
 		shapes = append(shapes, s)
 	}
+	shapes = append(shapes, presets...)
 	if !hasCustom {
 		for _, f := range customFlags {
-			if set[f] {
-				return nil, fmt.Errorf("-%s describes a custom shape; add -shape custom (the suite's shapes have fixed sizes)", f)
+			if !set[f] || (len(presets) > 0 && slices.Contains(presetFlags, f)) {
+				continue
 			}
+			if len(presets) > 0 {
+				return nil, fmt.Errorf("-%s describes a custom shape; add -shape custom (a preset's heads, head dim and mask are the model's)", f)
+			}
+			return nil, fmt.Errorf("-%s describes a custom shape; add -shape custom (the suite's shapes have fixed sizes)", f)
 		}
 	}
 	for _, s := range shapes {
@@ -300,6 +351,14 @@ func resolveShapes(list string, custom shape, set map[string]bool) ([]shape, err
 		}
 	}
 	return shapes, nil
+}
+
+func shapeNames(shapes []shape) []string {
+	names := make([]string, len(shapes))
+	for i, s := range shapes {
+		names[i] = s.name
+	}
+	return names
 }
 
 // filterMode keeps the shapes of a -mode: prefill, decode or all.

@@ -174,7 +174,8 @@ func TestHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, run([]string{"-h"}, &stdout, &stderr))
 	for _, f := range []string{"-shape", "-batch", "-heads", "-kv-heads", "-dim", "-nq", "-nkv", "-causal", "-kv", "-threads",
-		"-reps", "-mode", "-naive", "-check", "-format", "-sweep", "-plot", "-cpuprofile", "-kernel", "attnbench check"} {
+		"-reps", "-mode", "-naive", "-check", "-format", "-sweep", "-plot", "-cpuprofile", "-kernel", "-preset", "-window",
+		"attnbench check", "attnbench generate"} {
 		assert.Contains(t, stdout.String(), f)
 	}
 	stdout.Reset()

@@ -5,6 +5,7 @@
 //
 //	attnbench [flags]               benchmark (the standard shape suite by default)
 //	attnbench check [flags]         accuracy grid against the float64 oracle
+//	attnbench generate [flags]      run a GGUF model with the engine, report its token rates
 //
 // Without flags the benchmark runs the standard shape suite
 // (shared/anchors/SHAPES.md: P1, P2, P3 at half its sequence length, D1,
@@ -16,13 +17,24 @@
 // measured at start (decode), the speed-up over the naive float32 baseline
 // (Sgemm, softmax, Sgemm) and the error against the float64 oracle.
 //
+// -preset NAME[,NAME…] benchmarks the attention of well-known models
+// (model.Presets: Llama 3, Mistral, Qwen 2.5, Gemma 2, GPT-2, stories260K)
+// with their heads, K/V heads, head dimension, sliding window and soft-cap,
+// at the sequence lengths of -nq and -nkv (Nq 1, Nkv 4096 under -mode
+// decode). -window N applies a causal sliding window of N keys to every
+// shape; the oracle and the naive baseline use the same window, and the
+// FLOP count covers only the (query, key) pairs it shows.
+//
 // -format json and -format csv print only data on stdout; -sweep runs one
 // shape over several sequence lengths and -plot draws the result. The check
-// subcommand runs a grid of shapes, masks, K/V types and every kernel
-// implementation the machine has, and exits 1 if any case breaks the
-// project's accuracy rule (max abs error <= 2 × the naive float32
-// baseline's + 1e-6). Bad flags and impossible or oversized shapes exit 2
-// before any work starts. Run with -h for every flag.
+// subcommand runs a grid of shapes, masks (sliding windows and a soft-cap
+// included), K/V types and every kernel implementation the machine has, and
+// exits 1 if any case breaks the project's accuracy rule (max abs error <=
+// 2 × the naive float32 baseline's + 1e-6). The generate subcommand runs a
+// Llama-family GGUF model with the engine, printing the text and then the
+// prefill and decode rates. Bad flags and impossible or oversized shapes
+// exit 2 before any work starts. Run with -h (or check -h, generate -h) for
+// every flag.
 package main
 
 import (

@@ -162,8 +162,8 @@ func measureBandwidth(n int) float64 {
 // subProblem is the part of a shape that is checked against the oracle:
 // the last batches entries, the last kvHeads K/V heads with their query
 // heads, and the last rows query rows, against all the keys. With the
-// causal mask aligned to the bottom right, the last rows of Q against the
-// full K and V are the same problem as in the full call.
+// causal mask and the window aligned to the bottom right, the last rows of
+// Q against the full K and V are the same problem as in the full call.
 type subProblem struct {
 	batches, kvHeads, rows int
 	full                   bool
@@ -184,8 +184,9 @@ func pickSub(s shape) subProblem {
 
 // params is the sub-problem as a reference call.
 func (sp subProblem) params(s shape) reference.Params {
-	g := s.heads / s.kvHeads
-	return reference.Params{Batch: sp.batches, HeadsQ: sp.kvHeads * g, HeadsKV: sp.kvHeads, SeqQ: sp.rows, SeqKV: s.nkv, Dim: s.dim, Causal: s.causal}
+	p := s.params()
+	p.Batch, p.HeadsQ, p.HeadsKV, p.SeqQ = sp.batches, sp.kvHeads*(s.heads/s.kvHeads), sp.kvHeads, sp.rows
+	return p
 }
 
 // extract copies the sub-problem's part of a [batch, heads, seq, dim]

@@ -37,10 +37,18 @@ func write(c config, rep *report, w, notes io.Writer) error {
 func (rep *report) legend(c config) []string {
 	var ls []string
 	if hasPrefill(rep.results) {
-		ls = append(ls, "GFLOP/s: 4·B·Hq·Nq·Nkv·d (halved for causal) over the median time; %FMA: over the FMA peak of one core × threads")
+		l := "GFLOP/s: 4·B·Hq·Nq·Nkv·d (halved for causal) over the median time; %FMA: over the FMA peak of one core × threads"
+		if hasWindow(rep.results) {
+			l += "; with a sliding window, 4·B·Hq·d × the (query, key) pairs the window shows"
+		}
+		ls = append(ls, l)
 	}
 	if hasDecode(c.shapes) {
-		ls = append(ls, "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size) over the median time; %BW: over the streaming-read bandwidth measured with as many threads")
+		l := "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size) over the median time; %BW: over the streaming-read bandwidth measured with as many threads"
+		if hasWindow(rep.results) {
+			l += "; with a sliding window, only the keys some query sees count"
+		}
+		ls = append(ls, l)
 	}
 	if c.naive {
 		var few []string
@@ -95,6 +103,15 @@ func (rep *report) legend(c config) []string {
 		ls = append(ls, "accuracy not checked (-check=off)")
 	}
 	return append(ls, rep.notes...)
+}
+
+func hasWindow(rs []result) bool {
+	for _, r := range rs {
+		if r.shape.window > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func hasPrefill(rs []result) bool {
@@ -302,6 +319,8 @@ type (
 		Nq           int        `json:"nq"`
 		Nkv          int        `json:"nkv"`
 		Causal       bool       `json:"causal"`
+		Window       *int       `json:"window"`  // keys, the query's own included; null: none
+		SoftCap      *float64   `json:"softcap"` // null: none
 		KV           string     `json:"kv"`
 		Threads      int        `json:"threads"`
 		Kernel       string     `json:"kernel"`
@@ -370,6 +389,12 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 			KV: r.kv.String(), Threads: r.threads, Kernel: r.kernel, Time: jsonTime(r.flash),
 			FLOPs: s.flops(), GFLOPs: r.gflops(), KVBytes: s.kvBytes(r.kv),
 		}
+		if s.window > 0 {
+			jr.Window = &s.window
+		}
+		if s.softCap > 0 {
+			jr.SoftCap = ptr(float64(s.softCap))
+		}
 		if s.decode() {
 			jr.GBps = ptr(r.gbps())
 			if r.bw > 0 {
@@ -394,9 +419,24 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 
 // csvHeader names the CSV columns; empty cells mean "does not apply".
 var csvHeader = []string{
-	"shape", "mode", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "kv", "threads", "kernel",
+	"shape", "mode", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv", "threads", "kernel",
 	"median_ms", "min_ms", "max_ms", "runs", "gflops", "pct_peak", "gbps", "pct_bandwidth",
 	"naive_median_ms", "naive_runs", "speedup", "max_abs", "max_rel", "rms", "tolerance", "pass",
+}
+
+// optInt and optFloat format a CSV cell that is empty when x is 0.
+func optInt(x int) string {
+	if x == 0 {
+		return ""
+	}
+	return strconv.Itoa(x)
+}
+
+func optFloat(x float64) string {
+	if x == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
 // writeCSV prints one header line and one line per result.
@@ -409,7 +449,7 @@ func writeCSV(rep *report, w io.Writer) error {
 	for _, r := range rep.results {
 		s := r.shape
 		row := []string{s.name, s.mode(), strconv.Itoa(s.batch), strconv.Itoa(s.heads), strconv.Itoa(s.kvHeads), strconv.Itoa(s.dim),
-			strconv.Itoa(s.nq), strconv.Itoa(s.nkv), strconv.FormatBool(s.causal), r.kv.String(), strconv.Itoa(r.threads), r.kernel,
+			strconv.Itoa(s.nq), strconv.Itoa(s.nkv), strconv.FormatBool(s.causal), optInt(s.window), optFloat(float64(s.softCap)), r.kv.String(), strconv.Itoa(r.threads), r.kernel,
 			f(ms(r.flash.median)), f(ms(r.flash.min)), f(ms(r.flash.max)), strconv.Itoa(r.flash.n), f(r.gflops())}
 		if s.decode() {
 			bw := ""

@@ -92,7 +92,7 @@ func TestRunJSONSchema(t *testing.T) {
 
 	results := doc["results"].([]any)
 	require.Len(t, results, 8)
-	keys := []string{"shape", "description", "mode", "scaled", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "kv",
+	keys := []string{"shape", "description", "mode", "scaled", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv",
 		"threads", "kernel", "time_ms", "flops", "gflops", "pct_peak", "kv_bytes", "gbps", "pct_bandwidth", "naive", "check"}
 	for _, r := range results {
 		r := r.(map[string]any)
@@ -104,6 +104,8 @@ func TestRunJSONSchema(t *testing.T) {
 		assert.Contains(t, []any{"f32", "bf16"}, r["kv"])
 		assert.Contains(t, []any{1.0, 2.0}, r["threads"])
 		assert.IsType(t, true, r["causal"])
+		assert.Nil(t, r["window"])
+		assert.Nil(t, r["softcap"])
 		tm := r["time_ms"].(map[string]any)
 		assert.Greater(t, tm["median"].(float64), 0.0)
 		assert.LessOrEqual(t, tm["min"].(float64), tm["median"].(float64))
@@ -259,7 +261,7 @@ func TestCheckShortPasses(t *testing.T) {
 	assert.Contains(t, out, "check passed: ")
 	assert.NotContains(t, out, "FAIL")
 	for _, impl := range strings.Split(strings.TrimSpace(strings.SplitN(strings.SplitN(out, "(", 2)[1], ")", 2)[0]), ", ") {
-		assert.Contains(t, out, impl+": 36 cases, 0 failed")
+		assert.Contains(t, out, impl+": 54 cases, 0 failed")
 	}
 }
 
@@ -269,7 +271,7 @@ func TestCheckFailsOnBrokenKernel(t *testing.T) {
 	code := run([]string{"check", "-short", "-kernel", "generic"}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	out := stdout.String()
-	assert.Contains(t, out, "check FAILED: 12 of 36 cases outside the tolerance")
+	assert.Contains(t, out, "check FAILED: 18 of 54 cases outside the tolerance")
 	// Each failure names the case (implementation, K/V type, shape) and says by how much it failed.
 	assert.Contains(t, out, "FAIL generic f16 B1 Hq8 Hkv2 d8 Nq1 Nkv77 full: max abs 1.00e-03, tolerance")
 	assert.Contains(t, out, "× the tolerance)")

@@ -11,8 +11,9 @@ import (
 )
 
 // shape is one attention problem to benchmark: batch, heads, head dimension,
-// sequence lengths and mask, with the scale fixed at 1/sqrt(d) as in the
-// standard shape suite (shared/anchors/SHAPES.md).
+// sequence lengths and mask, with the scale 1/sqrt(d) as in the standard
+// shape suite (shared/anchors/SHAPES.md) unless a model preset says
+// otherwise.
 type shape struct {
 	name string // suite name ("P1"), "custom", or "P3/2" for a scaled entry
 	what string // one-line description
@@ -20,6 +21,14 @@ type shape struct {
 	batch, heads, kvHeads, dim int
 	nq, nkv                    int
 	causal                     bool
+
+	// window is the causal sliding window in keys, the query's own
+	// included (llama.cpp's count, as model.Preset.Window), or 0 for none;
+	// softCap is the logit soft-cap and scale the softmax scale (0:
+	// 1/sqrt(d)), both from a model preset.
+	window  int
+	softCap float32
+	scale   float32
 
 	// scaled is the divisor applied to the suite's sequence lengths (1 for
 	// the full size); swept is set when -sweep chose the lengths.
@@ -118,7 +127,22 @@ func (s shape) withSeq(n int) shape {
 
 // params is the shape as the reference package describes it.
 func (s shape) params() reference.Params {
-	return reference.Params{Batch: s.batch, HeadsQ: s.heads, HeadsKV: s.kvHeads, SeqQ: s.nq, SeqKV: s.nkv, Dim: s.dim, Causal: s.causal}
+	p := reference.Params{Batch: s.batch, HeadsQ: s.heads, HeadsKV: s.kvHeads, SeqQ: s.nq, SeqKV: s.nkv, Dim: s.dim, Causal: s.causal,
+		Scale: float64(s.scale), SoftCap: float64(s.softCap)}
+	if s.window > 0 {
+		p.Window, p.WindowLeft, p.WindowRight = true, s.window-1, 0
+	}
+	return p
+}
+
+// options are the engine's options for the shape: the same mask, window,
+// soft-cap and scale as params.
+func (s shape) options() attention.Options {
+	o := attention.Options{Causal: s.causal, SoftCap: s.softCap, Scale: s.scale}
+	if s.window > 0 {
+		o.Window = &attention.Window{Left: s.window - 1, Right: 0}
+	}
+	return o
 }
 
 // validate rejects shapes that cannot be benchmarked: zero or negative
@@ -147,8 +171,13 @@ func (s shape) validate() error {
 
 // flops is the shape suite's convention: 4·B·Hq·Nq·Nkv·d, halved for
 // causal. A single query row (decode) sees every key under the
-// bottom-right causal mask, so its count is not halved.
+// bottom-right causal mask, so its count is not halved. With a sliding
+// window it is exact instead: 4·B·Hq·d × the visible (query, key) pairs,
+// since the engine skips the keys the window hides.
 func (s shape) flops() float64 {
+	if s.window > 0 {
+		return 4 * float64(s.batch) * float64(s.heads) * float64(s.dim) * visiblePairs(s.nq, s.nkv, s.window)
+	}
 	f := 4 * float64(s.batch) * float64(s.heads) * float64(s.nq) * float64(s.nkv) * float64(s.dim)
 	if s.causal && s.nq > 1 {
 		f /= 2
@@ -157,9 +186,35 @@ func (s shape) flops() float64 {
 }
 
 // kvBytes is the number of bytes of K and V a call reads once:
-// 2·B·Hkv·Nkv·d·(bytes per element).
+// 2·B·Hkv·Nkv·d·(bytes per element), where a sliding window counts only
+// the keys some query sees.
 func (s shape) kvBytes(dt attention.DType) float64 {
-	return 2 * float64(s.batch) * float64(s.kvHeads) * float64(s.nkv) * float64(s.dim) * float64(dt.Size())
+	keys := s.nkv
+	if s.window > 0 {
+		keys = visibleKeys(s.nq, s.nkv, s.window)
+	}
+	return 2 * float64(s.batch) * float64(s.kvHeads) * float64(keys) * float64(s.dim) * float64(dt.Size())
+}
+
+// visiblePairs counts the (query, key) pairs that a causal sliding window
+// of w keys shows: with the bottom-right alignment, query i of nq has the
+// diagonal position i' = i + nkv − nq and sees the keys j with
+// i' − (w−1) <= j <= i', clipped to [0, nkv).
+func visiblePairs(nq, nkv, w int) float64 {
+	var n float64
+	for i := range nq {
+		d := i + nkv - nq
+		if lo, hi := max(0, d-(w-1)), min(d, nkv-1); hi >= lo {
+			n += float64(hi - lo + 1)
+		}
+	}
+	return n
+}
+
+// visibleKeys counts the keys that at least one query sees under a causal
+// sliding window of w keys: from the first query's lowest key to the last.
+func visibleKeys(nq, nkv, w int) int {
+	return nkv - max(0, nkv-nq-(w-1))
 }
 
 // describe is the shape's one-line description for legends and titles.
@@ -185,6 +240,15 @@ func (s shape) describe() string {
 		b.WriteString(", causal")
 	} else {
 		b.WriteString(", no mask")
+	}
+	if s.window > 0 {
+		fmt.Fprintf(&b, ", window %d", s.window)
+	}
+	if s.softCap > 0 {
+		fmt.Fprintf(&b, ", soft-cap %g", s.softCap)
+	}
+	if s.scale != 0 {
+		fmt.Fprintf(&b, ", scale %g", s.scale)
 	}
 	if s.scaled > 1 {
 		fmt.Fprintf(&b, "; scaled: sequence lengths ÷%d", s.scaled)
