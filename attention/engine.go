@@ -59,11 +59,12 @@ type Config struct {
 // sliding window of w keys costs in proportion to w, not to Nkv. Keys that
 // those structural masks hide from a row are left out of its P·V entirely,
 // so a NaN or Inf in their K or V rows never reaches it. Keys hidden only by
-// Mask or BoolMask get probability exactly 0 but are still read by P·V when
-// they lie between visible keys of the row's range: a NaN or ±Inf in such a
-// value row turns the row into NaN (0·NaN). Keep masked value rows finite
-// (e.g. zero a KV cache's unused slots), or hide them with a window or with
-// CuSeqKV instead.
+// Mask or BoolMask are skipped with their whole tile when the mask hides
+// every key of that tile from every row of a block; otherwise they get
+// probability exactly 0 but are still read by P·V when they lie between
+// visible keys of the row's range: a NaN or ±Inf in such a value row turns
+// the row into NaN (0·NaN). Keep masked value rows finite (e.g. zero a KV
+// cache's unused slots), or hide them with a window or with CuSeqKV instead.
 type Options struct {
 	// Scale multiplies Q·Kᵀ before the softmax; 0 means 1/sqrt(Dim). It
 	// must be finite.

@@ -120,6 +120,9 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 	kBase, vBase := k.Offset(b, hk, sg.kv0), v.Offset(b, hk, sg.kv0)
 	for j0 := kBeg; j0 < kEnd; j0 += e.blockKV {
 		bc := min(e.blockKV, kEnd-j0)
+		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
+			continue // a mask hides the whole tile: nothing to pack or compute
+		}
 		if err := packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d); err != nil {
 			return err
 		}

@@ -392,3 +392,84 @@ func tanh32(x float32) float32 {
 	}
 	return t
 }
+
+// maskHidesTile reports whether the float or boolean mask hides every key
+// of the tile [j0, j0+bc) from every row of the block that the causal mask
+// and the window would let see it, so that the tile can be skipped like a
+// tile outside every window. The scan stops at the first key some row
+// sees, which for an ordinary tile is the first one it reads.
+func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
+	if c.mask.dtype == 0 && c.bmask.Data == nil {
+		return false
+	}
+	il0 := p0 - sg.q0
+	for hi := range c.group {
+		h := hk*c.group + hi
+		for pi := range np {
+			lo, hi := c.keyRange(sg, il0+pi)
+			lo, hi = max(lo, j0), min(hi, j0+bc)
+			if lo >= hi {
+				continue
+			}
+			i := p0 + pi
+			kj := sg.kv0 + lo
+			n := hi - lo
+			if m := &c.bmask; m.Data != nil {
+				keep := m.Data[m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+kj:][:n]
+				all := true
+				for _, k := range keep {
+					if k {
+						all = false
+						break
+					}
+				}
+				if all {
+					continue // this row sees nothing in the tile
+				}
+			}
+			if m := &c.mask; m.dtype != 0 {
+				off := m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i) + kj
+				if maskAllNegInf(m, off, n) {
+					continue
+				}
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// maskIndex maps a batch or head index onto a mask dimension of size n,
+// which is either the full size or 1 (broadcast).
+func maskIndex(n, i int) int {
+	if n == 1 {
+		return 0
+	}
+	return i
+}
+
+// maskAllNegInf reports whether the n additive-mask entries at off are all
+// −Inf.
+func maskAllNegInf(m *Tensor, off, n int) bool {
+	switch m.dtype {
+	case F32:
+		for _, x := range m.f32[off:][:n] {
+			if x != negInf {
+				return false
+			}
+		}
+	case F16:
+		for _, x := range m.f16[off:][:n] {
+			if x.Float32() != negInf {
+				return false
+			}
+		}
+	case BF16:
+		for _, x := range m.bf16[off:][:n] {
+			if x.Float32() != negInf {
+				return false
+			}
+		}
+	}
+	return true
+}
