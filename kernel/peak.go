@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"runtime"
 	"slices"
 	"time"
 )
@@ -48,8 +49,6 @@ func Peak(d time.Duration) (gflops float64, isa string) {
 // goPeakFlops is the work of one iteration of goPeak: eight multiply-adds.
 const goPeakFlops = 8 * 2
 
-var goPeakSink float32
-
 // goPeak runs n iterations of eight independent multiply-add chains in Go.
 //
 //go:noinline
@@ -67,5 +66,6 @@ func goPeak(n int) {
 		a6 = a6*m + c
 		a7 = a7*m + c
 	}
-	goPeakSink = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7
+	// Keep the chains' results alive so the compiler cannot drop them.
+	runtime.KeepAlive(a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7)
 }
