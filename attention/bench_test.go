@@ -3,11 +3,15 @@ package attention_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // benchShapes are the prefill shapes of ../shared/anchors/SHAPES.md.
@@ -20,8 +24,24 @@ var benchShapes = []struct {
 	{"P3", reference.Params{Batch: 1, HeadsQ: 32, HeadsKV: 8, SeqQ: 4096, SeqKV: 4096, Dim: 128, Causal: true}},
 }
 
+// benchPeak is one core's FMA peak, measured once per benchmark process.
+var benchPeak = sync.OnceValue(func() float64 {
+	g, _ := kernel.Peak(200 * time.Millisecond)
+	return g
+})
+
+// reportGFLOPS reports effective GFLOP/s and their share of the FMA peak
+// of one core times GOMAXPROCS (the engine's default thread count), the
+// peak measured in the same process.
+func reportGFLOPS(b *testing.B, flops float64) {
+	g := flops * float64(b.N) / b.Elapsed().Seconds() / 1e9
+	b.ReportMetric(g, "GFLOP/s")
+	b.ReportMetric(100*g/(benchPeak()*float64(runtime.GOMAXPROCS(0))), "%peak")
+}
+
 // BenchmarkForward reports effective GFLOP/s (FLOPs = 4·Hq·Nq·Nkv·d, halved
-// for causal) for each prefill shape with float32 and fp16 K/V.
+// for causal) and their share of the FMA peak for each prefill shape with
+// float32 and fp16 K/V; -cpu 1,2 runs it at one and two threads.
 func BenchmarkForward(b *testing.B) {
 	for _, s := range benchShapes {
 		for _, dt := range []attention.DType{attention.F32, attention.F16} {
@@ -42,6 +62,7 @@ func BenchmarkForward(b *testing.B) {
 				if err := e.Forward(out, q, k, v, opts); err != nil {
 					b.Fatal(err)
 				}
+				benchPeak()
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
@@ -49,7 +70,7 @@ func BenchmarkForward(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				reportGFLOPS(b, p.FLOPs())
 			})
 		}
 	}
@@ -64,13 +85,14 @@ func BenchmarkNaive(b *testing.B) {
 			q, k, v := randn(rng, p.QLen()), randn(rng, p.KVLen()), randn(rng, p.KVLen())
 			out := make([]float32, p.QLen())
 			var n reference.Naive
+			benchPeak()
 			b.ResetTimer()
 			for b.Loop() {
 				if err := n.Attention(p, out, q, k, v); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			reportGFLOPS(b, p.FLOPs())
 		})
 	}
 }
