@@ -25,6 +25,17 @@ type Config struct {
 	// runtime.GOMAXPROCS(0) at the time of the call. The output does not
 	// depend on it: every thread count gives bitwise the same result.
 	Threads int
+	// KVSplits, when 2 or more, turns on split-KV decoding
+	// (flash-decoding): in a call whose query positions fit one block
+	// (decode, a few draft tokens; not a variable-length batch), the
+	// visible key tiles of each (batch entry or sequence, K/V head) are cut
+	// into KVSplits runs that different threads fold independently, and the
+	// partial results are combined by the log-sum-exp rule (see Merge), in
+	// a fixed order. This keeps every thread busy when batch × K/V heads is
+	// smaller than the thread count. The output depends on KVSplits (it is
+	// rounded differently) but not on Threads: a fixed KVSplits gives
+	// bitwise the same result for every thread count. 0 or 1 is off.
+	KVSplits int
 }
 
 // Options are the per-call settings of an attention computation. The zero
@@ -131,6 +142,7 @@ type Options struct {
 // its own from the engine's free list.
 type Engine struct {
 	blockQ, blockKV, threads int
+	splits                   int // KV splits of a decode call (1: none)
 
 	mu       sync.Mutex
 	free     []*workspace
@@ -146,10 +158,13 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.BlockKV < 0 {
 		return nil, fmt.Errorf("attention: Config.BlockKV is %d; want >= 1, or 0 for the default %d", cfg.BlockKV, DefaultBlockKV)
 	}
+	if cfg.KVSplits < 0 {
+		return nil, fmt.Errorf("attention: Config.KVSplits is %d; want >= 2 for split-KV decoding, or 0 or 1 for none", cfg.KVSplits)
+	}
 	if cfg.Threads < 0 {
 		return nil, fmt.Errorf("attention: Config.Threads is %d; want >= 1, or 0 for GOMAXPROCS", cfg.Threads)
 	}
-	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, pool: &pool{wake: make(chan struct{}, poolQueue)}}
+	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, splits: max(1, cfg.KVSplits), pool: &pool{wake: make(chan struct{}, poolQueue)}}
 	// The helpers hold only the pool; once the Engine is unreachable they
 	// are told to exit.
 	runtime.AddCleanup(e, func(p *pool) { close(p.wake) }, e.pool)
@@ -174,7 +189,7 @@ func Forward(out, q, k, v Tensor, opts Options) error {
 // query head, without materialising the score matrix.
 //
 // Shapes (Layout's batch, heads, seq, dim): q and out are [B, Hq, Nq, D] and
-// float32; k and v are [B, Hkv, Nkv, D] in F32, F16 or BF16 (they may
+// float32; k and v are [B, Hkv, Nkv, D] in F32, F16, BF16 or Q8 (they may
 // differ). Hq must be a multiple of Hkv: query head h reads K/V head
 // h/(Hq/Hkv), which covers multi-head, grouped-query and multi-query
 // attention. B, Nq and Nkv may be 0.
@@ -269,7 +284,8 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 		t    Tensor
 	}{{"q", q}, {"k", k}, {"v", v}} {
 		lo, hi := t.t.byteRange()
-		if overlaps(olo, ohi, lo, hi) {
+		slo, shi := t.t.scaleRange()
+		if overlaps(olo, ohi, lo, hi) || overlaps(olo, ohi, slo, shi) {
 			return call{}, fmt.Errorf("attention: out overlaps %s in memory; want separate buffers", t.name)
 		}
 	}
@@ -283,21 +299,30 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 			t    Tensor
 		}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
 			lo, hi := t.t.byteRange()
-			if overlaps(llo, lhi, lo, hi) {
+			slo, shi := t.t.scaleRange()
+			if overlaps(llo, lhi, lo, hi) || overlaps(llo, lhi, slo, shi) {
 				return call{}, fmt.Errorf("attention: lse overlaps %s in memory; want separate buffers", t.name)
 			}
 		}
 	}
-	scale := opts.Scale
-	if scale != scale || math.IsInf(float64(scale), 0) {
-		return call{}, fmt.Errorf("attention: Options.Scale is %v; want a finite number, or 0 for 1/sqrt(dim)", scale)
-	}
-	if scale == 0 {
-		scale = float32(1 / math.Sqrt(float64(q.Dim)))
+	scale, err := callScale(opts.Scale, q.Dim)
+	if err != nil {
+		return call{}, err
 	}
 	c := call{out: out, q: q, k: k, v: v, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}
 	if err := validateOptions(&c, opts); err != nil {
 		return call{}, err
 	}
 	return c, nil
+}
+
+// callScale checks Options.Scale and resolves 0 to 1/sqrt(dim).
+func callScale(scale float32, dim int) (float32, error) {
+	if scale != scale || math.IsInf(float64(scale), 0) {
+		return 0, fmt.Errorf("attention: Options.Scale is %v; want a finite number, or 0 for 1/sqrt(dim)", scale)
+	}
+	if scale == 0 {
+		scale = float32(1 / math.Sqrt(float64(dim)))
+	}
+	return scale, nil
 }

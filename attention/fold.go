@@ -89,6 +89,19 @@ var negInf = float32(math.Inf(-1))
 // and divides by z once at the end. Each K/V tile is converted to float32
 // once and shared by every row of the block, whichever head it belongs to.
 func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) error {
+	if err := e.foldTiles(ws, c, b, hk, p0, p1, sg, 0, 1); err != nil {
+		return err
+	}
+	finishBlock(ws, c, b, hk, p0, p1-p0)
+	return nil
+}
+
+// foldTiles folds part part of parts of the K/V tiles that the block of
+// query positions [p0, p1) can see into fresh accumulators (ws.m, ws.z,
+// ws.o): the visible tiles, numbered 0..nT−1, are cut into parts runs of
+// consecutive tiles, part p taking tiles [p·nT/parts, (p+1)·nT/parts).
+// With parts = 1 it folds every visible tile.
+func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
 	q, k, v := &c.q, &c.k, &c.v
 	d, g, np := q.Dim, c.group, p1-p0
 	rows, ldS, ld := g*np, e.blockKV, padRow(q.Dim)
@@ -117,14 +130,21 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 	// Keys [allLo, allHi) are visible to every row of the block.
 	allLo, _ := c.keyRange(sg, il1)
 	_, allHi := c.keyRange(sg, il0)
-	kBase, vBase := k.Offset(b, hk, sg.kv0), v.Offset(b, hk, sg.kv0)
+	var kBase, vBase int
+	var blocks []int32 // the sequence's block table (ForwardPaged)
+	if c.paged.cache == nil {
+		kBase, vBase = k.Offset(b, hk, sg.kv0), v.Offset(b, hk, sg.kv0)
+	} else {
+		blocks, _ = c.paged.table(b)
+	}
+	if parts > 1 && kEnd > kBeg {
+		nT := (kEnd - kBeg + e.blockKV - 1) / e.blockKV
+		kBeg, kEnd = kBeg+part*nT/parts*e.blockKV, min(kEnd, kBeg+(part+1)*nT/parts*e.blockKV)
+	}
 	for j0 := kBeg; j0 < kEnd; j0 += e.blockKV {
 		bc := min(e.blockKV, kEnd-j0)
 		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
 			continue // a mask hides the whole tile: nothing to pack or compute
-		}
-		if err := packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d); err != nil {
-			return err
 		}
 		// Float32 values whose rows are contiguous are read where they
 		// lie. Others are copied or converted into the panel once per tile:
@@ -133,7 +153,16 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 		// 8-head K/V) would all fall into the same few L1 sets.
 		var vt []float32
 		var ldV int
-		if v.dtype == F32 && v.SeqStride == d {
+		if c.paged.cache != nil {
+			// Paged K/V: the tile is gathered through the block table.
+			var err error
+			vt, ldV, err = packPagedTile(ws, c.paged.cache, blocks, hk, j0, bc, d, ldS, ld)
+			if err != nil {
+				return err
+			}
+		} else if err := packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d); err != nil {
+			return err
+		} else if v.dtype == F32 && v.SeqStride == d {
 			vt, ldV = v.f32[vBase+j0*v.SeqStride:], v.SeqStride
 		} else {
 			if err := packV(ws.v, ld, v, vBase+j0*v.SeqStride, bc, d); err != nil {
@@ -176,7 +205,14 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 			return err
 		}
 	}
+	return nil
+}
 
+// finishBlock divides the accumulators of the block of np query positions
+// from p0 by their sums, folds in the sinks, and writes the output rows and
+// log-sum-exps.
+func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
+	q, d, g, ld := &c.q, c.q.Dim, c.group, padRow(c.q.Dim)
 	out := &c.out
 	for hi := range g {
 		h := hk*g + hi
@@ -208,7 +244,6 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 			}
 		}
 	}
-	return nil
 }
 
 // packK converts n keys starting at element off of k into the transposed
@@ -219,6 +254,9 @@ func packK(dst []float32, ld int, k *Tensor, off, n, d int) error {
 		return kernel.PackKTFloat16(dst, ld, k.f16[off:], k.SeqStride, n, d)
 	case BF16:
 		return kernel.PackKTBFloat16(dst, ld, k.bf16[off:], k.SeqStride, n, d)
+	case Q8:
+		packKTQ8(dst, ld, k, off, n, d)
+		return nil
 	}
 	return kernel.PackKT(dst, ld, k.f32[off:], k.SeqStride, n, d)
 }
@@ -231,6 +269,9 @@ func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
 		return kernel.PackFloat16(dst, ld, v.f16[off:], v.SeqStride, n, d)
 	case BF16:
 		return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
+	case Q8:
+		packQ8(dst, ld, v, off, n, d)
+		return nil
 	}
 	for j := range n {
 		copy(dst[j*ld:j*ld+d], v.f32[off+j*v.SeqStride:][:d])

@@ -82,6 +82,10 @@ type call struct {
 	bmask      BoolMask
 	cuQ, cuKV  []int
 	terms      bool // softCap, slopes or a mask: the score tile needs a per-element pass
+
+	// paged, when its cache is non-nil, is where K and V live (ForwardPaged):
+	// k and v then carry the shape only, Seq being the longest sequence.
+	paged pagedRead
 }
 
 // seg is the sequence a block of queries belongs to: packed queries
@@ -175,6 +179,9 @@ func validateOptions(c *call, opts *Options) error {
 	if m := opts.Mask; m.dtype != 0 || m.Layout != (Layout{}) {
 		if err := m.Validate(); err != nil {
 			return fmt.Errorf("attention: Options.Mask: %w", err)
+		}
+		if m.dtype == Q8 {
+			return fmt.Errorf("attention: Options.Mask has element type q8; want f32, f16 or bf16")
 		}
 		if err := checkMaskLayout("Mask", m.Layout, c); err != nil {
 			return err

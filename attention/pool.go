@@ -41,6 +41,11 @@ type job struct {
 	total int  // blocks in all
 	next  atomic.Int64
 
+	// Split-KV decoding (splits > 1): block i is part i%splits of (batch,
+	// K/V head) i/splits, and its accumulators go to the part buffers.
+	splits int
+	parts  splitParts
+
 	// Guarded by the pool's mutex.
 	done   sync.Cond // signalled when the last helper leaves a closed job
 	closed bool      // the caller has finished: no helper may take the job
@@ -141,6 +146,12 @@ func (e *Engine) run(c *call, np int) error {
 			j.total += c.k.Heads * ((c.cuQ[s+1] - c.cuQ[s] + np - 1) / np)
 		}
 	}
+	j.splits = 1
+	if e.splits > 1 && c.cuQ == nil && j.nBlk == 1 {
+		j.splits = e.splits
+		j.total *= j.splits
+		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.q.Dim)
+	}
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
@@ -161,6 +172,9 @@ func (e *Engine) run(c *call, np int) error {
 	j.work()
 	if helpers > 0 {
 		e.pool.close(j)
+	}
+	if j.splits > 1 && j.err == nil {
+		e.mergeParts(j)
 	}
 	err := j.err
 	e.putJob(j)
@@ -185,13 +199,19 @@ func (j *job) work() {
 			return
 		}
 		var err error
-		if c.cuQ == nil {
+		if j.splits > 1 {
+			err = j.foldPart(ws, i)
+		} else if c.cuQ == nil {
 			// Block index i, largest first: the last query block of every
 			// (batch, head) comes before any second-to-last one.
 			blk := j.nBlk - 1 - i/(c.q.Batch*heads)
 			bh := i % (c.q.Batch * heads)
 			p0 := blk * j.np
-			err = j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.np, c.q.Seq), whole)
+			sg := whole
+			if c.paged.cache != nil {
+				_, sg.nk = c.paged.table(bh / heads)
+			}
+			err = j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.np, c.q.Seq), sg)
 		} else {
 			var sg seg
 			for {

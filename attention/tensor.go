@@ -13,12 +13,20 @@ import (
 type DType uint8
 
 // The element types the engine reads and writes. Queries and outputs are
-// always F32; keys and values may be any of the three.
+// always F32; keys and values may be any of the four.
 const (
 	F32  DType = iota + 1 // IEEE binary32 (float32)
 	F16                   // IEEE binary16 (fp16.Float16)
 	BF16                  // bfloat16 (fp16.BFloat16)
+	// Q8 is 8-bit integers with a float32 scale per block of Q8Block
+	// consecutive values of a row, as llama.cpp's Q8_0 (which stores the
+	// scale as fp16): value = int8 · scale. See Q8Tensor.
+	Q8
 )
+
+// Q8Block is the number of consecutive values of a row that share one
+// scale in a Q8 tensor.
+const Q8Block = 32
 
 // String returns the usual short name of the type: "f32", "f16" or "bf16".
 func (d DType) String() string {
@@ -29,13 +37,18 @@ func (d DType) String() string {
 		return "f16"
 	case BF16:
 		return "bf16"
+	case Q8:
+		return "q8"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
-// Size returns the size of one element in bytes (0 for an unknown type).
+// Size returns the size of one element in bytes (0 for an unknown type),
+// not counting the scales of Q8 (4 bytes per Q8Block elements).
 func (d DType) Size() int {
 	switch d {
+	case Q8:
+		return 1
 	case F32:
 		return 4
 	case F16, BF16:
@@ -144,8 +157,8 @@ func (l Layout) injective() bool {
 	return true
 }
 
-// Tensor is a strided view of a 4-D array of float32, fp16 or bfloat16
-// values (see Layout). It does not own its data: the engine reads queries,
+// Tensor is a strided view of a 4-D array of float32, fp16, bfloat16 or
+// 8-bit quantised values (see Layout and Q8Tensor). It does not own its data: the engine reads queries,
 // keys and values through it and writes outputs through it, in place.
 type Tensor struct {
 	Layout
@@ -153,6 +166,8 @@ type Tensor struct {
 	f32   []float32
 	f16   []fp16.Float16
 	bf16  []fp16.BFloat16
+	i8    []int8    // Q8 values
+	q8s   []float32 // Q8 scales: element i has scale q8s[i/Q8Block]
 }
 
 // F32Tensor returns a float32 view of data with layout l.
@@ -168,6 +183,16 @@ func BF16Tensor(data []fp16.BFloat16, l Layout) Tensor {
 	return Tensor{Layout: l, dtype: BF16, bf16: data}
 }
 
+// Q8Tensor returns a view of 8-bit quantised data with layout l: element i
+// of data (in the slice's own numbering) stands for float32(data[i]) ·
+// scales[i/Q8Block]. The layout's Dim and strides must be multiples of
+// Q8Block, so that each block of Q8Block values lies within one row, and
+// scales must hold one entry per block of the span. The engine converts Q8
+// keys and values to float32 once per tile, like fp16.
+func Q8Tensor(data []int8, scales []float32, l Layout) Tensor {
+	return Tensor{Layout: l, dtype: Q8, i8: data, q8s: scales}
+}
+
 // DType returns the element type of the view, or 0 for the zero Tensor.
 func (t Tensor) DType() DType { return t.dtype }
 
@@ -180,6 +205,8 @@ func (t Tensor) Len() int {
 		return len(t.f16)
 	case BF16:
 		return len(t.bf16)
+	case Q8:
+		return len(t.i8)
 	}
 	return 0
 }
@@ -188,10 +215,18 @@ func (t Tensor) Len() int {
 // valid layout, and a slice long enough for it.
 func (t Tensor) Validate() error {
 	if t.dtype == 0 {
-		return fmt.Errorf("no data (zero Tensor); want a view made by F32Tensor, F16Tensor or BF16Tensor")
+		return fmt.Errorf("no data (zero Tensor); want a view made by F32Tensor, F16Tensor, BF16Tensor or Q8Tensor")
 	}
 	if err := t.Layout.Validate(); err != nil {
 		return err
+	}
+	if t.dtype == Q8 {
+		if t.Dim%Q8Block != 0 || t.SeqStride%Q8Block != 0 || t.HeadStride%Q8Block != 0 || t.BatchStride%Q8Block != 0 {
+			return fmt.Errorf("q8 view has dim %d and strides [%d %d %d 1]; want multiples of %d", t.Dim, t.BatchStride, t.HeadStride, t.SeqStride, Q8Block)
+		}
+		if n, need := len(t.q8s), (t.Span()+Q8Block-1)/Q8Block; n < need {
+			return fmt.Errorf("q8 scales have %d elements; want >= %d (one per %d values)", n, need, Q8Block)
+		}
 	}
 	if n, need := t.Len(), t.Span(); n < need {
 		return fmt.Errorf("slice has %d elements; want >= %d for shape [%d %d %d %d] with strides [%d %d %d 1]",
@@ -215,9 +250,20 @@ func (t Tensor) byteRange() (lo, hi uintptr) {
 		p = unsafe.Pointer(unsafe.SliceData(t.f16))
 	case BF16:
 		p = unsafe.Pointer(unsafe.SliceData(t.bf16))
+	case Q8:
+		p = unsafe.Pointer(unsafe.SliceData(t.i8))
 	}
 	lo = uintptr(p)
 	return lo, lo + uintptr(n*t.dtype.Size())
+}
+
+// scaleRange returns the addresses [lo, hi) of the scales a Q8 view can
+// touch (lo == hi for other types and empty views).
+func (t Tensor) scaleRange() (lo, hi uintptr) {
+	if t.dtype != Q8 {
+		return 0, 0
+	}
+	return floatsRange(t.q8s[:(t.Span()+Q8Block-1)/Q8Block])
 }
 
 func floatsRange(x []float32) (lo, hi uintptr) {

@@ -1,0 +1,193 @@
+package attention
+
+import (
+	"fmt"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// KVCache is the contiguous key/value cache of one sequence: for each of
+// Hkv heads, room for Cap positions of Dim components of keys and of values,
+// stored as F32, F16, BF16 or Q8 (Dim a multiple of Q8Block; see
+// QuantizeQ8 for the rounding). Append writes new positions (converting from
+// float32), Truncate drops positions from the end (rollback after
+// speculative decoding), and K and V return strided views of the first Len
+// positions that Engine.Forward reads in place, without a copy:
+//
+//	cache.Append(kNew, vNew)                      // the new tokens' K and V
+//	e.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true})
+//
+// With the default bottom-right causal alignment that single call is decode
+// (Nq = 1, or a few draft tokens) and chunked prefill alike: query i of the
+// Nq new ones sees the cached keys and the new keys up to its own.
+//
+// Storage is [Hkv, Cap, Dim] per tensor (HeadStride Cap·Dim, SeqStride
+// Dim), so a head's keys are contiguous and float32 values are read where
+// they lie. A KVCache is not safe for concurrent mutation; distinct caches
+// may be used from distinct goroutines at once, and any number of Forward
+// calls may read one cache while nobody appends to it.
+type KVCache struct {
+	heads, capacity, dim, n int
+	k, v                    Tensor // [1, heads, capacity, dim]
+}
+
+// NewKVCache returns an empty cache of heads × capacity × dim keys and as
+// many values, stored as dtype (F32, F16, BF16 or Q8).
+func NewKVCache(dtype DType, heads, capacity, dim int) (*KVCache, error) {
+	if err := checkCacheShape("NewKVCache", dtype, heads, dim); err != nil {
+		return nil, err
+	}
+	if capacity < 0 {
+		return nil, fmt.Errorf("attention: NewKVCache: capacity is %d; want >= 0", capacity)
+	}
+	l := BHSD(1, heads, capacity, dim)
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("attention: NewKVCache: %w", err)
+	}
+	c := &KVCache{heads: heads, capacity: capacity, dim: dim}
+	c.k = newStorage(dtype, l)
+	c.v = newStorage(dtype, l)
+	return c, nil
+}
+
+func checkCacheShape(fn string, dtype DType, heads, dim int) error {
+	if dtype != F32 && dtype != F16 && dtype != BF16 && dtype != Q8 {
+		return fmt.Errorf("attention: %s: element type %v; want f32, f16, bf16 or q8", fn, dtype)
+	}
+	if heads < 1 {
+		return fmt.Errorf("attention: %s: %d heads; want >= 1", fn, heads)
+	}
+	if dim < 1 {
+		return fmt.Errorf("attention: %s: head dim %d; want >= 1", fn, dim)
+	}
+	if dtype == Q8 && dim%Q8Block != 0 {
+		return fmt.Errorf("attention: %s: head dim %d with q8 storage; want a multiple of %d", fn, dim, Q8Block)
+	}
+	return nil
+}
+
+// newStorage allocates a zeroed tensor of layout l.
+func newStorage(dtype DType, l Layout) Tensor {
+	n := l.Span()
+	switch dtype {
+	case F16:
+		return F16Tensor(make([]fp16.Float16, n), l)
+	case BF16:
+		return BF16Tensor(make([]fp16.BFloat16, n), l)
+	case Q8:
+		return Q8Tensor(make([]int8, n), make([]float32, n/Q8Block), l)
+	}
+	return F32Tensor(make([]float32, n), l)
+}
+
+// Len returns the number of cached positions.
+func (c *KVCache) Len() int { return c.n }
+
+// Cap returns the number of positions the cache can hold.
+func (c *KVCache) Cap() int { return c.capacity }
+
+// Heads returns the number of K/V heads.
+func (c *KVCache) Heads() int { return c.heads }
+
+// Dim returns the head dimension.
+func (c *KVCache) Dim() int { return c.dim }
+
+// DType returns the storage element type.
+func (c *KVCache) DType() DType { return c.k.dtype }
+
+// K returns a view [1, Hkv, Len, Dim] of the cached keys, valid until the
+// next Append or Truncate changes Len (the data it shows stays in place).
+func (c *KVCache) K() Tensor { return c.view(c.k) }
+
+// V returns a view [1, Hkv, Len, Dim] of the cached values; see K.
+func (c *KVCache) V() Tensor { return c.view(c.v) }
+
+func (c *KVCache) view(t Tensor) Tensor {
+	t.Seq = c.n
+	return t
+}
+
+// Append copies the keys k and values v of n new positions to the end of
+// the cache. k and v are [1, Hkv, n, Dim] views in any layout, of element
+// type F32 (converted, rounding to nearest even) or of the cache's own
+// type (copied). Appending past Cap, or a mismatched shape or type, is an
+// error and leaves the cache unchanged. Append does not allocate.
+func (c *KVCache) Append(k, v Tensor) error {
+	if err := checkAppend(k, v, c.k.dtype, c.heads, c.dim); err != nil {
+		return err
+	}
+	n := k.Seq
+	if c.n+n > c.capacity {
+		return fmt.Errorf("attention: KVCache.Append: %d positions to a cache holding %d of %d; want at most %d", n, c.n, c.capacity, c.capacity-c.n)
+	}
+	for h := range c.heads {
+		for s := range n {
+			storeRow(&c.k, c.k.Offset(0, h, c.n+s), &k, k.Offset(0, h, s), c.dim)
+			storeRow(&c.v, c.v.Offset(0, h, c.n+s), &v, v.Offset(0, h, s), c.dim)
+		}
+	}
+	c.n += n
+	return nil
+}
+
+// Truncate drops the positions from n on, keeping the first n (rollback of
+// rejected draft tokens). n must be between 0 and Len.
+func (c *KVCache) Truncate(n int) error {
+	if n < 0 || n > c.n {
+		return fmt.Errorf("attention: KVCache.Truncate(%d) on a cache of %d positions; want 0 <= n <= %d", n, c.n, c.n)
+	}
+	c.n = n
+	return nil
+}
+
+// checkAppend validates the new keys and values for a cache of the given
+// type and shape.
+func checkAppend(k, v Tensor, dtype DType, heads, dim int) error {
+	for _, t := range [...]struct {
+		name string
+		t    Tensor
+	}{{"k", k}, {"v", v}} {
+		if err := t.t.Validate(); err != nil {
+			return fmt.Errorf("attention: Append: %s: %w", t.name, err)
+		}
+		if t.t.dtype != F32 && t.t.dtype != dtype {
+			return fmt.Errorf("attention: Append: %s has element type %v; want f32 or the cache's %v", t.name, t.t.dtype, dtype)
+		}
+		if t.t.Batch != 1 || t.t.Heads != heads || t.t.Dim != dim {
+			return fmt.Errorf("attention: Append: %s has shape [%d %d %d %d]; want [1 %d n %d]",
+				t.name, t.t.Batch, t.t.Heads, t.t.Seq, t.t.Dim, heads, dim)
+		}
+	}
+	if k.Seq != v.Seq {
+		return fmt.Errorf("attention: Append: k has %d positions and v %d; want the same", k.Seq, v.Seq)
+	}
+	return nil
+}
+
+// storeRow writes d elements of src at soff into dst at doff, converting
+// float32 to dst's type or copying a row of the same type.
+func storeRow(dst *Tensor, doff int, src *Tensor, soff, d int) {
+	if src.dtype == dst.dtype {
+		switch dst.dtype {
+		case F16:
+			copy(dst.f16[doff:doff+d], src.f16[soff:soff+d])
+		case BF16:
+			copy(dst.bf16[doff:doff+d], src.bf16[soff:soff+d])
+		case Q8:
+			copy(dst.i8[doff:doff+d], src.i8[soff:soff+d])
+			copy(dst.q8s[doff/Q8Block:(doff+d)/Q8Block], src.q8s[soff/Q8Block:(soff+d)/Q8Block])
+		default:
+			copy(dst.f32[doff:doff+d], src.f32[soff:soff+d])
+		}
+		return
+	}
+	// src is F32 (checkAppend).
+	switch dst.dtype {
+	case F16:
+		fp16.EncodeFloat16(dst.f16[doff:doff+d], src.f32[soff:soff+d])
+	case BF16:
+		fp16.EncodeBFloat16(dst.bf16[doff:doff+d], src.f32[soff:soff+d])
+	case Q8:
+		quantizeQ8(dst.i8[doff:doff+d], dst.q8s[doff/Q8Block:(doff+d)/Q8Block], src.f32[soff:soff+d])
+	}
+}

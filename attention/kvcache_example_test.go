@@ -1,0 +1,67 @@
+package attention_test
+
+import (
+	"fmt"
+
+	"github.com/flashgo/flashgo/attention"
+)
+
+// A decode loop over a contiguous fp16 cache: append the new token's K and
+// V, then one causal Forward over the cache's views. Bottom-right alignment
+// makes the same call serve prefill chunks and single tokens.
+func ExampleKVCache() {
+	const hq, hkv, d = 8, 2, 64
+	cache, err := attention.NewKVCache(attention.F16, hkv, 1024, d)
+	if err != nil {
+		panic(err)
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	q := make([]float32, hq*d)
+	out := make([]float32, hq*d)
+	k, v := make([]float32, hkv*d), make([]float32, hkv*d)
+	for range 3 {
+		// ... project the token into q, k and v ...
+		if err := cache.Append(attention.F32Tensor(k, attention.BHSD(1, hkv, 1, d)), attention.F32Tensor(v, attention.BHSD(1, hkv, 1, d))); err != nil {
+			panic(err)
+		}
+		err := e.Forward(attention.F32Tensor(out, attention.BHSD(1, hq, 1, d)), attention.F32Tensor(q, attention.BHSD(1, hq, 1, d)),
+			cache.K(), cache.V(), attention.Options{Causal: true})
+		if err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println(cache.Len(), "positions cached")
+	// Output: 3 positions cached
+}
+
+// Two sequences share a prompt in a paged cache (Fork is copy-on-write)
+// and decode together in one call.
+func ExamplePagedCache() {
+	const hq, hkv, d = 4, 1, 32
+	cache, err := attention.NewPagedCache(attention.BF16, hkv, d, 16, 64)
+	if err != nil {
+		panic(err)
+	}
+	prompt := make([]float32, 20*d)
+	a := cache.NewSequence()
+	if err := cache.Append(a, attention.F32Tensor(prompt, attention.BHSD(1, hkv, 20, d)), attention.F32Tensor(prompt, attention.BHSD(1, hkv, 20, d))); err != nil {
+		panic(err)
+	}
+	b, _ := cache.Fork(a) // shares the prompt's two blocks
+	tok := make([]float32, d)
+	for _, s := range []attention.SeqID{a, b} {
+		if err := cache.Append(s, attention.F32Tensor(tok, attention.BHSD(1, hkv, 1, d)), attention.F32Tensor(tok, attention.BHSD(1, hkv, 1, d))); err != nil {
+			panic(err)
+		}
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	q := make([]float32, 2*hq*d)
+	out := make([]float32, 2*hq*d)
+	err = e.ForwardPaged(attention.F32Tensor(out, attention.BHSD(2, hq, 1, d)), attention.F32Tensor(q, attention.BHSD(2, hq, 1, d)),
+		cache, []attention.SeqID{a, b}, attention.Options{Causal: true})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(cache.NumBlocks()-cache.FreeBlocks(), "blocks in use")
+	// Output: 3 blocks in use
+}

@@ -1,0 +1,481 @@
+package attention
+
+import (
+	"fmt"
+	"sync"
+)
+
+// SeqID names a sequence of a PagedCache. The zero SeqID is never used.
+type SeqID uint64
+
+// PagedCache is a key/value cache for many sequences in fixed-size blocks,
+// as vLLM's PagedAttention: a pool of NumBlocks blocks of BlockSize
+// positions (each block holding those positions for all Hkv heads, keys and
+// values), and per sequence a block table listing its blocks in order.
+// Position p of a sequence lives at slot p mod BlockSize of block
+// table[p / BlockSize].
+//
+// Fork gives a new sequence that shares every block of its source, counted
+// by reference (a shared prompt prefix is stored once). A write into a
+// shared block copies it first (copy on write), so neither sequence ever
+// sees the other's later tokens. Truncate and Free return the blocks no
+// sequence uses any more to a free list, from which Append takes new ones.
+//
+// Engine.ForwardPaged decodes a batch of sequences of different lengths
+// from the cache in one call, reading K/V tiles through the block tables.
+//
+// A PagedCache is safe for concurrent use: mutations (NewSequence, Fork,
+// Append, Truncate, Free) take a write lock, and ForwardPaged holds a read
+// lock for the whole call, so decodes of any sequences may run from many
+// goroutines at once while mutations wait for them.
+type PagedCache struct {
+	heads, dim, blockSize, numBlocks int
+
+	mu     sync.RWMutex
+	k, v   Tensor  // [numBlocks, heads, blockSize, dim]
+	ref    []int32 // references per block
+	free   []int32 // free blocks (a stack)
+	seqs   map[SeqID]*pagedSeq
+	nextID SeqID
+}
+
+type pagedSeq struct {
+	blocks []int32
+	n      int
+}
+
+// NewPagedCache returns an empty cache of numBlocks blocks of blockSize
+// positions, for heads K/V heads of dimension dim stored as dtype (F32,
+// F16, BF16 or Q8). All the storage is allocated here.
+func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCache, error) {
+	if err := checkCacheShape("NewPagedCache", dtype, heads, dim); err != nil {
+		return nil, err
+	}
+	if blockSize < 1 {
+		return nil, fmt.Errorf("attention: NewPagedCache: block size %d; want >= 1", blockSize)
+	}
+	if numBlocks < 0 || numBlocks > 1<<31-1 {
+		return nil, fmt.Errorf("attention: NewPagedCache: %d blocks; want 0 to 2^31-1", numBlocks)
+	}
+	l := BHSD(numBlocks, heads, blockSize, dim)
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("attention: NewPagedCache: %w", err)
+	}
+	c := &PagedCache{
+		heads: heads, dim: dim, blockSize: blockSize, numBlocks: numBlocks,
+		k: newStorage(dtype, l), v: newStorage(dtype, l),
+		ref: make([]int32, numBlocks), free: make([]int32, numBlocks),
+		seqs: make(map[SeqID]*pagedSeq),
+	}
+	for i := range c.free {
+		c.free[i] = int32(numBlocks - 1 - i) // block 0 is taken first
+	}
+	return c, nil
+}
+
+// Heads returns the number of K/V heads.
+func (c *PagedCache) Heads() int { return c.heads }
+
+// Dim returns the head dimension.
+func (c *PagedCache) Dim() int { return c.dim }
+
+// DType returns the storage element type.
+func (c *PagedCache) DType() DType { return c.k.dtype }
+
+// BlockSize returns the number of positions per block.
+func (c *PagedCache) BlockSize() int { return c.blockSize }
+
+// NumBlocks returns the number of blocks of the pool.
+func (c *PagedCache) NumBlocks() int { return c.numBlocks }
+
+// FreeBlocks returns the number of blocks no sequence uses.
+func (c *PagedCache) FreeBlocks() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.free)
+}
+
+// NewSequence starts an empty sequence. It takes no block until the first
+// Append.
+func (c *PagedCache) NewSequence() SeqID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextID++
+	c.seqs[c.nextID] = &pagedSeq{}
+	return c.nextID
+}
+
+// Len returns the number of positions of sequence id.
+func (c *PagedCache) Len(id SeqID) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, err := c.seq("Len", id)
+	if err != nil {
+		return 0, err
+	}
+	return s.n, nil
+}
+
+func (c *PagedCache) seq(fn string, id SeqID) (*pagedSeq, error) {
+	s := c.seqs[id]
+	if s == nil {
+		return nil, fmt.Errorf("attention: PagedCache.%s: unknown or freed sequence %d", fn, id)
+	}
+	return s, nil
+}
+
+// Fork returns a new sequence with the contents of src, sharing its blocks
+// (copy on write): nothing is copied until one of them appends into a
+// shared block.
+func (c *PagedCache) Fork(src SeqID) (SeqID, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.seq("Fork", src)
+	if err != nil {
+		return 0, err
+	}
+	for _, b := range s.blocks {
+		c.ref[b]++
+	}
+	c.nextID++
+	c.seqs[c.nextID] = &pagedSeq{blocks: append([]int32(nil), s.blocks...), n: s.n}
+	return c.nextID, nil
+}
+
+// Free releases sequence id; blocks no other sequence shares return to the
+// free list. The id becomes unknown.
+func (c *PagedCache) Free(id SeqID) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.seq("Free", id)
+	if err != nil {
+		return err
+	}
+	c.release(s.blocks)
+	delete(c.seqs, id)
+	return nil
+}
+
+// release drops one reference to each block, freeing the unused ones.
+func (c *PagedCache) release(blocks []int32) {
+	for _, b := range blocks {
+		c.ref[b]--
+		if c.ref[b] == 0 {
+			c.free = append(c.free, b) // cap is numBlocks: never allocates
+		}
+	}
+}
+
+// Truncate keeps the first n positions of sequence id (0 <= n <= Len),
+// returning the blocks past them that no other sequence shares.
+func (c *PagedCache) Truncate(id SeqID, n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.seq("Truncate", id)
+	if err != nil {
+		return err
+	}
+	if n < 0 || n > s.n {
+		return fmt.Errorf("attention: PagedCache.Truncate(%d, %d) on a sequence of %d positions; want 0 <= n <= %d", id, n, s.n, s.n)
+	}
+	keep := (n + c.blockSize - 1) / c.blockSize
+	c.release(s.blocks[keep:])
+	clear(s.blocks[keep:])
+	s.blocks, s.n = s.blocks[:keep], n
+	return nil
+}
+
+// Append copies the keys k and values v of m new positions to the end of
+// sequence id. k and v are [1, Hkv, m, Dim] views in any layout, of element
+// type F32 (converted, rounding to nearest even) or of the cache's type
+// (copied). A shared last block is copied first; new blocks come from the
+// free list. An unknown sequence, a mismatched shape or type, or too few
+// free blocks is an error and changes nothing. Append allocates only when
+// the sequence's block table outgrows its capacity (doubling, as append
+// does).
+func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
+	if err := checkAppend(k, v, c.k.dtype, c.heads, c.dim); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := c.seq("Append", id)
+	if err != nil {
+		return err
+	}
+	m := k.Seq
+	if m == 0 {
+		return nil
+	}
+	bs := c.blockSize
+	have := len(s.blocks)
+	need := (s.n+m+bs-1)/bs - have // new blocks
+	cow := s.n%bs != 0 && c.ref[s.blocks[have-1]] > 1
+	if cow {
+		need++
+	}
+	if need > len(c.free) {
+		return fmt.Errorf("attention: PagedCache.Append: %d positions to sequence %d need %d free blocks; %d of %d are free",
+			m, id, need, len(c.free), c.numBlocks)
+	}
+	if cow {
+		old := s.blocks[have-1]
+		nb := c.take()
+		c.copyBlock(nb, old, s.n%bs)
+		c.ref[old]--
+		s.blocks[have-1] = nb
+	}
+	for len(s.blocks)*bs < s.n+m {
+		s.blocks = append(s.blocks, c.take())
+	}
+	for h := range c.heads {
+		for t := range m {
+			p := s.n + t
+			blk := int(s.blocks[p/bs])
+			storeRow(&c.k, c.k.Offset(blk, h, p%bs), &k, k.Offset(0, h, t), c.dim)
+			storeRow(&c.v, c.v.Offset(blk, h, p%bs), &v, v.Offset(0, h, t), c.dim)
+		}
+	}
+	s.n += m
+	return nil
+}
+
+// take pops a free block and gives it one reference.
+func (c *PagedCache) take() int32 {
+	b := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
+	c.ref[b] = 1
+	return b
+}
+
+// copyBlock copies the first n positions of every head of block src to dst.
+func (c *PagedCache) copyBlock(dst, src int32, n int) {
+	for _, t := range [...]*Tensor{&c.k, &c.v} {
+		for h := range c.heads {
+			do, so := t.Offset(int(dst), h, 0), t.Offset(int(src), h, 0)
+			w := n * c.dim
+			switch t.dtype {
+			case F16:
+				copy(t.f16[do:do+w], t.f16[so:so+w])
+			case BF16:
+				copy(t.bf16[do:do+w], t.bf16[so:so+w])
+			case Q8:
+				copy(t.i8[do:do+w], t.i8[so:so+w])
+				copy(t.q8s[do/Q8Block:(do+w)/Q8Block], t.q8s[so/Q8Block:(so+w)/Q8Block])
+			default:
+				copy(t.f32[do:do+w], t.f32[so:so+w])
+			}
+		}
+	}
+}
+
+// Check verifies the cache's bookkeeping: every block table has exactly the
+// blocks its length needs, each in range; every block's reference count is
+// the number of tables that hold it; and the free list holds exactly the
+// blocks of count 0, once each. It returns the first inconsistency found,
+// for tests and debugging.
+func (c *PagedCache) Check() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	count := make([]int32, c.numBlocks)
+	for id, s := range c.seqs {
+		if want := (s.n + c.blockSize - 1) / c.blockSize; len(s.blocks) != want {
+			return fmt.Errorf("attention: PagedCache: sequence %d of %d positions has %d blocks; want %d", id, s.n, len(s.blocks), want)
+		}
+		for i, b := range s.blocks {
+			if b < 0 || int(b) >= c.numBlocks {
+				return fmt.Errorf("attention: PagedCache: sequence %d: block table entry %d is %d; want 0 to %d", id, i, b, c.numBlocks-1)
+			}
+			count[b]++
+		}
+	}
+	inFree := make([]bool, c.numBlocks)
+	for _, b := range c.free {
+		if b < 0 || int(b) >= c.numBlocks || inFree[b] {
+			return fmt.Errorf("attention: PagedCache: free list holds block %d twice or out of range", b)
+		}
+		inFree[b] = true
+	}
+	for b := range c.numBlocks {
+		if count[b] != c.ref[b] {
+			return fmt.Errorf("attention: PagedCache: block %d has %d references counted and %d in tables", b, c.ref[b], count[b])
+		}
+		if (count[b] == 0) != inFree[b] {
+			return fmt.Errorf("attention: PagedCache: block %d with %d references is free=%v", b, count[b], inFree[b])
+		}
+	}
+	return nil
+}
+
+// pagedRead is what the tile loop needs to read a call's K/V from a paged
+// cache. It is set up under the cache's read lock.
+type pagedRead struct {
+	cache *PagedCache
+	seqs  []SeqID
+}
+
+// table returns the block table and length of batch entry b.
+func (p *pagedRead) table(b int) ([]int32, int) {
+	s := p.cache.seqs[p.seqs[b]]
+	return s.blocks, s.n
+}
+
+// packPagedTile packs keys and values [j0, j0+bc) of K/V head hk of a
+// sequence with block table blocks into the K panel (transposed, leading
+// dimension ldS) and, unless float32 values can be read in place, the V
+// panel (leading dimension ld). A tile may span several blocks: each
+// block's run of positions is packed at its column (K) or row (V) offset
+// of the panel, straight from the cache, with no intermediate copy. It
+// returns the V tile to use and its leading dimension.
+func packPagedTile(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS, ld int) ([]float32, int, error) {
+	bs := c.blockSize
+	for j := j0; j < j0+bc; {
+		blk, pos := int(blocks[j/bs]), j%bs
+		n := min(bs-pos, j0+bc-j)
+		col := j - j0
+		if err := packK(ws.kt[col:], ldS, &c.k, c.k.Offset(blk, hk, pos), n, d); err != nil {
+			return nil, 0, err
+		}
+		j += n
+	}
+	// Float32 values of a tile that lies in one block are read in place,
+	// as the contiguous path does (rows Dim apart).
+	if first := j0 / bs; c.v.dtype == F32 && (j0+bc-1)/bs == first {
+		off := c.v.Offset(int(blocks[first]), hk, j0%bs)
+		return c.v.f32[off:], d, nil
+	}
+	for j := j0; j < j0+bc; {
+		blk, pos := int(blocks[j/bs]), j%bs
+		n := min(bs-pos, j0+bc-j)
+		row := j - j0
+		if err := packV(ws.v[row*ld:], ld, &c.v, c.v.Offset(blk, hk, pos), n, d); err != nil {
+			return nil, 0, err
+		}
+		j += n
+	}
+	return ws.v, ld, nil
+}
+
+// ForwardPaged computes attention for a batch of sequences read from a
+// paged cache: batch entry b of q (and out) holds the queries of the Nq
+// newest positions of sequence seqs[b], whose keys and values are all the
+// sequence's cached positions (append the new tokens' K and V first).
+// Sequences may have different lengths; with Options{Causal: true} the
+// bottom-right alignment makes query i of sequence b see the keys up to
+// position i + Len(seqs[b]) − Nq, which is decoding (Nq = 1), speculative
+// verification (a few drafts) and chunked prefill in one form.
+//
+// Shapes: q and out are F32 [len(seqs), Hq, Nq, Dim], with Hq a multiple
+// of the cache's Hkv and Dim the cache's. The same sequence may appear
+// more than once. Options are those of Forward except Mask, BoolMask and
+// CuSeqQ/CuSeqKV (errors here: a batch of paged sequences is already a
+// variable-length batch); Window, SoftCap, Slopes and Sinks apply per
+// sequence with its own length.
+//
+// The output is bitwise identical to Forward over a KVCache (or any
+// tensors) holding the same data, for the same engine configuration. A
+// misuse returns an error and writes nothing. After the first call of a
+// shape it allocates nothing. It holds the cache's read lock throughout.
+func (e *Engine) ForwardPaged(out, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
+	return e.forwardPaged(out, nil, q, cache, seqs, opts)
+}
+
+// ForwardPagedLSE is ForwardPaged that also writes each row's log-sum-exp
+// into lse, laid out [len(seqs), Hq, Nq] contiguously, as ForwardLSE does.
+func (e *Engine) ForwardPagedLSE(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
+	if lse == nil {
+		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %d elements", q.Batch*q.Heads*q.Seq)
+	}
+	return e.forwardPaged(out, lse, q, cache, seqs, opts)
+}
+
+func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
+	if cache == nil {
+		return fmt.Errorf("attention: ForwardPaged: cache is nil")
+	}
+	cache.mu.RLock()
+	defer cache.mu.RUnlock()
+	c, err := validatePaged(out, lse, q, cache, seqs, &opts)
+	if err != nil {
+		return err
+	}
+	if q.Batch == 0 || q.Seq == 0 {
+		return nil
+	}
+	return e.run(&c, e.positionsPerBlock(&c))
+}
+
+// validatePaged checks ForwardPaged's arguments under the cache's read
+// lock and returns the call.
+func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts *Options) (call, error) {
+	for _, t := range [...]struct {
+		name string
+		t    Tensor
+	}{{"q", q}, {"out", out}} {
+		if err := t.t.Validate(); err != nil {
+			return call{}, fmt.Errorf("attention: ForwardPaged: %s: %w", t.name, err)
+		}
+		if t.t.dtype != F32 {
+			return call{}, fmt.Errorf("attention: ForwardPaged: %s has element type %v; want f32", t.name, t.t.dtype)
+		}
+	}
+	if q.Batch != len(seqs) {
+		return call{}, fmt.Errorf("attention: ForwardPaged: q has batch %d and seqs %d sequences; want the same", q.Batch, len(seqs))
+	}
+	if q.Dim != cache.dim {
+		return call{}, fmt.Errorf("attention: ForwardPaged: q has head dim %d and the cache %d; want the same", q.Dim, cache.dim)
+	}
+	if q.Heads == 0 || q.Heads%cache.heads != 0 {
+		return call{}, fmt.Errorf("attention: ForwardPaged: q has %d heads and the cache %d; want a positive multiple (grouped-query attention)", q.Heads, cache.heads)
+	}
+	if out.Layout.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
+		return call{}, fmt.Errorf("attention: ForwardPaged: out has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
+			out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
+	}
+	if !out.injective() {
+		return call{}, fmt.Errorf("attention: ForwardPaged: out has strides [%d %d %d 1] under which elements overlap; want every element distinct",
+			out.BatchStride, out.HeadStride, out.SeqStride)
+	}
+	olo, ohi := out.byteRange()
+	qlo, qhi := q.byteRange()
+	if overlaps(olo, ohi, qlo, qhi) {
+		return call{}, fmt.Errorf("attention: ForwardPaged: out overlaps q in memory; want separate buffers")
+	}
+	if lse != nil {
+		need := q.Batch * q.Heads * q.Seq
+		if len(lse) < need {
+			return call{}, fmt.Errorf("attention: ForwardPaged: lse has %d elements; want >= B·Hq·Nq = %d", len(lse), need)
+		}
+		llo, lhi := floatsRange(lse[:need])
+		if overlaps(llo, lhi, olo, ohi) || overlaps(llo, lhi, qlo, qhi) {
+			return call{}, fmt.Errorf("attention: ForwardPaged: lse overlaps q or out in memory; want separate buffers")
+		}
+	}
+	maxLen := 0
+	for b, id := range seqs {
+		s := cache.seqs[id]
+		if s == nil {
+			return call{}, fmt.Errorf("attention: ForwardPaged: seqs[%d] is %d, an unknown or freed sequence", b, id)
+		}
+		maxLen = max(maxLen, s.n)
+	}
+	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
+		return call{}, fmt.Errorf("attention: ForwardPaged: Options.Mask and Options.BoolMask are not supported; want them unset")
+	}
+	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
+		return call{}, fmt.Errorf("attention: ForwardPaged: Options.CuSeqQ/CuSeqKV are not supported (the batch of sequences is already variable-length); want them nil")
+	}
+	scale, err := callScale(opts.Scale, q.Dim)
+	if err != nil {
+		return call{}, err
+	}
+	// k and v describe the shape only (no data): the tile loop reads the
+	// cache through c.paged.
+	kv := Tensor{Layout: Layout{Batch: q.Batch, Heads: cache.heads, Seq: maxLen, Dim: q.Dim}, dtype: cache.k.dtype}
+	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / cache.heads,
+		paged: pagedRead{cache: cache, seqs: seqs}}
+	if err := validateOptions(&c, opts); err != nil {
+		return call{}, err
+	}
+	return c, nil
+}

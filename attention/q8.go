@@ -1,0 +1,91 @@
+package attention
+
+import "math"
+
+// QuantizeQ8 quantises src to Q8 as llama.cpp's Q8_0 does, block by block
+// of Q8Block values: with a the largest |x| of the block, the scale is
+// a/127 and each value becomes round(x·127/a) (half away from zero), so
+// the largest keeps its magnitude and every value is within half a step,
+// a/254, of the original. A block of zeros gets scale 0. A NaN or ±Inf in a
+// block makes the whole block NaN. len(src) must be a multiple of Q8Block,
+// dst at least as long and scales at least len(src)/Q8Block long; it
+// returns the number of values written.
+func QuantizeQ8(dst []int8, scales []float32, src []float32) int {
+	if len(src)%Q8Block != 0 || len(dst) < len(src) || len(scales) < len(src)/Q8Block {
+		return 0
+	}
+	quantizeQ8(dst[:len(src)], scales[:len(src)/Q8Block], src)
+	return len(src)
+}
+
+func quantizeQ8(dst []int8, scales []float32, src []float32) {
+	for g := range scales {
+		x := src[g*Q8Block : (g+1)*Q8Block]
+		q := dst[g*Q8Block : (g+1)*Q8Block]
+		var amax float32
+		finite := true
+		for _, v := range x {
+			if v != v || math.IsInf(float64(v), 0) {
+				finite = false
+			}
+			amax = max(amax, abs32(v))
+		}
+		switch {
+		case !finite:
+			scales[g] = float32(math.NaN())
+			clear(q)
+			continue
+		case amax == 0:
+			scales[g] = 0
+			clear(q)
+			continue
+		}
+		d := amax / 127
+		id := 1 / d
+		scales[g] = d
+		for i, v := range x {
+			q[i] = int8(math.Round(float64(v * id)))
+		}
+	}
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// packKTQ8 dequantises n Q8 keys of dimension d starting at element off of
+// k into the transposed panel dst (leading dimension ld):
+// dst[c·ld + j] = k[off + j·SeqStride + c]·scale. It is the Go fallback
+// the Q8 path uses for every tile; a SIMD kernel (widen int8 to int32,
+// convert, multiply by the broadcast block scale, transpose as PackKT
+// does) belongs in package kernel and would replace this loop.
+func packKTQ8(dst []float32, ld int, k *Tensor, off, n, d int) {
+	for j := range n {
+		row := off + j*k.SeqStride
+		for c0 := 0; c0 < d; c0 += Q8Block {
+			s := k.q8s[(row+c0)/Q8Block]
+			for c, x := range k.i8[row+c0 : row+c0+Q8Block] {
+				dst[(c0+c)*ld+j] = float32(x) * s
+			}
+		}
+	}
+}
+
+// packQ8 dequantises n Q8 value rows of dimension d starting at element off
+// of v into the row-major panel dst (leading dimension ld). Like packKTQ8,
+// a Go loop standing in for a SIMD kernel.
+func packQ8(dst []float32, ld int, v *Tensor, off, n, d int) {
+	for j := range n {
+		row := off + j*v.SeqStride
+		out := dst[j*ld : j*ld+d]
+		for c0 := 0; c0 < d; c0 += Q8Block {
+			s := v.q8s[(row+c0)/Q8Block]
+			for c, x := range v.i8[row+c0 : row+c0+Q8Block] {
+				out[c0+c] = float32(x) * s
+			}
+		}
+	}
+}

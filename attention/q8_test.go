@@ -1,0 +1,70 @@
+package attention_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/attention"
+)
+
+func TestQuantizeQ8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(101, 102))
+	x := randn(rng, 4*attention.Q8Block)
+	for i := range attention.Q8Block {
+		x[attention.Q8Block+i] = 0 // a block of zeros
+	}
+	x[2*attention.Q8Block+5] = -1e30 // a huge value: the rest round to 0
+	q := make([]int8, len(x))
+	s := make([]float32, 4)
+	require.Equal(t, len(x), attention.QuantizeQ8(q, s, x))
+	for g := range 4 {
+		blk := x[g*attention.Q8Block:][:attention.Q8Block]
+		var amax float32
+		for _, v := range blk {
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		require.Equal(t, amax/127, s[g], "block %d scale", g)
+		for i, v := range blk {
+			got := float32(q[g*attention.Q8Block+i]) * s[g]
+			require.LessOrEqual(t, math.Abs(float64(got-v)), float64(amax)/254*1.0001, "block %d value %d", g, i)
+			if math.Abs(float64(v)) == float64(amax) && amax != 0 {
+				require.Equal(t, int8(127), max(q[g*attention.Q8Block+i], -q[g*attention.Q8Block+i]))
+			}
+		}
+	}
+	require.Zero(t, attention.QuantizeQ8(q, s, x[:31]), "length not a multiple of the block")
+	require.Zero(t, attention.QuantizeQ8(q[:10], s, x), "short dst")
+	x[3] = float32(math.NaN())
+	attention.QuantizeQ8(q, s, x)
+	require.True(t, math.IsNaN(float64(s[0])), "a NaN makes its block NaN")
+}
+
+func TestQ8TensorErrors(t *testing.T) {
+	e := mustEngine(t, attention.Config{})
+	q := attention.F32Tensor(make([]float32, 64), attention.BHSD(1, 1, 1, 64))
+	out := attention.F32Tensor(make([]float32, 64), attention.BHSD(1, 1, 1, 64))
+	good := attention.Q8Tensor(make([]int8, 128), make([]float32, 4), attention.BHSD(1, 1, 2, 64))
+	require.NoError(t, e.Forward(out, q, good, good, attention.Options{}))
+	shortScales := attention.Q8Tensor(make([]int8, 128), make([]float32, 3), attention.BHSD(1, 1, 2, 64))
+	require.ErrorContains(t, e.Forward(out, q, shortScales, good, attention.Options{}), "scales")
+	odd := attention.Q8Tensor(make([]int8, 96), make([]float32, 3), attention.BHSD(1, 1, 2, 48))
+	q48 := attention.F32Tensor(make([]float32, 48), attention.BHSD(1, 1, 1, 48))
+	out48 := attention.F32Tensor(make([]float32, 48), attention.BHSD(1, 1, 1, 48))
+	require.ErrorContains(t, e.Forward(out48, q48, odd, odd, attention.Options{}), "multiples of 32")
+	_, err := attention.NewKVCache(attention.Q8, 1, 8, 48)
+	require.ErrorContains(t, err, "multiple of 32")
+	_, err = attention.NewPagedCache(attention.Q8, 1, 48, 16, 4)
+	require.ErrorContains(t, err, "multiple of 32")
+	// An output over the scales of a Q8 input.
+	buf := make([]float32, 64)
+	over := attention.Q8Tensor(make([]int8, 128), buf, attention.BHSD(1, 1, 2, 64))
+	require.ErrorContains(t, e.Forward(attention.F32Tensor(buf, attention.BHSD(1, 1, 1, 64)), q, over, good, attention.Options{}), "out overlaps k")
+	require.ErrorContains(t, e.ForwardLSE(out, buf, q, good, over, attention.Options{}), "lse overlaps v")
+	mask := attention.Q8Tensor(make([]int8, 64), make([]float32, 2), attention.BHSD(1, 1, 1, 64))
+	require.Equal(t, "q8", attention.Q8.String())
+	k := attention.F32Tensor(make([]float32, 64*64), attention.BHSD(1, 1, 64, 64))
+	require.ErrorContains(t, e.Forward(out, q, k, k, attention.Options{Mask: mask}), "q8")
+}

@@ -1,0 +1,100 @@
+package attention
+
+import "github.com/flashgo/flashgo/kernel"
+
+// Split-KV decoding (Config.KVSplits). A decode call has one block of query
+// positions per (batch entry, K/V head), too few to occupy every thread
+// when batch × K/V heads is small. Each such block's visible key tiles are
+// then cut into parts folded by different threads (foldPart); each part
+// leaves its running maximum m, sum z and unnormalised output O, and the
+// caller combines them in part order (mergeParts):
+//
+//	M = max_s m_s,   Z = Σ_s z_s·e^{m_s−M},   O = Σ_s O_s·e^{m_s−M}
+//
+// which is the log-sum-exp merge of Merge applied to unnormalised partial
+// results, after which the block is finished as an unsplit one (division
+// by Z, sinks, lse). The split points depend only on the shape and
+// KVSplits, and the merge order is fixed, so the result does not depend on
+// the thread count.
+
+// splitParts holds the partial accumulators of every part of a call: part
+// p of (batch, K/V head) bh is slot bh·splits + p, of rows rows.
+type splitParts struct {
+	rows, ld int
+	o        []float32 // slot·rows·ld + r·ld + c
+	m, z     []float32 // slot·rows + r
+}
+
+// ensure sizes the buffers for slots parts of rows × dim; it allocates only
+// when a call needs more than any before it on this (pooled) job.
+func (p *splitParts) ensure(slots, rows, dim int) {
+	ld := padRow(dim)
+	p.rows, p.ld = rows, ld
+	if n := slots * rows * ld; cap(p.o) < n {
+		p.o = make([]float32, n)
+	}
+	if n := slots * rows; cap(p.m) < n {
+		p.m = make([]float32, n)
+		p.z = make([]float32, n)
+	}
+}
+
+// foldPart folds part i%splits of the key tiles of (batch, K/V head)
+// i/splits and stores the accumulators.
+func (j *job) foldPart(ws *workspace, i int) error {
+	c := &j.c
+	heads := c.k.Heads
+	bh, part := i/j.splits, i%j.splits
+	b, hk := bh/heads, bh%heads
+	sg := seg{nq: c.q.Seq, nk: c.k.Seq}
+	if c.paged.cache != nil {
+		_, sg.nk = c.paged.table(b)
+	}
+	if err := j.e.foldTiles(ws, c, b, hk, 0, c.q.Seq, sg, part, j.splits); err != nil {
+		return err
+	}
+	p := &j.parts
+	rows, ld := p.rows, p.ld
+	copy(p.o[i*rows*ld:(i+1)*rows*ld], ws.o[:rows*ld])
+	copy(p.m[i*rows:(i+1)*rows], ws.m[:rows])
+	copy(p.z[i*rows:(i+1)*rows], ws.z[:rows])
+	return nil
+}
+
+// mergeParts combines the parts of every (batch, K/V head) in part order
+// and writes the outputs.
+func (e *Engine) mergeParts(j *job) {
+	c := &j.c
+	p := &j.parts
+	rows, ld, d, S := p.rows, p.ld, c.q.Dim, j.splits
+	ws := e.getWorkspace()
+	defer e.putWorkspace(ws)
+	ws.ensure(rows, e.blockKV, d)
+	for bh := range c.q.Batch * c.k.Heads {
+		base := bh * S
+		for r := range rows {
+			mm := negInf
+			for s := range S {
+				mm = max(mm, p.m[(base+s)*rows+r])
+			}
+			o := ws.o[r*ld : r*ld+d]
+			clear(o)
+			var z float32
+			if mm != negInf {
+				for s := range S {
+					ms := p.m[(base+s)*rows+r]
+					if ms == negInf {
+						continue // the part saw no key of this row
+					}
+					a := kernel.Exp(ms - mm)
+					z += a * p.z[(base+s)*rows+r]
+					for k, x := range p.o[((base+s)*rows+r)*ld:][:d] {
+						o[k] += a * x
+					}
+				}
+			}
+			ws.m[r], ws.z[r] = mm, z
+		}
+		finishBlock(ws, c, bh/c.k.Heads, bh%c.k.Heads, 0, c.q.Seq)
+	}
+}

@@ -1,0 +1,121 @@
+package attention_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+)
+
+// TestSplitKVDecode checks split-KV decoding against the oracle, for
+// contiguous and paged caches, and that for a fixed split count every
+// thread count and both cache kinds give bitwise the same result.
+func TestSplitKVDecode(t *testing.T) { forEachImpl(t, testSplitKVDecode) }
+
+func testSplitKVDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(91, 92))
+	const hkv, d = 2, 32
+	lens := []int{0, 3, 64, 65, 300, 1000}
+	for _, dt := range kvTypesQ8 {
+		for _, splits := range []int{2, 3, 8} {
+			for _, g := range []int{1, 4} {
+				for _, nq := range []int{1, 5} {
+					for _, opt := range []string{"causal", "window", "sinks"} {
+						hq := g * hkv
+						B := len(lens)
+						pc, err := attention.NewPagedCache(dt, hkv, d, 16, 200)
+						require.NoError(t, err)
+						ids := make([]attention.SeqID, B)
+						models := make([]*modelSeq, B)
+						for s, n := range lens {
+							ids[s], models[s] = pc.NewSequence(), newModelSeq(hkv)
+							k, v := randChunk(rng, dt, hkv, n, d)
+							require.NoError(t, pc.Append(ids[s], chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)))
+							models[s].add(k, v, n, d)
+						}
+						opts := attention.Options{Causal: true}
+						p := reference.Params{Batch: 1, HeadsQ: hq, HeadsKV: hkv, SeqQ: nq, Dim: d, Causal: true}
+						switch opt {
+						case "window":
+							opts.Window = &attention.Window{Left: 100, Right: 0}
+							p.Window, p.WindowLeft, p.WindowRight = true, 100, 0
+						case "sinks":
+							opts.Sinks = randn(rng, hq)
+							p.Sinks = reference.Float64s(opts.Sinks)
+						}
+						q := randn(rng, B*hq*nq*d)
+						ql := attention.BHSD(B, hq, nq, d)
+						var ref, refLSE []float32
+						for _, threads := range []int{1, 2, 5} {
+							e := mustEngine(t, attention.Config{KVSplits: splits, Threads: threads, BlockKV: 32})
+							out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
+							require.NoError(t, e.ForwardPagedLSE(attention.F32Tensor(out, ql), lse, attention.F32Tensor(q, ql), pc, ids, opts))
+							what := fmt.Sprintf("%v splits%d g%d nq%d %s threads%d", dt, splits, g, nq, opt, threads)
+							if ref == nil {
+								ref, refLSE = out, lse
+							} else {
+								bitsEqual(t, what+" out vs 1 thread", out, ref)
+								bitsEqual(t, what+" lse vs 1 thread", lse, refLSE)
+							}
+							for s, n := range lens {
+								qs := q[s*hq*nq*d:][:hq*nq*d]
+								os := out[s*hq*nq*d:][:hq*nq*d]
+								k, v := models[s].canonical()
+								// The same data as a contiguous Forward: bitwise equal.
+								l1 := attention.BHSD(1, hq, nq, d)
+								o1, lse1 := make([]float32, hq*nq*d), make([]float32, hq*nq)
+								require.NoError(t, e.ForwardLSE(attention.F32Tensor(o1, l1), lse1, attention.F32Tensor(qs, l1),
+									chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d), opts))
+								bitsEqual(t, what+fmt.Sprintf(" seq%d paged vs contiguous", s), os, o1)
+								bitsEqual(t, what+fmt.Sprintf(" seq%d lse paged vs contiguous", s), lse[s*hq*nq:][:hq*nq], lse1)
+								if threads > 1 {
+									continue
+								}
+								p.SeqKV = n
+								want, wantLSE, err := reference.Attention(p, reference.Float64s(qs), reference.Float64s(k), reference.Float64s(v))
+								require.NoError(t, err)
+								if errs := reference.Compare(os, want); errs.MaxAbs > 2e-5 {
+									t.Errorf("%s seq%d: %v", what, s, errs)
+								}
+								if errs := lseErrors(lse[s*hq*nq:][:hq*nq], wantLSE); errs.MaxAbs > 1e-4 {
+									t.Errorf("%s seq%d: lse %v", what, s, errs)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSplitKVConfig(t *testing.T) {
+	_, err := attention.NewEngine(attention.Config{KVSplits: -1})
+	require.ErrorContains(t, err, "KVSplits")
+}
+
+// TestSplitKVNoAllocations checks that split-KV decode steps allocate
+// nothing once warm.
+func TestSplitKVNoAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(93, 94))
+	const hq, hkv, d, n = 8, 2, 64, 2000
+	e := mustEngine(t, attention.Config{Threads: 4, KVSplits: 4})
+	c, err := attention.NewKVCache(attention.F16, hkv, n, d)
+	require.NoError(t, err)
+	k, v := randChunk(rng, attention.F16, hkv, n, d)
+	require.NoError(t, c.Append(chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)))
+	q := attention.F32Tensor(randn(rng, hq*d), attention.BHSD(1, hq, 1, d))
+	out := attention.F32Tensor(make([]float32, hq*d), q.Layout)
+	lse := make([]float32, hq)
+	step := func() {
+		require.NoError(t, e.ForwardLSE(out, lse, q, c.K(), c.V(), attention.Options{Causal: true}))
+	}
+	step()
+	if allocs := testing.AllocsPerRun(50, step); allocs != 0 {
+		t.Errorf("split-KV decode step allocates %v times", allocs)
+	}
+}
