@@ -3,7 +3,6 @@ package attention
 import (
 	"fmt"
 	"math"
-	"unsafe"
 )
 
 // Merge combines two attention results computed over disjoint sets of keys
@@ -123,7 +122,7 @@ func checkMerge(out Tensor, lse []float32, a Tensor, lseA []float32, b Tensor, l
 	if err := mergeSameShape("b", b.Layout, l); err != nil {
 		return err
 	}
-	if !mergeDistinct(l) {
+	if !l.injective() {
 		return fmt.Errorf("attention: Merge: out has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
 			l.BatchStride, l.HeadStride, l.SeqStride, l.Batch, l.Heads, l.Seq, l.Dim)
 	}
@@ -143,31 +142,31 @@ func checkMerge(out Tensor, lse []float32, a Tensor, lseA []float32, b Tensor, l
 
 	// Overlaps. Only out = a (same view) and lse = lseA (same slice) may
 	// share memory with an input.
-	oLo, oHi := mergeSpan(out.Float32s(), out.Span())
-	aLo, aHi := mergeSpan(a.Float32s(), a.Span())
-	bLo, bHi := mergeSpan(b.Float32s(), b.Span())
-	lLo, lHi := mergeSpan(lse, rows)
-	laLo, laHi := mergeSpan(lseA, rows)
-	lbLo, lbHi := mergeSpan(lseB, rows)
+	oLo, oHi := out.byteRange()
+	aLo, aHi := a.byteRange()
+	bLo, bHi := b.byteRange()
+	lLo, lHi := floatsRange(lse[:rows])
+	laLo, laHi := floatsRange(lseA[:rows])
+	lbLo, lbHi := floatsRange(lseB[:rows])
 	sameView := oLo == aLo && out.Layout == a.Layout
 	switch {
-	case mergeOverlap(oLo, oHi, aLo, aHi) && !sameView:
+	case overlaps(oLo, oHi, aLo, aHi) && !sameView:
 		return fmt.Errorf("attention: Merge: out overlaps a in memory without being the same view; want out to be exactly a (same slice and layout, in place) or a separate buffer")
-	case mergeOverlap(oLo, oHi, bLo, bHi):
+	case overlaps(oLo, oHi, bLo, bHi):
 		return fmt.Errorf("attention: Merge: out overlaps b in memory; want a separate buffer (only out = a may alias: swap a and b to merge into b)")
-	case mergeOverlap(oLo, oHi, lLo, lHi):
+	case overlaps(oLo, oHi, lLo, lHi):
 		return fmt.Errorf("attention: Merge: out overlaps lse in memory; want separate buffers")
-	case mergeOverlap(oLo, oHi, laLo, laHi):
+	case overlaps(oLo, oHi, laLo, laHi):
 		return fmt.Errorf("attention: Merge: out overlaps lseA in memory; want separate buffers")
-	case mergeOverlap(oLo, oHi, lbLo, lbHi):
+	case overlaps(oLo, oHi, lbLo, lbHi):
 		return fmt.Errorf("attention: Merge: out overlaps lseB in memory; want separate buffers")
-	case mergeOverlap(lLo, lHi, laLo, laHi) && lLo != laLo:
+	case overlaps(lLo, lHi, laLo, laHi) && lLo != laLo:
 		return fmt.Errorf("attention: Merge: lse overlaps lseA in memory without being the same slice; want lse to start where lseA does (in place) or a separate buffer")
-	case mergeOverlap(lLo, lHi, lbLo, lbHi):
+	case overlaps(lLo, lHi, lbLo, lbHi):
 		return fmt.Errorf("attention: Merge: lse overlaps lseB in memory; want a separate buffer (only lse = lseA may alias)")
-	case mergeOverlap(lLo, lHi, aLo, aHi):
+	case overlaps(lLo, lHi, aLo, aHi):
 		return fmt.Errorf("attention: Merge: lse overlaps a in memory; want separate buffers")
-	case mergeOverlap(lLo, lHi, bLo, bHi):
+	case overlaps(lLo, lHi, bLo, bHi):
 		return fmt.Errorf("attention: Merge: lse overlaps b in memory; want separate buffers")
 	}
 	return nil
@@ -214,45 +213,4 @@ func mergeLSELen(name string, x []float32, rows int) error {
 		return fmt.Errorf("attention: Merge: %s has %d elements; want >= B·H·N = %d", name, len(x), rows)
 	}
 	return nil
-}
-
-// mergeDistinct reports whether no two elements of the layout share an
-// index, by the usual sufficient condition: ordered by stride, each
-// dimension steps past everything the smaller ones span.
-func mergeDistinct(l Layout) bool {
-	if l.Batch == 0 || l.Heads == 0 || l.Seq == 0 || l.Dim == 0 {
-		return true // no elements at all
-	}
-	dims := [4][2]int{{l.Dim, 1}, {l.Seq, l.SeqStride}, {l.Heads, l.HeadStride}, {l.Batch, l.BatchStride}}
-	for i := 1; i < len(dims); i++ {
-		for j := i; j > 0 && dims[j][1] < dims[j-1][1]; j-- {
-			dims[j], dims[j-1] = dims[j-1], dims[j]
-		}
-	}
-	extent := 0
-	for _, d := range dims {
-		if d[0] <= 1 {
-			continue
-		}
-		if d[1] <= extent {
-			return false
-		}
-		extent += (d[0] - 1) * d[1]
-	}
-	return true
-}
-
-// mergeSpan returns the addresses [lo, hi) of the first n elements of x; an
-// empty range when n is 0.
-func mergeSpan(x []float32, n int) (lo, hi uintptr) {
-	if n == 0 {
-		return 0, 0
-	}
-	lo = uintptr(unsafe.Pointer(unsafe.SliceData(x)))
-	return lo, lo + uintptr(n)*4
-}
-
-// mergeOverlap reports whether two nonempty address ranges intersect.
-func mergeOverlap(alo, ahi, blo, bhi uintptr) bool {
-	return alo < ahi && blo < bhi && alo < bhi && blo < ahi
 }
