@@ -270,40 +270,8 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 	if q.Heads%k.Heads != 0 {
 		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want a multiple (grouped-query attention)", q.Heads, k.Heads)
 	}
-	if out.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
-		return call{}, fmt.Errorf("attention: out has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
-			out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
-	}
-	if !out.injective() {
-		return call{}, fmt.Errorf("attention: out has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
-			out.BatchStride, out.HeadStride, out.SeqStride, out.Batch, out.Heads, out.Seq, out.Dim)
-	}
-	olo, ohi := out.byteRange()
-	for _, t := range [...]struct {
-		name string
-		t    Tensor
-	}{{"q", q}, {"k", k}, {"v", v}} {
-		lo, hi := t.t.byteRange()
-		slo, shi := t.t.scaleRange()
-		if overlaps(olo, ohi, lo, hi) || overlaps(olo, ohi, slo, shi) {
-			return call{}, fmt.Errorf("attention: out overlaps %s in memory; want separate buffers", t.name)
-		}
-	}
-	if lse != nil {
-		if need := q.Batch * q.Heads * q.Seq; len(lse) < need {
-			return call{}, fmt.Errorf("attention: lse has %d elements; want >= B·Hq·Nq = %d", len(lse), need)
-		}
-		llo, lhi := floatsRange(lse[:q.Batch*q.Heads*q.Seq])
-		for _, t := range [...]struct {
-			name string
-			t    Tensor
-		}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
-			lo, hi := t.t.byteRange()
-			slo, shi := t.t.scaleRange()
-			if overlaps(llo, lhi, lo, hi) || overlaps(llo, lhi, slo, shi) {
-				return call{}, fmt.Errorf("attention: lse overlaps %s in memory; want separate buffers", t.name)
-			}
-		}
+	if err := checkOutputs("attention: ", out, lse, q, namedTensor{"k", k}, namedTensor{"v", v}); err != nil {
+		return call{}, err
 	}
 	scale, err := callScale(opts.Scale, q.Dim)
 	if err != nil {
@@ -314,6 +282,69 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 		return call{}, err
 	}
 	return c, nil
+}
+
+// namedTensor is an input that an output must not overlap, with the name an
+// error gives it.
+type namedTensor struct {
+	name string
+	t    Tensor
+}
+
+// checkOutputs checks out and lse (which may be nil) against the queries q
+// and the other inputs: out has q's shape and distinct elements, lse holds
+// a value per row, and neither shares memory with an input or the other.
+// Error messages start with prefix.
+func checkOutputs(prefix string, out Tensor, lse []float32, q Tensor, inputs ...namedTensor) error {
+	if out.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
+		return fmt.Errorf("%sout has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
+			prefix, out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
+	}
+	if !out.injective() {
+		return fmt.Errorf("%sout has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
+			prefix, out.BatchStride, out.HeadStride, out.SeqStride, out.Batch, out.Heads, out.Seq, out.Dim)
+	}
+	olo, ohi := out.byteRange()
+	// q first: the order in which overlaps are reported.
+	all := func(f func(name string, t *Tensor) error) error {
+		if err := f("q", &q); err != nil {
+			return err
+		}
+		for i := range inputs {
+			if err := f(inputs[i].name, &inputs[i].t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := all(func(name string, t *Tensor) error {
+		lo, hi := t.byteRange()
+		slo, shi := t.scaleRange()
+		if overlaps(olo, ohi, lo, hi) || overlaps(olo, ohi, slo, shi) {
+			return fmt.Errorf("%sout overlaps %s in memory; want separate buffers", prefix, name)
+		}
+		return nil
+	})
+	if err != nil || lse == nil {
+		return err
+	}
+	need := q.Batch * q.Heads * q.Seq
+	if len(lse) < need {
+		return fmt.Errorf("%slse has %d elements; want >= B·Hq·Nq = %d", prefix, len(lse), need)
+	}
+	llo, lhi := floatsRange(lse[:need])
+	err = all(func(name string, t *Tensor) error {
+		lo, hi := t.byteRange()
+		slo, shi := t.scaleRange()
+		if overlaps(llo, lhi, lo, hi) || overlaps(llo, lhi, slo, shi) {
+			return fmt.Errorf("%slse overlaps %s in memory; want separate buffers", prefix, name)
+		}
+		return nil
+	})
+	if err == nil && overlaps(llo, lhi, olo, ohi) {
+		err = fmt.Errorf("%slse overlaps out in memory; want separate buffers", prefix)
+	}
+	return err
 }
 
 // callScale checks Options.Scale and resolves 0 to 1/sqrt(dim).

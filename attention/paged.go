@@ -428,28 +428,8 @@ func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs 
 	if q.Heads == 0 || q.Heads%cache.heads != 0 {
 		return call{}, fmt.Errorf("attention: ForwardPaged: q has %d heads and the cache %d; want a positive multiple (grouped-query attention)", q.Heads, cache.heads)
 	}
-	if out.Layout.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
-		return call{}, fmt.Errorf("attention: ForwardPaged: out has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
-			out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
-	}
-	if !out.injective() {
-		return call{}, fmt.Errorf("attention: ForwardPaged: out has strides [%d %d %d 1] under which elements overlap; want every element distinct",
-			out.BatchStride, out.HeadStride, out.SeqStride)
-	}
-	olo, ohi := out.byteRange()
-	qlo, qhi := q.byteRange()
-	if overlaps(olo, ohi, qlo, qhi) {
-		return call{}, fmt.Errorf("attention: ForwardPaged: out overlaps q in memory; want separate buffers")
-	}
-	if lse != nil {
-		need := q.Batch * q.Heads * q.Seq
-		if len(lse) < need {
-			return call{}, fmt.Errorf("attention: ForwardPaged: lse has %d elements; want >= B·Hq·Nq = %d", len(lse), need)
-		}
-		llo, lhi := floatsRange(lse[:need])
-		if overlaps(llo, lhi, olo, ohi) || overlaps(llo, lhi, qlo, qhi) {
-			return call{}, fmt.Errorf("attention: ForwardPaged: lse overlaps q or out in memory; want separate buffers")
-		}
+	if err := checkOutputs("attention: ForwardPaged: ", out, lse, q); err != nil {
+		return call{}, err
 	}
 	maxLen := 0
 	for b, id := range seqs {
