@@ -150,7 +150,7 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 			if err != nil {
 				return err
 			}
-			r := result{shape: s, kv: dt, threads: threads, kernel: kernel.Implementation(), peak: rep.machine.peak * float64(threads)}
+			r := result{shape: s, kv: dt, threads: threads, kernel: kernel.Implementation(), peak: rep.machine.threadPeak(threads)}
 			if s.decode() {
 				r.bw = rep.machine.bandwidth[threads]
 			}
@@ -185,4 +185,14 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 		}
 	}
 	return nil
+}
+
+// threadPeak is the FMA peak that threads threads can reach: the peak of
+// one core times the threads, but no more cores than the machine has.
+func (m machine) threadPeak(threads int) float64 {
+	cores := threads
+	if m.cpus > 0 {
+		cores = min(threads, m.cpus)
+	}
+	return m.peak * float64(cores)
 }

@@ -151,7 +151,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "attnbench check: -threads is %d; want >= 0\n", *threads)
 		return 2
 	}
-	names := splitList(*impls)
+	var names []string
+	for _, n := range splitList(*impls) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
 	if len(names) == 0 {
 		fmt.Fprintln(stderr, "attnbench check: -kernel is empty")
 		return 2

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -28,17 +29,6 @@ type config struct {
 	plot       string // output file of the sweep plot, or ""
 	cpuprofile string
 	kernel     string // kernel implementation to switch to, or "" for the default
-}
-
-// usageError marks an error in the command line: run reports it with
-// exit code 2, before any work starts.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
 }
 
 // onOff is a boolean flag written as a value: -naive off, -naive=on, and
@@ -73,15 +63,16 @@ var (
 )
 
 const usageHead = `usage: attnbench [flags]
-       attnbench check [-short] [-kernel NAME] [-v]
+       attnbench check [-short] [-kernel NAMES] [-threads N] [-v]
        attnbench generate -model FILE [flags]
 
 attnbench measures flashgo's fused attention engine: for each shape, K/V
 storage type and thread count it prints the median time over -reps runs
 (after one warm-up) with the fastest and slowest, the effective GFLOP/s
-(FLOPs = 4·B·Hq·Nq·Nkv·d, halved for causal masks; with a sliding window
-4·B·Hq·d × the visible query-key pairs) and its share of the machine's FMA
-peak (prefill), or the K/V bytes read per second and their share of the
+(FLOPs = 4·B·Hq·Nq·Nkv·d; without -window a causal shape's FLOPs follow
+the shape suite's convention and are halved, but decode rows (Nq = 1) are
+not halved; with -window only the visible (query, key) pairs count,
+4·B·Hq·d × their number) and its share of the machine's FMA peak (prefill), or the K/V bytes read per second and their share of the
 measured streaming-read bandwidth (decode, Nq = 1), the speed-up over the
 naive float32 baseline (Sgemm, softmax, Sgemm) and the error against the
 float64 oracle. The FMA peak of one core and the read
@@ -109,8 +100,9 @@ Examples:
 Flags:
 `
 
-// parse reads the flags of a benchmark run. A usage error is wrapped in
-// usageError; for -h it prints the usage to help and returns flag.ErrHelp.
+// parse reads the flags of a benchmark run. Any error it returns is a
+// usage error, which run reports with exit code 2 before any work starts;
+// for -h it prints the usage to help and returns flag.ErrHelp.
 func parse(args []string, help io.Writer) (config, error) {
 	fs := flag.NewFlagSet("attnbench", flag.ContinueOnError)
 	maxThreads := runtime.GOMAXPROCS(0)
@@ -164,39 +156,39 @@ func parse(args []string, help io.Writer) (config, error) {
 			fs.PrintDefaults()
 			return config{}, err
 		}
-		return config{}, usageError{err}
+		return config{}, err
 	}
 	if fs.NArg() > 0 {
-		return config{}, usagef("unexpected argument %q (flags come before arguments; the only subcommand is check, given first)", fs.Arg(0))
+		return config{}, fmt.Errorf("unexpected argument %q (flags come before arguments; the subcommands are check and generate, given first)", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	c := config{reps: *reps, naive: bool(naive), check: bool(check), cpuprofile: *cpuprofile}
 	if c.reps < 1 {
-		return config{}, usagef("-reps is %d; want >= 1", c.reps)
+		return config{}, fmt.Errorf("-reps is %d; want >= 1", c.reps)
 	}
 	var err error
 	if c.kv, err = parseDTypes(*kvList); err != nil {
-		return config{}, usageError{err}
+		return config{}, err
 	}
 	if c.threads, err = parseThreads(*threadList, maxThreads); err != nil {
-		return config{}, usageError{err}
+		return config{}, err
 	}
 	switch c.format = strings.ToLower(*format); c.format {
 	case "table", "json", "csv":
 	default:
-		return config{}, usagef("-format is %q; want table, json or csv", *format)
+		return config{}, fmt.Errorf("-format is %q; want table, json or csv", *format)
 	}
 	if *kernelName != "" {
 		if !slices.Contains(kernel.Implementations(), *kernelName) {
-			return config{}, usagef("-kernel is %q; this machine has %s", *kernelName, strings.Join(kernel.Implementations(), ", "))
+			return config{}, fmt.Errorf("-kernel is %q; this machine has %s", *kernelName, strings.Join(kernel.Implementations(), ", "))
 		}
 		c.kernel = *kernelName
 	}
 
 	if set["window"] && *window < 1 {
-		return config{}, usagef("-window is %d; want a window of >= 1 keys (the query's own included)", *window)
+		return config{}, fmt.Errorf("-window is %d; want a window of >= 1 keys (the query's own included)", *window)
 	}
 	custom := shape{name: "custom", batch: *batch, heads: *heads, kvHeads: *kvHeads, dim: *dim, nq: *nq, nkv: *nkv, causal: *causal, scaled: 1}
 	list := *shapeList
@@ -212,14 +204,14 @@ func parse(args []string, help io.Writer) (config, error) {
 			}
 		}
 		if presets, err = presetShapes(*presetList, *batch, pnq, pnkv); err != nil {
-			return config{}, usageError{err}
+			return config{}, err
 		}
 		if !set["shape"] {
 			list = ""
 		}
 	}
 	if c.shapes, err = resolveShapes(list, custom, presets, set); err != nil {
-		return config{}, usageError{err}
+		return config{}, err
 	}
 	if *window > 0 {
 		for i := range c.shapes {
@@ -227,31 +219,53 @@ func parse(args []string, help io.Writer) (config, error) {
 		}
 	}
 	if c.shapes, err = filterMode(c.shapes, *mode, strings.Join(shapeNames(c.shapes), ",")); err != nil {
-		return config{}, usageError{err}
+		return config{}, err
 	}
 	if *sweep != "" {
 		if c.sweep, err = parseInts("-sweep", *sweep); err != nil {
-			return config{}, usageError{err}
+			return config{}, err
 		}
 		if c.shapes, err = sweepShapes(c.shapes, c.sweep); err != nil {
-			return config{}, usageError{err}
+			return config{}, err
 		}
 	}
 	if *plotFile != "" {
 		if c.sweep == nil {
-			return config{}, usagef("-plot draws a sweep; add -sweep with the sequence lengths, e.g. -sweep 256,512,1024")
+			return config{}, fmt.Errorf("-plot draws a sweep; add -sweep with the sequence lengths, e.g. -sweep 256,512,1024")
 		}
 		switch strings.ToLower(filepath.Ext(*plotFile)) {
 		case ".svg", ".png":
 		default:
-			return config{}, usagef("-plot %q: want a file name ending in .svg or .png", *plotFile)
+			return config{}, fmt.Errorf("-plot %q: want a file name ending in .svg or .png", *plotFile)
 		}
 		c.plot = *plotFile
 	}
+	for _, f := range []struct{ flag, path string }{{"-cpuprofile", c.cpuprofile}, {"-plot", c.plot}} {
+		if f.path == "" {
+			continue
+		}
+		if err := checkDir(f.path); err != nil {
+			return config{}, fmt.Errorf("%s %q: %w", f.flag, f.path, err)
+		}
+	}
 	if err := checkMemory(c); err != nil {
-		return config{}, usageError{err}
+		return config{}, err
 	}
 	return c, nil
+}
+
+// checkDir reports whether the directory that would hold the file path
+// exists, so that a bad output path fails before the run rather than after.
+func checkDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
 }
 
 // parseThreads reads a comma-separated list of thread counts; "max" stands

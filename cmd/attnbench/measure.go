@@ -45,7 +45,12 @@ func timeIt(reps int, f func() error, tick func()) (timing, error) {
 
 func summarize(ds []time.Duration) timing {
 	slices.Sort(ds)
-	return timing{median: ds[len(ds)/2], min: ds[0], max: ds[len(ds)-1], n: len(ds)}
+	n := len(ds)
+	med := ds[n/2]
+	if n%2 == 0 {
+		med = ds[n/2-1] + (ds[n/2]-ds[n/2-1])/2
+	}
+	return timing{median: med, min: ds[0], max: ds[n-1], n: n}
 }
 
 // The naive baseline runs at a few GFLOP/s, so it is timed on a budget: a

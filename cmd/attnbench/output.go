@@ -33,13 +33,20 @@ func write(c config, rep *report, w, notes io.Writer) error {
 	return writeTable(c, rep, w)
 }
 
+// naiveMarked reports whether a row's naive time gets a *: it was timed
+// fewer times than -reps, or from a single cold run (which -reps 1 does not
+// otherwise show).
+func naiveMarked(r result, reps int) bool {
+	return r.naive != nil && (r.naive.n < reps || r.naive.cold)
+}
+
 // legend explains the columns and how the figures were obtained.
 func (rep *report) legend(c config) []string {
 	var ls []string
 	if hasPrefill(rep.results) {
-		l := "GFLOP/s: 4·B·Hq·Nq·Nkv·d (halved for causal) over the median time; %FMA: over the FMA peak of one core × threads"
+		l := "GFLOP/s: 4·B·Hq·Nq·Nkv·d over the median time, halved for a causal shape as the shape suite counts it (decode rows, Nq = 1, are not halved); %FMA: over the FMA peak of one core × min(threads, CPUs)"
 		if hasWindow(rep.results) {
-			l += "; with a sliding window, 4·B·Hq·d × the (query, key) pairs the window shows"
+			l += "; with -window, only visible pairs count, not halved: 4·B·Hq·d × the (query, key) pairs the window shows"
 		}
 		ls = append(ls, l)
 	}
@@ -53,7 +60,7 @@ func (rep *report) legend(c config) []string {
 	if c.naive {
 		var few []string
 		for _, r := range rep.results {
-			if r.naive != nil && r.naive.n < c.reps && !slices.Contains(few, r.shape.name) {
+			if naiveMarked(r, c.reps) && !slices.Contains(few, r.shape.name) {
 				few = append(few, r.shape.name)
 			}
 		}
@@ -189,7 +196,7 @@ func writeTable(c config, rep *report, w io.Writer) error {
 		switch {
 		case r.naive == nil:
 			fmt.Fprint(tw, "-\t")
-		case r.naive.n < c.reps:
+		case naiveMarked(r, c.reps):
 			fmt.Fprintf(tw, "%s*\t", fmtSpeedup(r.speedup()))
 		default:
 			fmt.Fprintf(tw, "%s\t", fmtSpeedup(r.speedup()))

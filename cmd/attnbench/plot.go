@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/flashgo/flashgo/attention"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
@@ -23,19 +24,24 @@ func writePlot(c config, rep *report) error {
 	}
 	base := rep.results[0].shape
 	decode := base.decode()
-	rate := func(r result, t timing) float64 {
+	// The naive baseline always reads float32 K and V, whatever the row's type.
+	rate := func(r result, t timing, naive bool) float64 {
 		if decode {
-			return r.shape.kvBytes(r.kv) / t.median.Seconds() / 1e9
+			dt := r.kv
+			if naive {
+				dt = attention.F32
+			}
+			return r.shape.kvBytes(dt) / t.median.Seconds() / 1e9
 		}
 		return r.shape.flops() / t.median.Seconds() / 1e9
 	}
 
 	var series []any // name, plotter.XYs, name, plotter.XYs, ...
-	add := func(name string, pick func(r result) (timing, bool)) {
+	add := func(name string, naive bool, pick func(r result) (timing, bool)) {
 		var xys plotter.XYs
 		for _, r := range rep.results {
 			if t, ok := pick(r); ok {
-				xys = append(xys, plotter.XY{X: float64(r.shape.nkv), Y: rate(r, t)})
+				xys = append(xys, plotter.XY{X: float64(r.shape.nkv), Y: rate(r, t, naive)})
 			}
 		}
 		if len(xys) > 0 {
@@ -44,7 +50,7 @@ func writePlot(c config, rep *report) error {
 	}
 	for _, dt := range c.kv {
 		for _, n := range c.threads {
-			add(fmt.Sprintf("flashgo %v K/V, %d thread%s", dt, n, plural(n)), func(r result) (timing, bool) {
+			add(fmt.Sprintf("flashgo %v K/V, %d thread%s", dt, n, plural(n)), false, func(r result) (timing, bool) {
 				return r.flash, r.kv == dt && r.threads == n
 			})
 		}
@@ -52,7 +58,7 @@ func writePlot(c config, rep *report) error {
 	if c.naive {
 		for _, n := range c.threads {
 			// The baseline is float32 whatever the K/V type: one line per thread count.
-			add(fmt.Sprintf("naive float32, %d thread%s", n, plural(n)), func(r result) (timing, bool) {
+			add(fmt.Sprintf("naive float32, %d thread%s", n, plural(n)), true, func(r result) (timing, bool) {
 				if r.naive == nil || r.kv != c.kv[0] || r.threads != n {
 					return timing{}, false
 				}

@@ -20,9 +20,11 @@ import (
 type progress struct {
 	w     io.Writer
 	begin time.Time
-	quit  chan struct{}
+	quit  chan struct{} // closed by stop; never reassigned
+	once  sync.Once     // guards the close of quit
 
 	mu       sync.Mutex
+	stopped  bool // stop has run; draw does nothing
 	shown    bool // the line is on the screen
 	total    int  // cases in the run
 	finished int  // cases finished
@@ -51,17 +53,17 @@ func newProgress(w io.Writer) *progress {
 		return nil
 	}
 	p := &progress{w: w, begin: time.Now(), quit: make(chan struct{})}
-	go p.tickle()
+	go p.tickle(p.quit)
 	return p
 }
 
-// tickle redraws the bar every redrawEvery until stop.
-func (p *progress) tickle() {
+// tickle redraws the bar every redrawEvery until quit is closed.
+func (p *progress) tickle(quit <-chan struct{}) {
 	t := time.NewTicker(redrawEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-p.quit:
+		case <-quit:
 			return
 		case <-t.C:
 			p.mu.Lock()
@@ -142,12 +144,14 @@ func (p *progress) stop() {
 	if p == nil {
 		return
 	}
-	if p.quit != nil {
-		close(p.quit)
-		p.quit = nil
-	}
+	p.once.Do(func() {
+		if p.quit != nil {
+			close(p.quit)
+		}
+	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopped = true
 	if p.shown {
 		fmt.Fprint(p.w, "\r\x1b[K")
 		p.shown = false
@@ -172,6 +176,9 @@ func (p *progress) fraction() float64 {
 
 // draw redraws the bar; p.mu is held.
 func (p *progress) draw() {
+	if p.stopped {
+		return
+	}
 	elapsed := time.Since(p.begin)
 	if elapsed < showAfter {
 		return
