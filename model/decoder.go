@@ -130,18 +130,33 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 	}
 
 	dim, vocab, ff := c.EmbeddingLength, c.VocabSize, c.FeedForwardLength
-	qDim, kvDim := c.HeadCount*c.HeadDim, c.HeadCountKV*c.HeadDim
+	qDim, ok1 := mulInts(c.HeadCount, c.HeadDim)
+	kvDim, ok2 := mulInts(c.HeadCountKV, c.HeadDim)
+	qkvOut, ok3 := mulInts(2, kvDim)
+	qkvOut += qDim
+	ff2, ok4 := mulInts(2, ff)
+	_, ok5 := mulInts(dim, qkvOut)
+	_, ok6 := mulInts(dim, ff2)
+	_, ok7 := mulInts(dim, vocab)
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || qkvOut < qDim {
+		return nil, fmt.Errorf("model: %w: the weight sizes of the config overflow an int", ErrFormat)
+	}
 	if m.embd, err = readTensor(f, "token_embd.weight", dim, vocab); err != nil {
 		return nil, err
 	}
 	if m.outNorm, err = readTensor(f, "output_norm.weight", dim); err != nil {
 		return nil, err
 	}
+	if _, ok := f.Tensor("output.weight"); ok {
+		if err := checkShape(f, "output.weight", dim, vocab); err != nil {
+			return nil, err
+		}
+	}
 	m.output = matrix{in: dim, out: vocab, w: make([]float32, dim*vocab)}
 	if _, ok := f.Tensor("output.weight"); ok {
 		err = readTransposed(f, m.output, 0, "output.weight", vocab)
 	} else {
-		transposeInto(m.output.w, vocab, 0, m.embd, dim, vocab)
+		err = transposeInto(m.output.w, vocab, 0, m.embd, dim, vocab)
 	}
 	if err != nil {
 		return nil, err
@@ -156,25 +171,35 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 		if b.ffnNorm, err = readTensor(f, name("ffn_norm.weight"), dim); err != nil {
 			return nil, err
 		}
-		b.qkv = matrix{in: dim, out: qDim + 2*kvDim, w: make([]float32, dim*(qDim+2*kvDim))}
-		b.wo = matrix{in: qDim, out: dim, w: make([]float32, qDim*dim)}
-		b.gateUp = matrix{in: dim, out: 2 * ff, w: make([]float32, dim*2*ff)}
-		b.down = matrix{in: ff, out: dim, w: make([]float32, ff*dim)}
-		for _, p := range []struct {
-			m      matrix
+		// Every weight's shape is checked against the config before any
+		// buffer is sized from it: the tensors' data lies within the file,
+		// so a config that claims huge sizes fails here, not in make.
+		projections := []struct {
+			m      *matrix
 			col0   int
 			tensor string
+			in     int
 			out    int
 		}{
-			{b.qkv, 0, "attn_q.weight", qDim},
-			{b.qkv, qDim, "attn_k.weight", kvDim},
-			{b.qkv, qDim + kvDim, "attn_v.weight", kvDim},
-			{b.wo, 0, "attn_output.weight", dim},
-			{b.gateUp, 0, "ffn_gate.weight", ff},
-			{b.gateUp, ff, "ffn_up.weight", ff},
-			{b.down, 0, "ffn_down.weight", dim},
-		} {
-			if err := readTransposed(f, p.m, p.col0, name(p.tensor), p.out); err != nil {
+			{&b.qkv, 0, "attn_q.weight", dim, qDim},
+			{&b.qkv, qDim, "attn_k.weight", dim, kvDim},
+			{&b.qkv, qDim + kvDim, "attn_v.weight", dim, kvDim},
+			{&b.wo, 0, "attn_output.weight", qDim, dim},
+			{&b.gateUp, 0, "ffn_gate.weight", dim, ff},
+			{&b.gateUp, ff, "ffn_up.weight", dim, ff},
+			{&b.down, 0, "ffn_down.weight", ff, dim},
+		}
+		for _, p := range projections {
+			if err := checkShape(f, name(p.tensor), p.in, p.out); err != nil {
+				return nil, err
+			}
+		}
+		b.qkv = matrix{in: dim, out: qkvOut, w: make([]float32, dim*qkvOut)}
+		b.wo = matrix{in: qDim, out: dim, w: make([]float32, qDim*dim)}
+		b.gateUp = matrix{in: dim, out: ff2, w: make([]float32, dim*ff2)}
+		b.down = matrix{in: ff, out: dim, w: make([]float32, ff*dim)}
+		for _, p := range projections {
+			if err := readTransposed(f, *p.m, p.col0, name(p.tensor), p.out); err != nil {
 				return nil, err
 			}
 		}
@@ -252,22 +277,45 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 // readTensor reads a tensor whose ggml shape must be dims (trailing
 // dimensions of 1 aside), dequantised to float32.
 func readTensor(f *File, name string, dims ...int) ([]float32, error) {
-	t, ok := f.Tensor(name)
-	if !ok {
-		return nil, fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
-	}
-	got := t.Dims
-	for len(got) > len(dims) && got[len(got)-1] == 1 {
-		got = got[:len(got)-1]
-	}
-	if !equalInts(got, dims) {
-		return nil, fmt.Errorf("model: tensor %q: %w: shape %v, want %v", name, ErrFormat, t.Dims, dims)
+	if err := checkShape(f, name, dims...); err != nil {
+		return nil, err
 	}
 	v, err := f.Float32s(name)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	return v, nil
+}
+
+// checkShape checks that the tensor name exists with the ggml shape dims
+// (trailing dimensions of 1 aside), reading none of its data.
+func checkShape(f *File, name string, dims ...int) error {
+	t, ok := f.Tensor(name)
+	if !ok {
+		return fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
+	}
+	got := t.Dims
+	for len(got) > len(dims) && got[len(got)-1] == 1 {
+		got = got[:len(got)-1]
+	}
+	if !equalInts(got, dims) {
+		return fmt.Errorf("model: tensor %q: %w: shape %v, want %v", name, ErrFormat, t.Dims, dims)
+	}
+	return nil
+}
+
+// mulInts returns a·b for non-negative a and b, and whether it fits an int.
+func mulInts(a, b int) (int, bool) {
+	if a < 0 || b < 0 {
+		return 0, false
+	}
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	if a > math.MaxInt/b {
+		return 0, false
+	}
+	return a * b, true
 }
 
 func equalInts(a, b []int) bool {
@@ -289,26 +337,19 @@ func readTransposed(f *File, m matrix, col0 int, name string, out int) error {
 	if err != nil {
 		return err
 	}
-	transposeInto(m.w, m.out, col0, w, m.in, out)
-	return nil
+	return transposeInto(m.w, m.out, col0, w, m.in, out)
 }
 
-// transposeInto writes dst[i*ld+col0+o] = src[o*in+i], in tiles so that
-// both sides are read and written a cache line at a time.
-func transposeInto(dst []float32, ld, col0 int, src []float32, in, out int) {
-	const tile = 32
-	for o0 := 0; o0 < out; o0 += tile {
-		o1 := min(o0+tile, out)
-		for i0 := 0; i0 < in; i0 += tile {
-			i1 := min(i0+tile, in)
-			for o := o0; o < o1; o++ {
-				row := src[o*in : (o+1)*in]
-				for i := i0; i < i1; i++ {
-					dst[i*ld+col0+o] = row[i]
-				}
-			}
-		}
+// transposeInto writes dst[i*ld+col0+o] = src[o*in+i] with the kernel
+// package's transposing pack.
+func transposeInto(dst []float32, ld, col0 int, src []float32, in, out int) error {
+	if col0 < 0 || col0 > len(dst) {
+		return fmt.Errorf("model: transpose: column %d outside a %d-element matrix", col0, len(dst))
 	}
+	if err := kernel.PackKT(dst[col0:], ld, src, in, out, in); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	return nil
 }
 
 // readBiases reads the optional Q, K and V biases of a block (Qwen 2): all
@@ -390,6 +431,8 @@ type Session struct {
 	att []float32 // attention output [n][Hq·d]
 	gu  []float32 // gate | up [n][2·ff]; the gate half becomes silu(gate)·up
 	e   []float32 // [ff]: the exponentials of swiGLU
+
+	logits []float32 // [vocab]: Generate's logits, reused at every step
 }
 
 // NewSession starts an empty session: position 0, a zeroed KV cache of
@@ -419,8 +462,14 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	cacheLen, err := sessionSize(c, capacity, batch)
+	if err != nil {
+		if opts.MaxContext == 0 {
+			return nil, fmt.Errorf("model: %w: %v", ErrFormat, err)
+		}
+		return nil, fmt.Errorf("model: %v", err)
+	}
 	s := &Session{m: m, eng: eng, threads: opts.Threads, capacity: capacity, batch: batch}
-	cacheLen := c.HeadCountKV * capacity * c.HeadDim
 	s.k = make([][]float32, c.BlockCount)
 	s.v = make([][]float32, c.BlockCount)
 	for l := range s.k {
@@ -436,6 +485,51 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	s.gu = make([]float32, batch*2*c.FeedForwardLength)
 	s.e = make([]float32, c.FeedForwardLength)
 	return s, nil
+}
+
+// maxSessionFloats bounds the float32 values a session allocates (its KV
+// cache, RoPE table and scratch): 1 TiB, far beyond any machine that runs
+// this decoder, so that an absurd context length fails as an error rather
+// than in make.
+const maxSessionFloats = 1 << 38
+
+// sessionSize returns the length of one layer's K (or V) cache for
+// capacity positions, checking that everything the session allocates
+// fits an int and maxSessionFloats.
+func sessionSize(c Config, capacity, batch int) (int, error) {
+	tooBig := fmt.Errorf("a session of %d positions is too large for the model's sizes", capacity)
+	mul := func(xs ...int) (int, bool) {
+		p := 1
+		for _, x := range xs {
+			var ok bool
+			if p, ok = mulInts(p, x); !ok {
+				return 0, false
+			}
+		}
+		return p, true
+	}
+	cacheLen, ok := mul(c.HeadCountKV, capacity, c.HeadDim)
+	if !ok {
+		return 0, tooBig
+	}
+	total := 0
+	for _, part := range [][]int{
+		{2, c.BlockCount, cacheLen},
+		{capacity, max(c.RopeDimensionCount, c.HeadDim)},
+		{batch, 2, c.EmbeddingLength},
+		{batch, c.HeadCount, c.HeadDim, 2},
+		{batch, c.HeadCountKV, c.HeadDim, 2},
+		{batch, 2, c.FeedForwardLength},
+		{c.FeedForwardLength},
+		{c.VocabSize},
+	} {
+		n, ok := mul(part...)
+		if !ok || n > maxSessionFloats-total {
+			return 0, tooBig
+		}
+		total += n
+	}
+	return cacheLen, nil
 }
 
 // Model returns the model the session runs.
@@ -473,6 +567,9 @@ func (s *Session) Truncate(n int) error {
 // the vocabulary ([ErrBadToken]), more tokens than the cache has room for
 // ([ErrContextOverflow]).
 func (s *Session) Forward(tokens []int) ([]float32, error) {
+	if err := s.check(tokens); err != nil {
+		return nil, err
+	}
 	logits := make([]float32, s.m.Config.VocabSize)
 	if err := s.forward(tokens, logits, false); err != nil {
 		return nil, err
@@ -480,9 +577,27 @@ func (s *Session) Forward(tokens []int) ([]float32, error) {
 	return logits, nil
 }
 
+// ForwardInto is Forward writing the logits to dst, which must hold at
+// least the vocabulary size; it returns dst[:vocab] and allocates nothing
+// for the logits, so a decode loop can reuse one buffer.
+func (s *Session) ForwardInto(dst []float32, tokens []int) ([]float32, error) {
+	vocab := s.m.Config.VocabSize
+	if len(dst) < vocab {
+		return nil, fmt.Errorf("model: ForwardInto: a buffer of %d logits for a vocabulary of %d", len(dst), vocab)
+	}
+	dst = dst[:vocab]
+	if err := s.forward(tokens, dst, false); err != nil {
+		return nil, err
+	}
+	return dst, nil
+}
+
 // ForwardAll is Forward returning the logits after every token: row i
 // predicts the token after tokens[i].
 func (s *Session) ForwardAll(tokens []int) ([][]float32, error) {
+	if err := s.check(tokens); err != nil {
+		return nil, err
+	}
 	vocab := s.m.Config.VocabSize
 	flat := make([]float32, len(tokens)*vocab)
 	if err := s.forward(tokens, flat, true); err != nil {
@@ -495,9 +610,9 @@ func (s *Session) ForwardAll(tokens []int) ([][]float32, error) {
 	return rows, nil
 }
 
-// forward checks the tokens and runs them in chunks of at most s.batch,
-// writing the last row's logits (all rows' with all) to logits.
-func (s *Session) forward(tokens []int, logits []float32, all bool) error {
+// check returns the error of a Forward of tokens: none, an id outside the
+// vocabulary, or more than the cache has room for.
+func (s *Session) check(tokens []int) error {
 	if len(tokens) == 0 {
 		return errors.New("model: Forward of no tokens")
 	}
@@ -510,6 +625,16 @@ func (s *Session) forward(tokens []int, logits []float32, all bool) error {
 	if len(tokens) > s.capacity-s.pos {
 		return fmt.Errorf("model: %w: %d tokens at position %d, cache of %d", ErrContextOverflow, len(tokens), s.pos, s.capacity)
 	}
+	return nil
+}
+
+// forward checks the tokens and runs them in chunks of at most s.batch,
+// writing the last row's logits (all rows' with all) to logits.
+func (s *Session) forward(tokens []int, logits []float32, all bool) error {
+	if err := s.check(tokens); err != nil {
+		return err
+	}
+	vocab := s.m.Config.VocabSize
 	start := s.pos
 	for c0 := 0; c0 < len(tokens); c0 += s.batch {
 		c1 := min(c0+s.batch, len(tokens))
@@ -682,9 +807,7 @@ func rmsNorm(dst, x, w []float32, rows, dim int, eps float32) {
 // g < −88.7, where g/(1+Inf) gives the limit 0.
 func swiGLU(gate, up, e []float32) {
 	e = e[:len(gate)]
-	for i, g := range gate {
-		e[i] = -g
-	}
+	kernel.Scale(e, gate, -1)
 	kernel.ExpSum(e, e, 0)
 	for i, g := range gate {
 		gate[i] = g / (1 + e[i]) * up[i]

@@ -459,3 +459,65 @@ func TestNoAllocationGrowth(t *testing.T) {
 	})
 	assert.LessOrEqual(t, allocs, 2.0, "a decode step allocates its logits and little else")
 }
+
+func TestHostileSizes(t *testing.T) {
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	for _, ff := range []uint64{1 << 40, 1 << 62, math.MaxUint32} {
+		s := spec
+		s.extra = []kv{{"llama.feed_forward_length", ValueUint64, ff}}
+		var err error
+		require.NotPanics(t, func() { _, err = Load(s.file(t, 1)) })
+		assert.ErrorIs(t, err, ErrFormat, "feed_forward_length %d", ff)
+	}
+	for _, heads := range []uint64{1 << 40, 1 << 62} {
+		s := spec
+		s.extra = []kv{{"llama.attention.head_count", ValueUint64, heads}, {"llama.attention.key_length", ValueUint32, uint32(8)}}
+		var err error
+		require.NotPanics(t, func() { _, err = Load(s.file(t, 1)) })
+		assert.Error(t, err, "head_count %d", heads)
+	}
+	for _, ctx := range []uint64{1 << 40, 1 << 61} {
+		s := spec
+		s.extra = []kv{{"llama.context_length", ValueUint64, ctx}}
+		m, err := Load(s.file(t, 1))
+		require.NoError(t, err, "the weights fit; only a session's cache would not")
+		var sess *Session
+		require.NotPanics(t, func() { sess, err = m.NewSession(SessionOptions{}) })
+		assert.ErrorIs(t, err, ErrFormat, "context_length %d", ctx)
+		assert.Nil(t, sess)
+		sess, err = m.NewSession(SessionOptions{MaxContext: 16})
+		require.NoError(t, err, "a bounded MaxContext still works")
+		_, err = sess.Forward([]int{1, 2})
+		require.NoError(t, err)
+	}
+}
+
+func TestForwardAllValidatesFirst(t *testing.T) {
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	m, err := Load(spec.file(t, 1))
+	require.NoError(t, err)
+	s := newSession(t, m, SessionOptions{MaxContext: 8})
+	_, err = s.ForwardAll(make([]int, 1<<20))
+	assert.ErrorIs(t, err, ErrContextOverflow)
+	_, err = s.ForwardAll([]int{1, -1})
+	assert.ErrorIs(t, err, ErrBadToken)
+	want, err := s.Forward([]int{1, 5})
+	require.NoError(t, err)
+	s.Reset()
+	buf := make([]float32, m.Config.VocabSize+3)
+	got, err := s.ForwardInto(buf, []int{1, 5})
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	_, err = s.ForwardInto(buf[:3], []int{1})
+	assert.Error(t, err)
+}
+
+func TestSampleAllNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	var sp Sampler
+	_, err := sp.Sample([]float32{nan, nan})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "every logit is NaN")
+	_, err = sp.Sample(nil)
+	assert.ErrorContains(t, err, "no logits")
+}

@@ -53,7 +53,8 @@
 // feed-forward block, the final norm and the logits (tied to the embedding
 // when output.weight is absent). Weights are converted to float32 and
 // transposed once at load, so that every projection of a block of tokens is
-// one call of the kernel package's SIMD GEMM (kernel.QKT). A [Session] owns a
+// one GEMM (the kernel package's SIMD kernel.QKT), its output columns split
+// across threads. A [Session] owns a
 // per-layer float32 KV cache; each layer's attention is one call of the
 // attention engine with the new tokens' queries and views of the cached
 // keys and values, so a prompt is prefilled in one call and then decoded a

@@ -99,8 +99,12 @@ func (s *Session) Generate(ctx context.Context, prompt string, n int, sampler Sa
 		return st, nil
 	}
 
+	if len(s.logits) != s.m.Config.VocabSize {
+		s.logits = make([]float32, s.m.Config.VocabSize)
+	}
+	one := make([]int, 1) // the decoded token, reused at every step
 	start := time.Now()
-	logits, err := s.Forward(ids)
+	logits, err := s.ForwardInto(s.logits, ids)
 	if err != nil {
 		return st, err
 	}
@@ -133,7 +137,8 @@ func (s *Session) Generate(ctx context.Context, prompt string, n int, sampler Sa
 		}
 		prev = next
 		start = time.Now()
-		logits, err = s.Forward([]int{next})
+		one[0] = next
+		logits, err = s.ForwardInto(s.logits, one)
 		if err == nil {
 			next, err = sampler.Sample(logits)
 		}

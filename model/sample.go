@@ -70,6 +70,9 @@ func (s *Sampler) Sample(logits []float32) (int, error) {
 	}
 	best := Argmax(logits)
 	if best < 0 {
+		if len(logits) > 0 {
+			return 0, errors.New("model: sampling: every logit is NaN")
+		}
 		return 0, errors.New("model: sampling from no logits")
 	}
 	for i, l := range logits {
