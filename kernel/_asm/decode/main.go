@@ -1,0 +1,484 @@
+// Command decode generates the amd64 assembly of flashgo's decode kernels,
+// which read K and V rows where they lie in a cache, converting binary16,
+// bfloat16 and Q8 elements to float32 in registers on the way:
+//
+//	QKRows: s[i·ldS+j] = scale · Σ_c q[i·ldQ+c] · K_j[c]   (K_j = row j of k)
+//	PVRows: o[i·ldO+c] += Σ_j p[i·ldP+j] · V_j[c]           (V_j = row j of v)
+//
+// for rows 1..MR query (or probability) rows at a time. Nothing is packed:
+// decoding a token reads each cached K and V row once, so a transposing
+// pack (what the prefill kernels need) would cost as much as the product.
+// Every kernel comes in an AVX-512 and an AVX2+FMA+F16C variant and in
+// four element types. Run it from kernel/_asm:
+//
+//	go run ./decode -out ../decode_amd64.s -stubs ../decode_amd64.go -pkg kernel
+//
+// The kernels handle the first dv components of every row, dv a multiple
+// of the vector width (of 32 for Q8); the Go wrappers add the rest.
+//
+// QKRows keeps an MR × 4 block of vector accumulators: row i's partial dot
+// products with keys j..j+3. Each step converts one vector of each of the
+// four keys and issues MR·4 FMAs with the query vectors; at the end of the
+// row the four accumulators of a query row are reduced together (two
+// unpack-and-add rounds leave key u's partial sums in element u of every
+// 128-bit lane, then the lanes are added), scaled and stored as four
+// scores. Keys left over after the groups of four go one at a time.
+//
+// PVRows keeps an MR × NV block of the output in accumulators (NV vectors
+// of columns) and, for every key j, converts the NV vectors of V_j once and
+// issues MR·NV FMAs with the broadcast probabilities.
+//
+// Q8 rows hold int8 values with a float32 scale per block of 32 (the scale
+// of element e of the tensor is scales[e/32]); a vector is widened with
+// VPMOVSXBD, converted with VCVTDQ2PS and multiplied by its block's scale.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+type elemType int
+
+const (
+	f32 elemType = iota
+	f16
+	bf16
+	q8
+)
+
+func (t elemType) size() int { return [...]int{4, 2, 2, 1}[t] }
+
+// shift is log2 of the element size.
+func (t elemType) shift() uint64 { return [...]uint64{2, 1, 1, 0}[t] }
+
+func (t elemType) name() string { return [...]string{"F32", "F16", "BF16", "Q8"}[t] }
+
+func (t elemType) goType() string { return [...]string{"*float32", "*uint16", "*uint16", "*int8"}[t] }
+
+// prefetchKeys is how many keys ahead the kernels prefetch K and V rows.
+const (
+	prefetchShift = 3
+	prefetchKeys  = 1 << prefetchShift
+)
+
+type isa struct {
+	name  string
+	lanes int
+	mr    int // rows of a register block
+	nv    int // PVRows: vectors of a register block
+}
+
+func (x *isa) avx512() bool { return x.lanes == 16 }
+
+var (
+	avx512 = &isa{name: "AVX512", lanes: 16, mr: 4, nv: 4}
+	avx2   = &isa{name: "AVX2", lanes: 8, mr: 2, nv: 4}
+)
+
+// vec returns a new vector register of the ISA's width.
+func (x *isa) vec() VecVirtual {
+	if x.avx512() {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// load converts the vector of t elements at m into dst; sc is the address
+// of the Q8 block scale that applies to it.
+func (x *isa) load(t elemType, m Mem, sc Mem, dst VecVirtual) {
+	switch t {
+	case f32:
+		VMOVUPS(m, dst)
+	case f16:
+		VCVTPH2PS(m, dst)
+	case bf16:
+		VPMOVZXWD(m, dst)
+		VPSLLD(Imm(16), dst, dst)
+	case q8:
+		VPMOVSXBD(m, dst)
+		VCVTDQ2PS(dst, dst)
+		if x.avx512() {
+			VMULPS_BCST(sc, dst, dst)
+		} else {
+			s := YMM()
+			VBROADCASTSS(sc, s)
+			VMULPS(s, dst, dst)
+		}
+	}
+}
+
+// hsum4 reduces four accumulators to one xmm holding the sum of each.
+func (x *isa) hsum4(a [4]VecVirtual) Register {
+	t0, t1, t2, t3 := x.vec(), x.vec(), x.vec(), x.vec()
+	VUNPCKLPS(a[1], a[0], t0)
+	VUNPCKHPS(a[1], a[0], t1)
+	VADDPS(t1, t0, t0)
+	VUNPCKLPS(a[3], a[2], t2)
+	VUNPCKHPS(a[3], a[2], t3)
+	VADDPS(t3, t2, t2)
+	VUNPCKLPD(t2, t0, t1)
+	VUNPCKHPD(t2, t0, t3)
+	VADDPS(t3, t1, t1)
+	return x.lanesum(t1)
+}
+
+// lanesum adds the 128-bit lanes of v into one xmm.
+func (x *isa) lanesum(v VecVirtual) Register {
+	xl := XMM()
+	if x.avx512() {
+		h := YMM()
+		VEXTRACTF64X4(Imm(1), v, h)
+		VADDPS(h, v.AsY(), h)
+		VEXTRACTF32X4(Imm(1), h, xl)
+		VADDPS(xl, h.AsX(), xl)
+	} else {
+		VEXTRACTF128(Imm(1), v, xl)
+		VADDPS(xl, v.AsX(), xl)
+	}
+	return xl
+}
+
+// hsum1 reduces one accumulator to the sum of its elements, in element 0
+// of the returned xmm. It adds in the order hsum4 does, (e0+e2)+(e1+e3)
+// within each 128-bit lane and then across the lanes, so that a score does
+// not depend on whether its key went through a group of four or alone.
+func (x *isa) hsum1(a VecVirtual) Register {
+	t := x.vec()
+	VPERMILPS(Imm(0x4e), a, t) // e2 e3 e0 e1 in every lane
+	VADDPS(t, a, a)
+	VPERMILPS(Imm(0xb1), a, t) // swap neighbours
+	VADDPS(t, a, a)
+	return x.lanesum(a)
+}
+
+// rowAddr returns base + r·ld (r in 0..3), with ld3 = 3·ld.
+func rowAddr(base, ld, ld3 Register, r, disp int) Mem {
+	m := Mem{Base: base, Disp: disp}
+	switch r {
+	case 1:
+		m = m.Idx(ld, 1)
+	case 2:
+		m = m.Idx(ld, 2)
+	case 3:
+		m = m.Idx(ld3, 1)
+	}
+	return m
+}
+
+func genQK(x *isa, t elemType) {
+	name := "qkRows" + t.name() + x.name
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, ldK int, ks *float32, rows, cols, dv int, scale float32)", t.goType()))
+	Doc(name+" computes rows (1.."+fmt.Sprint(x.mr)+") query rows' scaled dot products with cols key rows over their first dv components (QKRows).",
+		"The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.")
+	step := x.lanes // components per inner iteration
+	if t == q8 {
+		step = 32
+	}
+	sub := step / x.lanes
+	zs := x.vec()
+	sx := Load(Param("scale"), XMM())
+	VBROADCASTSS(sx, zs)
+
+	rows := Load(Param("rows"), GP64())
+	for rb := x.mr; rb >= 1; rb-- {
+		CMPQ(rows, U8(rb))
+		JEQ(LabelRef(fmt.Sprintf("%s_r%d", name, rb)))
+	}
+	ret()
+	for rb := x.mr; rb >= 1; rb-- {
+		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
+		Label(fmt.Sprintf("%s_r%d", name, rb))
+		kg := Load(Param("k"), GP64())
+		sp := Load(Param("s"), GP64())
+		jleft := Load(Param("cols"), GP64())
+		var ksg Register
+		if t == q8 {
+			ksg = Load(Param("ks"), GP64())
+		}
+		for _, nk := range []int{4, 1} {
+			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
+			Label(loop)
+			CMPQ(jleft, U8(nk))
+			JL(LabelRef(done))
+			acc := make([][]VecVirtual, rb)
+			for r := range acc {
+				acc[r] = make([]VecVirtual, nk)
+				for u := range acc[r] {
+					acc[r][u] = x.vec()
+					VXORPS(acc[r][u], acc[r][u], acc[r][u])
+				}
+			}
+			qc := Load(Param("q"), GP64())
+			ldQ := Load(Param("ldQ"), GP64())
+			SHLQ(U8(2), ldQ)
+			ldQ3 := GP64()
+			LEAQ(Mem{Base: ldQ, Index: ldQ, Scale: 2}, ldQ3)
+			ldK := Load(Param("ldK"), GP64())
+			ldK3 := GP64()
+			if t == q8 {
+				// The scale of int8 element e is at byte 4·(e/32); rows are a
+				// multiple of 32 elements apart, so a row's scales are ldK/8
+				// bytes apart.
+				SHRQ(U8(3), ldK)
+			} else {
+				SHLQ(U8(t.shift()), ldK)
+			}
+			LEAQ(Mem{Base: ldK, Index: ldK, Scale: 2}, ldK3)
+			kc := GP64()
+			MOVQ(kg, kc)
+			var ksc Register
+			if t == q8 {
+				ksc = GP64()
+				MOVQ(ksg, ksc)
+			}
+			cnt := Load(Param("dv"), GP64())
+			SHRQ(U8(map[int]uint64{8: 3, 16: 4, 32: 5}[step]), cnt)
+			// For Q8 the key rows are ldK·8 bytes apart: the int8 rows are
+			// addressed through a second index.
+			var ldKb, ldKb3 Register
+			if t == q8 {
+				ldKb = GP64()
+				ldKb3 = GP64()
+				MOVQ(ldK, ldKb)
+				SHLQ(U8(3), ldKb)
+				LEAQ(Mem{Base: ldKb, Index: ldKb, Scale: 2}, ldKb3)
+			} else {
+				ldKb, ldKb3 = ldK, ldK3
+			}
+			// pf runs prefetchKeys keys ahead of kc: the hardware prefetcher
+			// alone leaves a single core well short of its read bandwidth
+			// when there is this much arithmetic per byte.
+			pf := GP64()
+			MOVQ(ldKb, pf)
+			SHLQ(U8(prefetchShift), pf)
+			ADDQ(kc, pf)
+			inner := lbl(fmt.Sprintf("k%d_inner", nk))
+			Label(inner)
+			for u := 0; u < nk; u++ {
+				PREFETCHT0(rowAddr(pf, ldKb, ldKb3, u, 0))
+			}
+			for si := 0; si < sub; si++ {
+				kv := make([]VecVirtual, nk)
+				for u := range kv {
+					kv[u] = x.vec()
+					var sc Mem
+					if t == q8 {
+						sc = rowAddr(ksc, ldK, ldK3, u, 0)
+					}
+					x.load(t, rowAddr(kc, ldKb, ldKb3, u, si*x.lanes*t.size()), sc, kv[u])
+				}
+				for r := 0; r < rb; r++ {
+					qv := x.vec()
+					VMOVUPS(rowAddr(qc, ldQ, ldQ3, r, si*x.lanes*4), qv)
+					for u := range kv {
+						VFMADD231PS(qv, kv[u], acc[r][u])
+					}
+				}
+			}
+			ADDQ(U32(step*4), qc)
+			ADDQ(U32(step*t.size()), kc)
+			ADDQ(U32(step*t.size()), pf)
+			if t == q8 {
+				ADDQ(U8(4), ksc)
+			}
+			DECQ(cnt)
+			JNZ(LabelRef(inner))
+
+			ldS := Load(Param("ldS"), GP64())
+			SHLQ(U8(2), ldS)
+			sr := GP64()
+			MOVQ(sp, sr)
+			for r := 0; r < rb; r++ {
+				if nk == 4 {
+					h := x.hsum4([4]VecVirtual{acc[r][0], acc[r][1], acc[r][2], acc[r][3]})
+					VMULPS(zs.AsX(), h, h)
+					VMOVUPS(h, Mem{Base: sr})
+				} else {
+					h := x.hsum1(acc[r][0])
+					VMULSS(zs.AsX(), h, h)
+					VMOVSS(h, Mem{Base: sr})
+				}
+				if r+1 < rb {
+					ADDQ(ldS, sr)
+				}
+			}
+			// Next group of keys.
+			ldK = Load(Param("ldK"), GP64())
+			if t == q8 {
+				MOVQ(ldK, kc)
+				SHRQ(U8(3), kc)
+				if nk == 4 {
+					SHLQ(U8(2), kc)
+				}
+				ADDQ(kc, ksg)
+			}
+			SHLQ(U8(t.shift()), ldK)
+			if nk == 4 {
+				SHLQ(U8(2), ldK)
+			}
+			ADDQ(ldK, kg)
+			ADDQ(U8(4*nk), sp)
+			SUBQ(U8(nk), jleft)
+			JMP(LabelRef(loop))
+			Label(done)
+		}
+		ret()
+	}
+}
+
+func genPV(x *isa, t elemType) {
+	name := "pvRows" + t.name() + x.name
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv int)", t.goType()))
+	Doc(name+" accumulates rows (1.."+fmt.Sprint(x.mr)+") probability rows times cols value rows into the first dv columns of o (PVRows).",
+		"The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.")
+	rows := Load(Param("rows"), GP64())
+	for rb := x.mr; rb >= 1; rb-- {
+		CMPQ(rows, U8(rb))
+		JEQ(LabelRef(fmt.Sprintf("%s_r%d", name, rb)))
+	}
+	ret()
+	for rb := x.mr; rb >= 1; rb-- {
+		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
+		Label(fmt.Sprintf("%s_r%d", name, rb))
+		oc := Load(Param("o"), GP64())    // o at the column block
+		vc := Load(Param("v"), GP64())    // v row 0 at the column block
+		vecs := Load(Param("dv"), GP64()) // vectors of columns left
+		SHRQ(U8(map[int]uint64{8: 3, 16: 4}[x.lanes]), vecs)
+		var sc Register
+		if t == q8 {
+			sc = Load(Param("vs"), GP64())
+		}
+		// Full blocks of nv vectors, then one block of the 1..nv−1 left.
+		Label(lbl("full"))
+		CMPQ(vecs, U8(x.nv))
+		JL(LabelRef(lbl("part")))
+		pvBlock(x, t, rb, x.nv, lbl("full_b"), oc, vc, sc)
+		ADDQ(U32(x.nv*x.lanes*4), oc)
+		ADDQ(U32(x.nv*x.lanes*t.size()), vc)
+		if t == q8 {
+			ADDQ(U8(x.nv*x.lanes/32*4), sc)
+		}
+		SUBQ(U8(x.nv), vecs)
+		JMP(LabelRef(lbl("full")))
+		Label(lbl("part"))
+		for nv := x.nv - 1; nv >= 1; nv-- {
+			CMPQ(vecs, U8(nv))
+			JEQ(LabelRef(lbl(fmt.Sprintf("part%d", nv))))
+		}
+		ret()
+		for nv := x.nv - 1; nv >= 1; nv-- {
+			Label(lbl(fmt.Sprintf("part%d", nv)))
+			pvBlock(x, t, rb, nv, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
+			ret()
+		}
+	}
+}
+
+// pvBlock emits the product of rb probability rows and every value row
+// into nv vectors of output columns at oc (v at vc, Q8 scales at sc).
+func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
+	ldO := Load(Param("ldO"), GP64())
+	SHLQ(U8(2), ldO)
+	acc := make([][]VecVirtual, rb)
+	or := GP64()
+	MOVQ(oc, or)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, nv)
+		for w := range acc[r] {
+			acc[r][w] = x.vec()
+			VMOVUPS(Mem{Base: or, Disp: w * x.lanes * 4}, acc[r][w])
+		}
+		if r+1 < rb {
+			ADDQ(ldO, or)
+		}
+	}
+	pp := Load(Param("p"), GP64())
+	ldP := Load(Param("ldP"), GP64())
+	SHLQ(U8(2), ldP)
+	ldP3 := GP64()
+	LEAQ(Mem{Base: ldP, Index: ldP, Scale: 2}, ldP3)
+	ldV := Load(Param("ldV"), GP64())
+	var ldS Register
+	if t == q8 {
+		ldS = GP64()
+		MOVQ(ldV, ldS)
+		SHRQ(U8(3), ldS) // bytes between two rows' scales
+	}
+	SHLQ(U8(t.shift()), ldV)
+	vp := GP64()
+	MOVQ(vc, vp)
+	var sp Register
+	if t == q8 {
+		sp = GP64()
+		MOVQ(sc, sp)
+	}
+	// pf: the same columns of the row prefetchKeys keys ahead.
+	pf := GP64()
+	MOVQ(ldV, pf)
+	SHLQ(U8(prefetchShift), pf)
+	ADDQ(vp, pf)
+	j := Load(Param("cols"), GP64())
+	Label(lbl)
+	for off := 0; off < nv*x.lanes*t.size(); off += 64 {
+		PREFETCHT0(Mem{Base: pf, Disp: off})
+	}
+	vv := make([]VecVirtual, nv)
+	for w := range vv {
+		vv[w] = x.vec()
+		var m Mem
+		if t == q8 {
+			m = Mem{Base: sp, Disp: w * x.lanes / 32 * 4}
+		}
+		x.load(t, Mem{Base: vp, Disp: w * x.lanes * t.size()}, m, vv[w])
+	}
+	for r := 0; r < rb; r++ {
+		b := x.vec()
+		VBROADCASTSS(rowAddr(pp, ldP, ldP3, r, 0), b)
+		for w := range vv {
+			VFMADD231PS(b, vv[w], acc[r][w])
+		}
+	}
+	ADDQ(U8(4), pp)
+	ADDQ(ldV, vp)
+	ADDQ(ldV, pf)
+	if t == q8 {
+		ADDQ(ldS, sp)
+	}
+	DECQ(j)
+	JNZ(LabelRef(lbl))
+
+	MOVQ(oc, or)
+	for r := range acc {
+		for w := range acc[r] {
+			VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.lanes * 4})
+		}
+		if r+1 < rb {
+			ADDQ(ldO, or)
+		}
+	}
+}
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	for _, x := range []*isa{avx512, avx2} {
+		for _, t := range []elemType{f32, f16, bf16, q8} {
+			genQK(x, t)
+		}
+		for _, t := range []elemType{f16, bf16, q8} {
+			genPV(x, t)
+		}
+	}
+	Generate()
+}
+
+// ret leaves the function with the upper halves of the vector registers
+// cleared, so that the SSE code the Go compiler emits pays no transition
+// penalty.
+func ret() {
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,193 @@
+package kernel
+
+import (
+	"fmt"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// The decode kernels. Decoding a token reads every cached key and value
+// once, so a kernel that first packs a K tile into a transposed panel (what
+// QKT needs to reuse it across many query rows) spends as long packing as
+// multiplying. QKRows and PVRows instead read K and V rows where they lie,
+// in float32, binary16, bfloat16 or Q8, and convert each vector in
+// registers; they are the kernels of few query rows (a decode step's
+// grouped heads, a handful of draft tokens).
+
+// Q8Block is the number of consecutive values of a Q8 tensor that share one
+// float32 scale: element e of the int8 data stands for
+// float32(data[e])·scales[e/Q8Block], as llama.cpp's Q8_0.
+const Q8Block = 32
+
+// RowElem is an element type that QKRows and PVRows read: float32,
+// binary16, bfloat16, or int8 (Q8, with its scales).
+type RowElem interface {
+	float32 | fp16.Float16 | fp16.BFloat16 | int8
+}
+
+// QKRows computes the scaled dot products of rows query rows with cols key
+// rows read in place (no transposed panel), converting each key element to
+// float32 exactly (binary16, bfloat16) or dequantising it (int8, with
+// scales):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < d; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is float32(k[e]) for float32, binary16 and bfloat16 keys and
+// float32(k[e])·scales[e/Q8Block] for int8 keys. scales is read only for
+// int8 and may be nil otherwise; for int8, ldK must be a multiple of
+// Q8Block so that every row starts a block. The order of the additions is
+// not part of the contract.
+func QKRows[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) error {
+	if err := checkDims("QKRows", rows, cols, d); err != nil {
+		return err
+	}
+	if err := checkBlock("QKRows", "s", len(s), ldS, rows, cols); err != nil {
+		return err
+	}
+	if err := checkBlock("QKRows", "q", len(q), ldQ, rows, d); err != nil {
+		return err
+	}
+	if err := checkRows("QKRows", "k", k, scales, ldK, cols, d); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	dv := 0
+	if d > 0 {
+		dv = qkRowsAsm(s, ldS, q, ldQ, k, scales, ldK, rows, cols, d, scale)
+	}
+	qkRowsGeneric(s, ldS, q, ldQ, k, scales, ldK, rows, cols, dv, d, scale)
+	return nil
+}
+
+// PVRows accumulates the product of a probability tile and cols value rows
+// read in place, converting or dequantising each value as QKRows does:
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < d; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// As with PV, only the first cols values are read, so a caller keeps a key
+// out of a row by passing a smaller cols. The order of the additions is
+// not part of the contract.
+func PVRows[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d int) error {
+	if err := checkDims("PVRows", rows, cols, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PVRows", "o", len(o), ldO, rows, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PVRows", "p", len(p), ldP, rows, cols); err != nil {
+		return err
+	}
+	if err := checkRows("PVRows", "v", v, scales, ldV, cols, d); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 || d == 0 {
+		return nil
+	}
+	dv := pvRowsAsm(o, ldO, p, ldP, v, scales, ldV, rows, cols, d)
+	pvRowsGeneric(o, ldO, p, ldP, v, scales, ldV, rows, cols, dv, d)
+	return nil
+}
+
+// checkRows checks n rows of d elements ld apart, and for int8 their
+// scales.
+func checkRows[T RowElem](fn, name string, x []T, scales []float32, ld, n, d int) error {
+	if err := checkBlock(fn, name, len(x), ld, n, d); err != nil {
+		return err
+	}
+	if _, ok := any(x).([]int8); !ok || n == 0 || d == 0 {
+		return nil
+	}
+	if ld%Q8Block != 0 {
+		return fmt.Errorf("kernel.%s: leading dimension of int8 %s is %d; want a multiple of %d (rows start Q8 blocks)", fn, name, ld, Q8Block)
+	}
+	if need := ((n-1)*ld + d + Q8Block - 1) / Q8Block; len(scales) < need {
+		return fmt.Errorf("kernel.%s: %s has %d scales; want >= %d for %d rows of %d with leading dimension %d", fn, name, len(scales), need, n, d, ld)
+	}
+	return nil
+}
+
+// widen converts elements e..e+len(dst)−1 of x to float32.
+func widen[T RowElem](dst []float32, x []T, scales []float32, e int) {
+	switch x := any(x).(type) {
+	case []float32:
+		copy(dst, x[e:])
+	case []fp16.Float16:
+		for i := range dst {
+			dst[i] = x[e+i].Float32()
+		}
+	case []fp16.BFloat16:
+		for i := range dst {
+			dst[i] = x[e+i].Float32()
+		}
+	case []int8:
+		for i := range dst {
+			dst[i] = float32(x[e+i]) * scales[(e+i)/Q8Block]
+		}
+	}
+}
+
+// qkRowsGeneric is QKRows over components [c0, d): with c0 = 0 it writes
+// the scores, otherwise it adds scale times the dot products over those
+// components to scores that hold the first c0 components' already. It sums
+// in chunks of qktChunk components, as qktGeneric does.
+func qkRowsGeneric[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, c0, d int, scale float32) {
+	if c0 >= d && c0 > 0 {
+		return
+	}
+	var buf [qktChunk]float32
+	for j := range cols {
+		for i := range rows {
+			var acc float32
+			for cc := c0; cc < d; cc += qktChunk {
+				n := min(qktChunk, d-cc)
+				widen(buf[:n], k, scales, j*ldK+cc)
+				var part float32
+				for c, x := range buf[:n] {
+					part += q[i*ldQ+cc+c] * x
+				}
+				acc += part
+			}
+			if c0 == 0 {
+				s[i*ldS+j] = scale * acc
+			} else {
+				s[i*ldS+j] += scale * acc
+			}
+		}
+	}
+}
+
+// pvRowsGeneric is PVRows over output columns [c0, d).
+func pvRowsGeneric[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, c0, d int) {
+	var buf [qktChunk]float32
+	for cc := c0; cc < d; cc += qktChunk {
+		n := min(qktChunk, d-cc)
+		for j := range cols {
+			widen(buf[:n], v, scales, j*ldV+cc)
+			for i := range rows {
+				pj := p[i*ldP+j]
+				out := o[i*ldO+cc : i*ldO+cc+n]
+				for c, x := range buf[:n] {
+					out[c] += pj * x
+				}
+			}
+		}
+	}
+}

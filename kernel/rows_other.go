@@ -1,0 +1,20 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// RowKernels reports whether QKRows and PVRows run in assembly here. They
+// do only on amd64 for now: elsewhere they are the generic Go loops, and
+// packing a tile for the (NEON) QKT and PV kernels is faster.
+func RowKernels() bool { return false }
+
+func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) int {
+	return 0
+}
+
+func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d int) int {
+	if f, ok := any(v).([]float32); ok {
+		pv(o, ldO, p, ldP, f, ldV, rows, cols, d)
+		return d
+	}
+	return 0
+}

@@ -1,0 +1,252 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// rowData is n rows of ld elements of one RowElem type, filled from random
+// normals, with what they stand for in float64.
+type rowData[T RowElem] struct {
+	x      []T
+	scales []float32
+	val    []float64 // the dequantised value of every element
+}
+
+// makeRows returns n·ld elements (the gaps between rows included: they
+// hold NaN, or for int8 a NaN scale when a whole block is gap).
+func makeRows[T RowElem](rng *rand.Rand, n, ld, d int) rowData[T] {
+	size := max(0, (n-1)*ld+d)
+	r := rowData[T]{x: make([]T, size), val: make([]float64, size)}
+	r.scales = make([]float32, (size+Q8Block-1)/Q8Block)
+	for i := range r.scales {
+		r.scales[i] = float32(0.5 + rng.Float64())
+	}
+	for e := range size {
+		gap := e%ld >= d
+		f := float32(rng.NormFloat64())
+		if gap {
+			f = float32(math.NaN())
+		}
+		switch x := any(r.x).(type) {
+		case []float32:
+			x[e] = f
+			r.val[e] = float64(f)
+		case []fp16.Float16:
+			x[e] = fp16.FromFloat32(f)
+			r.val[e] = float64(x[e].Float32())
+		case []fp16.BFloat16:
+			x[e] = fp16.BFloat16FromFloat32(f)
+			r.val[e] = float64(x[e].Float32())
+		case []int8:
+			v := int8(rng.IntN(255) - 127)
+			x[e] = v
+			r.val[e] = float64(float32(v) * r.scales[e/Q8Block])
+		}
+	}
+	return r
+}
+
+// rowLds returns the leading dimensions to test for rows of d elements:
+// tight, and with a gap; int8 rows start Q8 blocks.
+func rowLds[T RowElem](d int) []int {
+	if _, ok := any([]T(nil)).([]int8); ok {
+		ld := (d + Q8Block - 1) / Q8Block * Q8Block
+		return []int{max(ld, Q8Block), ld + Q8Block}
+	}
+	return []int{max(d, 1), d + 3}
+}
+
+var rowDims = []int{1, 3, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, 128, 129, 256}
+
+func TestQKRows(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		t.Run("f32", testQKRows[float32])
+		t.Run("f16", testQKRows[fp16.Float16])
+		t.Run("bf16", testQKRows[fp16.BFloat16])
+		t.Run("q8", testQKRows[int8])
+	})
+}
+
+func testQKRows[T RowElem](t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, rows := range []int{1, 2, 3, 4, 5, 8, 9} {
+		for _, cols := range []int{1, 2, 3, 4, 5, 7, 8, 17, 64, 65} {
+			for _, d := range rowDims {
+				for _, ldK := range rowLds[T](d) {
+					ldS, ldQ := cols+3, d+1
+					sBuf, s := guarded((rows-1)*ldS + cols)
+					_, q := guarded((rows-1)*ldQ + d)
+					fill(rng, q)
+					for i := range rows {
+						for c := d; c < ldQ && i*ldQ+c < len(q); c++ {
+							q[i*ldQ+c] = float32(math.NaN())
+						}
+					}
+					k := makeRows[T](rng, cols, ldK, d)
+					const scale = 0.3
+					require.NoError(t, QKRows(s, ldS, q, ldQ, k.x, k.scales, ldK, rows, cols, d, scale))
+					checkGuards(t, sBuf, "QKRows")
+					for i := range rows {
+						for j := range cols {
+							var want, mag float64
+							for c := range d {
+								p := float64(q[i*ldQ+c]) * k.val[j*ldK+c]
+								want += p
+								mag += math.Abs(p)
+							}
+							if !near(s[i*ldS+j], scale*want, scale*mag, d) {
+								t.Fatalf("rows %d cols %d d %d ldK %d: s[%d][%d] = %v, want %v", rows, cols, d, ldK, i, j, s[i*ldS+j], scale*want)
+							}
+						}
+						for j := cols; j < ldS && i*ldS+j < len(s); j++ {
+							require.True(t, math.IsNaN(float64(s[i*ldS+j])), "QKRows wrote the gap after row %d", i)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPVRows(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		t.Run("f32", testPVRows[float32])
+		t.Run("f16", testPVRows[fp16.Float16])
+		t.Run("bf16", testPVRows[fp16.BFloat16])
+		t.Run("q8", testPVRows[int8])
+	})
+}
+
+func testPVRows[T RowElem](t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, rows := range []int{1, 2, 3, 4, 5, 9} {
+		for _, cols := range []int{1, 2, 3, 16, 17, 64, 65} {
+			for _, d := range rowDims {
+				for _, ldV := range rowLds[T](d) {
+					ldO, ldP := d+2, cols+1
+					oBuf, o := guarded((rows-1)*ldO + d)
+					_, p := guarded((rows-1)*ldP + cols)
+					fill(rng, o)
+					fill(rng, p)
+					v := makeRows[T](rng, cols, ldV, d)
+					o0 := append([]float32(nil), o...)
+					require.NoError(t, PVRows(o, ldO, p, ldP, v.x, v.scales, ldV, rows, cols, d))
+					checkGuards(t, oBuf, "PVRows")
+					for i := range rows {
+						for c := range d {
+							want, mag := float64(o0[i*ldO+c]), math.Abs(float64(o0[i*ldO+c]))
+							for j := range cols {
+								x := float64(p[i*ldP+j]) * v.val[j*ldV+c]
+								want += x
+								mag += math.Abs(x)
+							}
+							if !near(o[i*ldO+c], want, mag, cols+1) {
+								t.Fatalf("rows %d cols %d d %d ldV %d: o[%d][%d] = %v, want %v", rows, cols, d, ldV, i, c, o[i*ldO+c], want)
+							}
+						}
+						for c := d; c < ldO && i*ldO+c < len(o); c++ {
+							require.Equal(t, o0[i*ldO+c], o[i*ldO+c], "PVRows wrote the gap after row %d", i)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRowsAsmMatchesGeneric runs the assembly and the generic Go code on
+// the same unaligned inputs (slices starting one element into an
+// allocation) and compares them within rounding.
+func TestRowsAsmMatchesGeneric(t *testing.T) {
+	if !RowKernels() {
+		t.Skip("QKRows and PVRows have no assembly on this machine")
+	}
+	rng := rand.New(rand.NewPCG(35, 36))
+	for _, d := range []int{32, 64, 96, 128, 160, 256} {
+		const rows, cols = 7, 67
+		q := make([]float32, rows*d+1)[1:]
+		fill(rng, q)
+		k := makeRows[int8](rng, cols, d, d)
+		h := makeRows[fp16.Float16](rng, cols+1, d, d)
+		h.x = h.x[1:] // unaligned
+		s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
+		require.NoError(t, QKRows(s1, cols, q, d, k.x, k.scales, d, rows, cols, d, 0.125))
+		qkRowsGeneric(s2, cols, q, d, k.x, k.scales, d, rows, cols, 0, d, 0.125)
+		for i := range s1 {
+			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "q8 d %d score %d", d, i)
+		}
+		require.NoError(t, QKRows(s1, cols, q, d, h.x, nil, d, rows, cols-1, d, 0.125))
+		qkRowsGeneric(s2, cols, q, d, h.x, nil, d, rows, cols-1, 0, d, 0.125)
+		for i := range s1 {
+			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "f16 d %d score %d", d, i)
+		}
+	}
+}
+
+func TestRowsErrors(t *testing.T) {
+	s, q := make([]float32, 256), make([]float32, 256)
+	k8 := make([]int8, 64)
+	k16 := make([]fp16.Float16, 64)
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{QKRows(s, 64, q, 64, k16, nil, 8, 1, 8, 9, 1), "leading dimension of k is 8; want >= 9"},
+		{QKRows(s, 64, q, 64, k16, nil, 8, 2, 9, 8, 1), "k has 64 elements; want >= 72"},
+		{QKRows(s, 4, q, 64, k16, nil, 8, 2, 8, 8, 1), "leading dimension of s is 4; want >= 8"},
+		{QKRows(s, 64, q, 64, k8, make([]float32, 2), 16, 1, 2, 16, 1), "leading dimension of int8 k is 16; want a multiple of 32"},
+		{QKRows(s, 64, q, 64, k8, make([]float32, 1), 32, 1, 2, 32, 1), "k has 1 scales; want >= 2"},
+		{QKRows(s, 64, q, 64, k16, nil, 8, -1, 8, 8, 1), "negative size"},
+		{PVRows(s, 64, q, 64, k16, nil, 8, 1, 9, 8), "v has 64 elements; want >= 72"},
+		{PVRows(s, 64, q, 64, k8, nil, 32, 1, 2, 32), "v has 0 scales; want >= 2"},
+	} {
+		require.Error(t, c.err)
+		assert.Contains(t, c.err.Error(), c.want)
+	}
+	// Nothing is written on error.
+	for _, x := range s {
+		require.Zero(t, x)
+	}
+}
+
+func ExampleQKRows() {
+	// Two query rows against three float16 keys of dimension 4, read where
+	// they lie (row j of k is key j).
+	q := []float32{1, 0, 0, 0, 0, 1, 1, 0}
+	k := fp16.Float16s([]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	s := make([]float32, 2*3)
+	if err := QKRows(s, 3, q, 4, k, nil, 4, 2, 3, 4, 0.5); err != nil {
+		panic(err)
+	}
+	fmt.Println(s)
+	// Output: [0.5 2.5 4.5 2.5 6.5 10.5]
+}
+
+// TestQKRowsSplitInvariant checks that a score does not depend on how the
+// keys are cut into calls (a paged cache cuts a tile at block boundaries):
+// scoring keys in one call and one at a time agree bit for bit.
+func TestQKRowsSplitInvariant(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(37, 38))
+		for _, d := range []int{16, 32, 100, 128} {
+			const rows, cols = 5, 23
+			q := make([]float32, rows*d)
+			fill(rng, q)
+			k := makeRows[fp16.Float16](rng, cols, d, d)
+			whole, one := make([]float32, rows*cols), make([]float32, rows*cols)
+			require.NoError(t, QKRows(whole, cols, q, d, k.x, nil, d, rows, cols, d, 0.1))
+			for j := range cols {
+				require.NoError(t, QKRows(one[j:], cols, q, d, k.x[j*d:], nil, d, rows, 1, d, 0.1))
+			}
+			require.Equal(t, whole, one, "d %d", d)
+		}
+	})
+}
