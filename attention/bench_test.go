@@ -65,7 +65,8 @@ func BenchmarkForward(b *testing.B) {
 				benchPeak()
 				b.ReportAllocs()
 				b.ResetTimer()
-				for b.Loop() {
+				b.ResetTimer()
+				for range b.N {
 					if err := e.Forward(out, q, k, v, opts); err != nil {
 						b.Fatal(err)
 					}
@@ -87,7 +88,8 @@ func BenchmarkNaive(b *testing.B) {
 			var n reference.Naive
 			benchPeak()
 			b.ResetTimer()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if err := n.Attention(p, out, q, k, v); err != nil {
 					b.Fatal(err)
 				}

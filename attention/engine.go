@@ -25,16 +25,21 @@ type Config struct {
 	// runtime.GOMAXPROCS(0) at the time of the call. The output does not
 	// depend on it: every thread count gives bitwise the same result.
 	Threads int
-	// KVSplits, when 2 or more, turns on split-KV decoding
-	// (flash-decoding): in a call whose query positions fit one block
-	// (decode, a few draft tokens; not a variable-length batch), the
-	// visible key tiles of each (batch entry or sequence, K/V head) are cut
-	// into KVSplits runs that different threads fold independently, and the
-	// partial results are combined by the log-sum-exp rule (see Merge), in
-	// a fixed order. This keeps every thread busy when batch × K/V heads is
-	// smaller than the thread count. The output depends on KVSplits (it is
-	// rounded differently) but not on Threads: a fixed KVSplits gives
-	// bitwise the same result for every thread count. 0 or 1 is off.
+	// KVSplits sets split-KV decoding (flash-decoding): in a call whose
+	// query positions fit one block (decode, a few draft tokens; not a
+	// variable-length batch), the visible key tiles of each (batch entry or
+	// sequence, K/V head) are cut into runs that different threads fold
+	// independently, and the partial results are combined by the
+	// log-sum-exp rule (see Merge), in a fixed order. This keeps every
+	// thread busy when batch × K/V heads is smaller than the thread count.
+	//
+	// 0 chooses the number of runs from the shape alone (as
+	// FlashAttention's num_splits = 0): enough for about 64 (batch, head,
+	// run) blocks, each of at least 512 keys, at most 32 runs; 1 turns
+	// splitting off; 2 or more is that many runs. The output depends on the
+	// number of runs (it is rounded differently) but never on Threads: a
+	// given shape and KVSplits give bitwise the same result for every thread
+	// count.
 	KVSplits int
 }
 
@@ -142,7 +147,7 @@ type Options struct {
 // its own from the engine's free list.
 type Engine struct {
 	blockQ, blockKV, threads int
-	splits                   int // KV splits of a decode call (1: none)
+	splits                   int // KV splits of a decode call (1: none, 0: automatic)
 
 	mu       sync.Mutex
 	free     []*workspace
@@ -159,12 +164,12 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("attention: Config.BlockKV is %d; want >= 1, or 0 for the default %d", cfg.BlockKV, DefaultBlockKV)
 	}
 	if cfg.KVSplits < 0 {
-		return nil, fmt.Errorf("attention: Config.KVSplits is %d; want >= 2 for split-KV decoding, or 0 or 1 for none", cfg.KVSplits)
+		return nil, fmt.Errorf("attention: Config.KVSplits is %d; want 0 (automatic), 1 (no split-KV decoding) or a number of splits >= 2", cfg.KVSplits)
 	}
 	if cfg.Threads < 0 {
 		return nil, fmt.Errorf("attention: Config.Threads is %d; want >= 1, or 0 for GOMAXPROCS", cfg.Threads)
 	}
-	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, splits: max(1, cfg.KVSplits), pool: &pool{wake: make(chan struct{}, poolQueue)}}
+	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, splits: cfg.KVSplits, pool: &pool{wake: make(chan struct{}, poolQueue)}}
 	// The helpers hold only the pool; once the Engine is unreachable they
 	// are told to exit.
 	runtime.AddCleanup(e, func(p *pool) { close(p.wake) }, e.pool)

@@ -23,7 +23,8 @@ func benchCall(b *testing.B, p reference.Params, opts attention.Options, flops f
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if err := e.Forward(out, q, k, v, opts); err != nil {
 			b.Fatal(err)
 		}

@@ -141,36 +141,33 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 		nT := (kEnd - kBeg + e.blockKV - 1) / e.blockKV
 		kBeg, kEnd = kBeg+part*nT/parts*e.blockKV, min(kEnd, kBeg+(part+1)*nT/parts*e.blockKV)
 	}
+	// Few rows (decode, a few draft tokens): the row kernels read K and V
+	// where they lie instead of packing tiles. The choice depends on the
+	// call's shape only (not on the block size, which depends on the
+	// thread count), so that every thread count gives the same bits.
+	direct := c.direct
 	for j0 := kBeg; j0 < kEnd; j0 += e.blockKV {
 		bc := min(e.blockKV, kEnd-j0)
 		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
 			continue // a mask hides the whole tile: nothing to pack or compute
 		}
-		// Float32 values whose rows are contiguous are read where they
-		// lie. Others are copied or converted into the panel once per tile:
-		// P·V re-reads the tile for every strip of rows, and rows a power
-		// of two apart (4 KiB in the [batch, seq, heads, dim] layout of an
-		// 8-head K/V) would all fall into the same few L1 sets.
-		var vt []float32
-		var ldV int
-		if c.paged.cache != nil {
-			// Paged K/V: the tile is gathered through the block table.
-			var err error
-			vt, ldV, err = packPagedTile(ws, c.paged.cache, blocks, hk, j0, bc, d, ldS, ld)
-			if err != nil {
-				return err
-			}
-		} else if err := packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d); err != nil {
-			return err
-		} else if v.dtype == F32 && v.SeqStride == d {
-			vt, ldV = v.f32[vBase+j0*v.SeqStride:], v.SeqStride
-		} else {
-			if err := packV(ws.v, ld, v, vBase+j0*v.SeqStride, bc, d); err != nil {
-				return err
-			}
-			vt, ldV = ws.v, ld
+		// Direct (few rows): the scores come from the K rows where they
+		// lie. Otherwise K is packed into the transposed panel QKT reuses
+		// across many rows.
+		var err error
+		switch {
+		case direct && c.paged.cache != nil:
+			err = qkPaged(ws, c.paged.cache, blocks, hk, j0, bc, rows, d, ldS, ld, c.scale)
+		case direct:
+			err = qkDirect(ws.s, ldS, ws.q, ld, k, kBase+j0*k.SeqStride, bc, rows, d, c.scale)
+		case c.paged.cache != nil:
+			err = packPagedK(ws, c.paged.cache, blocks, hk, j0, bc, d, ldS)
+		default:
+			err = packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d)
 		}
-		err := kernel.QKT(ws.s, ldS, ws.q, ld, ws.kt, ldS, rows, bc, d, c.scale)
+		if err == nil && !direct {
+			err = kernel.QKT(ws.s, ldS, ws.q, ld, ws.kt, ldS, rows, bc, d, c.scale)
+		}
 		if err != nil {
 			return err
 		}
@@ -195,6 +192,42 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 		}
 		if c.terms {
 			applyTerms(ws, c, b, hk, p0, np, j0, ldS, sg)
+		}
+		if whole && direct {
+			// P·V from the V rows where they lie.
+			if err := kernel.OnlineSoftmax(ws.s, ldS, rows, bc, ws.m, ws.z, ws.alpha); err != nil {
+				return err
+			}
+			if err := kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d); err != nil {
+				return err
+			}
+			if c.paged.cache != nil {
+				err = pvPaged(ws, c.paged.cache, blocks, hk, j0, bc, rows, d, ldS, ld)
+			} else {
+				err = pvDirect(ws.o, ld, ws.s, ldS, v, vBase+j0*v.SeqStride, bc, rows, d)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		// Float32 values whose rows are contiguous are read where they
+		// lie. Others are copied or converted into the panel once per tile:
+		// P·V re-reads the tile for every strip of rows, and rows a power
+		// of two apart (4 KiB in the [batch, seq, heads, dim] layout of an
+		// 8-head K/V) would all fall into the same few L1 sets.
+		var vt []float32
+		var ldV int
+		switch {
+		case c.paged.cache != nil:
+			vt, ldV, err = packPagedV(ws, c.paged.cache, blocks, hk, j0, bc, d, ld)
+		case v.dtype == F32 && v.SeqStride == d:
+			vt, ldV = v.f32[vBase+j0*v.SeqStride:], v.SeqStride
+		default:
+			vt, ldV, err = ws.v, ld, packV(ws.v, ld, v, vBase+j0*v.SeqStride, bc, d)
+		}
+		if err != nil {
+			return err
 		}
 		if whole {
 			err = foldWholeTile(ws, rows, bc, d, ld, ldS, vt, ldV)
@@ -244,6 +277,41 @@ func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
 			}
 		}
 	}
+}
+
+// directRows is the most rows (query heads of a group × query positions of
+// the call, c.direct) for which a call reads K and V rows in place with kernel.QKRows and
+// kernel.PVRows rather than packing each tile for QKT and PV: the row
+// kernels re-read a tile's rows for every 4 query rows (2 with AVX2), the
+// packed kernels reuse a packed tile across all of them.
+const directRows = 16
+
+// qkDirect writes the scores of rows query rows of ws.q against n keys of
+// k, from element off on, read in place.
+func qkDirect(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32) error {
+	switch k.dtype {
+	case F16:
+		return kernel.QKRows(s, ldS, q, ldQ, k.f16[off:], nil, k.SeqStride, rows, n, d, scale)
+	case BF16:
+		return kernel.QKRows(s, ldS, q, ldQ, k.bf16[off:], nil, k.SeqStride, rows, n, d, scale)
+	case Q8:
+		return kernel.QKRows(s, ldS, q, ldQ, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, rows, n, d, scale)
+	}
+	return kernel.QKRows(s, ldS, q, ldQ, k.f32[off:], nil, k.SeqStride, rows, n, d, scale)
+}
+
+// pvDirect accumulates rows probability rows times n value rows of v, from
+// element off on, read in place.
+func pvDirect(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d int) error {
+	switch v.dtype {
+	case F16:
+		return kernel.PVRows(o, ldO, p, ldP, v.f16[off:], nil, v.SeqStride, rows, n, d)
+	case BF16:
+		return kernel.PVRows(o, ldO, p, ldP, v.bf16[off:], nil, v.SeqStride, rows, n, d)
+	case Q8:
+		return kernel.PVRows(o, ldO, p, ldP, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, rows, n, d)
+	}
+	return kernel.PVRows(o, ldO, p, ldP, v.f32[off:], nil, v.SeqStride, rows, n, d)
 }
 
 // packK converts n keys starting at element off of k into the transposed

@@ -70,7 +70,8 @@ type call struct {
 	lse          []float32
 	scale        float32
 	causal       bool
-	group        int // query heads per K/V head
+	group        int  // query heads per K/V head
+	direct       bool // read K and V rows in place (few query rows; see directRows)
 
 	topLeft    bool
 	window     bool

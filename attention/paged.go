@@ -320,26 +320,30 @@ func (p *pagedRead) table(b int) ([]int32, int) {
 	return s.blocks, s.n
 }
 
-// packPagedTile packs keys and values [j0, j0+bc) of K/V head hk of a
-// sequence with block table blocks into the K panel (transposed, leading
-// dimension ldS) and, unless float32 values can be read in place, the V
-// panel (leading dimension ld). A tile may span several blocks: each
-// block's run of positions is packed at its column (K) or row (V) offset
-// of the panel, straight from the cache, with no intermediate copy. It
-// returns the V tile to use and its leading dimension.
-func packPagedTile(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS, ld int) ([]float32, int, error) {
+// packPagedK packs keys [j0, j0+bc) of K/V head hk of a sequence with
+// block table blocks into the K panel (transposed, leading dimension ldS).
+// A tile may span several blocks: each block's run of positions is packed
+// at its column of the panel, straight from the cache, with no
+// intermediate copy.
+func packPagedK(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS int) error {
 	bs := c.blockSize
 	for j := j0; j < j0+bc; {
 		blk, pos := int(blocks[j/bs]), j%bs
 		n := min(bs-pos, j0+bc-j)
-		col := j - j0
-		if err := packK(ws.kt[col:], ldS, &c.k, c.k.Offset(blk, hk, pos), n, d); err != nil {
-			return nil, 0, err
+		if err := packK(ws.kt[j-j0:], ldS, &c.k, c.k.Offset(blk, hk, pos), n, d); err != nil {
+			return err
 		}
 		j += n
 	}
-	// Float32 values of a tile that lies in one block are read in place,
-	// as the contiguous path does (rows Dim apart).
+	return nil
+}
+
+// packPagedV packs values [j0, j0+bc) of K/V head hk into the V panel
+// (leading dimension ld), unless they are float32 in one block, which are
+// read in place (rows Dim apart) as the contiguous path does. It returns
+// the V tile to use and its leading dimension.
+func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld int) ([]float32, int, error) {
+	bs := c.blockSize
 	if first := j0 / bs; c.v.dtype == F32 && (j0+bc-1)/bs == first {
 		off := c.v.Offset(int(blocks[first]), hk, j0%bs)
 		return c.v.f32[off:], d, nil
@@ -347,13 +351,41 @@ func packPagedTile(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, 
 	for j := j0; j < j0+bc; {
 		blk, pos := int(blocks[j/bs]), j%bs
 		n := min(bs-pos, j0+bc-j)
-		row := j - j0
-		if err := packV(ws.v[row*ld:], ld, &c.v, c.v.Offset(blk, hk, pos), n, d); err != nil {
+		if err := packV(ws.v[(j-j0)*ld:], ld, &c.v, c.v.Offset(blk, hk, pos), n, d); err != nil {
 			return nil, 0, err
 		}
 		j += n
 	}
 	return ws.v, ld, nil
+}
+
+// qkPaged is qkDirect over keys [j0, j0+bc) of a paged sequence, one run of
+// positions per block.
+func qkPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int, scale float32) error {
+	bs := c.blockSize
+	for j := j0; j < j0+bc; {
+		blk, pos := int(blocks[j/bs]), j%bs
+		n := min(bs-pos, j0+bc-j)
+		if err := qkDirect(ws.s[j-j0:], ldS, ws.q, ld, &c.k, c.k.Offset(blk, hk, pos), n, rows, d, scale); err != nil {
+			return err
+		}
+		j += n
+	}
+	return nil
+}
+
+// pvPaged is pvDirect over keys [j0, j0+bc) of a paged sequence.
+func pvPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int) error {
+	bs := c.blockSize
+	for j := j0; j < j0+bc; {
+		blk, pos := int(blocks[j/bs]), j%bs
+		n := min(bs-pos, j0+bc-j)
+		if err := pvDirect(ws.o, ld, ws.s[j-j0:], ldS, &c.v, c.v.Offset(blk, hk, pos), n, rows, d); err != nil {
+			return err
+		}
+		j += n
+	}
+	return nil
 }
 
 // ForwardPaged computes attention for a batch of sequences read from a

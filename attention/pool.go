@@ -2,6 +2,8 @@ package attention
 
 import (
 	"runtime"
+
+	"github.com/flashgo/flashgo/kernel"
 	"sync"
 	"sync/atomic"
 )
@@ -136,6 +138,7 @@ func (e *Engine) threadCount() int {
 
 // run computes every block of c, spreading them over the pool.
 func (e *Engine) run(c *call, np int) error {
+	c.direct = c.group*c.q.Seq <= directRows && kernel.RowKernels()
 	j := e.getJob()
 	j.e, j.c, j.np = e, *c, np
 	j.nBlk = (c.q.Seq + np - 1) / np
@@ -147,8 +150,10 @@ func (e *Engine) run(c *call, np int) error {
 		}
 	}
 	j.splits = 1
-	if e.splits > 1 && c.cuQ == nil && j.nBlk == 1 {
-		j.splits = e.splits
+	if c.cuQ == nil && j.nBlk == 1 {
+		j.splits = e.splitCount(c)
+	}
+	if j.splits > 1 {
 		j.total *= j.splits
 		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.q.Dim)
 	}
@@ -179,6 +184,28 @@ func (e *Engine) run(c *call, np int) error {
 	err := j.err
 	e.putJob(j)
 	return err
+}
+
+// splitCount returns the number of key runs each (batch, K/V head) of a
+// one-block call is cut into (Config.KVSplits). The automatic choice
+// depends only on the shape, so that the result never depends on the
+// thread count: runs of at least minSplitKeys keys, until there are
+// splitBlocks blocks in all, and at most maxSplits runs.
+func (e *Engine) splitCount(c *call) int {
+	if e.splits != 0 {
+		return e.splits
+	}
+	const minSplitKeys, splitBlocks, maxSplits = 512, 64, 32
+	nk := c.k.Seq
+	if c.paged.cache != nil {
+		nk = 0
+		for b := range c.q.Batch {
+			_, n := c.paged.table(b)
+			nk = max(nk, n)
+		}
+	}
+	bh := c.q.Batch * c.k.Heads
+	return max(1, min(maxSplits, (splitBlocks+bh-1)/bh, nk/minSplitKeys))
 }
 
 // work takes blocks until none is left.

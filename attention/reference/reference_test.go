@@ -698,7 +698,8 @@ func BenchmarkNaive(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if err := n.Attention(p, out, q, k, v); err != nil {
 			b.Fatal(err)
 		}
