@@ -389,8 +389,9 @@ const DefaultBatch = 512
 type SessionOptions struct {
 	// MaxContext is the number of positions the KV cache holds, 0 for the
 	// model's context length; it may not exceed it. The cache is allocated
-	// up front: 8·BlockCount·HeadCountKV·HeadDim bytes a position (float32
-	// keys and values).
+	// up front: 2·BlockCount·HeadCountKV·HeadDim·KVType.Size() bytes a
+	// position (keys and values), plus for Q8 a float32 scale per
+	// attention.Q8Block values (2.25 bytes a value in all).
 	MaxContext int
 	// Threads is the number of goroutines a forward pass may use for
 	// attention and for the projections, 0 for runtime.GOMAXPROCS(0) at
@@ -398,31 +399,44 @@ type SessionOptions struct {
 	Threads int
 	// Batch is the most tokens one pass through the model takes, 0 for
 	// DefaultBatch (or the context, if smaller). It bounds the scratch
-	// memory; longer inputs are run in chunks, with the same result.
+	// memory; longer inputs are run in chunks, with the same result up to
+	// float32 rounding (a chunk of a few rows runs the attention engine's
+	// decode kernels, a long one its prefill kernels).
 	Batch int
+	// KVType is the element type in which the KV cache stores keys and
+	// values: attention.F32, F16, BF16 or Q8; 0 (the zero value) means
+	// F32. Keys (after RoPE) and values are computed in float32 and
+	// rounded to this type as they are appended (see
+	// attention.KVCache.Append), so F16 and BF16 halve the cache and Q8
+	// (int8 with a float32 scale per attention.Q8Block values, which needs
+	// a head dimension that is a multiple of attention.Q8Block) cuts it to
+	// about 28%, at the price of that rounding in the logits. Projections,
+	// queries and the attention arithmetic stay float32.
+	KVType attention.DType
 }
 
-// Session is one sequence being decoded: a position, a KV cache and
-// scratch memory. A Session is not safe for concurrent use; run one per
-// goroutine (they may share the Model).
+// Session is one sequence being decoded: a KV cache, whose length is the
+// position, and scratch memory. A Session is not safe for concurrent use;
+// run one per goroutine (they may share the Model).
 //
-// The cache of each block holds float32 keys and values in the layout
-// [1, Hkv, MaxContext, d]. A forward pass appends the keys (after RoPE) and
-// values of its tokens and calls the attention engine once per block with
-// the queries of the new tokens and views of the first pos+n cached
-// positions, with Options{Causal: true}: the causal mask is aligned to the
-// bottom right, so query i of n sees key j iff j <= pos + i, which makes a
-// prefill of a whole prompt and the decoding of one token the same call.
+// Each block has its own [attention.KVCache] of HeadCountKV heads,
+// MaxContext positions and HeadDim components, stored as
+// [SessionOptions].KVType. A forward pass appends the keys (after RoPE) and
+// values of its tokens to each block's cache and calls the attention engine
+// once per block with the queries of the new tokens and the cache's views
+// K() and V() of its first pos+n positions, with Options{Causal: true}: the
+// causal mask is aligned to the bottom right, so query i of n sees key j
+// iff j <= pos + i, which makes a prefill of a whole prompt and the
+// decoding of one token the same call.
 type Session struct {
 	m        *Model
 	eng      *attention.Engine
 	threads  int // 0: GOMAXPROCS at each call
 	capacity int
 	batch    int
-	pos      int
 
-	k, v [][]float32 // per block, [Hkv][capacity][d]
-	rope rope
+	caches []*attention.KVCache // per block; all hold the same positions
+	rope   rope
 
 	// Scratch, batch rows each.
 	x   []float32 // residual stream [n][dim]
@@ -436,9 +450,13 @@ type Session struct {
 }
 
 // NewSession starts an empty session: position 0, a zeroed KV cache of
-// opts.MaxContext positions and the RoPE table for them.
+// opts.MaxContext positions of opts.KVType and the RoPE table for them.
 func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	c := m.Config
+	kvType := opts.KVType
+	if kvType == 0 {
+		kvType = attention.F32
+	}
 	switch {
 	case opts.MaxContext < 0:
 		return nil, fmt.Errorf("model: SessionOptions.MaxContext is %d; want >= 1, or 0 for the model's %d", opts.MaxContext, c.ContextLength)
@@ -448,6 +466,11 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("model: SessionOptions.Threads is %d; want >= 1, or 0 for GOMAXPROCS", opts.Threads)
 	case opts.Batch < 0:
 		return nil, fmt.Errorf("model: SessionOptions.Batch is %d; want >= 1, or 0 for %d", opts.Batch, DefaultBatch)
+	case kvType != attention.F32 && kvType != attention.F16 && kvType != attention.BF16 && kvType != attention.Q8:
+		return nil, fmt.Errorf("model: SessionOptions.KVType is %v; want attention.F32, F16, BF16 or Q8, or 0 for F32", kvType)
+	case kvType == attention.Q8 && c.HeadDim%attention.Q8Block != 0:
+		return nil, fmt.Errorf("model: SessionOptions.KVType is q8, which needs a head dimension that is a multiple of %d; the model's head dimension is %d (use f32, f16 or bf16)",
+			attention.Q8Block, c.HeadDim)
 	}
 	capacity := opts.MaxContext
 	if capacity == 0 {
@@ -462,19 +485,19 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	cacheLen, err := sessionSize(c, capacity, batch)
-	if err != nil {
+	if err := sessionSize(c, capacity, batch, kvType); err != nil {
 		if opts.MaxContext == 0 {
 			return nil, fmt.Errorf("model: %w: %v", ErrFormat, err)
 		}
 		return nil, fmt.Errorf("model: %v", err)
 	}
 	s := &Session{m: m, eng: eng, threads: opts.Threads, capacity: capacity, batch: batch}
-	s.k = make([][]float32, c.BlockCount)
-	s.v = make([][]float32, c.BlockCount)
-	for l := range s.k {
-		s.k[l] = make([]float32, cacheLen)
-		s.v[l] = make([]float32, cacheLen)
+	s.caches = make([]*attention.KVCache, c.BlockCount)
+	for l := range s.caches {
+		if s.caches[l], err = attention.NewKVCache(kvType, c.HeadCountKV, capacity, c.HeadDim); err != nil {
+			return nil, fmt.Errorf("model: the %v KV cache of block %d (%d heads × %d positions × head dimension %d): %w",
+				kvType, l, c.HeadCountKV, capacity, c.HeadDim, err)
+		}
 	}
 	s.rope = newRope(m.rope, capacity)
 	dim, qDim, kvDim := c.EmbeddingLength, c.HeadCount*c.HeadDim, c.HeadCountKV*c.HeadDim
@@ -487,16 +510,17 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	return s, nil
 }
 
-// maxSessionFloats bounds the float32 values a session allocates (its KV
-// cache, RoPE table and scratch): 1 TiB, far beyond any machine that runs
-// this decoder, so that an absurd context length fails as an error rather
-// than in make.
-const maxSessionFloats = 1 << 38
+// maxSessionBytes bounds the memory a session allocates (its KV cache,
+// RoPE table and scratch): 1 TiB, far beyond any machine that runs this
+// decoder, so that an absurd context length fails as an error rather than
+// in make.
+const maxSessionBytes = 1 << 40
 
-// sessionSize returns the length of one layer's K (or V) cache for
-// capacity positions, checking that everything the session allocates
-// fits an int and maxSessionFloats.
-func sessionSize(c Config, capacity, batch int) (int, error) {
+// sessionSize checks that everything a session of capacity positions, batch
+// rows of scratch and a KV cache of kvType allocates fits an int and
+// maxSessionBytes. The cache counts kvType.Size() bytes an element, and
+// for Q8 a 4-byte scale per attention.Q8Block elements.
+func sessionSize(c Config, capacity, batch int, kvType attention.DType) error {
 	tooBig := fmt.Errorf("a session of %d positions is too large for the model's sizes", capacity)
 	mul := func(xs ...int) (int, bool) {
 		p := 1
@@ -510,26 +534,31 @@ func sessionSize(c Config, capacity, batch int) (int, error) {
 	}
 	cacheLen, ok := mul(c.HeadCountKV, capacity, c.HeadDim)
 	if !ok {
-		return 0, tooBig
+		return tooBig
+	}
+	// Each part is a count of elements times their size in bytes.
+	parts := [][]int{
+		{2, c.BlockCount, cacheLen, kvType.Size()},
+		{capacity, max(c.RopeDimensionCount, c.HeadDim), 4},
+		{batch, 2, c.EmbeddingLength, 4},
+		{batch, c.HeadCount, c.HeadDim, 2, 4},
+		{batch, c.HeadCountKV, c.HeadDim, 2, 4},
+		{batch, 2, c.FeedForwardLength, 4},
+		{c.FeedForwardLength, 4},
+		{c.VocabSize, 4},
+	}
+	if kvType == attention.Q8 {
+		parts = append(parts, []int{2, c.BlockCount, cacheLen / attention.Q8Block, 4})
 	}
 	total := 0
-	for _, part := range [][]int{
-		{2, c.BlockCount, cacheLen},
-		{capacity, max(c.RopeDimensionCount, c.HeadDim)},
-		{batch, 2, c.EmbeddingLength},
-		{batch, c.HeadCount, c.HeadDim, 2},
-		{batch, c.HeadCountKV, c.HeadDim, 2},
-		{batch, 2, c.FeedForwardLength},
-		{c.FeedForwardLength},
-		{c.VocabSize},
-	} {
+	for _, part := range parts {
 		n, ok := mul(part...)
-		if !ok || n > maxSessionFloats-total {
-			return 0, tooBig
+		if !ok || n > maxSessionBytes-total {
+			return tooBig
 		}
 		total += n
 	}
-	return cacheLen, nil
+	return nil
 }
 
 // Model returns the model the session runs.
@@ -537,24 +566,41 @@ func (s *Session) Model() *Model { return s.m }
 
 // Pos returns the number of tokens in the KV cache: the position the next
 // token will take.
-func (s *Session) Pos() int { return s.pos }
+func (s *Session) Pos() int { return s.caches[0].Len() }
 
 // Capacity returns the number of positions the KV cache holds.
 func (s *Session) Capacity() int { return s.capacity }
 
+// KVType returns the element type of the KV cache (attention.F32 when
+// [SessionOptions].KVType was 0).
+func (s *Session) KVType() attention.DType { return s.caches[0].DType() }
+
 // Reset empties the session: the next token is at position 0. The cache is
 // not cleared; positions at or after Pos are never read.
-func (s *Session) Reset() { s.pos = 0 }
+func (s *Session) Reset() { s.truncate(0) }
 
-// Truncate drops every position from n on, so that the next token takes
-// position n (0 <= n <= Pos): a later Forward recomputes from there, as
-// when a prompt shares a prefix with the one before.
+// Truncate drops every position from n on, in every block's cache, so that
+// the next token takes position n (0 <= n <= Pos): a later Forward
+// recomputes from there, as when a prompt shares a prefix with the one
+// before.
 func (s *Session) Truncate(n int) error {
-	if n < 0 || n > s.pos {
-		return fmt.Errorf("model: Truncate(%d) outside the %d cached positions", n, s.pos)
+	if pos := s.Pos(); n < 0 || n > pos {
+		return fmt.Errorf("model: Truncate(%d) outside the %d cached positions; want 0 <= n <= %d", n, pos, pos)
 	}
-	s.pos = n
+	s.truncate(n)
 	return nil
+}
+
+// truncate cuts every block's cache to at most n positions. After a failed
+// pass the blocks before the failure hold more positions than the others;
+// this puts them all back at n.
+func (s *Session) truncate(n int) {
+	for _, c := range s.caches {
+		if c.Len() > n {
+			// Cannot fail: 0 <= n < Len.
+			_ = c.Truncate(n)
+		}
+	}
 }
 
 // Forward runs tokens through the model at positions Pos … Pos+len−1,
@@ -622,8 +668,8 @@ func (s *Session) check(tokens []int) error {
 			return fmt.Errorf("model: token %d (index %d): %w: vocabulary of %d", id, i, ErrBadToken, vocab)
 		}
 	}
-	if len(tokens) > s.capacity-s.pos {
-		return fmt.Errorf("model: %w: %d tokens at position %d, cache of %d", ErrContextOverflow, len(tokens), s.pos, s.capacity)
+	if pos := s.Pos(); len(tokens) > s.capacity-pos {
+		return fmt.Errorf("model: %w: %d tokens at position %d, cache of %d", ErrContextOverflow, len(tokens), pos, s.capacity)
 	}
 	return nil
 }
@@ -635,7 +681,7 @@ func (s *Session) forward(tokens []int, logits []float32, all bool) error {
 		return err
 	}
 	vocab := s.m.Config.VocabSize
-	start := s.pos
+	start := s.Pos()
 	for c0 := 0; c0 < len(tokens); c0 += s.batch {
 		c1 := min(c0+s.batch, len(tokens))
 		var dst []float32
@@ -646,7 +692,7 @@ func (s *Session) forward(tokens []int, logits []float32, all bool) error {
 			dst = logits
 		}
 		if err := s.pass(tokens[c0:c1], dst, all); err != nil {
-			s.pos = start
+			s.truncate(start)
 			return err
 		}
 	}
@@ -669,10 +715,15 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 	for t, id := range tokens {
 		copy(x[t*dim:(t+1)*dim], m.embd[id*dim:(id+1)*dim])
 	}
-	nkv := s.pos + n
+	pos := s.Pos()
+	// The queries, new keys and new values are views of the rows of qkv:
+	// head g of token t at t·width + g·d (+ qDim for K, + qDim + kvDim for
+	// V). They are values built once per pass, so nothing is allocated.
 	qLayout := attention.Layout{Batch: 1, Heads: hq, Seq: n, Dim: d, BatchStride: n * width, HeadStride: d, SeqStride: width}
-	kvLayout := attention.Layout{Batch: 1, Heads: hkv, Seq: nkv, Dim: d, BatchStride: hkv * s.capacity * d, HeadStride: s.capacity * d, SeqStride: d}
+	kvLayout := attention.Layout{Batch: 1, Heads: hkv, Seq: n, Dim: d, BatchStride: n * width, HeadStride: d, SeqStride: width}
 	q := attention.F32Tensor(qkv, qLayout)
+	kNew := attention.F32Tensor(qkv[qDim:], kvLayout)
+	vNew := attention.F32Tensor(qkv[qDim+kvDim:], kvLayout)
 	out := attention.F32Tensor(att, attention.BSHD(1, n, hq, d))
 	for l := range m.blocks {
 		b := &m.blocks[l]
@@ -687,18 +738,15 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 					row[i] += v
 				}
 			}
-			p := s.pos + t
+			p := pos + t
 			s.rope.apply(row[:qDim], hq, d, p)
 			s.rope.apply(row[qDim:qDim+kvDim], hkv, d, p)
-			for g := range hkv {
-				off := (g*s.capacity + p) * d
-				copy(s.k[l][off:off+d], row[qDim+g*d:])
-				copy(s.v[l][off:off+d], row[qDim+kvDim+g*d:])
-			}
 		}
-		k := attention.F32Tensor(s.k[l], kvLayout)
-		v := attention.F32Tensor(s.v[l], kvLayout)
-		if err := s.eng.Forward(out, q, k, v, attention.Options{Causal: true}); err != nil {
+		cache := s.caches[l]
+		if err := cache.Append(kNew, vNew); err != nil {
+			return fmt.Errorf("model: block %d KV cache: %w", l, err)
+		}
+		if err := s.eng.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true}); err != nil {
 			return fmt.Errorf("model: block %d attention: %w", l, err)
 		}
 		if err := s.matmul(h, dim, att, qDim, &b.wo, n); err != nil {
@@ -720,7 +768,6 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 		}
 		addTo(x, h)
 	}
-	s.pos = nkv
 
 	if logits == nil {
 		return nil

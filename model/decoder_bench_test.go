@@ -28,7 +28,8 @@ func BenchmarkStoriesDecode(b *testing.B) {
 			}
 			prompt := m.Tokenizer.Encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the park.", true)
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if s.Pos() > 200 {
 					s.Reset()
 					if _, err := s.Forward(prompt); err != nil {
@@ -60,7 +61,8 @@ func BenchmarkStoriesPrefill(b *testing.B) {
 	}
 	ids := m.Tokenizer.Encode(storiesKnownAnswer, true)
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		s.Reset()
 		if _, err := s.Forward(ids); err != nil {
 			b.Fatal(err)

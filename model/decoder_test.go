@@ -261,8 +261,10 @@ func TestParallelProjections(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// Other chunk sizes round differently (small chunks go through the
+	// engine's decode kernels), so they agree within rounding.
 	for g, r := range results {
-		assert.Equal(t, one[len(ids)-1], r, "goroutine %d", g)
+		assert.LessOrEqual(t, maxAbsDiff(t, one[len(ids)-1], r), 1e-4, "goroutine %d", g)
 	}
 }
 

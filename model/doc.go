@@ -54,12 +54,14 @@
 // when output.weight is absent). Weights are converted to float32 and
 // transposed once at load, so that every projection of a block of tokens is
 // one GEMM (the kernel package's SIMD kernel.QKT), its output columns split
-// across threads. A [Session] owns a
-// per-layer float32 KV cache; each layer's attention is one call of the
-// attention engine with the new tokens' queries and views of the cached
-// keys and values, so a prompt is prefilled in one call and then decoded a
-// token at a time through the same code (causal masking aligned to the
-// bottom right). [Sampler] does greedy and seeded temperature, top-k and
+// across threads. A [Session] owns one contiguous
+// [attention.KVCache] per layer, holding keys and values as float32 or, with
+// [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8); each layer
+// appends the new tokens' keys and values to its cache, and its attention
+// is one call of the attention engine with the new tokens' queries and the
+// cache's views of the cached keys and values, so a prompt is prefilled in
+// one call and then decoded a token at a time through the same code (causal
+// masking aligned to the bottom right). [Sampler] does greedy and seeded temperature, top-k and
 // top-p sampling, and [Session.Generate] streams text. [Presets] lists the
 // attention shapes of well-known models for benchmarks.
 package model

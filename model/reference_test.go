@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/fp16"
 )
 
@@ -22,6 +23,46 @@ import (
 type refOptions struct {
 	rope         RopeMode
 	linearFactor float64 // RoPE linear scaling factor; 0 is none
+	// kvType, when not 0 or F32, rounds every head's key (after RoPE) and
+	// value to that type and back, as a KV cache of that type stores them
+	// (via float32, as the decoder computes them).
+	kvType attention.DType
+}
+
+// roundKV rounds one head's row of keys or values as a cache of type typ
+// stores it: to float32, then to fp16, bfloat16 or Q8 (attention.QuantizeQ8)
+// and back. F32 and 0 leave the row as it is.
+func roundKV(row []float64, typ attention.DType) {
+	f := make([]float32, len(row))
+	for i, v := range row {
+		f[i] = float32(v)
+	}
+	switch typ {
+	case 0, attention.F32:
+		return
+	case attention.F16:
+		for i, v := range f {
+			f[i] = fp16.FromFloat32(v).Float32()
+		}
+	case attention.BF16:
+		for i, v := range f {
+			f[i] = fp16.BFloat16FromFloat32(v).Float32()
+		}
+	case attention.Q8:
+		q := make([]int8, len(f))
+		scales := make([]float32, len(f)/attention.Q8Block)
+		if attention.QuantizeQ8(q, scales, f) != len(f) {
+			panic(fmt.Sprintf("roundKV: a row of %d values is not a whole number of Q8 blocks", len(f)))
+		}
+		for i, x := range q {
+			f[i] = float32(x) * scales[i/attention.Q8Block]
+		}
+	default:
+		panic(fmt.Sprintf("roundKV: type %v", typ))
+	}
+	for i, v := range f {
+		row[i] = float64(v)
+	}
 }
 
 // refModel is a model's weights in float64, as stored: matrices W[out][in].
@@ -166,6 +207,8 @@ func (r *refModel) forward(tokens []int) [][]float64 {
 			}
 			for h := range hkv {
 				r.refRope(ks[t][h*d:(h+1)*d], t)
+				roundKV(ks[t][h*d:(h+1)*d], r.opts.kvType)
+				roundKV(vs[t][h*d:(h+1)*d], r.opts.kvType)
 			}
 		}
 		for t := range n {
