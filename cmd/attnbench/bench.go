@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/flashgo/flashgo/attention"
@@ -22,6 +23,8 @@ type result struct {
 	acc     *accuracy // nil with -check=off
 	peak    float64   // GFLOP/s the row is measured against (one core × threads)
 	bw      float64   // GB/s the row is measured against (decode only)
+	caches  int       // K/V caches the timed runs rotate over (1: the same one every run)
+	capped  bool      // caches is fewer than cold reads want (kvCaches)
 }
 
 // gflops is the effective rate of the engine.
@@ -55,6 +58,8 @@ type report struct {
 	reps    int
 	results []result
 	notes   []string
+	llc     llcInfo // the last-level cache assumed
+	warm    bool    // -warm: decode runs reuse one K/V cache
 }
 
 // peakTime is how long the FMA peak is measured (tests shorten it).
@@ -63,14 +68,14 @@ var peakTime = 200 * time.Millisecond
 // bench measures the machine, then runs every case of c in order:
 // shapes, then K/V types, then thread counts.
 func bench(c config, prog *progress) (*report, error) {
-	rep := &report{start: time.Now(), reps: c.reps}
+	rep := &report{start: time.Now(), reps: c.reps, llc: c.llc, warm: c.warm}
 	m := machine{cpu: cpuModel(), cpus: runtime.NumCPU(), bandwidth: map[int]float64{}}
 	prog.phase("measuring the FMA peak")
 	m.peak, m.peakISA = kernel.Peak(peakTime)
 	if hasDecode(c.shapes) {
 		for _, n := range c.threads {
 			prog.phase(fmt.Sprintf("measuring the read bandwidth with %d threads", n))
-			m.bandwidth[n] = measureBandwidth(n)
+			m.bandwidth[n] = measureBandwidth(n, c.llc.bytes)
 		}
 	}
 	rep.machine = m
@@ -91,7 +96,7 @@ func bench(c config, prog *progress) (*report, error) {
 			rep.notes = append(rep.notes, fmt.Sprintf("%d threads is more than the %d CPUs: the threads share cores", n, m.cpus))
 		}
 	}
-	prog.setTotal(len(c.shapes) * len(c.kv) * len(c.threads))
+	prog.setTotal(c.cases())
 	for si, s := range c.shapes {
 		if err := benchShape(c, rep, s, uint64(si), prog); err != nil {
 			return nil, fmt.Errorf("shape %s: %w", s.name, err)
@@ -117,10 +122,31 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 	sub := pickSub(s)
 	naiveTimes := map[int]*timing{} // the baseline is float32 whatever the K/V type: timed once per thread count
 
-	for _, dt := range c.kv {
+	kvs := c.kvFor(s)
+	if s.decode() && c.decodeKV != nil && !slices.Contains(kvs, attention.Q8) && slices.Contains(c.decodeKV, attention.Q8) {
+		rep.notes = append(rep.notes, fmt.Sprintf("%s: no q8 row, its head dim %d is not a multiple of %d", s.name, s.dim, attention.Q8Block))
+	}
+	for _, dt := range kvs {
+		runtime.GC() // drop the previous type's K/V caches
 		k, v := storeKV(k32, dt, kvLayout), storeKV(v32, dt, kvLayout)
-		cl := &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t, opts: s.options()}
-
+		// calls[i] reads the i-th copy of K and V; a decode run rotates over
+		// them (kvCaches), each timed run reading the next.
+		nCaches, capped := kvCaches(c, s, dt)
+		if capped {
+			rep.notes = append(rep.notes, fmt.Sprintf("%s %v: %d K/V caches of %s rotate, reading %s in all, not over 2 × the %s last-level cache (limits: 3/4 of the available memory, and for a window 4 × the last-level cache): some reads may hit it",
+				s.name, dt, nCaches, gib(s.cacheBytes(dt)), gib(float64(nCaches)*s.kvBytes(dt)), gib(float64(c.llc.bytes))))
+		}
+		if nCaches > 1 {
+			prog.phase(fmt.Sprintf("%s %v: %d copies of the K/V cache", s.name, dt, nCaches))
+		}
+		calls := make([]*call, nCaches)
+		for i := range calls {
+			kT, vT := k.t, v.t
+			if i > 0 {
+				kT, vT = k.clone(), v.clone()
+			}
+			calls[i] = &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: kT, vT: vT, opts: s.options()}
+		}
 		var want []float64
 		var naiveErr float64
 		if c.check {
@@ -150,7 +176,7 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 			if err != nil {
 				return err
 			}
-			r := result{shape: s, kv: dt, threads: threads, kernel: kernel.Implementation(), peak: rep.machine.threadPeak(threads)}
+			r := result{shape: s, kv: dt, threads: threads, kernel: kernel.Implementation(), peak: rep.machine.threadPeak(threads), caches: len(calls), capped: capped}
 			if s.decode() {
 				r.bw = rep.machine.bandwidth[threads]
 			}
@@ -161,11 +187,23 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 			}
 			prog.beginCase(parts)
 			prog.start(label+" flashgo", 1+c.reps)
-			r.flash, err = timeIt(c.reps, func() error { return forward(eng, cl) }, prog.tick)
+			next := 0
+			r.flash, err = timeIt(c.reps, func() error {
+				cl := calls[next%len(calls)]
+				next++
+				return forward(eng, cl)
+			}, prog.tick)
 			if err != nil {
 				return err
 			}
 			if c.check {
+				// The oracle saw cache 0's values; the copies hold the same,
+				// but the output checked is cache 0's all the same.
+				if (next-1)%len(calls) != 0 {
+					if err := forward(eng, calls[0]); err != nil {
+						return err
+					}
+				}
 				r.acc = &accuracy{sub: sub, errs: reference.Compare(sub.subQ(s, out), want), naiveMaxAbs: naiveErr, tolerance: tolerance(naiveErr)}
 			}
 			if c.naive {

@@ -18,8 +18,9 @@ import (
 
 // config is what the flags of a benchmark run ask for, validated.
 type config struct {
-	shapes     []shape // in the order asked, after -mode and -sweep
-	kv         []attention.DType
+	shapes     []shape           // in the order asked, after -mode and -sweep
+	kv         []attention.DType // K/V types: -kv's for every shape, or without -kv those of the prefill shapes
+	decodeKV   []attention.DType // without -kv, the K/V types of the decode shapes (see kvFor); nil with -kv
 	threads    []int
 	reps       int
 	naive      bool
@@ -29,6 +30,46 @@ type config struct {
 	plot       string // output file of the sweep plot, or ""
 	cpuprofile string
 	kernel     string // kernel implementation to switch to, or "" for the default
+
+	// warm times every decode run on one K/V cache (-warm) rather than
+	// rotating over copies that together exceed twice llc (see kvCaches).
+	warm bool
+	llc  llcInfo // the last-level cache, read from sysfs at parse time
+
+	// avail is the memory the run may use in bytes (availableMemory, read
+	// once at parse time) and availSource where that figure comes from.
+	avail       float64
+	availSource string
+}
+
+// The K/V storage types run without -kv: q8 only for decode, the case it
+// is meant for (a q8 prefill spends its time dequantising K and V).
+const (
+	defaultKV       = "f32,f16"
+	defaultDecodeKV = "f32,f16,q8"
+)
+
+// kvFor is the list of K/V types shape s runs with: -kv's, or without -kv
+// the default of the shape's mode, less q8 where the head dimension is not
+// a multiple of attention.Q8Block (q8 scales whole blocks of a row).
+func (c config) kvFor(s shape) []attention.DType {
+	if !s.decode() || c.decodeKV == nil {
+		return c.kv
+	}
+	if s.dim%attention.Q8Block == 0 {
+		return c.decodeKV
+	}
+	return slices.DeleteFunc(slices.Clone(c.decodeKV), func(dt attention.DType) bool { return dt == attention.Q8 })
+}
+
+// cases is the number of rows the run measures: shapes × their K/V types ×
+// thread counts.
+func (c config) cases() int {
+	n := 0
+	for _, s := range c.shapes {
+		n += len(c.kvFor(s)) * len(c.threads)
+	}
+	return n
 }
 
 // onOff is a boolean flag written as a value: -naive off, -naive=on, and
@@ -76,11 +117,20 @@ not halved; with -window only the visible (query, key) pairs count,
 measured streaming-read bandwidth (decode, Nq = 1), the speed-up over the
 naive float32 baseline (Sgemm, softmax, Sgemm) and the error against the
 float64 oracle. The FMA peak of one core and the read
-bandwidth at each thread count are measured at start.
+bandwidth at each thread count (over buffers of at least 4 × the
+last-level cache) are measured at start.
+
+Decode runs are cold, as a model's layers are: each timed run reads the
+next of several copies of the K/V cache, as many as it takes for them
+to exceed 2 × the last-level cache (at least 2, within 3/4 of the
+available memory), so that no run finds its K/V still cached; the header
+says how many and the cache size assumed (cpu0's last level in sysfs, or
+64 MiB). -warm times every run on one cache instead.
 
 Without flags it runs the standard shape suite (P1, P2, P3 at half its
-sequence length, D1, D2) with f32 and f16 K/V on 1 thread and GOMAXPROCS
-threads, in well under a minute on two cores.
+sequence length, D1, D2) with f32 and f16 K/V (f32, f16 and q8 for
+decode) on 1 thread and GOMAXPROCS threads, in about a minute on two
+cores.
 
 "attnbench check" runs a grid of shapes, masks, K/V types and every kernel
 implementation of the machine against the float64 oracle and exits 1 if any
@@ -91,6 +141,7 @@ prefill and decode rates; "attnbench generate -h" says more.
 
 Examples:
   attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
+  attnbench -mode decode -kv f16,q8 -warm
   attnbench -shape custom -heads 16 -kv-heads 4 -dim 64 -nq 1 -nkv 4096
   attnbench -preset llama3-8b,gemma2-9b -mode decode
   attnbench -shape P1,D1 -window 512
@@ -120,7 +171,11 @@ func parse(args []string, help io.Writer) (config, error) {
 	nq := fs.Int("nq", 1024, "custom and preset shapes: query rows (Nq); 1 makes it a decode shape")
 	nkv := fs.Int("nkv", 1024, "custom and preset shapes: keys (Nkv)")
 	causal := fs.Bool("causal", true, "custom shape: causal mask, aligned to the bottom right (query i sees key j iff j <= i + Nkv - Nq)")
-	kvList := fs.String("kv", "f32,f16", "comma-separated storage `types` of K and V: f32, f16, bf16")
+	kvList := fs.String("kv", "", "comma-separated storage `types` of K and V: f32, f16, bf16, q8 (int8 with a float32 scale per\n"+
+		"32 values of a row; the head dim must be a multiple of 32) (default "+defaultKV+", and "+defaultDecodeKV+" for\n"+
+		"decode shapes, less q8 where the head dim is not a multiple of 32)")
+	warm := fs.Bool("warm", false, "decode: time every run on the same K/V cache, which may stay in the last-level cache,\n"+
+		"instead of rotating over copies that together exceed 2 × that cache")
 	threadList := fs.String("threads", defThreads, "comma-separated thread `counts`; each sets GOMAXPROCS and the engine's Threads (\"max\" = GOMAXPROCS)")
 	reps := fs.Int("reps", 5, "timed repetitions after one warm-up; the median, fastest and slowest are reported")
 	mode := fs.String("mode", "all", "shapes to run, by `mode`: prefill (Nq > 1), decode (Nq = 1) or all")
@@ -164,13 +219,18 @@ func parse(args []string, help io.Writer) (config, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	c := config{reps: *reps, naive: bool(naive), check: bool(check), cpuprofile: *cpuprofile}
+	c := config{reps: *reps, naive: bool(naive), check: bool(check), cpuprofile: *cpuprofile, warm: *warm}
 	if c.reps < 1 {
 		return config{}, fmt.Errorf("-reps is %d; want >= 1", c.reps)
 	}
 	var err error
-	if c.kv, err = parseDTypes(*kvList); err != nil {
-		return config{}, err
+	if set["kv"] {
+		if c.kv, err = parseDTypes(*kvList); err != nil {
+			return config{}, err
+		}
+	} else {
+		c.kv, _ = parseDTypes(defaultKV)
+		c.decodeKV, _ = parseDTypes(defaultDecodeKV)
 	}
 	if c.threads, err = parseThreads(*threadList, maxThreads); err != nil {
 		return config{}, err
@@ -248,6 +308,15 @@ func parse(args []string, help io.Writer) (config, error) {
 			return config{}, fmt.Errorf("%s %q: %w", f.flag, f.path, err)
 		}
 	}
+	if c.decodeKV == nil && slices.Contains(c.kv, attention.Q8) {
+		for _, s := range c.shapes {
+			if s.dim%attention.Q8Block != 0 {
+				return config{}, fmt.Errorf("-kv q8 needs a head dim that is a multiple of %d; shape %s has d %d", attention.Q8Block, s.name, s.dim)
+			}
+		}
+	}
+	c.llc = lastLevelCache(sysfsCPU)
+	c.avail, c.availSource = availableMemory()
 	if err := checkMemory(c); err != nil {
 		return config{}, err
 	}

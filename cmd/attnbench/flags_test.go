@@ -25,6 +25,9 @@ func TestParseDefaults(t *testing.T) {
 	assert.Equal(t, 2048, p3.nkv)
 	assert.Equal(t, 2, p3.scaled)
 	assert.Equal(t, []attention.DType{attention.F32, attention.F16}, c.kv)
+	assert.Equal(t, []attention.DType{attention.F32, attention.F16}, c.kvFor(p3), "prefill: no q8 by default")
+	assert.Equal(t, []attention.DType{attention.F32, attention.F16, attention.Q8}, c.kvFor(c.shapes[3]), "decode: q8 too")
+	assert.False(t, c.warm)
 	want := []int{1}
 	if n := runtime.GOMAXPROCS(0); n > 1 {
 		want = append(want, n)
@@ -174,7 +177,7 @@ func TestHelp(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	require.Equal(t, 0, run([]string{"-h"}, &stdout, &stderr))
 	for _, f := range []string{"-shape", "-batch", "-heads", "-kv-heads", "-dim", "-nq", "-nkv", "-causal", "-kv", "-threads",
-		"-reps", "-mode", "-naive", "-check", "-format", "-sweep", "-plot", "-cpuprofile", "-kernel", "-preset", "-window",
+		"-reps", "-mode", "-naive", "-check", "-format", "-sweep", "-plot", "-cpuprofile", "-kernel", "-preset", "-window", "-warm", "q8",
 		"attnbench check", "attnbench generate"} {
 		assert.Contains(t, stdout.String(), f)
 	}

@@ -9,13 +9,20 @@
 //
 // Without flags the benchmark runs the standard shape suite
 // (shared/anchors/SHAPES.md: P1, P2, P3 at half its sequence length, D1,
-// D2) with float32 and fp16 K/V, on one thread and on GOMAXPROCS threads,
-// and prints one table: median time over the repetitions with the fastest
-// and slowest, effective GFLOP/s (FLOPs = 4·B·Hq·Nq·Nkv·d, halved for
-// causal masks) and its share of the FMA peak measured at start (prefill),
-// or the K/V bytes read per second and their share of the read bandwidth
-// measured at start (decode), the speed-up over the naive float32 baseline
-// (Sgemm, softmax, Sgemm) and the error against the float64 oracle.
+// D2) with float32 and fp16 K/V (and q8, int8 with a scale per 32 values,
+// for decode), on one thread and on GOMAXPROCS threads, and prints one
+// table: median time over the repetitions with the fastest and slowest,
+// effective GFLOP/s (FLOPs = 4·B·Hq·Nq·Nkv·d, halved for causal masks) and
+// its share of the FMA peak measured at start (prefill), or the K/V bytes
+// read per second and their share of the read bandwidth measured at start
+// over buffers of at least 4 × the last-level cache (decode), the speed-up
+// over the naive float32 baseline (Sgemm, softmax, Sgemm) and the error
+// against the float64 oracle.
+//
+// Decode runs are cold: each timed run reads the next of several copies of
+// the K/V cache, together over twice the last-level cache (read from sysfs,
+// 64 MiB when unknown), as a model's layers read theirs; -warm reuses one
+// cache, which may then be served from the last-level cache.
 //
 // -preset NAME[,NAME…] benchmarks the attention of well-known models
 // (model.Presets: Llama 3, Mistral, Qwen 2.5, Gemma 2, GPT-2, stories260K)

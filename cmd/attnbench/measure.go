@@ -112,23 +112,29 @@ func cpuModel() string {
 }
 
 // bandwidthBuffer is the size of the buffer each thread reads to measure
-// the streaming bandwidth: far more than any L3 cache (tests shrink it).
+// the streaming bandwidth, up to four threads (tests shrink it); the
+// buffers together are also at least 4 × the last-level cache.
 var bandwidthBuffer = 256 << 20
 
 // bandwidthBytes is the total size of the buffers read to measure the
 // streaming bandwidth with n threads: bandwidthBuffer each up to four
-// threads, then 4·bandwidthBuffer shared, but at least 8 MiB each.
-func bandwidthBytes(n int) int {
+// threads, then 4·bandwidthBuffer shared, but at least 8 MiB each, and at
+// least 4 × llc (the last-level cache's bytes) in all, so that the reads
+// come from memory.
+func bandwidthBytes(n int, llc int64) int {
 	per := min(bandwidthBuffer, max(8<<20, 4*bandwidthBuffer/n))
+	per = max(per, int((4*llc+int64(n)-1)/int64(n)))
+	per = (per + 63) &^ 63 // whole cache lines of float32s
 	return per * n
 }
 
 // measureBandwidth returns the streaming-read bandwidth in GB/s with n
 // goroutines, each reading its own buffer with kernel.Max (a plain vector
-// read loop): the best of five passes after a warm-up pass.
-func measureBandwidth(n int) float64 {
+// read loop): the best of five passes after a warm-up pass. llc is the
+// last-level cache's size in bytes (see bandwidthBytes).
+func measureBandwidth(n int, llc int64) float64 {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
-	per := bandwidthBytes(n) / n / 4
+	per := bandwidthBytes(n, llc) / n / 4
 	bufs := make([][]float32, n)
 	var wg sync.WaitGroup
 	for i := range bufs {
@@ -233,24 +239,40 @@ func randn(rng *rand.Rand, n int) []float32 {
 type kvData struct {
 	t      attention.Tensor
 	values []float32
+	// clone returns a copy of t in memory of its own, for the K/V caches
+	// that a cold decode run rotates over.
+	clone func() attention.Tensor
 }
 
 // storeKV converts float32 values to the storage type dt. For f16 and bf16
-// the values are rounded, and the rounded values are what the oracle sees.
+// the values are rounded, for q8 quantised (attention.QuantizeQ8; the head
+// dimension must be a multiple of attention.Q8Block), and the rounded
+// values are what the oracle sees.
 func storeKV(x []float32, dt attention.DType, l attention.Layout) kvData {
 	switch dt {
 	case attention.F16:
 		h := fp16.Float16s(x)
 		r := make([]float32, len(x))
 		fp16.DecodeFloat16(r, h)
-		return kvData{attention.F16Tensor(h, l), r}
+		return kvData{attention.F16Tensor(h, l), r, func() attention.Tensor { return attention.F16Tensor(slices.Clone(h), l) }}
 	case attention.BF16:
 		h := fp16.BFloat16s(x)
 		r := make([]float32, len(x))
 		fp16.DecodeBFloat16(r, h)
-		return kvData{attention.BF16Tensor(h, l), r}
+		return kvData{attention.BF16Tensor(h, l), r, func() attention.Tensor { return attention.BF16Tensor(slices.Clone(h), l) }}
+	case attention.Q8:
+		q := make([]int8, len(x))
+		sc := make([]float32, len(x)/attention.Q8Block)
+		attention.QuantizeQ8(q, sc, x)
+		r := make([]float32, len(x))
+		for i, v := range q {
+			r[i] = float32(v) * sc[i/attention.Q8Block]
+		}
+		return kvData{attention.Q8Tensor(q, sc, l), r, func() attention.Tensor {
+			return attention.Q8Tensor(slices.Clone(q), slices.Clone(sc), l)
+		}}
 	}
-	return kvData{attention.F32Tensor(x, l), x}
+	return kvData{attention.F32Tensor(x, l), x, func() attention.Tensor { return attention.F32Tensor(slices.Clone(x), l) }}
 }
 
 // call is one attention computation: the engine's tensors and the float32

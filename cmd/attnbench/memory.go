@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/flashgo/flashgo/attention"
 )
 
 // fallbackMemory is the memory a run may use when /proc/meminfo cannot be
@@ -40,17 +42,21 @@ var availableMemory = func() (bytes float64, source string) {
 
 // memoryNeed estimates the bytes a case of shape s holds at once: Q, the
 // output (and the naive baseline's), K and V in float32 plus a rounded copy
-// and the 16-bit storage for f16/bf16, the naive baseline's Nq×Nkv score
-// matrix, and the oracle's sub-problem in float64.
+// and the storage for f16/bf16/q8, the naive baseline's Nq×Nkv score
+// matrix, and the oracle's sub-problem in float64. The extra K/V caches of
+// a cold decode run are not included (see kvCaches).
 func memoryNeed(c config, s shape) (total float64, parts string) {
 	q := float64(s.batch) * float64(s.heads) * float64(s.nq) * float64(s.dim)
 	kv := float64(s.batch) * float64(s.kvHeads) * float64(s.nkv) * float64(s.dim)
 	inputs := 4*2*q + 4*2*kv // Q, out; K, V as float32
-	for _, dt := range c.kv {
-		if dt.Size() != 4 {
-			inputs += 4*2*kv + float64(dt.Size())*2*kv // rounded float32 copy and the storage
-			break
+	var storage float64      // the largest storage of a non-float32 type, held with its rounded copy
+	for _, dt := range c.kvFor(s) {
+		if dt != attention.F32 {
+			storage = max(storage, elemBytes(dt)*2*kv)
 		}
+	}
+	if storage > 0 {
+		inputs += 4*2*kv + storage
 	}
 	var naive float64
 	if c.naive {
@@ -74,10 +80,11 @@ func memoryNeed(c config, s shape) (total float64, parts string) {
 	return total, parts
 }
 
-// checkMemory refuses a run whose largest case would not fit in memory,
-// or whose bandwidth measurement would not.
+// checkMemory refuses a run whose largest case would not fit in the
+// available memory c.avail, with the extra K/V caches of a cold decode run
+// (at least one more copy), or whose bandwidth measurement would not.
 func checkMemory(c config) error {
-	avail, source := availableMemory()
+	avail, source := c.avail, c.availSource
 	for _, s := range c.shapes {
 		need, parts := memoryNeed(c, s)
 		if need > avail {
@@ -88,11 +95,21 @@ func checkMemory(c config) error {
 			return fmt.Errorf("shape %s needs about %s (%s) but only %s is available (%s)%s",
 				s.name, gib(need), parts, gib(avail), source, hint)
 		}
+		for _, dt := range c.kvFor(s) {
+			n, _ := kvCaches(c, s, dt)
+			if n < 2 {
+				continue
+			}
+			if rot := need + float64(n-1)*s.cacheBytes(dt); rot > avail {
+				return fmt.Errorf("shape %s with %v K/V needs about %s to time decode on %d copies of its K/V cache (%s each; %s) but only %s is available (%s); -warm times every run on one cache",
+					s.name, dt, gib(rot), n, gib(s.cacheBytes(dt)), parts, gib(avail), source)
+			}
+		}
 	}
 	if hasDecode(c.shapes) {
-		need := float64(bandwidthBytes(slices.Max(c.threads)))
+		need := float64(bandwidthBytes(slices.Max(c.threads), c.llc.bytes))
 		if need > avail {
-			return fmt.Errorf("measuring the read bandwidth needs %s but only %s is available (%s)", gib(need), gib(avail), source)
+			return fmt.Errorf("measuring the read bandwidth needs %s (at least 4 × the %s last-level cache) but only %s is available (%s)", gib(need), gib(float64(c.llc.bytes)), gib(avail), source)
 		}
 	}
 	return nil

@@ -51,7 +51,12 @@ func (rep *report) legend(c config) []string {
 		ls = append(ls, l)
 	}
 	if hasDecode(c.shapes) {
-		l := "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size) over the median time; %BW: over the streaming-read bandwidth measured with as many threads"
+		l := "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size; 1.125 bytes for q8, its scales included) over the median time; %BW: over the streaming-read bandwidth measured with as many threads"
+		if c.warm {
+			l += "; -warm: every run reads the same K/V, which may be served from the cache"
+		} else {
+			l += "; cold: each run reads a K/V cache not read since over 2 × the last-level cache was (the naive baseline reads one float32 K/V, warm)"
+		}
 		if hasWindow(rep.results) {
 			l += "; with a sliding window, only the keys some query sees count"
 		}
@@ -145,7 +150,72 @@ func (rep *report) header() []string {
 	}
 	l3 := fmt.Sprintf("kernel %s (this machine has %s); ms: median of %d runs after a warm-up (fastest-slowest)",
 		rep.kernel, strings.Join(kernel.Implementations(), ", "), rep.reps)
-	return []string{l1, l2, l3}
+	ls := []string{l1, l2, l3}
+	if l := rep.cacheLine(); l != "" {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// cacheLine says how the decode rows' K/V caches were read: cold, rotating
+// over how many copies for each shape and K/V type, or warm (-warm); "" when
+// there is no decode row.
+func (rep *report) cacheLine() string {
+	type key struct {
+		name string
+		nkv  int
+	}
+	var keys []key
+	counts := map[key][]string{}
+	capped := false
+	for _, r := range rep.results {
+		if !r.shape.decode() {
+			continue
+		}
+		k := key{r.shape.name, r.shape.nkv}
+		if _, ok := counts[k]; !ok {
+			keys = append(keys, k)
+		}
+		c := fmt.Sprintf("%v %d", r.kv, r.caches)
+		if r.capped {
+			c += "*"
+			capped = true
+		}
+		if !slices.Contains(counts[k], c) {
+			counts[k] = append(counts[k], c)
+		}
+	}
+	if len(keys) == 0 {
+		return ""
+	}
+	if rep.warm {
+		return fmt.Sprintf("decode K/V warm (-warm): every run reads the same K/V cache, which may stay in the %s last-level cache (%s)",
+			gib(float64(rep.llc.bytes)), rep.llc.source)
+	}
+	var per []string
+	for _, k := range keys {
+		name := k.name
+		if sweptName(rep.results, k.name) {
+			name = fmt.Sprintf("%s Nkv %d", k.name, k.nkv)
+		}
+		per = append(per, name+": "+strings.Join(counts[k], ", "))
+	}
+	l := fmt.Sprintf("decode K/V cold: each run reads the next of N copies of the K/V cache, together over 2 × the %s last-level cache (%s); N = %s",
+		gib(float64(rep.llc.bytes)), rep.llc.source, strings.Join(per, "; "))
+	if capped {
+		l += " (* fewer: see the notes below)"
+	}
+	return l
+}
+
+// sweptName reports whether the rows of shape name come from a sweep.
+func sweptName(rs []result, name string) bool {
+	for _, r := range rs {
+		if r.shape.name == name && r.shape.swept {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys(m map[int]float64) []int {
@@ -167,7 +237,7 @@ func plural(n int) string {
 // writeTable prints the human-readable report.
 func writeTable(c config, rep *report, w io.Writer) error {
 	for _, l := range rep.header() {
-		fmt.Fprintln(w, l)
+		fmt.Fprintln(w, wrap(l, 110, "  "))
 	}
 	fmt.Fprintln(w)
 	var seen []string
@@ -302,6 +372,8 @@ type (
 		Kernels   []string        `json:"kernels_available"`
 		Peak      jsonPeak        `json:"peak"`
 		Bandwidth []jsonBandwidth `json:"bandwidth"`
+		LLC       jsonLLC         `json:"llc"`
+		WarmKV    bool            `json:"warm_kv"` // -warm: decode runs reuse one K/V cache
 		Reps      int             `json:"reps"`
 		Notes     []string        `json:"notes"`
 		Results   []jsonResult    `json:"results"`
@@ -309,6 +381,10 @@ type (
 	jsonPeak struct {
 		GFLOPsPerCore float64 `json:"gflops_per_core"`
 		ISA           string  `json:"isa"`
+	}
+	jsonLLC struct {
+		Bytes  int64  `json:"bytes"`
+		Source string `json:"source"`
 	}
 	jsonBandwidth struct {
 		Threads int     `json:"threads"`
@@ -338,6 +414,7 @@ type (
 		KVBytes      float64    `json:"kv_bytes"`
 		GBps         *float64   `json:"gbps"`
 		PctBandwidth *float64   `json:"pct_bandwidth"`
+		KVCaches     int        `json:"kv_caches"` // K/V caches the timed runs rotate over; 1 for prefill and under -warm
 		Naive        *jsonNaive `json:"naive"`
 		Check        *jsonCheck `json:"check"`
 	}
@@ -383,7 +460,8 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 		Kernel: rep.kernel, Kernels: kernel.Implementations(),
 		Peak:      jsonPeak{GFLOPsPerCore: m.peak, ISA: m.peakISA},
 		Bandwidth: []jsonBandwidth{},
-		Reps:      rep.reps, Notes: rep.legend(c), Results: []jsonResult{},
+		LLC:       jsonLLC{Bytes: rep.llc.bytes, Source: rep.llc.source}, WarmKV: rep.warm,
+		Reps: rep.reps, Notes: rep.legend(c), Results: []jsonResult{},
 	}
 	for _, n := range sortedKeys(m.bandwidth) {
 		out.Bandwidth = append(out.Bandwidth, jsonBandwidth{Threads: n, GBps: m.bandwidth[n]})
@@ -394,7 +472,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 			Shape: s.name, Description: s.what, Mode: s.mode(), Scaled: s.scaled,
 			Batch: s.batch, Heads: s.heads, KVHeads: s.kvHeads, Dim: s.dim, Nq: s.nq, Nkv: s.nkv, Causal: s.causal,
 			KV: r.kv.String(), Threads: r.threads, Kernel: r.kernel, Time: jsonTime(r.flash),
-			FLOPs: s.flops(), GFLOPs: r.gflops(), KVBytes: s.kvBytes(r.kv),
+			FLOPs: s.flops(), GFLOPs: r.gflops(), KVBytes: s.kvBytes(r.kv), KVCaches: r.caches,
 		}
 		if s.window > 0 {
 			jr.Window = &s.window
@@ -427,7 +505,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 // csvHeader names the CSV columns; empty cells mean "does not apply".
 var csvHeader = []string{
 	"shape", "mode", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv", "threads", "kernel",
-	"median_ms", "min_ms", "max_ms", "runs", "gflops", "pct_peak", "gbps", "pct_bandwidth",
+	"median_ms", "min_ms", "max_ms", "runs", "gflops", "pct_peak", "gbps", "pct_bandwidth", "kv_caches",
 	"naive_median_ms", "naive_runs", "speedup", "max_abs", "max_rel", "rms", "tolerance", "pass",
 }
 
@@ -467,6 +545,7 @@ func writeCSV(rep *report, w io.Writer) error {
 		} else {
 			row = append(row, f(100*r.gflops()/r.peak), "", "")
 		}
+		row = append(row, strconv.Itoa(r.caches))
 		if r.naive != nil {
 			row = append(row, f(ms(r.naive.median)), strconv.Itoa(r.naive.n), f(r.speedup()))
 		} else {

@@ -48,7 +48,8 @@ func writePlot(c config, rep *report) error {
 			series = append(series, name, xys)
 		}
 	}
-	for _, dt := range c.kv {
+	kvs := c.kvFor(base)
+	for _, dt := range kvs {
 		for _, n := range c.threads {
 			add(fmt.Sprintf("flashgo %v K/V, %d thread%s", dt, n, plural(n)), false, func(r result) (timing, bool) {
 				return r.flash, r.kv == dt && r.threads == n
@@ -59,7 +60,7 @@ func writePlot(c config, rep *report) error {
 		for _, n := range c.threads {
 			// The baseline is float32 whatever the K/V type: one line per thread count.
 			add(fmt.Sprintf("naive float32, %d thread%s", n, plural(n)), true, func(r result) (timing, bool) {
-				if r.naive == nil || r.kv != c.kv[0] || r.threads != n {
+				if r.naive == nil || r.kv != kvs[0] || r.threads != n {
 					return timing{}, false
 				}
 				return *r.naive, true

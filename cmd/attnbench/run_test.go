@@ -18,12 +18,15 @@ import (
 )
 
 // quick shrinks the start-up measurements so that a test run takes a
-// fraction of a second.
+// fraction of a second, and pretends that the last-level cache is 256 KiB
+// (a fake sysfs tree), so that the bandwidth buffers and the K/V copies of
+// a cold decode run stay small.
 func quick(t *testing.T) {
 	t.Helper()
-	savedPeak, savedBuf := peakTime, bandwidthBuffer
-	t.Cleanup(func() { peakTime, bandwidthBuffer = savedPeak, savedBuf })
+	savedPeak, savedBuf, savedSys := peakTime, bandwidthBuffer, sysfsCPU
+	t.Cleanup(func() { peakTime, bandwidthBuffer, sysfsCPU = savedPeak, savedBuf, savedSys })
 	peakTime, bandwidthBuffer = 10*time.Millisecond, 1<<20
+	sysfsCPU = fakeSysfs(t, map[string][3]string{"index0": {"1", "Data", "32K"}, "index3": {"3", "Unified", "256K"}})
 }
 
 // tiny is a small prefill shape (custom) plus a small decode shape (D1/64:
@@ -68,6 +71,8 @@ func TestRunJSONSchema(t *testing.T) {
 	assert.False(t, dec.More(), "stdout holds exactly one JSON value")
 
 	assert.Equal(t, "attnbench", doc["tool"])
+	assert.Equal(t, map[string]any{"bytes": 256.0 * 1024, "source": "L3 of cpu0, sysfs"}, doc["llc"])
+	assert.Equal(t, false, doc["warm_kv"])
 	date, ok := doc["date"].(string)
 	require.True(t, ok)
 	_, err := time.Parse(time.RFC3339, date)
@@ -93,7 +98,7 @@ func TestRunJSONSchema(t *testing.T) {
 	results := doc["results"].([]any)
 	require.Len(t, results, 8)
 	keys := []string{"shape", "description", "mode", "scaled", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv",
-		"threads", "kernel", "time_ms", "flops", "gflops", "pct_peak", "kv_bytes", "gbps", "pct_bandwidth", "naive", "check"}
+		"threads", "kernel", "time_ms", "flops", "gflops", "pct_peak", "kv_bytes", "gbps", "pct_bandwidth", "kv_caches", "naive", "check"}
 	for _, r := range results {
 		r := r.(map[string]any)
 		for _, k := range keys {
@@ -119,6 +124,7 @@ func TestRunJSONSchema(t *testing.T) {
 			assert.IsType(t, float64(0), r["pct_peak"])
 			assert.Nil(t, r["gbps"])
 			assert.Nil(t, r["pct_bandwidth"])
+			assert.Equal(t, 1.0, r["kv_caches"])
 			assert.Equal(t, 4.0*4*33*47*16/2, r["flops"])
 		case "decode":
 			assert.Equal(t, "D1/64", r["shape"])
@@ -127,6 +133,8 @@ func TestRunJSONSchema(t *testing.T) {
 			assert.Nil(t, r["pct_peak"])
 			assert.Greater(t, r["gbps"].(float64), 0.0)
 			assert.Greater(t, r["pct_bandwidth"].(float64), 0.0)
+			// A cache of 2·8·128·128 values, 1 MiB in f32 and 512 KiB in bf16: 2 copies exceed 2 × 256 KiB.
+			assert.Equal(t, 2.0, r["kv_caches"])
 		default:
 			t.Errorf("mode %v", r["mode"])
 		}

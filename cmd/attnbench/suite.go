@@ -186,14 +186,14 @@ func (s shape) flops() float64 {
 }
 
 // kvBytes is the number of bytes of K and V a call reads once:
-// 2·B·Hkv·Nkv·d·(bytes per element), where a sliding window counts only
-// the keys some query sees.
+// 2·B·Hkv·Nkv·d·(bytes per element, 1 + 4/32 for q8 with its scales),
+// where a sliding window counts only the keys some query sees.
 func (s shape) kvBytes(dt attention.DType) float64 {
 	keys := s.nkv
 	if s.window > 0 {
 		keys = visibleKeys(s.nq, s.nkv, s.window)
 	}
-	return 2 * float64(s.batch) * float64(s.kvHeads) * float64(keys) * float64(s.dim) * float64(dt.Size())
+	return 2 * float64(s.batch) * float64(s.kvHeads) * float64(keys) * float64(s.dim) * elemBytes(dt)
 }
 
 // visiblePairs counts the (query, key) pairs that a causal sliding window
@@ -268,15 +268,17 @@ func parseDTypes(list string) ([]attention.DType, error) {
 			dt = attention.F16
 		case "bf16", "bfloat16":
 			dt = attention.BF16
+		case "q8", "q8_0", "int8":
+			dt = attention.Q8
 		default:
-			return nil, fmt.Errorf("-kv has %q; want f32, f16 or bf16, separated by commas", f)
+			return nil, fmt.Errorf("-kv has %q; want f32, f16, bf16 or q8, separated by commas", f)
 		}
 		if !slices.Contains(out, dt) {
 			out = append(out, dt)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("-kv is empty; want f32, f16 or bf16, separated by commas")
+		return nil, fmt.Errorf("-kv is empty; want f32, f16, bf16 or q8, separated by commas")
 	}
 	return out, nil
 }
