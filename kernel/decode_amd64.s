@@ -56,7 +56,7 @@ qkRowsF32AVX512_r4_k4:
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
 	MOVQ   R8, R12
-	SHLQ   $0x03, R12
+	SHLQ   $0x04, R12
 	ADDQ   R10, R12
 
 qkRowsF32AVX512_r4_k4_inner:
@@ -185,7 +185,7 @@ qkRowsF32AVX512_r4_k1:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	SHLQ   $0x03, R8
+	SHLQ   $0x04, R8
 	ADDQ   R9, R8
 
 qkRowsF32AVX512_r4_k1_inner:
@@ -292,7 +292,7 @@ qkRowsF32AVX512_r3_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX512_r3_k4_inner:
@@ -399,7 +399,7 @@ qkRowsF32AVX512_r3_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsF32AVX512_r3_k1_inner:
@@ -489,7 +489,7 @@ qkRowsF32AVX512_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX512_r2_k4_inner:
@@ -574,7 +574,7 @@ qkRowsF32AVX512_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsF32AVX512_r2_k1_inner:
@@ -647,7 +647,7 @@ qkRowsF32AVX512_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
 	MOVQ   SI, R10
-	SHLQ   $0x03, R10
+	SHLQ   $0x04, R10
 	ADDQ   R8, R10
 
 qkRowsF32AVX512_r1_k4_inner:
@@ -710,7 +710,7 @@ qkRowsF32AVX512_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x04, R8
-	SHLQ   $0x03, SI
+	SHLQ   $0x04, SI
 	ADDQ   DI, SI
 
 qkRowsF32AVX512_r1_k1_inner:
@@ -799,7 +799,7 @@ qkRowsF16AVX512_r4_k4:
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
 	MOVQ   R8, R12
-	SHLQ   $0x03, R12
+	SHLQ   $0x04, R12
 	ADDQ   R10, R12
 
 qkRowsF16AVX512_r4_k4_inner:
@@ -928,7 +928,7 @@ qkRowsF16AVX512_r4_k1:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	SHLQ   $0x03, R8
+	SHLQ   $0x04, R8
 	ADDQ   R9, R8
 
 qkRowsF16AVX512_r4_k1_inner:
@@ -1035,7 +1035,7 @@ qkRowsF16AVX512_r3_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX512_r3_k4_inner:
@@ -1142,7 +1142,7 @@ qkRowsF16AVX512_r3_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsF16AVX512_r3_k1_inner:
@@ -1232,7 +1232,7 @@ qkRowsF16AVX512_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX512_r2_k4_inner:
@@ -1317,7 +1317,7 @@ qkRowsF16AVX512_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsF16AVX512_r2_k1_inner:
@@ -1390,7 +1390,7 @@ qkRowsF16AVX512_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
 	MOVQ   SI, R10
-	SHLQ   $0x03, R10
+	SHLQ   $0x04, R10
 	ADDQ   R8, R10
 
 qkRowsF16AVX512_r1_k4_inner:
@@ -1453,7 +1453,7 @@ qkRowsF16AVX512_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x04, R8
-	SHLQ   $0x03, SI
+	SHLQ   $0x04, SI
 	ADDQ   DI, SI
 
 qkRowsF16AVX512_r1_k1_inner:
@@ -1542,7 +1542,7 @@ qkRowsBF16AVX512_r4_k4:
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
 	MOVQ   R8, R12
-	SHLQ   $0x03, R12
+	SHLQ   $0x04, R12
 	ADDQ   R10, R12
 
 qkRowsBF16AVX512_r4_k4_inner:
@@ -1675,7 +1675,7 @@ qkRowsBF16AVX512_r4_k1:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	SHLQ   $0x03, R8
+	SHLQ   $0x04, R8
 	ADDQ   R9, R8
 
 qkRowsBF16AVX512_r4_k1_inner:
@@ -1783,7 +1783,7 @@ qkRowsBF16AVX512_r3_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX512_r3_k4_inner:
@@ -1894,7 +1894,7 @@ qkRowsBF16AVX512_r3_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsBF16AVX512_r3_k1_inner:
@@ -1985,7 +1985,7 @@ qkRowsBF16AVX512_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX512_r2_k4_inner:
@@ -2074,7 +2074,7 @@ qkRowsBF16AVX512_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsBF16AVX512_r2_k1_inner:
@@ -2148,7 +2148,7 @@ qkRowsBF16AVX512_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
 	MOVQ   SI, R10
-	SHLQ   $0x03, R10
+	SHLQ   $0x04, R10
 	ADDQ   R8, R10
 
 qkRowsBF16AVX512_r1_k4_inner:
@@ -2215,7 +2215,7 @@ qkRowsBF16AVX512_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x04, R8
-	SHLQ   $0x03, SI
+	SHLQ   $0x04, SI
 	ADDQ   DI, SI
 
 qkRowsBF16AVX512_r1_k1_inner:
@@ -2310,7 +2310,7 @@ qkRowsQ8AVX512_r4_k4:
 	SHLQ   $0x03, R14
 	LEAQ   (R14)(R14*2), R15
 	MOVQ   R14, BP
-	SHLQ   $0x03, BP
+	SHLQ   $0x04, BP
 	ADDQ   R11, BP
 
 qkRowsQ8AVX512_r4_k4_inner:
@@ -2487,7 +2487,7 @@ qkRowsQ8AVX512_r4_k1:
 	SHRQ   $0x05, R12
 	SHLQ   $0x03, R9
 	LEAQ   (R9)(R9*2), R13
-	SHLQ   $0x03, R9
+	SHLQ   $0x04, R9
 	ADDQ   R10, R9
 
 qkRowsQ8AVX512_r4_k1_inner:
@@ -2616,7 +2616,7 @@ qkRowsQ8AVX512_r3_k4:
 	SHLQ   $0x03, R13
 	LEAQ   (R13)(R13*2), R14
 	MOVQ   R13, R15
-	SHLQ   $0x03, R15
+	SHLQ   $0x04, R15
 	ADDQ   R10, R15
 
 qkRowsQ8AVX512_r3_k4_inner:
@@ -2766,7 +2766,7 @@ qkRowsQ8AVX512_r3_k1:
 	SHRQ   $0x05, R11
 	SHLQ   $0x03, R8
 	LEAQ   (R8)(R8*2), R12
-	SHLQ   $0x03, R8
+	SHLQ   $0x04, R8
 	ADDQ   R9, R8
 
 qkRowsQ8AVX512_r3_k1_inner:
@@ -2876,7 +2876,7 @@ qkRowsQ8AVX512_r2_k4:
 	SHLQ   $0x03, R13
 	LEAQ   (R13)(R13*2), R14
 	MOVQ   R13, R15
-	SHLQ   $0x03, R15
+	SHLQ   $0x04, R15
 	ADDQ   R10, R15
 
 qkRowsQ8AVX512_r2_k4_inner:
@@ -2999,7 +2999,7 @@ qkRowsQ8AVX512_r2_k1:
 	SHRQ   $0x05, R11
 	SHLQ   $0x03, R8
 	LEAQ   (R8)(R8*2), R12
-	SHLQ   $0x03, R8
+	SHLQ   $0x04, R8
 	ADDQ   R9, R8
 
 qkRowsQ8AVX512_r2_k1_inner:
@@ -3090,7 +3090,7 @@ qkRowsQ8AVX512_r1_k4:
 	SHLQ   $0x03, R12
 	LEAQ   (R12)(R12*2), R13
 	MOVQ   R12, R14
-	SHLQ   $0x03, R14
+	SHLQ   $0x04, R14
 	ADDQ   R9, R14
 
 qkRowsQ8AVX512_r1_k4_inner:
@@ -3186,7 +3186,7 @@ qkRowsQ8AVX512_r1_k1:
 	SHRQ   $0x05, R10
 	SHLQ   $0x03, DI
 	LEAQ   (DI)(DI*2), R11
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsQ8AVX512_r1_k1_inner:
@@ -3288,7 +3288,7 @@ pvRowsF16AVX512_r4_full:
 	SHLQ    $0x01, R9
 	MOVQ    CX, R10
 	MOVQ    R9, R11
-	SHLQ    $0x03, R11
+	SHLQ    $0x04, R11
 	ADDQ    R10, R11
 	MOVQ    cols+64(FP), R12
 
@@ -3385,7 +3385,7 @@ pvRowsF16AVX512_r4_part3:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x03, R9
+	SHLQ    $0x04, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -3457,7 +3457,7 @@ pvRowsF16AVX512_r4_part2:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x03, R9
+	SHLQ    $0x04, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -3515,7 +3515,7 @@ pvRowsF16AVX512_r4_part1:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x03, R9
+	SHLQ    $0x04, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -3580,7 +3580,7 @@ pvRowsF16AVX512_r3_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -3663,7 +3663,7 @@ pvRowsF16AVX512_r3_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3724,7 +3724,7 @@ pvRowsF16AVX512_r3_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3774,7 +3774,7 @@ pvRowsF16AVX512_r3_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3830,7 +3830,7 @@ pvRowsF16AVX512_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -3899,7 +3899,7 @@ pvRowsF16AVX512_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3949,7 +3949,7 @@ pvRowsF16AVX512_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3991,7 +3991,7 @@ pvRowsF16AVX512_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4038,7 +4038,7 @@ pvRowsF16AVX512_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4093,7 +4093,7 @@ pvRowsF16AVX512_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -4132,7 +4132,7 @@ pvRowsF16AVX512_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -4166,7 +4166,7 @@ pvRowsF16AVX512_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -4239,7 +4239,7 @@ pvRowsBF16AVX512_r4_full:
 	SHLQ    $0x01, R9
 	MOVQ    CX, R10
 	MOVQ    R9, R11
-	SHLQ    $0x03, R11
+	SHLQ    $0x04, R11
 	ADDQ    R10, R11
 	MOVQ    cols+64(FP), R12
 
@@ -4340,7 +4340,7 @@ pvRowsBF16AVX512_r4_part3:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x03, R9
+	SHLQ    $0x04, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -4415,7 +4415,7 @@ pvRowsBF16AVX512_r4_part2:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x03, R9
+	SHLQ    $0x04, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -4475,7 +4475,7 @@ pvRowsBF16AVX512_r4_part1:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x03, R9
+	SHLQ    $0x04, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -4541,7 +4541,7 @@ pvRowsBF16AVX512_r3_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -4628,7 +4628,7 @@ pvRowsBF16AVX512_r3_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4692,7 +4692,7 @@ pvRowsBF16AVX512_r3_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4744,7 +4744,7 @@ pvRowsBF16AVX512_r3_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4801,7 +4801,7 @@ pvRowsBF16AVX512_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -4874,7 +4874,7 @@ pvRowsBF16AVX512_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4927,7 +4927,7 @@ pvRowsBF16AVX512_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4971,7 +4971,7 @@ pvRowsBF16AVX512_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -5019,7 +5019,7 @@ pvRowsBF16AVX512_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -5078,7 +5078,7 @@ pvRowsBF16AVX512_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -5120,7 +5120,7 @@ pvRowsBF16AVX512_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -5156,7 +5156,7 @@ pvRowsBF16AVX512_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -5234,7 +5234,7 @@ pvRowsQ8AVX512_r4_full:
 	MOVQ    CX, R12
 	MOVQ    BX, R13
 	MOVQ    R10, R14
-	SHLQ    $0x03, R14
+	SHLQ    $0x04, R14
 	ADDQ    R12, R14
 	MOVQ    cols+64(FP), R15
 
@@ -5343,7 +5343,7 @@ pvRowsQ8AVX512_r4_part3:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    R9, R11
-	SHLQ    $0x03, R11
+	SHLQ    $0x04, R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
@@ -5424,7 +5424,7 @@ pvRowsQ8AVX512_r4_part2:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    R9, R11
-	SHLQ    $0x03, R11
+	SHLQ    $0x04, R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
@@ -5490,7 +5490,7 @@ pvRowsQ8AVX512_r4_part1:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    R9, R11
-	SHLQ    $0x03, R11
+	SHLQ    $0x04, R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
@@ -5562,7 +5562,7 @@ pvRowsQ8AVX512_r3_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    R9, R13
-	SHLQ    $0x03, R13
+	SHLQ    $0x04, R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
@@ -5657,7 +5657,7 @@ pvRowsQ8AVX512_r3_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -5727,7 +5727,7 @@ pvRowsQ8AVX512_r3_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -5785,7 +5785,7 @@ pvRowsQ8AVX512_r3_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -5848,7 +5848,7 @@ pvRowsQ8AVX512_r2_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    R9, R13
-	SHLQ    $0x03, R13
+	SHLQ    $0x04, R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
@@ -5929,7 +5929,7 @@ pvRowsQ8AVX512_r2_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -5988,7 +5988,7 @@ pvRowsQ8AVX512_r2_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -6038,7 +6038,7 @@ pvRowsQ8AVX512_r2_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -6092,7 +6092,7 @@ pvRowsQ8AVX512_r1_full:
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
-	SHLQ    $0x03, R11
+	SHLQ    $0x04, R11
 	ADDQ    R9, R11
 	MOVQ    cols+64(FP), R12
 
@@ -6159,7 +6159,7 @@ pvRowsQ8AVX512_r1_part3:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -6207,7 +6207,7 @@ pvRowsQ8AVX512_r1_part2:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -6249,7 +6249,7 @@ pvRowsQ8AVX512_r1_part1:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -6311,7 +6311,7 @@ qkRowsF32AVX2_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX2_r2_k4_inner:
@@ -6392,7 +6392,7 @@ qkRowsF32AVX2_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsF32AVX2_r2_k1_inner:
@@ -6461,7 +6461,7 @@ qkRowsF32AVX2_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
 	MOVQ   SI, R10
-	SHLQ   $0x03, R10
+	SHLQ   $0x04, R10
 	ADDQ   R8, R10
 
 qkRowsF32AVX2_r1_k4_inner:
@@ -6522,7 +6522,7 @@ qkRowsF32AVX2_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x03, R8
-	SHLQ   $0x03, SI
+	SHLQ   $0x04, SI
 	ADDQ   DI, SI
 
 qkRowsF32AVX2_r1_k1_inner:
@@ -6597,7 +6597,7 @@ qkRowsF16AVX2_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX2_r2_k4_inner:
@@ -6678,7 +6678,7 @@ qkRowsF16AVX2_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsF16AVX2_r2_k1_inner:
@@ -6747,7 +6747,7 @@ qkRowsF16AVX2_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
 	MOVQ   SI, R10
-	SHLQ   $0x03, R10
+	SHLQ   $0x04, R10
 	ADDQ   R8, R10
 
 qkRowsF16AVX2_r1_k4_inner:
@@ -6808,7 +6808,7 @@ qkRowsF16AVX2_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x03, R8
-	SHLQ   $0x03, SI
+	SHLQ   $0x04, SI
 	ADDQ   DI, SI
 
 qkRowsF16AVX2_r1_k1_inner:
@@ -6883,7 +6883,7 @@ qkRowsBF16AVX2_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
 	MOVQ   DI, R11
-	SHLQ   $0x03, R11
+	SHLQ   $0x04, R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX2_r2_k4_inner:
@@ -6968,7 +6968,7 @@ qkRowsBF16AVX2_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsBF16AVX2_r2_k1_inner:
@@ -7038,7 +7038,7 @@ qkRowsBF16AVX2_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
 	MOVQ   SI, R10
-	SHLQ   $0x03, R10
+	SHLQ   $0x04, R10
 	ADDQ   R8, R10
 
 qkRowsBF16AVX2_r1_k4_inner:
@@ -7103,7 +7103,7 @@ qkRowsBF16AVX2_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x03, R8
-	SHLQ   $0x03, SI
+	SHLQ   $0x04, SI
 	ADDQ   DI, SI
 
 qkRowsBF16AVX2_r1_k1_inner:
@@ -7184,7 +7184,7 @@ qkRowsQ8AVX2_r2_k4:
 	SHLQ   $0x03, R13
 	LEAQ   (R13)(R13*2), R14
 	MOVQ   R13, R15
-	SHLQ   $0x03, R15
+	SHLQ   $0x04, R15
 	ADDQ   R10, R15
 
 qkRowsQ8AVX2_r2_k4_inner:
@@ -7363,7 +7363,7 @@ qkRowsQ8AVX2_r2_k1:
 	SHRQ   $0x05, R11
 	SHLQ   $0x03, R8
 	LEAQ   (R8)(R8*2), R12
-	SHLQ   $0x03, R8
+	SHLQ   $0x04, R8
 	ADDQ   R9, R8
 
 qkRowsQ8AVX2_r2_k1_inner:
@@ -7468,7 +7468,7 @@ qkRowsQ8AVX2_r1_k4:
 	SHLQ   $0x03, R12
 	LEAQ   (R12)(R12*2), R13
 	MOVQ   R12, R14
-	SHLQ   $0x03, R14
+	SHLQ   $0x04, R14
 	ADDQ   R9, R14
 
 qkRowsQ8AVX2_r1_k4_inner:
@@ -7612,7 +7612,7 @@ qkRowsQ8AVX2_r1_k1:
 	SHRQ   $0x05, R10
 	SHLQ   $0x03, DI
 	LEAQ   (DI)(DI*2), R11
-	SHLQ   $0x03, DI
+	SHLQ   $0x04, DI
 	ADDQ   R8, DI
 
 qkRowsQ8AVX2_r1_k1_inner:
@@ -7712,7 +7712,7 @@ pvRowsF16AVX2_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -7780,7 +7780,7 @@ pvRowsF16AVX2_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7829,7 +7829,7 @@ pvRowsF16AVX2_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7871,7 +7871,7 @@ pvRowsF16AVX2_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7918,7 +7918,7 @@ pvRowsF16AVX2_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7972,7 +7972,7 @@ pvRowsF16AVX2_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8010,7 +8010,7 @@ pvRowsF16AVX2_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8044,7 +8044,7 @@ pvRowsF16AVX2_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8103,7 +8103,7 @@ pvRowsBF16AVX2_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8175,7 +8175,7 @@ pvRowsBF16AVX2_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8227,7 +8227,7 @@ pvRowsBF16AVX2_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8271,7 +8271,7 @@ pvRowsBF16AVX2_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8319,7 +8319,7 @@ pvRowsBF16AVX2_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8377,7 +8377,7 @@ pvRowsBF16AVX2_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8418,7 +8418,7 @@ pvRowsBF16AVX2_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8454,7 +8454,7 @@ pvRowsBF16AVX2_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x03, SI
+	SHLQ    $0x04, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8518,7 +8518,7 @@ pvRowsQ8AVX2_r2_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    R9, R13
-	SHLQ    $0x03, R13
+	SHLQ    $0x04, R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
@@ -8603,7 +8603,7 @@ pvRowsQ8AVX2_r2_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8665,7 +8665,7 @@ pvRowsQ8AVX2_r2_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8717,7 +8717,7 @@ pvRowsQ8AVX2_r2_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x03, R10
+	SHLQ    $0x04, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8772,7 +8772,7 @@ pvRowsQ8AVX2_r1_full:
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
-	SHLQ    $0x03, R11
+	SHLQ    $0x04, R11
 	ADDQ    R9, R11
 	MOVQ    cols+64(FP), R12
 
@@ -8843,7 +8843,7 @@ pvRowsQ8AVX2_r1_part3:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8894,7 +8894,7 @@ pvRowsQ8AVX2_r1_part2:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8938,7 +8938,7 @@ pvRowsQ8AVX2_r1_part1:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x03, R8
+	SHLQ    $0x04, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 

@@ -61,7 +61,7 @@ func (t elemType) goType() string { return [...]string{"*float32", "*uint16", "*
 
 // prefetchKeys is how many keys ahead the kernels prefetch K and V rows.
 const (
-	prefetchShift = 3
+	prefetchShift = 4
 	prefetchKeys  = 1 << prefetchShift
 )
 
