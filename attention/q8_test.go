@@ -5,9 +5,11 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
 )
 
 func TestQuantizeQ8(t *testing.T) {
@@ -67,4 +69,33 @@ func TestQ8TensorErrors(t *testing.T) {
 	require.Equal(t, "q8", attention.Q8.String())
 	k := attention.F32Tensor(make([]float32, 64*64), attention.BHSD(1, 1, 64, 64))
 	require.ErrorContains(t, e.Forward(out, q, k, k, attention.Options{Mask: mask}), "q8")
+}
+
+// TestQuantisationError measures what storing the cache in a smaller type
+// costs: a decode step (Hq 8, Hkv 2, d 128, 4096 keys of standard normal
+// K and V, Nq 1) over F16, BF16 and Q8 caches filled from float32, against
+// the float64 oracle on the unrounded values. The figures (go test -v -run
+// TestQuantisationError ./attention/) are quoted in docs/benchmarks.md; the
+// bounds only catch a broken path, they are far above the errors seen.
+func TestQuantisationError(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	const hq, hkv, d, n = 8, 2, 128, 4096
+	k, v := randn(rng, hkv*n*d), randn(rng, hkv*n*d)
+	q := randn(rng, hq*d)
+	want, _ := cacheOracle(t, q, k, v, hq, hkv, 1, n, d)
+	e := mustEngine(t, attention.Config{})
+	for _, c := range []struct {
+		dt    attention.DType
+		bound float64
+	}{{attention.F32, 1e-5}, {attention.F16, 1e-3}, {attention.BF16, 1e-2}, {attention.Q8, 1e-2}} {
+		cache, err := attention.NewKVCache(c.dt, hkv, n, d)
+		require.NoError(t, err)
+		require.NoError(t, cache.Append(kvRange(k, hkv, n, d, 0, n), kvRange(v, hkv, n, d, 0, n)))
+		out := make([]float32, hq*d)
+		require.NoError(t, e.Forward(attention.F32Tensor(out, attention.BHSD(1, hq, 1, d)),
+			attention.F32Tensor(q, attention.BHSD(1, hq, 1, d)), cache.K(), cache.V(), attention.Options{}))
+		errs := reference.Compare(out, want)
+		t.Logf("%v cache: %v against the unrounded values", c.dt, errs)
+		assert.Less(t, errs.MaxAbs, c.bound, "%v", c.dt)
+	}
 }
