@@ -141,10 +141,11 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 		nT := (kEnd - kBeg + e.blockKV - 1) / e.blockKV
 		kBeg, kEnd = kBeg+part*nT/parts*e.blockKV, min(kEnd, kBeg+(part+1)*nT/parts*e.blockKV)
 	}
-	// Few rows (decode, a few draft tokens): the row kernels read K and V
-	// where they lie instead of packing tiles. The choice depends on the
-	// call's shape only (not on the block size, which depends on the
-	// thread count), so that every thread count gives the same bits.
+	// With few rows (c.direct: decode, a few draft tokens) the row kernels
+	// read K and V where they lie instead of packing tiles. The choice
+	// depends on the call's shape only (not on the block size, which
+	// depends on the thread count), so that every thread count gives the
+	// same bits.
 	direct := c.direct
 	for j0 := kBeg; j0 < kEnd; j0 += e.blockKV {
 		bc := min(e.blockKV, kEnd-j0)
@@ -195,10 +196,7 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 		}
 		if whole && direct {
 			// P·V from the V rows where they lie.
-			if err := kernel.OnlineSoftmax(ws.s, ldS, rows, bc, ws.m, ws.z, ws.alpha); err != nil {
-				return err
-			}
-			if err := kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d); err != nil {
+			if err := softmaxWholeTile(ws, rows, bc, d, ld, ldS); err != nil {
 				return err
 			}
 			if c.paged.cache != nil {
@@ -349,13 +347,20 @@ func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
 
 // foldWholeTile folds a tile that every row of the block sees entirely.
 func foldWholeTile(ws *workspace, rows, bc, d, ld, ldS int, vt []float32, ldV int) error {
-	if err := kernel.OnlineSoftmax(ws.s, ldS, rows, bc, ws.m, ws.z, ws.alpha); err != nil {
-		return err
-	}
-	if err := kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d); err != nil {
+	if err := softmaxWholeTile(ws, rows, bc, d, ld, ldS); err != nil {
 		return err
 	}
 	return kernel.PV(ws.o, ld, ws.s, ldS, vt, ldV, rows, bc, d)
+}
+
+// softmaxWholeTile is the first half of folding a tile that every row sees
+// entirely: it turns the scores into probabilities against the updated
+// running maxima and rescales the accumulators, leaving P·V to the caller.
+func softmaxWholeTile(ws *workspace, rows, bc, d, ld, ldS int) error {
+	if err := kernel.OnlineSoftmax(ws.s, ldS, rows, bc, ws.m, ws.z, ws.alpha); err != nil {
+		return err
+	}
+	return kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d)
 }
 
 // foldCrossingTile folds a tile that the edge of some row's visible range

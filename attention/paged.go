@@ -326,10 +326,8 @@ func (p *pagedRead) table(b int) ([]int32, int) {
 // at its column of the panel, straight from the cache, with no
 // intermediate copy.
 func packPagedK(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS int) error {
-	bs := c.blockSize
 	for j := j0; j < j0+bc; {
-		blk, pos := int(blocks[j/bs]), j%bs
-		n := min(bs-pos, j0+bc-j)
+		blk, pos, n := c.run(blocks, j, j0+bc)
 		if err := packK(ws.kt[j-j0:], ldS, &c.k, c.k.Offset(blk, hk, pos), n, d); err != nil {
 			return err
 		}
@@ -343,14 +341,11 @@ func packPagedK(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS
 // read in place (rows Dim apart) as the contiguous path does. It returns
 // the V tile to use and its leading dimension.
 func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld int) ([]float32, int, error) {
-	bs := c.blockSize
-	if first := j0 / bs; c.v.dtype == F32 && (j0+bc-1)/bs == first {
-		off := c.v.Offset(int(blocks[first]), hk, j0%bs)
-		return c.v.f32[off:], d, nil
+	if blk, pos, n := c.run(blocks, j0, j0+bc); c.v.dtype == F32 && n == bc {
+		return c.v.f32[c.v.Offset(blk, hk, pos):], d, nil
 	}
 	for j := j0; j < j0+bc; {
-		blk, pos := int(blocks[j/bs]), j%bs
-		n := min(bs-pos, j0+bc-j)
+		blk, pos, n := c.run(blocks, j, j0+bc)
 		if err := packV(ws.v[(j-j0)*ld:], ld, &c.v, c.v.Offset(blk, hk, pos), n, d); err != nil {
 			return nil, 0, err
 		}
@@ -359,13 +354,20 @@ func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld 
 	return ws.v, ld, nil
 }
 
+// run returns where position j of a sequence with block table blocks lies
+// (block blk, position pos in it) and how many positions from j up to end
+// follow it in the same block.
+func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
+	bs := c.blockSize
+	pos = j % bs
+	return int(blocks[j/bs]), pos, min(bs-pos, end-j)
+}
+
 // qkPaged is qkDirect over keys [j0, j0+bc) of a paged sequence, one run of
 // positions per block.
 func qkPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int, scale float32) error {
-	bs := c.blockSize
 	for j := j0; j < j0+bc; {
-		blk, pos := int(blocks[j/bs]), j%bs
-		n := min(bs-pos, j0+bc-j)
+		blk, pos, n := c.run(blocks, j, j0+bc)
 		if err := qkDirect(ws.s[j-j0:], ldS, ws.q, ld, &c.k, c.k.Offset(blk, hk, pos), n, rows, d, scale); err != nil {
 			return err
 		}
@@ -376,10 +378,8 @@ func qkPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, 
 
 // pvPaged is pvDirect over keys [j0, j0+bc) of a paged sequence.
 func pvPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int) error {
-	bs := c.blockSize
 	for j := j0; j < j0+bc; {
-		blk, pos := int(blocks[j/bs]), j%bs
-		n := min(bs-pos, j0+bc-j)
+		blk, pos, n := c.run(blocks, j, j0+bc)
 		if err := pvDirect(ws.o, ld, ws.s[j-j0:], ldS, &c.v, c.v.Offset(blk, hk, pos), n, rows, d); err != nil {
 			return err
 		}

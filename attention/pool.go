@@ -2,10 +2,10 @@ package attention
 
 import (
 	"runtime"
-
-	"github.com/flashgo/flashgo/kernel"
 	"sync"
 	"sync/atomic"
+
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // The worker pool. A call cuts its work into blocks (batch entry, K/V head,

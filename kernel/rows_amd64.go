@@ -12,26 +12,35 @@ import (
 // beat packing a tile for QKT and PV when there are few query rows).
 func RowKernels() bool { return active == implAVX512 || active == implAVX2 }
 
-// qkRowsAsm computes the first dv components of QKRows in assembly and
-// returns dv (0 when the generic code must do everything). The arguments
-// are checked and every size is >= 1.
-func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) int {
+// rowBlocking returns the rows of the active assembly's register block and
+// the components of rows of d elements of x's type that it handles: whole
+// vectors, or whole Q8 blocks for int8. dv is 0 where there is no assembly.
+func rowBlocking[T RowElem](x []T, d int) (mr, dv int) {
 	mr, lanes := 4, 16
 	switch active {
 	case implAVX512:
 	case implAVX2:
 		mr, lanes = 2, 8
 	default:
-		return 0
+		return 0, 0
 	}
-	dv := d &^ (lanes - 1)
-	var ks *float32
-	if _, ok := any(k).([]int8); ok {
-		dv = d &^ (Q8Block - 1)
-		ks = &scales[0]
+	if _, ok := any(x).([]int8); ok {
+		lanes = Q8Block
 	}
+	return mr, d &^ (lanes - 1)
+}
+
+// qkRowsAsm computes the first dv components of QKRows in assembly and
+// returns dv (0 when the generic code must do everything). The arguments
+// are checked and every size is >= 1.
+func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) int {
+	mr, dv := rowBlocking(k, d)
 	if dv == 0 {
 		return 0
+	}
+	var ks *float32
+	if _, ok := any(k).([]int8); ok {
+		ks = &scales[0]
 	}
 	kp := unsafe.Pointer(unsafe.SliceData(k))
 	for i0 := 0; i0 < rows; i0 += mr {
@@ -74,22 +83,13 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 		pv(o, ldO, p, ldP, f, ldV, rows, cols, d)
 		return d
 	}
-	mr, lanes := 4, 16
-	switch active {
-	case implAVX512:
-	case implAVX2:
-		mr, lanes = 2, 8
-	default:
-		return 0
-	}
-	dv := d &^ (lanes - 1)
-	var vs *float32
-	if _, ok := any(v).([]int8); ok {
-		dv = d &^ (Q8Block - 1)
-		vs = &scales[0]
-	}
+	mr, dv := rowBlocking(v, d)
 	if dv == 0 {
 		return 0
+	}
+	var vs *float32
+	if _, ok := any(v).([]int8); ok {
+		vs = &scales[0]
 	}
 	vp := unsafe.Pointer(unsafe.SliceData(v))
 	for i0 := 0; i0 < rows; i0 += mr {

@@ -59,11 +59,8 @@ func (t elemType) name() string { return [...]string{"F32", "F16", "BF16", "Q8"}
 
 func (t elemType) goType() string { return [...]string{"*float32", "*uint16", "*uint16", "*int8"}[t] }
 
-// prefetchKeys is how many keys ahead the kernels prefetch K and V rows.
-const (
-	prefetchShift = 4
-	prefetchKeys  = 1 << prefetchShift
-)
+// The kernels prefetch K and V rows 1<<prefetchShift keys ahead.
+const prefetchShift = 4
 
 type isa struct {
 	name  string
@@ -249,7 +246,7 @@ func genQK(x *isa, t elemType) {
 			} else {
 				ldKb, ldKb3 = ldK, ldK3
 			}
-			// pf runs prefetchKeys keys ahead of kc: the hardware prefetcher
+			// pf runs 1<<prefetchShift keys ahead of kc: the hardware prefetcher
 			// alone leaves a single core well short of its read bandwidth
 			// when there is this much arithmetic per byte.
 			pf := GP64()
@@ -416,7 +413,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 		sp = GP64()
 		MOVQ(sc, sp)
 	}
-	// pf: the same columns of the row prefetchKeys keys ahead.
+	// pf: the same columns of the row 1<<prefetchShift keys ahead.
 	pf := GP64()
 	MOVQ(ldV, pf)
 	SHLQ(U8(prefetchShift), pf)
