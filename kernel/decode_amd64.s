@@ -56,14 +56,14 @@ qkRowsF32AVX512_r4_k4:
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
 	MOVQ   R8, R12
-	SHLQ   $0x04, R12
+	SHLQ   $0x06, R12
 	ADDQ   R10, R12
 
 qkRowsF32AVX512_r4_k4_inner:
-	PREFETCHT0    (R12)
-	PREFETCHT0    (R12)(R8*1)
-	PREFETCHT0    (R12)(R8*2)
-	PREFETCHT0    (R12)(R9*1)
+	PREFETCHT2    (R12)
+	PREFETCHT2    (R12)(R8*1)
+	PREFETCHT2    (R12)(R8*2)
+	PREFETCHT2    (R12)(R9*1)
 	VMOVUPS       (R10), Z17
 	VMOVUPS       (R10)(R8*1), Z18
 	VMOVUPS       (R10)(R8*2), Z19
@@ -185,11 +185,11 @@ qkRowsF32AVX512_r4_k1:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	SHLQ   $0x04, R8
+	SHLQ   $0x06, R8
 	ADDQ   R9, R8
 
 qkRowsF32AVX512_r4_k1_inner:
-	PREFETCHT0    (R8)
+	PREFETCHT2    (R8)
 	VMOVUPS       (R9), Z5
 	VMOVUPS       (BX), Z6
 	VFMADD231PS   Z6, Z5, Z1
@@ -292,14 +292,14 @@ qkRowsF32AVX512_r3_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX512_r3_k4_inner:
-	PREFETCHT0    (R11)
-	PREFETCHT0    (R11)(DI*1)
-	PREFETCHT0    (R11)(DI*2)
-	PREFETCHT0    (R11)(R8*1)
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
 	VMOVUPS       (R9), Z13
 	VMOVUPS       (R9)(DI*1), Z14
 	VMOVUPS       (R9)(DI*2), Z15
@@ -399,11 +399,11 @@ qkRowsF32AVX512_r3_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsF32AVX512_r3_k1_inner:
-	PREFETCHT0    (DI)
+	PREFETCHT2    (DI)
 	VMOVUPS       (R8), Z4
 	VMOVUPS       (BX), Z5
 	VFMADD231PS   Z5, Z4, Z1
@@ -489,14 +489,14 @@ qkRowsF32AVX512_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX512_r2_k4_inner:
-	PREFETCHT0    (R11)
-	PREFETCHT0    (R11)(DI*1)
-	PREFETCHT0    (R11)(DI*2)
-	PREFETCHT0    (R11)(R8*1)
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
 	VMOVUPS       (R9), Z9
 	VMOVUPS       (R9)(DI*1), Z10
 	VMOVUPS       (R9)(DI*2), Z11
@@ -574,11 +574,11 @@ qkRowsF32AVX512_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsF32AVX512_r2_k1_inner:
-	PREFETCHT0    (DI)
+	PREFETCHT2    (DI)
 	VMOVUPS       (R8), Z3
 	VMOVUPS       (BX), Z4
 	VFMADD231PS   Z4, Z3, Z1
@@ -647,14 +647,14 @@ qkRowsF32AVX512_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
 	MOVQ   SI, R10
-	SHLQ   $0x04, R10
+	SHLQ   $0x06, R10
 	ADDQ   R8, R10
 
 qkRowsF32AVX512_r1_k4_inner:
-	PREFETCHT0    (R10)
-	PREFETCHT0    (R10)(SI*1)
-	PREFETCHT0    (R10)(SI*2)
-	PREFETCHT0    (R10)(DI*1)
+	PREFETCHT2    (R10)
+	PREFETCHT2    (R10)(SI*1)
+	PREFETCHT2    (R10)(SI*2)
+	PREFETCHT2    (R10)(DI*1)
 	VMOVUPS       (R8), Z5
 	VMOVUPS       (R8)(SI*1), Z6
 	VMOVUPS       (R8)(SI*2), Z7
@@ -710,11 +710,11 @@ qkRowsF32AVX512_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x04, R8
-	SHLQ   $0x04, SI
+	SHLQ   $0x06, SI
 	ADDQ   DI, SI
 
 qkRowsF32AVX512_r1_k1_inner:
-	PREFETCHT0    (SI)
+	PREFETCHT2    (SI)
 	VMOVUPS       (DI), Z2
 	VMOVUPS       (BX), Z3
 	VFMADD231PS   Z3, Z2, Z1
@@ -799,14 +799,14 @@ qkRowsF16AVX512_r4_k4:
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
 	MOVQ   R8, R12
-	SHLQ   $0x04, R12
+	SHLQ   $0x06, R12
 	ADDQ   R10, R12
 
 qkRowsF16AVX512_r4_k4_inner:
-	PREFETCHT0    (R12)
-	PREFETCHT0    (R12)(R8*1)
-	PREFETCHT0    (R12)(R8*2)
-	PREFETCHT0    (R12)(R9*1)
+	PREFETCHT2    (R12)
+	PREFETCHT2    (R12)(R8*1)
+	PREFETCHT2    (R12)(R8*2)
+	PREFETCHT2    (R12)(R9*1)
 	VCVTPH2PS     (R10), Z17
 	VCVTPH2PS     (R10)(R8*1), Z18
 	VCVTPH2PS     (R10)(R8*2), Z19
@@ -928,11 +928,11 @@ qkRowsF16AVX512_r4_k1:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	SHLQ   $0x04, R8
+	SHLQ   $0x06, R8
 	ADDQ   R9, R8
 
 qkRowsF16AVX512_r4_k1_inner:
-	PREFETCHT0    (R8)
+	PREFETCHT2    (R8)
 	VCVTPH2PS     (R9), Z5
 	VMOVUPS       (BX), Z6
 	VFMADD231PS   Z6, Z5, Z1
@@ -1035,14 +1035,14 @@ qkRowsF16AVX512_r3_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX512_r3_k4_inner:
-	PREFETCHT0    (R11)
-	PREFETCHT0    (R11)(DI*1)
-	PREFETCHT0    (R11)(DI*2)
-	PREFETCHT0    (R11)(R8*1)
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
 	VCVTPH2PS     (R9), Z13
 	VCVTPH2PS     (R9)(DI*1), Z14
 	VCVTPH2PS     (R9)(DI*2), Z15
@@ -1142,11 +1142,11 @@ qkRowsF16AVX512_r3_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsF16AVX512_r3_k1_inner:
-	PREFETCHT0    (DI)
+	PREFETCHT2    (DI)
 	VCVTPH2PS     (R8), Z4
 	VMOVUPS       (BX), Z5
 	VFMADD231PS   Z5, Z4, Z1
@@ -1232,14 +1232,14 @@ qkRowsF16AVX512_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX512_r2_k4_inner:
-	PREFETCHT0    (R11)
-	PREFETCHT0    (R11)(DI*1)
-	PREFETCHT0    (R11)(DI*2)
-	PREFETCHT0    (R11)(R8*1)
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
 	VCVTPH2PS     (R9), Z9
 	VCVTPH2PS     (R9)(DI*1), Z10
 	VCVTPH2PS     (R9)(DI*2), Z11
@@ -1317,11 +1317,11 @@ qkRowsF16AVX512_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsF16AVX512_r2_k1_inner:
-	PREFETCHT0    (DI)
+	PREFETCHT2    (DI)
 	VCVTPH2PS     (R8), Z3
 	VMOVUPS       (BX), Z4
 	VFMADD231PS   Z4, Z3, Z1
@@ -1390,14 +1390,14 @@ qkRowsF16AVX512_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
 	MOVQ   SI, R10
-	SHLQ   $0x04, R10
+	SHLQ   $0x06, R10
 	ADDQ   R8, R10
 
 qkRowsF16AVX512_r1_k4_inner:
-	PREFETCHT0    (R10)
-	PREFETCHT0    (R10)(SI*1)
-	PREFETCHT0    (R10)(SI*2)
-	PREFETCHT0    (R10)(DI*1)
+	PREFETCHT2    (R10)
+	PREFETCHT2    (R10)(SI*1)
+	PREFETCHT2    (R10)(SI*2)
+	PREFETCHT2    (R10)(DI*1)
 	VCVTPH2PS     (R8), Z5
 	VCVTPH2PS     (R8)(SI*1), Z6
 	VCVTPH2PS     (R8)(SI*2), Z7
@@ -1453,11 +1453,11 @@ qkRowsF16AVX512_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x04, R8
-	SHLQ   $0x04, SI
+	SHLQ   $0x06, SI
 	ADDQ   DI, SI
 
 qkRowsF16AVX512_r1_k1_inner:
-	PREFETCHT0    (SI)
+	PREFETCHT2    (SI)
 	VCVTPH2PS     (DI), Z2
 	VMOVUPS       (BX), Z3
 	VFMADD231PS   Z3, Z2, Z1
@@ -1542,14 +1542,14 @@ qkRowsBF16AVX512_r4_k4:
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
 	MOVQ   R8, R12
-	SHLQ   $0x04, R12
+	SHLQ   $0x06, R12
 	ADDQ   R10, R12
 
 qkRowsBF16AVX512_r4_k4_inner:
-	PREFETCHT0    (R12)
-	PREFETCHT0    (R12)(R8*1)
-	PREFETCHT0    (R12)(R8*2)
-	PREFETCHT0    (R12)(R9*1)
+	PREFETCHT2    (R12)
+	PREFETCHT2    (R12)(R8*1)
+	PREFETCHT2    (R12)(R8*2)
+	PREFETCHT2    (R12)(R9*1)
 	VPMOVZXWD     (R10), Z17
 	VPSLLD        $0x10, Z17, Z17
 	VPMOVZXWD     (R10)(R8*1), Z18
@@ -1675,11 +1675,11 @@ qkRowsBF16AVX512_r4_k1:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	SHLQ   $0x04, R8
+	SHLQ   $0x06, R8
 	ADDQ   R9, R8
 
 qkRowsBF16AVX512_r4_k1_inner:
-	PREFETCHT0    (R8)
+	PREFETCHT2    (R8)
 	VPMOVZXWD     (R9), Z5
 	VPSLLD        $0x10, Z5, Z5
 	VMOVUPS       (BX), Z6
@@ -1783,14 +1783,14 @@ qkRowsBF16AVX512_r3_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX512_r3_k4_inner:
-	PREFETCHT0    (R11)
-	PREFETCHT0    (R11)(DI*1)
-	PREFETCHT0    (R11)(DI*2)
-	PREFETCHT0    (R11)(R8*1)
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
 	VPMOVZXWD     (R9), Z13
 	VPSLLD        $0x10, Z13, Z13
 	VPMOVZXWD     (R9)(DI*1), Z14
@@ -1894,11 +1894,11 @@ qkRowsBF16AVX512_r3_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsBF16AVX512_r3_k1_inner:
-	PREFETCHT0    (DI)
+	PREFETCHT2    (DI)
 	VPMOVZXWD     (R8), Z4
 	VPSLLD        $0x10, Z4, Z4
 	VMOVUPS       (BX), Z5
@@ -1985,14 +1985,14 @@ qkRowsBF16AVX512_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX512_r2_k4_inner:
-	PREFETCHT0    (R11)
-	PREFETCHT0    (R11)(DI*1)
-	PREFETCHT0    (R11)(DI*2)
-	PREFETCHT0    (R11)(R8*1)
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
 	VPMOVZXWD     (R9), Z9
 	VPSLLD        $0x10, Z9, Z9
 	VPMOVZXWD     (R9)(DI*1), Z10
@@ -2074,11 +2074,11 @@ qkRowsBF16AVX512_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsBF16AVX512_r2_k1_inner:
-	PREFETCHT0    (DI)
+	PREFETCHT2    (DI)
 	VPMOVZXWD     (R8), Z3
 	VPSLLD        $0x10, Z3, Z3
 	VMOVUPS       (BX), Z4
@@ -2148,14 +2148,14 @@ qkRowsBF16AVX512_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
 	MOVQ   SI, R10
-	SHLQ   $0x04, R10
+	SHLQ   $0x06, R10
 	ADDQ   R8, R10
 
 qkRowsBF16AVX512_r1_k4_inner:
-	PREFETCHT0    (R10)
-	PREFETCHT0    (R10)(SI*1)
-	PREFETCHT0    (R10)(SI*2)
-	PREFETCHT0    (R10)(DI*1)
+	PREFETCHT2    (R10)
+	PREFETCHT2    (R10)(SI*1)
+	PREFETCHT2    (R10)(SI*2)
+	PREFETCHT2    (R10)(DI*1)
 	VPMOVZXWD     (R8), Z5
 	VPSLLD        $0x10, Z5, Z5
 	VPMOVZXWD     (R8)(SI*1), Z6
@@ -2215,11 +2215,11 @@ qkRowsBF16AVX512_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x04, R8
-	SHLQ   $0x04, SI
+	SHLQ   $0x06, SI
 	ADDQ   DI, SI
 
 qkRowsBF16AVX512_r1_k1_inner:
-	PREFETCHT0    (SI)
+	PREFETCHT2    (SI)
 	VPMOVZXWD     (DI), Z2
 	VPSLLD        $0x10, Z2, Z2
 	VMOVUPS       (BX), Z3
@@ -2277,47 +2277,48 @@ qkRowsQ8AVX512_r4:
 	MOVQ ks+48(FP), BX
 
 qkRowsQ8AVX512_r4_k4:
-	CMPQ   DX, $0x04
-	JL     qkRowsQ8AVX512_r4_k4_done
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	VXORPS Z5, Z5, Z5
-	VXORPS Z6, Z6, Z6
-	VXORPS Z7, Z7, Z7
-	VXORPS Z8, Z8, Z8
-	VXORPS Z9, Z9, Z9
-	VXORPS Z10, Z10, Z10
-	VXORPS Z11, Z11, Z11
-	VXORPS Z12, Z12, Z12
-	VXORPS Z13, Z13, Z13
-	VXORPS Z14, Z14, Z14
-	VXORPS Z15, Z15, Z15
-	VXORPS Z16, Z16, Z16
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R9
-	SHRQ   $0x03, R9
-	LEAQ   (R9)(R9*2), R10
-	MOVQ   AX, R11
-	MOVQ   BX, R12
-	MOVQ   dv+72(FP), R13
-	SHRQ   $0x05, R13
-	MOVQ   R9, R14
-	SHLQ   $0x03, R14
-	LEAQ   (R14)(R14*2), R15
-	MOVQ   R14, BP
-	SHLQ   $0x04, BP
-	ADDQ   R11, BP
+	CMPQ       DX, $0x04
+	JL         qkRowsQ8AVX512_r4_k4_done
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R9
+	SHRQ       $0x03, R9
+	LEAQ       (R9)(R9*2), R10
+	MOVQ       AX, R11
+	MOVQ       BX, R12
+	MOVQ       dv+72(FP), R13
+	SHRQ       $0x05, R13
+	MOVQ       R9, R14
+	SHLQ       $0x03, R14
+	LEAQ       (R14)(R14*2), R15
+	MOVQ       R14, BP
+	SHLQ       $0x06, BP
+	ADDQ       R11, BP
+	PREFETCHT0 (R12)(R10*8)
 
 qkRowsQ8AVX512_r4_k4_inner:
-	PREFETCHT0    (BP)
-	PREFETCHT0    (BP)(R14*1)
-	PREFETCHT0    (BP)(R14*2)
-	PREFETCHT0    (BP)(R15*1)
+	PREFETCHT2    (BP)
+	PREFETCHT2    (BP)(R14*1)
+	PREFETCHT2    (BP)(R14*2)
+	PREFETCHT2    (BP)(R15*1)
 	VPMOVSXBD     (R11), Z17
 	VCVTDQ2PS     Z17, Z17
 	VMULPS.BCST   (R12), Z17, Z17
@@ -2468,33 +2469,34 @@ qkRowsQ8AVX512_r4_k4_inner:
 
 qkRowsQ8AVX512_r4_k4_done:
 qkRowsQ8AVX512_r4_k1:
-	CMPQ   DX, $0x01
-	JL     qkRowsQ8AVX512_r4_k1_done
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R9
-	SHRQ   $0x03, R9
-	LEAQ   (R9)(R9*2), R10
-	MOVQ   AX, R10
-	MOVQ   BX, R11
-	MOVQ   dv+72(FP), R12
-	SHRQ   $0x05, R12
-	SHLQ   $0x03, R9
-	LEAQ   (R9)(R9*2), R13
-	SHLQ   $0x04, R9
-	ADDQ   R10, R9
+	CMPQ       DX, $0x01
+	JL         qkRowsQ8AVX512_r4_k1_done
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R9
+	SHRQ       $0x03, R9
+	LEAQ       (R9)(R9*2), R10
+	MOVQ       AX, R11
+	MOVQ       BX, R12
+	MOVQ       dv+72(FP), R13
+	SHRQ       $0x05, R13
+	SHLQ       $0x03, R9
+	LEAQ       (R9)(R9*2), R14
+	SHLQ       $0x06, R9
+	ADDQ       R11, R9
+	PREFETCHT0 (R12)(R10*8)
 
 qkRowsQ8AVX512_r4_k1_inner:
-	PREFETCHT0    (R9)
-	VPMOVSXBD     (R10), Z5
+	PREFETCHT2    (R9)
+	VPMOVSXBD     (R11), Z5
 	VCVTDQ2PS     Z5, Z5
-	VMULPS.BCST   (R11), Z5, Z5
+	VMULPS.BCST   (R12), Z5, Z5
 	VMOVUPS       (SI), Z6
 	VFMADD231PS   Z6, Z5, Z1
 	VMOVUPS       (SI)(DI*1), Z6
@@ -2503,9 +2505,9 @@ qkRowsQ8AVX512_r4_k1_inner:
 	VFMADD231PS   Z6, Z5, Z3
 	VMOVUPS       (SI)(R8*1), Z6
 	VFMADD231PS   Z6, Z5, Z4
-	VPMOVSXBD     16(R10), Z5
+	VPMOVSXBD     16(R11), Z5
 	VCVTDQ2PS     Z5, Z5
-	VMULPS.BCST   (R11), Z5, Z5
+	VMULPS.BCST   (R12), Z5, Z5
 	VMOVUPS       64(SI), Z6
 	VFMADD231PS   Z6, Z5, Z1
 	VMOVUPS       64(SI)(DI*1), Z6
@@ -2515,10 +2517,10 @@ qkRowsQ8AVX512_r4_k1_inner:
 	VMOVUPS       64(SI)(R8*1), Z6
 	VFMADD231PS   Z6, Z5, Z4
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R10
+	ADDQ          $0x00000020, R11
 	ADDQ          $0x00000020, R9
-	ADDQ          $0x04, R11
-	DECQ          R12
+	ADDQ          $0x04, R12
+	DECQ          R13
 	JNZ           qkRowsQ8AVX512_r4_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -2567,9 +2569,9 @@ qkRowsQ8AVX512_r4_k1_inner:
 	VMULSS        X0, X2, X2
 	VMOVSS        X2, (DI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R10
-	SHRQ          $0x03, R10
-	ADDQ          R10, BX
+	MOVQ          SI, R11
+	SHRQ          $0x03, R11
+	ADDQ          R11, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -2587,43 +2589,44 @@ qkRowsQ8AVX512_r3:
 	MOVQ ks+48(FP), BX
 
 qkRowsQ8AVX512_r3_k4:
-	CMPQ   DX, $0x04
-	JL     qkRowsQ8AVX512_r3_k4_done
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	VXORPS Z5, Z5, Z5
-	VXORPS Z6, Z6, Z6
-	VXORPS Z7, Z7, Z7
-	VXORPS Z8, Z8, Z8
-	VXORPS Z9, Z9, Z9
-	VXORPS Z10, Z10, Z10
-	VXORPS Z11, Z11, Z11
-	VXORPS Z12, Z12, Z12
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R8
-	SHRQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R10
-	MOVQ   BX, R11
-	MOVQ   dv+72(FP), R12
-	SHRQ   $0x05, R12
-	MOVQ   R8, R13
-	SHLQ   $0x03, R13
-	LEAQ   (R13)(R13*2), R14
-	MOVQ   R13, R15
-	SHLQ   $0x04, R15
-	ADDQ   R10, R15
+	CMPQ       DX, $0x04
+	JL         qkRowsQ8AVX512_r3_k4_done
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       AX, R10
+	MOVQ       BX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x05, R12
+	MOVQ       R8, R13
+	SHLQ       $0x03, R13
+	LEAQ       (R13)(R13*2), R14
+	MOVQ       R13, R15
+	SHLQ       $0x06, R15
+	ADDQ       R10, R15
+	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX512_r3_k4_inner:
-	PREFETCHT0    (R15)
-	PREFETCHT0    (R15)(R13*1)
-	PREFETCHT0    (R15)(R13*2)
-	PREFETCHT0    (R15)(R14*1)
+	PREFETCHT2    (R15)
+	PREFETCHT2    (R15)(R13*1)
+	PREFETCHT2    (R15)(R13*2)
+	PREFETCHT2    (R15)(R14*1)
 	VPMOVSXBD     (R10), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS.BCST   (R11), Z13, Z13
@@ -2748,41 +2751,42 @@ qkRowsQ8AVX512_r3_k4_inner:
 
 qkRowsQ8AVX512_r3_k4_done:
 qkRowsQ8AVX512_r3_k1:
-	CMPQ   DX, $0x01
-	JL     qkRowsQ8AVX512_r3_k1_done
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R8
-	SHRQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R9
-	MOVQ   BX, R10
-	MOVQ   dv+72(FP), R11
-	SHRQ   $0x05, R11
-	SHLQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R12
-	SHLQ   $0x04, R8
-	ADDQ   R9, R8
+	CMPQ       DX, $0x01
+	JL         qkRowsQ8AVX512_r3_k1_done
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       AX, R10
+	MOVQ       BX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x05, R12
+	SHLQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R13
+	SHLQ       $0x06, R8
+	ADDQ       R10, R8
+	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX512_r3_k1_inner:
-	PREFETCHT0    (R8)
-	VPMOVSXBD     (R9), Z4
+	PREFETCHT2    (R8)
+	VPMOVSXBD     (R10), Z4
 	VCVTDQ2PS     Z4, Z4
-	VMULPS.BCST   (R10), Z4, Z4
+	VMULPS.BCST   (R11), Z4, Z4
 	VMOVUPS       (SI), Z5
 	VFMADD231PS   Z5, Z4, Z1
 	VMOVUPS       (SI)(DI*1), Z5
 	VFMADD231PS   Z5, Z4, Z2
 	VMOVUPS       (SI)(DI*2), Z5
 	VFMADD231PS   Z5, Z4, Z3
-	VPMOVSXBD     16(R9), Z4
+	VPMOVSXBD     16(R10), Z4
 	VCVTDQ2PS     Z4, Z4
-	VMULPS.BCST   (R10), Z4, Z4
+	VMULPS.BCST   (R11), Z4, Z4
 	VMOVUPS       64(SI), Z5
 	VFMADD231PS   Z5, Z4, Z1
 	VMOVUPS       64(SI)(DI*1), Z5
@@ -2790,10 +2794,10 @@ qkRowsQ8AVX512_r3_k1_inner:
 	VMOVUPS       64(SI)(DI*2), Z5
 	VFMADD231PS   Z5, Z4, Z3
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R9
+	ADDQ          $0x00000020, R10
 	ADDQ          $0x00000020, R8
-	ADDQ          $0x04, R10
-	DECQ          R11
+	ADDQ          $0x04, R11
+	DECQ          R12
 	JNZ           qkRowsQ8AVX512_r3_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -2831,9 +2835,9 @@ qkRowsQ8AVX512_r3_k1_inner:
 	VMULSS        X0, X2, X2
 	VMOVSS        X2, (DI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R9
-	SHRQ          $0x03, R9
-	ADDQ          R9, BX
+	MOVQ          SI, R10
+	SHRQ          $0x03, R10
+	ADDQ          R10, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -2851,39 +2855,40 @@ qkRowsQ8AVX512_r2:
 	MOVQ ks+48(FP), BX
 
 qkRowsQ8AVX512_r2_k4:
-	CMPQ   DX, $0x04
-	JL     qkRowsQ8AVX512_r2_k4_done
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	VXORPS Z5, Z5, Z5
-	VXORPS Z6, Z6, Z6
-	VXORPS Z7, Z7, Z7
-	VXORPS Z8, Z8, Z8
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R8
-	SHRQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R10
-	MOVQ   BX, R11
-	MOVQ   dv+72(FP), R12
-	SHRQ   $0x05, R12
-	MOVQ   R8, R13
-	SHLQ   $0x03, R13
-	LEAQ   (R13)(R13*2), R14
-	MOVQ   R13, R15
-	SHLQ   $0x04, R15
-	ADDQ   R10, R15
+	CMPQ       DX, $0x04
+	JL         qkRowsQ8AVX512_r2_k4_done
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       AX, R10
+	MOVQ       BX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x05, R12
+	MOVQ       R8, R13
+	SHLQ       $0x03, R13
+	LEAQ       (R13)(R13*2), R14
+	MOVQ       R13, R15
+	SHLQ       $0x06, R15
+	ADDQ       R10, R15
+	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX512_r2_k4_inner:
-	PREFETCHT0    (R15)
-	PREFETCHT0    (R15)(R13*1)
-	PREFETCHT0    (R15)(R13*2)
-	PREFETCHT0    (R15)(R14*1)
+	PREFETCHT2    (R15)
+	PREFETCHT2    (R15)(R13*1)
+	PREFETCHT2    (R15)(R13*2)
+	PREFETCHT2    (R15)(R14*1)
 	VPMOVSXBD     (R10), Z9
 	VCVTDQ2PS     Z9, Z9
 	VMULPS.BCST   (R11), Z9, Z9
@@ -2982,47 +2987,48 @@ qkRowsQ8AVX512_r2_k4_inner:
 
 qkRowsQ8AVX512_r2_k4_done:
 qkRowsQ8AVX512_r2_k1:
-	CMPQ   DX, $0x01
-	JL     qkRowsQ8AVX512_r2_k1_done
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R8
-	SHRQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R9
-	MOVQ   BX, R10
-	MOVQ   dv+72(FP), R11
-	SHRQ   $0x05, R11
-	SHLQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R12
-	SHLQ   $0x04, R8
-	ADDQ   R9, R8
+	CMPQ       DX, $0x01
+	JL         qkRowsQ8AVX512_r2_k1_done
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       AX, R10
+	MOVQ       BX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x05, R12
+	SHLQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R13
+	SHLQ       $0x06, R8
+	ADDQ       R10, R8
+	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX512_r2_k1_inner:
-	PREFETCHT0    (R8)
-	VPMOVSXBD     (R9), Z3
+	PREFETCHT2    (R8)
+	VPMOVSXBD     (R10), Z3
 	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (R10), Z3, Z3
+	VMULPS.BCST   (R11), Z3, Z3
 	VMOVUPS       (SI), Z4
 	VFMADD231PS   Z4, Z3, Z1
 	VMOVUPS       (SI)(DI*1), Z4
 	VFMADD231PS   Z4, Z3, Z2
-	VPMOVSXBD     16(R9), Z3
+	VPMOVSXBD     16(R10), Z3
 	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (R10), Z3, Z3
+	VMULPS.BCST   (R11), Z3, Z3
 	VMOVUPS       64(SI), Z4
 	VFMADD231PS   Z4, Z3, Z1
 	VMOVUPS       64(SI)(DI*1), Z4
 	VFMADD231PS   Z4, Z3, Z2
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R9
+	ADDQ          $0x00000020, R10
 	ADDQ          $0x00000020, R8
-	ADDQ          $0x04, R10
-	DECQ          R11
+	ADDQ          $0x04, R11
+	DECQ          R12
 	JNZ           qkRowsQ8AVX512_r2_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -3049,9 +3055,9 @@ qkRowsQ8AVX512_r2_k1_inner:
 	VMULSS        X0, X2, X2
 	VMOVSS        X2, (DI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R9
-	SHRQ          $0x03, R9
-	ADDQ          R9, BX
+	MOVQ          SI, R10
+	SHRQ          $0x03, R10
+	ADDQ          R10, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -3069,35 +3075,36 @@ qkRowsQ8AVX512_r1:
 	MOVQ ks+48(FP), BX
 
 qkRowsQ8AVX512_r1_k4:
-	CMPQ   DX, $0x04
-	JL     qkRowsQ8AVX512_r1_k4_done
-	VXORPS Z1, Z1, Z1
-	VXORPS Z2, Z2, Z2
-	VXORPS Z3, Z3, Z3
-	VXORPS Z4, Z4, Z4
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), DI
-	MOVQ   ldK+40(FP), DI
-	SHRQ   $0x03, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R9
-	MOVQ   BX, R10
-	MOVQ   dv+72(FP), R11
-	SHRQ   $0x05, R11
-	MOVQ   DI, R12
-	SHLQ   $0x03, R12
-	LEAQ   (R12)(R12*2), R13
-	MOVQ   R12, R14
-	SHLQ   $0x04, R14
-	ADDQ   R9, R14
+	CMPQ       DX, $0x04
+	JL         qkRowsQ8AVX512_r1_k4_done
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ldK+40(FP), DI
+	SHRQ       $0x03, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       AX, R9
+	MOVQ       BX, R10
+	MOVQ       dv+72(FP), R11
+	SHRQ       $0x05, R11
+	MOVQ       DI, R12
+	SHLQ       $0x03, R12
+	LEAQ       (R12)(R12*2), R13
+	MOVQ       R12, R14
+	SHLQ       $0x06, R14
+	ADDQ       R9, R14
+	PREFETCHT0 (R10)(R8*8)
 
 qkRowsQ8AVX512_r1_k4_inner:
-	PREFETCHT0    (R14)
-	PREFETCHT0    (R14)(R12*1)
-	PREFETCHT0    (R14)(R12*2)
-	PREFETCHT0    (R14)(R13*1)
+	PREFETCHT2    (R14)
+	PREFETCHT2    (R14)(R12*1)
+	PREFETCHT2    (R14)(R12*2)
+	PREFETCHT2    (R14)(R13*1)
 	VPMOVSXBD     (R9), Z5
 	VCVTDQ2PS     Z5, Z5
 	VMULPS.BCST   (R10), Z5, Z5
@@ -3170,42 +3177,43 @@ qkRowsQ8AVX512_r1_k4_inner:
 
 qkRowsQ8AVX512_r1_k4_done:
 qkRowsQ8AVX512_r1_k1:
-	CMPQ   DX, $0x01
-	JL     qkRowsQ8AVX512_r1_k1_done
-	VXORPS Z1, Z1, Z1
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), DI
-	MOVQ   ldK+40(FP), DI
-	SHRQ   $0x03, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   BX, R9
-	MOVQ   dv+72(FP), R10
-	SHRQ   $0x05, R10
-	SHLQ   $0x03, DI
-	LEAQ   (DI)(DI*2), R11
-	SHLQ   $0x04, DI
-	ADDQ   R8, DI
+	CMPQ       DX, $0x01
+	JL         qkRowsQ8AVX512_r1_k1_done
+	VXORPS     Z1, Z1, Z1
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ldK+40(FP), DI
+	SHRQ       $0x03, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       AX, R9
+	MOVQ       BX, R10
+	MOVQ       dv+72(FP), R11
+	SHRQ       $0x05, R11
+	SHLQ       $0x03, DI
+	LEAQ       (DI)(DI*2), R12
+	SHLQ       $0x06, DI
+	ADDQ       R9, DI
+	PREFETCHT0 (R10)(R8*8)
 
 qkRowsQ8AVX512_r1_k1_inner:
-	PREFETCHT0    (DI)
-	VPMOVSXBD     (R8), Z2
+	PREFETCHT2    (DI)
+	VPMOVSXBD     (R9), Z2
 	VCVTDQ2PS     Z2, Z2
-	VMULPS.BCST   (R9), Z2, Z2
+	VMULPS.BCST   (R10), Z2, Z2
 	VMOVUPS       (SI), Z3
 	VFMADD231PS   Z3, Z2, Z1
-	VPMOVSXBD     16(R8), Z2
+	VPMOVSXBD     16(R9), Z2
 	VCVTDQ2PS     Z2, Z2
-	VMULPS.BCST   (R9), Z2, Z2
+	VMULPS.BCST   (R10), Z2, Z2
 	VMOVUPS       64(SI), Z3
 	VFMADD231PS   Z3, Z2, Z1
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R8
+	ADDQ          $0x00000020, R9
 	ADDQ          $0x00000020, DI
-	ADDQ          $0x04, R9
-	DECQ          R10
+	ADDQ          $0x04, R10
+	DECQ          R11
 	JNZ           qkRowsQ8AVX512_r1_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -3221,9 +3229,9 @@ qkRowsQ8AVX512_r1_k1_inner:
 	VMULSS        X0, X1, X1
 	VMOVSS        X1, (SI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R8
-	SHRQ          $0x03, R8
-	ADDQ          R8, BX
+	MOVQ          SI, R9
+	SHRQ          $0x03, R9
+	ADDQ          R9, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -3288,13 +3296,13 @@ pvRowsF16AVX512_r4_full:
 	SHLQ    $0x01, R9
 	MOVQ    CX, R10
 	MOVQ    R9, R11
-	SHLQ    $0x04, R11
+	SHLQ    $0x06, R11
 	ADDQ    R10, R11
 	MOVQ    cols+64(FP), R12
 
 pvRowsF16AVX512_r4_full_b:
-	PREFETCHT0   (R11)
-	PREFETCHT0   64(R11)
+	PREFETCHT2   (R11)
+	PREFETCHT2   64(R11)
 	VCVTPH2PS    (R10), Z16
 	VCVTPH2PS    32(R10), Z17
 	VCVTPH2PS    64(R10), Z18
@@ -3385,13 +3393,13 @@ pvRowsF16AVX512_r4_part3:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x04, R9
+	SHLQ    $0x06, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
 pvRowsF16AVX512_r4_part3_b:
-	PREFETCHT0   (R9)
-	PREFETCHT0   64(R9)
+	PREFETCHT2   (R9)
+	PREFETCHT2   64(R9)
 	VCVTPH2PS    (CX), Z12
 	VCVTPH2PS    32(CX), Z13
 	VCVTPH2PS    64(CX), Z14
@@ -3457,12 +3465,12 @@ pvRowsF16AVX512_r4_part2:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x04, R9
+	SHLQ    $0x06, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
 pvRowsF16AVX512_r4_part2_b:
-	PREFETCHT0   (R9)
+	PREFETCHT2   (R9)
 	VCVTPH2PS    (CX), Z8
 	VCVTPH2PS    32(CX), Z9
 	VBROADCASTSS (BX), Z10
@@ -3515,12 +3523,12 @@ pvRowsF16AVX512_r4_part1:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x04, R9
+	SHLQ    $0x06, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
 pvRowsF16AVX512_r4_part1_b:
-	PREFETCHT0   (R9)
+	PREFETCHT2   (R9)
 	VCVTPH2PS    (CX), Z4
 	VBROADCASTSS (BX), Z5
 	VFMADD231PS  Z5, Z4, Z0
@@ -3580,13 +3588,13 @@ pvRowsF16AVX512_r3_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsF16AVX512_r3_full_b:
-	PREFETCHT0   (R10)
-	PREFETCHT0   64(R10)
+	PREFETCHT2   (R10)
+	PREFETCHT2   64(R10)
 	VCVTPH2PS    (R9), Z12
 	VCVTPH2PS    32(R9), Z13
 	VCVTPH2PS    64(R9), Z14
@@ -3663,13 +3671,13 @@ pvRowsF16AVX512_r3_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX512_r3_part3_b:
-	PREFETCHT0   (R8)
-	PREFETCHT0   64(R8)
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
 	VCVTPH2PS    (CX), Z9
 	VCVTPH2PS    32(CX), Z10
 	VCVTPH2PS    64(CX), Z11
@@ -3724,12 +3732,12 @@ pvRowsF16AVX512_r3_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX512_r3_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (CX), Z6
 	VCVTPH2PS    32(CX), Z7
 	VBROADCASTSS (BX), Z8
@@ -3774,12 +3782,12 @@ pvRowsF16AVX512_r3_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX512_r3_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (CX), Z3
 	VBROADCASTSS (BX), Z4
 	VFMADD231PS  Z4, Z3, Z0
@@ -3830,13 +3838,13 @@ pvRowsF16AVX512_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsF16AVX512_r2_full_b:
-	PREFETCHT0   (R10)
-	PREFETCHT0   64(R10)
+	PREFETCHT2   (R10)
+	PREFETCHT2   64(R10)
 	VCVTPH2PS    (R9), Z8
 	VCVTPH2PS    32(R9), Z9
 	VCVTPH2PS    64(R9), Z10
@@ -3899,13 +3907,13 @@ pvRowsF16AVX512_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX512_r2_part3_b:
-	PREFETCHT0   (R8)
-	PREFETCHT0   64(R8)
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
 	VCVTPH2PS    (CX), Z6
 	VCVTPH2PS    32(CX), Z7
 	VCVTPH2PS    64(CX), Z8
@@ -3949,12 +3957,12 @@ pvRowsF16AVX512_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX512_r2_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (CX), Z4
 	VCVTPH2PS    32(CX), Z5
 	VBROADCASTSS (BX), Z6
@@ -3991,12 +3999,12 @@ pvRowsF16AVX512_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX512_r2_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (CX), Z2
 	VBROADCASTSS (BX), Z3
 	VFMADD231PS  Z3, Z2, Z0
@@ -4038,13 +4046,13 @@ pvRowsF16AVX512_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX512_r1_full_b:
-	PREFETCHT0   (R8)
-	PREFETCHT0   64(R8)
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
 	VCVTPH2PS    (DI), Z4
 	VCVTPH2PS    32(DI), Z5
 	VCVTPH2PS    64(DI), Z6
@@ -4093,13 +4101,13 @@ pvRowsF16AVX512_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsF16AVX512_r1_part3_b:
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	PREFETCHT2   (SI)
+	PREFETCHT2   64(SI)
 	VCVTPH2PS    (CX), Z3
 	VCVTPH2PS    32(CX), Z4
 	VCVTPH2PS    64(CX), Z5
@@ -4132,12 +4140,12 @@ pvRowsF16AVX512_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsF16AVX512_r1_part2_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VCVTPH2PS    (CX), Z2
 	VCVTPH2PS    32(CX), Z3
 	VBROADCASTSS (DX), Z4
@@ -4166,12 +4174,12 @@ pvRowsF16AVX512_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsF16AVX512_r1_part1_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VCVTPH2PS    (CX), Z1
 	VBROADCASTSS (DX), Z2
 	VFMADD231PS  Z2, Z1, Z0
@@ -4239,13 +4247,13 @@ pvRowsBF16AVX512_r4_full:
 	SHLQ    $0x01, R9
 	MOVQ    CX, R10
 	MOVQ    R9, R11
-	SHLQ    $0x04, R11
+	SHLQ    $0x06, R11
 	ADDQ    R10, R11
 	MOVQ    cols+64(FP), R12
 
 pvRowsBF16AVX512_r4_full_b:
-	PREFETCHT0   (R11)
-	PREFETCHT0   64(R11)
+	PREFETCHT2   (R11)
+	PREFETCHT2   64(R11)
 	VPMOVZXWD    (R10), Z16
 	VPSLLD       $0x10, Z16, Z16
 	VPMOVZXWD    32(R10), Z17
@@ -4340,13 +4348,13 @@ pvRowsBF16AVX512_r4_part3:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x04, R9
+	SHLQ    $0x06, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
 pvRowsBF16AVX512_r4_part3_b:
-	PREFETCHT0   (R9)
-	PREFETCHT0   64(R9)
+	PREFETCHT2   (R9)
+	PREFETCHT2   64(R9)
 	VPMOVZXWD    (CX), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VPMOVZXWD    32(CX), Z13
@@ -4415,12 +4423,12 @@ pvRowsBF16AVX512_r4_part2:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x04, R9
+	SHLQ    $0x06, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
 pvRowsBF16AVX512_r4_part2_b:
-	PREFETCHT0   (R9)
+	PREFETCHT2   (R9)
 	VPMOVZXWD    (CX), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VPMOVZXWD    32(CX), Z9
@@ -4475,12 +4483,12 @@ pvRowsBF16AVX512_r4_part1:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    R8, R9
-	SHLQ    $0x04, R9
+	SHLQ    $0x06, R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
 pvRowsBF16AVX512_r4_part1_b:
-	PREFETCHT0   (R9)
+	PREFETCHT2   (R9)
 	VPMOVZXWD    (CX), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VBROADCASTSS (BX), Z5
@@ -4541,13 +4549,13 @@ pvRowsBF16AVX512_r3_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsBF16AVX512_r3_full_b:
-	PREFETCHT0   (R10)
-	PREFETCHT0   64(R10)
+	PREFETCHT2   (R10)
+	PREFETCHT2   64(R10)
 	VPMOVZXWD    (R9), Z12
 	VPSLLD       $0x10, Z12, Z12
 	VPMOVZXWD    32(R9), Z13
@@ -4628,13 +4636,13 @@ pvRowsBF16AVX512_r3_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX512_r3_part3_b:
-	PREFETCHT0   (R8)
-	PREFETCHT0   64(R8)
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
 	VPMOVZXWD    (CX), Z9
 	VPSLLD       $0x10, Z9, Z9
 	VPMOVZXWD    32(CX), Z10
@@ -4692,12 +4700,12 @@ pvRowsBF16AVX512_r3_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX512_r3_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (CX), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VPMOVZXWD    32(CX), Z7
@@ -4744,12 +4752,12 @@ pvRowsBF16AVX512_r3_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX512_r3_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (CX), Z3
 	VPSLLD       $0x10, Z3, Z3
 	VBROADCASTSS (BX), Z4
@@ -4801,13 +4809,13 @@ pvRowsBF16AVX512_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsBF16AVX512_r2_full_b:
-	PREFETCHT0   (R10)
-	PREFETCHT0   64(R10)
+	PREFETCHT2   (R10)
+	PREFETCHT2   64(R10)
 	VPMOVZXWD    (R9), Z8
 	VPSLLD       $0x10, Z8, Z8
 	VPMOVZXWD    32(R9), Z9
@@ -4874,13 +4882,13 @@ pvRowsBF16AVX512_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX512_r2_part3_b:
-	PREFETCHT0   (R8)
-	PREFETCHT0   64(R8)
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
 	VPMOVZXWD    (CX), Z6
 	VPSLLD       $0x10, Z6, Z6
 	VPMOVZXWD    32(CX), Z7
@@ -4927,12 +4935,12 @@ pvRowsBF16AVX512_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX512_r2_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (CX), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VPMOVZXWD    32(CX), Z5
@@ -4971,12 +4979,12 @@ pvRowsBF16AVX512_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX512_r2_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (CX), Z2
 	VPSLLD       $0x10, Z2, Z2
 	VBROADCASTSS (BX), Z3
@@ -5019,13 +5027,13 @@ pvRowsBF16AVX512_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX512_r1_full_b:
-	PREFETCHT0   (R8)
-	PREFETCHT0   64(R8)
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
 	VPMOVZXWD    (DI), Z4
 	VPSLLD       $0x10, Z4, Z4
 	VPMOVZXWD    32(DI), Z5
@@ -5078,13 +5086,13 @@ pvRowsBF16AVX512_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsBF16AVX512_r1_part3_b:
-	PREFETCHT0   (SI)
-	PREFETCHT0   64(SI)
+	PREFETCHT2   (SI)
+	PREFETCHT2   64(SI)
 	VPMOVZXWD    (CX), Z3
 	VPSLLD       $0x10, Z3, Z3
 	VPMOVZXWD    32(CX), Z4
@@ -5120,12 +5128,12 @@ pvRowsBF16AVX512_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsBF16AVX512_r1_part2_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VPMOVZXWD    (CX), Z2
 	VPSLLD       $0x10, Z2, Z2
 	VPMOVZXWD    32(CX), Z3
@@ -5156,12 +5164,12 @@ pvRowsBF16AVX512_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsBF16AVX512_r1_part1_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VPMOVZXWD    (CX), Z1
 	VPSLLD       $0x10, Z1, Z1
 	VBROADCASTSS (DX), Z2
@@ -5234,12 +5242,13 @@ pvRowsQ8AVX512_r4_full:
 	MOVQ    CX, R12
 	MOVQ    BX, R13
 	MOVQ    R10, R14
-	SHLQ    $0x04, R14
+	SHLQ    $0x06, R14
 	ADDQ    R12, R14
 	MOVQ    cols+64(FP), R15
 
 pvRowsQ8AVX512_r4_full_b:
-	PREFETCHT0   (R14)
+	PREFETCHT2   (R14)
+	PREFETCHT0   256(R13)(R11*8)
 	VPMOVSXBD    (R12), Z16
 	VCVTDQ2PS    Z16, Z16
 	VMULPS.BCST  (R13), Z16, Z16
@@ -5343,12 +5352,13 @@ pvRowsQ8AVX512_r4_part3:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    R9, R11
-	SHLQ    $0x04, R11
+	SHLQ    $0x06, R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r4_part3_b:
-	PREFETCHT0   (R11)
+	PREFETCHT2   (R11)
+	PREFETCHT0   256(BX)(R10*8)
 	VPMOVSXBD    (CX), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (BX), Z12, Z12
@@ -5424,12 +5434,13 @@ pvRowsQ8AVX512_r4_part2:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    R9, R11
-	SHLQ    $0x04, R11
+	SHLQ    $0x06, R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r4_part2_b:
-	PREFETCHT0   (R11)
+	PREFETCHT2   (R11)
+	PREFETCHT0   256(BX)(R10*8)
 	VPMOVSXBD    (CX), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (BX), Z8, Z8
@@ -5490,12 +5501,13 @@ pvRowsQ8AVX512_r4_part1:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    R9, R11
-	SHLQ    $0x04, R11
+	SHLQ    $0x06, R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r4_part1_b:
-	PREFETCHT0   (R11)
+	PREFETCHT2   (R11)
+	PREFETCHT0   256(BX)(R10*8)
 	VPMOVSXBD    (CX), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX), Z4, Z4
@@ -5562,12 +5574,13 @@ pvRowsQ8AVX512_r3_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    R9, R13
-	SHLQ    $0x04, R13
+	SHLQ    $0x06, R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
 pvRowsQ8AVX512_r3_full_b:
-	PREFETCHT0   (R13)
+	PREFETCHT2   (R13)
+	PREFETCHT0   256(R12)(R10*8)
 	VPMOVSXBD    (R11), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (R12), Z12, Z12
@@ -5657,12 +5670,13 @@ pvRowsQ8AVX512_r3_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX512_r3_part3_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Z9
 	VCVTDQ2PS    Z9, Z9
 	VMULPS.BCST  (BX), Z9, Z9
@@ -5727,12 +5741,13 @@ pvRowsQ8AVX512_r3_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX512_r3_part2_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX), Z6, Z6
@@ -5785,12 +5800,13 @@ pvRowsQ8AVX512_r3_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX512_r3_part1_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS.BCST  (BX), Z3, Z3
@@ -5848,12 +5864,13 @@ pvRowsQ8AVX512_r2_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    R9, R13
-	SHLQ    $0x04, R13
+	SHLQ    $0x06, R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
 pvRowsQ8AVX512_r2_full_b:
-	PREFETCHT0   (R13)
+	PREFETCHT2   (R13)
+	PREFETCHT0   256(R12)(R10*8)
 	VPMOVSXBD    (R11), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (R12), Z8, Z8
@@ -5929,12 +5946,13 @@ pvRowsQ8AVX512_r2_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX512_r2_part3_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX), Z6, Z6
@@ -5988,12 +6006,13 @@ pvRowsQ8AVX512_r2_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX512_r2_part2_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX), Z4, Z4
@@ -6038,12 +6057,13 @@ pvRowsQ8AVX512_r2_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX512_r2_part1_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Z2
 	VCVTDQ2PS    Z2, Z2
 	VMULPS.BCST  (BX), Z2, Z2
@@ -6092,12 +6112,13 @@ pvRowsQ8AVX512_r1_full:
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
-	SHLQ    $0x04, R11
+	SHLQ    $0x06, R11
 	ADDQ    R9, R11
 	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r1_full_b:
-	PREFETCHT0   (R11)
+	PREFETCHT2   (R11)
+	PREFETCHT0   256(R10)(R8*8)
 	VPMOVSXBD    (R9), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (R10), Z4, Z4
@@ -6159,12 +6180,13 @@ pvRowsQ8AVX512_r1_part3:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsQ8AVX512_r1_part3_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
+	PREFETCHT0   256(BX)(DI*8)
 	VPMOVSXBD    (CX), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS.BCST  (BX), Z3, Z3
@@ -6207,12 +6229,13 @@ pvRowsQ8AVX512_r1_part2:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsQ8AVX512_r1_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
+	PREFETCHT0   256(BX)(DI*8)
 	VPMOVSXBD    (CX), Z2
 	VCVTDQ2PS    Z2, Z2
 	VMULPS.BCST  (BX), Z2, Z2
@@ -6249,12 +6272,13 @@ pvRowsQ8AVX512_r1_part1:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsQ8AVX512_r1_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
+	PREFETCHT0   256(BX)(DI*8)
 	VPMOVSXBD    (CX), Z1
 	VCVTDQ2PS    Z1, Z1
 	VMULPS.BCST  (BX), Z1, Z1
@@ -6311,14 +6335,14 @@ qkRowsF32AVX2_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX2_r2_k4_inner:
-	PREFETCHT0   (R11)
-	PREFETCHT0   (R11)(DI*1)
-	PREFETCHT0   (R11)(DI*2)
-	PREFETCHT0   (R11)(R8*1)
+	PREFETCHT2   (R11)
+	PREFETCHT2   (R11)(DI*1)
+	PREFETCHT2   (R11)(DI*2)
+	PREFETCHT2   (R11)(R8*1)
 	VMOVUPS      (R9), Y9
 	VMOVUPS      (R9)(DI*1), Y10
 	VMOVUPS      (R9)(DI*2), Y11
@@ -6392,11 +6416,11 @@ qkRowsF32AVX2_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsF32AVX2_r2_k1_inner:
-	PREFETCHT0   (DI)
+	PREFETCHT2   (DI)
 	VMOVUPS      (R8), Y3
 	VMOVUPS      (BX), Y4
 	VFMADD231PS  Y4, Y3, Y1
@@ -6461,14 +6485,14 @@ qkRowsF32AVX2_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
 	MOVQ   SI, R10
-	SHLQ   $0x04, R10
+	SHLQ   $0x06, R10
 	ADDQ   R8, R10
 
 qkRowsF32AVX2_r1_k4_inner:
-	PREFETCHT0   (R10)
-	PREFETCHT0   (R10)(SI*1)
-	PREFETCHT0   (R10)(SI*2)
-	PREFETCHT0   (R10)(DI*1)
+	PREFETCHT2   (R10)
+	PREFETCHT2   (R10)(SI*1)
+	PREFETCHT2   (R10)(SI*2)
+	PREFETCHT2   (R10)(DI*1)
 	VMOVUPS      (R8), Y5
 	VMOVUPS      (R8)(SI*1), Y6
 	VMOVUPS      (R8)(SI*2), Y7
@@ -6522,11 +6546,11 @@ qkRowsF32AVX2_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x03, R8
-	SHLQ   $0x04, SI
+	SHLQ   $0x06, SI
 	ADDQ   DI, SI
 
 qkRowsF32AVX2_r1_k1_inner:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VMOVUPS      (DI), Y2
 	VMOVUPS      (BX), Y3
 	VFMADD231PS  Y3, Y2, Y1
@@ -6597,14 +6621,14 @@ qkRowsF16AVX2_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX2_r2_k4_inner:
-	PREFETCHT0   (R11)
-	PREFETCHT0   (R11)(DI*1)
-	PREFETCHT0   (R11)(DI*2)
-	PREFETCHT0   (R11)(R8*1)
+	PREFETCHT2   (R11)
+	PREFETCHT2   (R11)(DI*1)
+	PREFETCHT2   (R11)(DI*2)
+	PREFETCHT2   (R11)(R8*1)
 	VCVTPH2PS    (R9), Y9
 	VCVTPH2PS    (R9)(DI*1), Y10
 	VCVTPH2PS    (R9)(DI*2), Y11
@@ -6678,11 +6702,11 @@ qkRowsF16AVX2_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsF16AVX2_r2_k1_inner:
-	PREFETCHT0   (DI)
+	PREFETCHT2   (DI)
 	VCVTPH2PS    (R8), Y3
 	VMOVUPS      (BX), Y4
 	VFMADD231PS  Y4, Y3, Y1
@@ -6747,14 +6771,14 @@ qkRowsF16AVX2_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
 	MOVQ   SI, R10
-	SHLQ   $0x04, R10
+	SHLQ   $0x06, R10
 	ADDQ   R8, R10
 
 qkRowsF16AVX2_r1_k4_inner:
-	PREFETCHT0   (R10)
-	PREFETCHT0   (R10)(SI*1)
-	PREFETCHT0   (R10)(SI*2)
-	PREFETCHT0   (R10)(DI*1)
+	PREFETCHT2   (R10)
+	PREFETCHT2   (R10)(SI*1)
+	PREFETCHT2   (R10)(SI*2)
+	PREFETCHT2   (R10)(DI*1)
 	VCVTPH2PS    (R8), Y5
 	VCVTPH2PS    (R8)(SI*1), Y6
 	VCVTPH2PS    (R8)(SI*2), Y7
@@ -6808,11 +6832,11 @@ qkRowsF16AVX2_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x03, R8
-	SHLQ   $0x04, SI
+	SHLQ   $0x06, SI
 	ADDQ   DI, SI
 
 qkRowsF16AVX2_r1_k1_inner:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VCVTPH2PS    (DI), Y2
 	VMOVUPS      (BX), Y3
 	VFMADD231PS  Y3, Y2, Y1
@@ -6883,14 +6907,14 @@ qkRowsBF16AVX2_r2_k4:
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
 	MOVQ   DI, R11
-	SHLQ   $0x04, R11
+	SHLQ   $0x06, R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX2_r2_k4_inner:
-	PREFETCHT0   (R11)
-	PREFETCHT0   (R11)(DI*1)
-	PREFETCHT0   (R11)(DI*2)
-	PREFETCHT0   (R11)(R8*1)
+	PREFETCHT2   (R11)
+	PREFETCHT2   (R11)(DI*1)
+	PREFETCHT2   (R11)(DI*2)
+	PREFETCHT2   (R11)(R8*1)
 	VPMOVZXWD    (R9), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VPMOVZXWD    (R9)(DI*1), Y10
@@ -6968,11 +6992,11 @@ qkRowsBF16AVX2_r2_k1:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	SHLQ   $0x04, DI
+	SHLQ   $0x06, DI
 	ADDQ   R8, DI
 
 qkRowsBF16AVX2_r2_k1_inner:
-	PREFETCHT0   (DI)
+	PREFETCHT2   (DI)
 	VPMOVZXWD    (R8), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VMOVUPS      (BX), Y4
@@ -7038,14 +7062,14 @@ qkRowsBF16AVX2_r1_k4:
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
 	MOVQ   SI, R10
-	SHLQ   $0x04, R10
+	SHLQ   $0x06, R10
 	ADDQ   R8, R10
 
 qkRowsBF16AVX2_r1_k4_inner:
-	PREFETCHT0   (R10)
-	PREFETCHT0   (R10)(SI*1)
-	PREFETCHT0   (R10)(SI*2)
-	PREFETCHT0   (R10)(DI*1)
+	PREFETCHT2   (R10)
+	PREFETCHT2   (R10)(SI*1)
+	PREFETCHT2   (R10)(SI*2)
+	PREFETCHT2   (R10)(DI*1)
 	VPMOVZXWD    (R8), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VPMOVZXWD    (R8)(SI*1), Y6
@@ -7103,11 +7127,11 @@ qkRowsBF16AVX2_r1_k1:
 	MOVQ   AX, DI
 	MOVQ   dv+72(FP), R8
 	SHRQ   $0x03, R8
-	SHLQ   $0x04, SI
+	SHLQ   $0x06, SI
 	ADDQ   DI, SI
 
 qkRowsBF16AVX2_r1_k1_inner:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VPMOVZXWD    (DI), Y2
 	VPSLLD       $0x10, Y2, Y2
 	VMOVUPS      (BX), Y3
@@ -7159,39 +7183,40 @@ qkRowsQ8AVX2_r2:
 	MOVQ ks+48(FP), BX
 
 qkRowsQ8AVX2_r2_k4:
-	CMPQ   DX, $0x04
-	JL     qkRowsQ8AVX2_r2_k4_done
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R8
-	SHRQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R10
-	MOVQ   BX, R11
-	MOVQ   dv+72(FP), R12
-	SHRQ   $0x05, R12
-	MOVQ   R8, R13
-	SHLQ   $0x03, R13
-	LEAQ   (R13)(R13*2), R14
-	MOVQ   R13, R15
-	SHLQ   $0x04, R15
-	ADDQ   R10, R15
+	CMPQ       DX, $0x04
+	JL         qkRowsQ8AVX2_r2_k4_done
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       AX, R10
+	MOVQ       BX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x05, R12
+	MOVQ       R8, R13
+	SHLQ       $0x03, R13
+	LEAQ       (R13)(R13*2), R14
+	MOVQ       R13, R15
+	SHLQ       $0x06, R15
+	ADDQ       R10, R15
+	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX2_r2_k4_inner:
-	PREFETCHT0   (R15)
-	PREFETCHT0   (R15)(R13*1)
-	PREFETCHT0   (R15)(R13*2)
-	PREFETCHT0   (R15)(R14*1)
+	PREFETCHT2   (R15)
+	PREFETCHT2   (R15)(R13*1)
+	PREFETCHT2   (R15)(R13*2)
+	PREFETCHT2   (R15)(R14*1)
 	VPMOVSXBD    (R10), Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS (R11), Y10
@@ -7346,65 +7371,66 @@ qkRowsQ8AVX2_r2_k4_inner:
 
 qkRowsQ8AVX2_r2_k4_done:
 qkRowsQ8AVX2_r2_k1:
-	CMPQ   DX, $0x01
-	JL     qkRowsQ8AVX2_r2_k1_done
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   ldK+40(FP), R8
-	SHRQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R9
-	MOVQ   BX, R10
-	MOVQ   dv+72(FP), R11
-	SHRQ   $0x05, R11
-	SHLQ   $0x03, R8
-	LEAQ   (R8)(R8*2), R12
-	SHLQ   $0x04, R8
-	ADDQ   R9, R8
+	CMPQ       DX, $0x01
+	JL         qkRowsQ8AVX2_r2_k1_done
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       AX, R10
+	MOVQ       BX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x05, R12
+	SHLQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R13
+	SHLQ       $0x06, R8
+	ADDQ       R10, R8
+	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX2_r2_k1_inner:
-	PREFETCHT0   (R8)
-	VPMOVSXBD    (R9), Y3
+	PREFETCHT2   (R8)
+	VPMOVSXBD    (R10), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R10), Y4
+	VBROADCASTSS (R11), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      (SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      (SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
-	VPMOVSXBD    8(R9), Y3
+	VPMOVSXBD    8(R10), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R10), Y4
+	VBROADCASTSS (R11), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      32(SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      32(SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
-	VPMOVSXBD    16(R9), Y3
+	VPMOVSXBD    16(R10), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R10), Y4
+	VBROADCASTSS (R11), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      64(SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      64(SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
-	VPMOVSXBD    24(R9), Y3
+	VPMOVSXBD    24(R10), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R10), Y4
+	VBROADCASTSS (R11), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      96(SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      96(SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000020, R9
+	ADDQ         $0x00000020, R10
 	ADDQ         $0x00000020, R8
-	ADDQ         $0x04, R10
-	DECQ         R11
+	ADDQ         $0x04, R11
+	DECQ         R12
 	JNZ          qkRowsQ8AVX2_r2_k1_inner
 	MOVQ         ldS+8(FP), SI
 	SHLQ         $0x02, SI
@@ -7427,9 +7453,9 @@ qkRowsQ8AVX2_r2_k1_inner:
 	VMULSS       X0, X1, X1
 	VMOVSS       X1, (DI)
 	MOVQ         ldK+40(FP), SI
-	MOVQ         SI, R9
-	SHRQ         $0x03, R9
-	ADDQ         R9, BX
+	MOVQ         SI, R10
+	SHRQ         $0x03, R10
+	ADDQ         R10, BX
 	SHLQ         $0x00, SI
 	ADDQ         SI, AX
 	ADDQ         $0x04, CX
@@ -7447,35 +7473,36 @@ qkRowsQ8AVX2_r1:
 	MOVQ ks+48(FP), BX
 
 qkRowsQ8AVX2_r1_k4:
-	CMPQ   DX, $0x04
-	JL     qkRowsQ8AVX2_r1_k4_done
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), DI
-	MOVQ   ldK+40(FP), DI
-	SHRQ   $0x03, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R9
-	MOVQ   BX, R10
-	MOVQ   dv+72(FP), R11
-	SHRQ   $0x05, R11
-	MOVQ   DI, R12
-	SHLQ   $0x03, R12
-	LEAQ   (R12)(R12*2), R13
-	MOVQ   R12, R14
-	SHLQ   $0x04, R14
-	ADDQ   R9, R14
+	CMPQ       DX, $0x04
+	JL         qkRowsQ8AVX2_r1_k4_done
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ldK+40(FP), DI
+	SHRQ       $0x03, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       AX, R9
+	MOVQ       BX, R10
+	MOVQ       dv+72(FP), R11
+	SHRQ       $0x05, R11
+	MOVQ       DI, R12
+	SHLQ       $0x03, R12
+	LEAQ       (R12)(R12*2), R13
+	MOVQ       R12, R14
+	SHLQ       $0x06, R14
+	ADDQ       R9, R14
+	PREFETCHT0 (R10)(R8*8)
 
 qkRowsQ8AVX2_r1_k4_inner:
-	PREFETCHT0   (R14)
-	PREFETCHT0   (R14)(R12*1)
-	PREFETCHT0   (R14)(R12*2)
-	PREFETCHT0   (R14)(R13*1)
+	PREFETCHT2   (R14)
+	PREFETCHT2   (R14)(R12*1)
+	PREFETCHT2   (R14)(R12*2)
+	PREFETCHT2   (R14)(R13*1)
 	VPMOVSXBD    (R9), Y5
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (R10), Y6
@@ -7596,56 +7623,57 @@ qkRowsQ8AVX2_r1_k4_inner:
 
 qkRowsQ8AVX2_r1_k4_done:
 qkRowsQ8AVX2_r1_k1:
-	CMPQ   DX, $0x01
-	JL     qkRowsQ8AVX2_r1_k1_done
-	VXORPS Y1, Y1, Y1
-	MOVQ   q+16(FP), SI
-	MOVQ   ldQ+24(FP), DI
-	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), DI
-	MOVQ   ldK+40(FP), DI
-	SHRQ   $0x03, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   BX, R9
-	MOVQ   dv+72(FP), R10
-	SHRQ   $0x05, R10
-	SHLQ   $0x03, DI
-	LEAQ   (DI)(DI*2), R11
-	SHLQ   $0x04, DI
-	ADDQ   R8, DI
+	CMPQ       DX, $0x01
+	JL         qkRowsQ8AVX2_r1_k1_done
+	VXORPS     Y1, Y1, Y1
+	MOVQ       q+16(FP), SI
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ldK+40(FP), DI
+	SHRQ       $0x03, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       AX, R9
+	MOVQ       BX, R10
+	MOVQ       dv+72(FP), R11
+	SHRQ       $0x05, R11
+	SHLQ       $0x03, DI
+	LEAQ       (DI)(DI*2), R12
+	SHLQ       $0x06, DI
+	ADDQ       R9, DI
+	PREFETCHT0 (R10)(R8*8)
 
 qkRowsQ8AVX2_r1_k1_inner:
-	PREFETCHT0   (DI)
-	VPMOVSXBD    (R8), Y2
+	PREFETCHT2   (DI)
+	VPMOVSXBD    (R9), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R9), Y3
+	VBROADCASTSS (R10), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      (SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
-	VPMOVSXBD    8(R8), Y2
+	VPMOVSXBD    8(R9), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R9), Y3
+	VBROADCASTSS (R10), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      32(SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
-	VPMOVSXBD    16(R8), Y2
+	VPMOVSXBD    16(R9), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R9), Y3
+	VBROADCASTSS (R10), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      64(SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
-	VPMOVSXBD    24(R8), Y2
+	VPMOVSXBD    24(R9), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R9), Y3
+	VBROADCASTSS (R10), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      96(SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
 	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000020, R8
+	ADDQ         $0x00000020, R9
 	ADDQ         $0x00000020, DI
-	ADDQ         $0x04, R9
-	DECQ         R10
+	ADDQ         $0x04, R10
+	DECQ         R11
 	JNZ          qkRowsQ8AVX2_r1_k1_inner
 	MOVQ         ldS+8(FP), SI
 	SHLQ         $0x02, SI
@@ -7659,9 +7687,9 @@ qkRowsQ8AVX2_r1_k1_inner:
 	VMULSS       X0, X2, X2
 	VMOVSS       X2, (SI)
 	MOVQ         ldK+40(FP), SI
-	MOVQ         SI, R8
-	SHRQ         $0x03, R8
-	ADDQ         R8, BX
+	MOVQ         SI, R9
+	SHRQ         $0x03, R9
+	ADDQ         R9, BX
 	SHLQ         $0x00, SI
 	ADDQ         SI, AX
 	ADDQ         $0x04, CX
@@ -7712,12 +7740,12 @@ pvRowsF16AVX2_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsF16AVX2_r2_full_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
 	VCVTPH2PS    (R9), Y8
 	VCVTPH2PS    16(R9), Y9
 	VCVTPH2PS    32(R9), Y10
@@ -7780,12 +7808,12 @@ pvRowsF16AVX2_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX2_r2_part3_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (CX), Y6
 	VCVTPH2PS    16(CX), Y7
 	VCVTPH2PS    32(CX), Y8
@@ -7829,12 +7857,12 @@ pvRowsF16AVX2_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX2_r2_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (CX), Y4
 	VCVTPH2PS    16(CX), Y5
 	VBROADCASTSS (BX), Y6
@@ -7871,12 +7899,12 @@ pvRowsF16AVX2_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX2_r2_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (CX), Y2
 	VBROADCASTSS (BX), Y3
 	VFMADD231PS  Y3, Y2, Y0
@@ -7918,12 +7946,12 @@ pvRowsF16AVX2_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsF16AVX2_r1_full_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VCVTPH2PS    (DI), Y4
 	VCVTPH2PS    16(DI), Y5
 	VCVTPH2PS    32(DI), Y6
@@ -7972,12 +8000,12 @@ pvRowsF16AVX2_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsF16AVX2_r1_part3_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VCVTPH2PS    (CX), Y3
 	VCVTPH2PS    16(CX), Y4
 	VCVTPH2PS    32(CX), Y5
@@ -8010,12 +8038,12 @@ pvRowsF16AVX2_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsF16AVX2_r1_part2_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VCVTPH2PS    (CX), Y2
 	VCVTPH2PS    16(CX), Y3
 	VBROADCASTSS (DX), Y4
@@ -8044,12 +8072,12 @@ pvRowsF16AVX2_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsF16AVX2_r1_part1_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VCVTPH2PS    (CX), Y1
 	VBROADCASTSS (DX), Y2
 	VFMADD231PS  Y2, Y1, Y0
@@ -8103,12 +8131,12 @@ pvRowsBF16AVX2_r2_full:
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsBF16AVX2_r2_full_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
 	VPMOVZXWD    (R9), Y8
 	VPSLLD       $0x10, Y8, Y8
 	VPMOVZXWD    16(R9), Y9
@@ -8175,12 +8203,12 @@ pvRowsBF16AVX2_r2_part3:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX2_r2_part3_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (CX), Y6
 	VPSLLD       $0x10, Y6, Y6
 	VPMOVZXWD    16(CX), Y7
@@ -8227,12 +8255,12 @@ pvRowsBF16AVX2_r2_part2:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX2_r2_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (CX), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VPMOVZXWD    16(CX), Y5
@@ -8271,12 +8299,12 @@ pvRowsBF16AVX2_r2_part1:
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
 	MOVQ    DI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX2_r2_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (CX), Y2
 	VPSLLD       $0x10, Y2, Y2
 	VBROADCASTSS (BX), Y3
@@ -8319,12 +8347,12 @@ pvRowsBF16AVX2_r1_full:
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsBF16AVX2_r1_full_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
 	VPMOVZXWD    (DI), Y4
 	VPSLLD       $0x10, Y4, Y4
 	VPMOVZXWD    16(DI), Y5
@@ -8377,12 +8405,12 @@ pvRowsBF16AVX2_r1_part3:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsBF16AVX2_r1_part3_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VPMOVZXWD    (CX), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VPMOVZXWD    16(CX), Y4
@@ -8418,12 +8446,12 @@ pvRowsBF16AVX2_r1_part2:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsBF16AVX2_r1_part2_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VPMOVZXWD    (CX), Y2
 	VPSLLD       $0x10, Y2, Y2
 	VPMOVZXWD    16(CX), Y3
@@ -8454,12 +8482,12 @@ pvRowsBF16AVX2_r1_part1:
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
 	MOVQ    BX, SI
-	SHLQ    $0x04, SI
+	SHLQ    $0x06, SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
 pvRowsBF16AVX2_r1_part1_b:
-	PREFETCHT0   (SI)
+	PREFETCHT2   (SI)
 	VPMOVZXWD    (CX), Y1
 	VPSLLD       $0x10, Y1, Y1
 	VBROADCASTSS (DX), Y2
@@ -8518,12 +8546,13 @@ pvRowsQ8AVX2_r2_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    R9, R13
-	SHLQ    $0x04, R13
+	SHLQ    $0x06, R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
 pvRowsQ8AVX2_r2_full_b:
-	PREFETCHT0   (R13)
+	PREFETCHT2   (R13)
+	PREFETCHT0   256(R12)(R10*8)
 	VPMOVSXBD    (R11), Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS (R12), Y9
@@ -8603,12 +8632,13 @@ pvRowsQ8AVX2_r2_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX2_r2_part3_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS (BX), Y7
@@ -8665,12 +8695,13 @@ pvRowsQ8AVX2_r2_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX2_r2_part2_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Y4
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (BX), Y5
@@ -8717,12 +8748,13 @@ pvRowsQ8AVX2_r2_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    R8, R10
-	SHLQ    $0x04, R10
+	SHLQ    $0x06, R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
 pvRowsQ8AVX2_r2_part1_b:
-	PREFETCHT0   (R10)
+	PREFETCHT2   (R10)
+	PREFETCHT0   256(BX)(R9*8)
 	VPMOVSXBD    (CX), Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (BX), Y3
@@ -8772,12 +8804,13 @@ pvRowsQ8AVX2_r1_full:
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    DI, R11
-	SHLQ    $0x04, R11
+	SHLQ    $0x06, R11
 	ADDQ    R9, R11
 	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX2_r1_full_b:
-	PREFETCHT0   (R11)
+	PREFETCHT2   (R11)
+	PREFETCHT0   256(R10)(R8*8)
 	VPMOVSXBD    (R9), Y4
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (R10), Y5
@@ -8843,12 +8876,13 @@ pvRowsQ8AVX2_r1_part3:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsQ8AVX2_r1_part3_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
+	PREFETCHT0   256(BX)(DI*8)
 	VPMOVSXBD    (CX), Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (BX), Y4
@@ -8894,12 +8928,13 @@ pvRowsQ8AVX2_r1_part2:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsQ8AVX2_r1_part2_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
+	PREFETCHT0   256(BX)(DI*8)
 	VPMOVSXBD    (CX), Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (BX), Y3
@@ -8938,12 +8973,13 @@ pvRowsQ8AVX2_r1_part1:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    SI, R8
-	SHLQ    $0x04, R8
+	SHLQ    $0x06, R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
 pvRowsQ8AVX2_r1_part1_b:
-	PREFETCHT0   (R8)
+	PREFETCHT2   (R8)
+	PREFETCHT0   256(BX)(DI*8)
 	VPMOVSXBD    (CX), Y1
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (BX), Y2
