@@ -45,11 +45,8 @@ func roundKV(dt attention.DType, x []float32) {
 	}
 	q := make([]int8, len(x))
 	s := make([]float32, len(x)/attention.Q8Block)
-	if attention.QuantizeQ8(q, s, x) != len(x) {
+	if attention.QuantizeQ8(q, s, x) != len(x) || attention.DequantizeQ8(x, q, s) != len(x) {
 		panic("roundKV: length not a multiple of Q8Block")
-	}
-	for i := range x {
-		x[i] = float32(q[i]) * s[i/attention.Q8Block]
 	}
 }
 

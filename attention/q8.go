@@ -18,6 +18,25 @@ func QuantizeQ8(dst []int8, scales []float32, src []float32) int {
 	return len(src)
 }
 
+// DequantizeQ8 is QuantizeQ8's inverse: it writes the value each Q8 element
+// of src stands for, float32(src[i])·scales[i/Q8Block], to dst[i], exactly
+// as the decode kernels dequantise in registers. len(src) must be a
+// multiple of Q8Block, dst at least as long and scales at least
+// len(src)/Q8Block long; it returns the number of values written (0, and
+// nothing written, otherwise).
+func DequantizeQ8(dst []float32, src []int8, scales []float32) int {
+	if len(src)%Q8Block != 0 || len(dst) < len(src) || len(scales) < len(src)/Q8Block {
+		return 0
+	}
+	for g, s := range scales[:len(src)/Q8Block] {
+		out := dst[g*Q8Block : (g+1)*Q8Block]
+		for i, v := range src[g*Q8Block : (g+1)*Q8Block] {
+			out[i] = float32(v) * s
+		}
+	}
+	return len(src)
+}
+
 func quantizeQ8(dst []int8, scales []float32, src []float32) {
 	for g := range scales {
 		x := src[g*Q8Block : (g+1)*Q8Block]

@@ -1,6 +1,7 @@
 package attention_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -42,6 +43,45 @@ func TestQuantizeQ8(t *testing.T) {
 	x[3] = float32(math.NaN())
 	attention.QuantizeQ8(q, s, x)
 	require.True(t, math.IsNaN(float64(s[0])), "a NaN makes its block NaN")
+}
+
+func TestDequantizeQ8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(103, 104))
+	x := randn(rng, 3*attention.Q8Block)
+	q := make([]int8, len(x))
+	s := make([]float32, 3)
+	require.Equal(t, len(x), attention.QuantizeQ8(q, s, x))
+	got := make([]float32, len(x)+1)
+	got[len(x)] = 7 // past the values: untouched
+	require.Equal(t, len(x), attention.DequantizeQ8(got, q, s))
+	for i, v := range q {
+		require.Equal(t, float32(v)*s[i/attention.Q8Block], got[i], "value %d", i)
+		require.InDelta(t, x[i], got[i], float64(s[i/attention.Q8Block])/2*1.0001, "value %d", i)
+	}
+	require.Equal(t, float32(7), got[len(x)])
+
+	clear(got)
+	require.Zero(t, attention.DequantizeQ8(got, q[:31], s), "length not a multiple of the block")
+	require.Zero(t, attention.DequantizeQ8(got[:10], q, s), "short dst")
+	require.Zero(t, attention.DequantizeQ8(got, q, s[:2]), "short scales")
+	for _, v := range got {
+		require.Zero(t, v, "nothing written on bad input")
+	}
+}
+
+func ExampleDequantizeQ8() {
+	x := make([]float32, attention.Q8Block)
+	for i := range x {
+		x[i] = float32(i) / 4 // 0 .. 7.75
+	}
+	q := make([]int8, len(x))
+	scales := make([]float32, 1)
+	attention.QuantizeQ8(q, scales, x)
+	back := make([]float32, len(x))
+	attention.DequantizeQ8(back, q, scales)
+	fmt.Printf("scale %.4f; x[31] %.2f -> %d -> %.2f; x[5] %.2f -> %d -> %.4f\n",
+		scales[0], x[31], q[31], back[31], x[5], q[5], back[5])
+	// Output: scale 0.0610; x[31] 7.75 -> 127 -> 7.75; x[5] 1.25 -> 20 -> 1.2205
 }
 
 func TestQ8TensorErrors(t *testing.T) {

@@ -101,8 +101,9 @@ func PVRows[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales
 	if rows == 0 || cols == 0 || d == 0 {
 		return nil
 	}
-	dv := pvRowsAsm(o, ldO, p, ldP, v, scales, ldV, rows, cols, d)
-	pvRowsGeneric(o, ldO, p, ldP, v, scales, ldV, rows, cols, dv, d)
+	if dv := pvRowsAsm(o, ldO, p, ldP, v, scales, ldV, rows, cols, d); dv < d {
+		pvRowsGeneric(o, ldO, p, ldP, v, scales, ldV, rows, cols, dv, d)
+	}
 	return nil
 }
 

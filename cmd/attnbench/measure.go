@@ -265,9 +265,7 @@ func storeKV(x []float32, dt attention.DType, l attention.Layout) kvData {
 		sc := make([]float32, len(x)/attention.Q8Block)
 		attention.QuantizeQ8(q, sc, x)
 		r := make([]float32, len(x))
-		for i, v := range q {
-			r[i] = float32(v) * sc[i/attention.Q8Block]
-		}
+		attention.DequantizeQ8(r, q, sc)
 		return kvData{attention.Q8Tensor(q, sc, l), r, func() attention.Tensor {
 			return attention.Q8Tensor(slices.Clone(q), slices.Clone(sc), l)
 		}}
