@@ -164,21 +164,27 @@ func checkAppend(k, v Tensor, dtype DType, heads, dim int) error {
 	return nil
 }
 
+// copyElems copies n elements of src from soff to dst at doff, both of one
+// type (for Q8 with their scales: n and both offsets whole blocks).
+func copyElems(dst *Tensor, doff int, src *Tensor, soff, n int) {
+	switch dst.dtype {
+	case F16:
+		copy(dst.f16[doff:doff+n], src.f16[soff:soff+n])
+	case BF16:
+		copy(dst.bf16[doff:doff+n], src.bf16[soff:soff+n])
+	case Q8:
+		copy(dst.i8[doff:doff+n], src.i8[soff:soff+n])
+		copy(dst.q8s[doff/Q8Block:(doff+n)/Q8Block], src.q8s[soff/Q8Block:(soff+n)/Q8Block])
+	default:
+		copy(dst.f32[doff:doff+n], src.f32[soff:soff+n])
+	}
+}
+
 // storeRow writes d elements of src at soff into dst at doff, converting
 // float32 to dst's type or copying a row of the same type.
 func storeRow(dst *Tensor, doff int, src *Tensor, soff, d int) {
 	if src.dtype == dst.dtype {
-		switch dst.dtype {
-		case F16:
-			copy(dst.f16[doff:doff+d], src.f16[soff:soff+d])
-		case BF16:
-			copy(dst.bf16[doff:doff+d], src.bf16[soff:soff+d])
-		case Q8:
-			copy(dst.i8[doff:doff+d], src.i8[soff:soff+d])
-			copy(dst.q8s[doff/Q8Block:(doff+d)/Q8Block], src.q8s[soff/Q8Block:(soff+d)/Q8Block])
-		default:
-			copy(dst.f32[doff:doff+d], src.f32[soff:soff+d])
-		}
+		copyElems(dst, doff, src, soff, d)
 		return
 	}
 	// src is F32 (checkAppend).

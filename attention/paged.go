@@ -252,19 +252,7 @@ func (c *PagedCache) take() int32 {
 func (c *PagedCache) copyBlock(dst, src int32, n int) {
 	for _, t := range [...]*Tensor{&c.k, &c.v} {
 		for h := range c.heads {
-			do, so := t.Offset(int(dst), h, 0), t.Offset(int(src), h, 0)
-			w := n * c.dim
-			switch t.dtype {
-			case F16:
-				copy(t.f16[do:do+w], t.f16[so:so+w])
-			case BF16:
-				copy(t.bf16[do:do+w], t.bf16[so:so+w])
-			case Q8:
-				copy(t.i8[do:do+w], t.i8[so:so+w])
-				copy(t.q8s[do/Q8Block:(do+w)/Q8Block], t.q8s[so/Q8Block:(so+w)/Q8Block])
-			default:
-				copy(t.f32[do:do+w], t.f32[so:so+w])
-			}
+			copyElems(t, t.Offset(int(dst), h, 0), t, t.Offset(int(src), h, 0), n*c.dim)
 		}
 	}
 }

@@ -156,6 +156,17 @@ func (x *isa) hsum1(a VecVirtual) Register {
 	return x.lanesum(a)
 }
 
+// dispatchRows jumps to the code for the rows argument's block of
+// 1..x.mr rows (label name_rN) and returns for any other count.
+func dispatchRows(x *isa, name string) {
+	rows := Load(Param("rows"), GP64())
+	for rb := x.mr; rb >= 1; rb-- {
+		CMPQ(rows, U8(rb))
+		JEQ(LabelRef(fmt.Sprintf("%s_r%d", name, rb)))
+	}
+	ret()
+}
+
 // rowAddr returns base + r·ld (r in 0..3), with ld3 = 3·ld.
 func rowAddr(base, ld, ld3 Register, r, disp int) Mem {
 	m := Mem{Base: base, Disp: disp}
@@ -184,12 +195,7 @@ func genQK(x *isa, t elemType) {
 	sx := Load(Param("scale"), XMM())
 	VBROADCASTSS(sx, zs)
 
-	rows := Load(Param("rows"), GP64())
-	for rb := x.mr; rb >= 1; rb-- {
-		CMPQ(rows, U8(rb))
-		JEQ(LabelRef(fmt.Sprintf("%s_r%d", name, rb)))
-	}
-	ret()
+	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
 		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
 		Label(fmt.Sprintf("%s_r%d", name, rb))
@@ -341,12 +347,7 @@ func genPV(x *isa, t elemType) {
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv int)", t.goType()))
 	Doc(name+" accumulates rows (1.."+fmt.Sprint(x.mr)+") probability rows times cols value rows into the first dv columns of o (PVRows).",
 		"The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.")
-	rows := Load(Param("rows"), GP64())
-	for rb := x.mr; rb >= 1; rb-- {
-		CMPQ(rows, U8(rb))
-		JEQ(LabelRef(fmt.Sprintf("%s_r%d", name, rb)))
-	}
-	ret()
+	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
 		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
 		Label(fmt.Sprintf("%s_r%d", name, rb))
