@@ -160,7 +160,7 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 		case direct && c.paged.cache != nil:
 			err = qkPaged(ws, c.paged.cache, blocks, hk, j0, bc, rows, d, ldS, ld, c.scale)
 		case direct:
-			err = qkDirect(ws.s, ldS, ws.q, ld, k, kBase+j0*k.SeqStride, bc, rows, d, c.scale)
+			err = qkDirect(ws.s, ldS, ws.q, ld, k, kBase+j0*k.SeqStride, bc, rows, d, c.scale, kernel.PrefetchRows*k.SeqStride)
 		case c.paged.cache != nil:
 			err = packPagedK(ws, c.paged.cache, blocks, hk, j0, bc, d, ldS)
 		default:
@@ -202,7 +202,7 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 			if c.paged.cache != nil {
 				err = pvPaged(ws, c.paged.cache, blocks, hk, j0, bc, rows, d, ldS, ld)
 			} else {
-				err = pvDirect(ws.o, ld, ws.s, ldS, v, vBase+j0*v.SeqStride, bc, rows, d)
+				err = pvDirect(ws.o, ld, ws.s, ldS, v, vBase+j0*v.SeqStride, bc, rows, d, kernel.PrefetchRows*v.SeqStride)
 			}
 			if err != nil {
 				return err
@@ -285,31 +285,32 @@ func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
 const directRows = 16
 
 // qkDirect writes the scores of rows query rows of ws.q against n keys of
-// k, from element off on, read in place.
-func qkDirect(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32) error {
+// k, from element off on, read in place. While it reads a key row it
+// prefetches the row ahead elements further on (kernel.QKRowsPrefetch).
+func qkDirect(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32, ahead int) error {
 	switch k.dtype {
 	case F16:
-		return kernel.QKRows(s, ldS, q, ldQ, k.f16[off:], nil, k.SeqStride, rows, n, d, scale)
+		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
 	case BF16:
-		return kernel.QKRows(s, ldS, q, ldQ, k.bf16[off:], nil, k.SeqStride, rows, n, d, scale)
+		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.bf16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
 	case Q8:
-		return kernel.QKRows(s, ldS, q, ldQ, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, rows, n, d, scale)
+		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, rows, n, d, scale, ahead)
 	}
-	return kernel.QKRows(s, ldS, q, ldQ, k.f32[off:], nil, k.SeqStride, rows, n, d, scale)
+	return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f32[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
 }
 
 // pvDirect accumulates rows probability rows times n value rows of v, from
-// element off on, read in place.
-func pvDirect(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d int) error {
+// element off on, read in place, prefetching as qkDirect does.
+func pvDirect(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d, ahead int) error {
 	switch v.dtype {
 	case F16:
-		return kernel.PVRows(o, ldO, p, ldP, v.f16[off:], nil, v.SeqStride, rows, n, d)
+		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f16[off:], nil, v.SeqStride, rows, n, d, ahead)
 	case BF16:
-		return kernel.PVRows(o, ldO, p, ldP, v.bf16[off:], nil, v.SeqStride, rows, n, d)
+		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.bf16[off:], nil, v.SeqStride, rows, n, d, ahead)
 	case Q8:
-		return kernel.PVRows(o, ldO, p, ldP, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, rows, n, d)
+		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, rows, n, d, ahead)
 	}
-	return kernel.PVRows(o, ldO, p, ldP, v.f32[off:], nil, v.SeqStride, rows, n, d)
+	return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f32[off:], nil, v.SeqStride, rows, n, d, ahead)
 }
 
 // packK converts n keys starting at element off of k into the transposed

@@ -3,6 +3,8 @@ package attention
 import (
 	"fmt"
 	"sync"
+
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // SeqID names a sequence of a PagedCache. The zero SeqID is never used.
@@ -355,8 +357,8 @@ func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
 // positions per block.
 func qkPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int, scale float32) error {
 	for j := j0; j < j0+bc; {
-		blk, pos, n := c.run(blocks, j, j0+bc)
-		if err := qkDirect(ws.s[j-j0:], ldS, ws.q, ld, &c.k, c.k.Offset(blk, hk, pos), n, rows, d, scale); err != nil {
+		off, n, ahead := c.runAhead(blocks, hk, j, j0+bc)
+		if err := qkDirect(ws.s[j-j0:], ldS, ws.q, ld, &c.k, off, n, rows, d, scale, ahead); err != nil {
 			return err
 		}
 		j += n
@@ -367,13 +369,35 @@ func qkPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, 
 // pvPaged is pvDirect over keys [j0, j0+bc) of a paged sequence.
 func pvPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int) error {
 	for j := j0; j < j0+bc; {
-		blk, pos, n := c.run(blocks, j, j0+bc)
-		if err := pvDirect(ws.o, ld, ws.s[j-j0:], ldS, &c.v, c.v.Offset(blk, hk, pos), n, rows, d); err != nil {
+		off, n, ahead := c.runAhead(blocks, hk, j, j0+bc)
+		if err := pvDirect(ws.o, ld, ws.s[j-j0:], ldS, &c.v, off, n, rows, d, ahead); err != nil {
 			return err
 		}
 		j += n
 	}
 	return nil
+}
+
+// runAhead is run for the row kernels: it returns the offset of position
+// j's row of K/V head hk in the storage, the number of positions n from j
+// up to end that follow it in its block and whose positions
+// kernel.PrefetchRows further on also share a block, and the distance in
+// elements from position j's row to that further row, which is what the
+// kernels prefetch while they read it. Within a block the kernels' own
+// distance (PrefetchRows rows further on in memory) would land in other
+// heads' rows; through the block table it lands where the sequence goes
+// on. Past the end of the table there is nothing of the sequence's head to
+// prefetch and the distance is 0.
+func (c *PagedCache) runAhead(blocks []int32, hk, j, end int) (off, n, ahead int) {
+	blk, pos, n := c.run(blocks, j, end)
+	off = c.k.Offset(blk, hk, pos)
+	t := j + kernel.PrefetchRows
+	if t/c.blockSize >= len(blocks) {
+		return off, n, 0
+	}
+	tpos := t % c.blockSize
+	n = min(n, c.blockSize-tpos)
+	return off, n, c.k.Offset(int(blocks[t/c.blockSize]), hk, tpos) - off
 }
 
 // ForwardPaged computes attention for a batch of sequences read from a

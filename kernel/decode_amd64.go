@@ -6,56 +6,56 @@ package kernel
 
 // qkRowsF32AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // qkRowsF16AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // qkRowsBF16AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // qkRowsQ8AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // pvRowsF16AVX512 accumulates rows (1..4) probability rows times cols value rows into the first dv columns of o (PVRows).
 // The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
-func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // pvRowsBF16AVX512 accumulates rows (1..4) probability rows times cols value rows into the first dv columns of o (PVRows).
 // The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
-func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // pvRowsQ8AVX512 accumulates rows (1..4) probability rows times cols value rows into the first dv columns of o (PVRows).
 // The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
-func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int)
+func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // qkRowsF32AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // qkRowsF16AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // qkRowsBF16AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // qkRowsQ8AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
 // The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
-func qkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+func qkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
 // pvRowsF16AVX2 accumulates rows (1..2) probability rows times cols value rows into the first dv columns of o (PVRows).
 // The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
-func pvRowsF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+func pvRowsF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // pvRowsBF16AVX2 accumulates rows (1..2) probability rows times cols value rows into the first dv columns of o (PVRows).
 // The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
-func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // pvRowsQ8AVX2 accumulates rows (1..2) probability rows times cols value rows into the first dv columns of o (PVRows).
 // The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
-func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int)
+func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)

@@ -4,9 +4,9 @@
 
 #include "textflag.h"
 
-// func qkRowsF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·qkRowsF32AVX512(SB), NOSPLIT, $0-84
+TEXT ·qkRowsF32AVX512(SB), NOSPLIT, $0-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+56(FP), AX
@@ -55,8 +55,7 @@ qkRowsF32AVX512_r4_k4:
 	MOVQ   AX, R10
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
-	MOVQ   R8, R12
-	SHLQ   $0x06, R12
+	MOVQ   ahead+88(FP), R12
 	ADDQ   R10, R12
 
 qkRowsF32AVX512_r4_k4_inner:
@@ -181,16 +180,16 @@ qkRowsF32AVX512_r4_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), R8
 	SHLQ   $0x02, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R9
-	MOVQ   dv+72(FP), R10
-	SHRQ   $0x04, R10
-	SHLQ   $0x06, R8
-	ADDQ   R9, R8
+	LEAQ   (R8)(R8*2), R8
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x04, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
 
 qkRowsF32AVX512_r4_k1_inner:
-	PREFETCHT2    (R8)
-	VMOVUPS       (R9), Z5
+	PREFETCHT2    (R10)
+	VMOVUPS       (R8), Z5
 	VMOVUPS       (BX), Z6
 	VFMADD231PS   Z6, Z5, Z1
 	VMOVUPS       (BX)(SI*1), Z6
@@ -200,9 +199,9 @@ qkRowsF32AVX512_r4_k1_inner:
 	VMOVUPS       (BX)(DI*1), Z6
 	VFMADD231PS   Z6, Z5, Z4
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000040, R9
 	ADDQ          $0x00000040, R8
-	DECQ          R10
+	ADDQ          $0x00000040, R10
+	DECQ          R9
 	JNZ           qkRowsF32AVX512_r4_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -291,8 +290,7 @@ qkRowsF32AVX512_r3_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX512_r3_k4_inner:
@@ -395,16 +393,16 @@ qkRowsF32AVX512_r3_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x04, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsF32AVX512_r3_k1_inner:
-	PREFETCHT2    (DI)
-	VMOVUPS       (R8), Z4
+	PREFETCHT2    (R9)
+	VMOVUPS       (DI), Z4
 	VMOVUPS       (BX), Z5
 	VFMADD231PS   Z5, Z4, Z1
 	VMOVUPS       (BX)(SI*1), Z5
@@ -412,9 +410,9 @@ qkRowsF32AVX512_r3_k1_inner:
 	VMOVUPS       (BX)(SI*2), Z5
 	VFMADD231PS   Z5, Z4, Z3
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000040, R8
 	ADDQ          $0x00000040, DI
-	DECQ          R9
+	ADDQ          $0x00000040, R9
+	DECQ          R8
 	JNZ           qkRowsF32AVX512_r3_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -488,8 +486,7 @@ qkRowsF32AVX512_r2_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX512_r2_k4_inner:
@@ -570,24 +567,24 @@ qkRowsF32AVX512_r2_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x04, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsF32AVX512_r2_k1_inner:
-	PREFETCHT2    (DI)
-	VMOVUPS       (R8), Z3
+	PREFETCHT2    (R9)
+	VMOVUPS       (DI), Z3
 	VMOVUPS       (BX), Z4
 	VFMADD231PS   Z4, Z3, Z1
 	VMOVUPS       (BX)(SI*1), Z4
 	VFMADD231PS   Z4, Z3, Z2
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000040, R8
 	ADDQ          $0x00000040, DI
-	DECQ          R9
+	ADDQ          $0x00000040, R9
+	DECQ          R8
 	JNZ           qkRowsF32AVX512_r2_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -646,8 +643,7 @@ qkRowsF32AVX512_r1_k4:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	MOVQ   SI, R10
-	SHLQ   $0x06, R10
+	MOVQ   ahead+88(FP), R10
 	ADDQ   R8, R10
 
 qkRowsF32AVX512_r1_k4_inner:
@@ -706,22 +702,22 @@ qkRowsF32AVX512_r1_k1:
 	LEAQ   (SI)(SI*2), SI
 	MOVQ   ldK+40(FP), SI
 	SHLQ   $0x02, SI
-	LEAQ   (SI)(SI*2), DI
-	MOVQ   AX, DI
-	MOVQ   dv+72(FP), R8
-	SHRQ   $0x04, R8
-	SHLQ   $0x06, SI
-	ADDQ   DI, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x04, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
 
 qkRowsF32AVX512_r1_k1_inner:
-	PREFETCHT2    (SI)
-	VMOVUPS       (DI), Z2
+	PREFETCHT2    (R8)
+	VMOVUPS       (SI), Z2
 	VMOVUPS       (BX), Z3
 	VFMADD231PS   Z3, Z2, Z1
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000040, DI
 	ADDQ          $0x00000040, SI
-	DECQ          R8
+	ADDQ          $0x00000040, R8
+	DECQ          DI
 	JNZ           qkRowsF32AVX512_r1_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -747,9 +743,9 @@ qkRowsF32AVX512_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func qkRowsF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·qkRowsF16AVX512(SB), NOSPLIT, $0-84
+TEXT ·qkRowsF16AVX512(SB), NOSPLIT, $0-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+56(FP), AX
@@ -798,8 +794,7 @@ qkRowsF16AVX512_r4_k4:
 	MOVQ   AX, R10
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
-	MOVQ   R8, R12
-	SHLQ   $0x06, R12
+	MOVQ   ahead+88(FP), R12
 	ADDQ   R10, R12
 
 qkRowsF16AVX512_r4_k4_inner:
@@ -924,16 +919,16 @@ qkRowsF16AVX512_r4_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), R8
 	SHLQ   $0x01, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R9
-	MOVQ   dv+72(FP), R10
-	SHRQ   $0x04, R10
-	SHLQ   $0x06, R8
-	ADDQ   R9, R8
+	LEAQ   (R8)(R8*2), R8
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x04, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
 
 qkRowsF16AVX512_r4_k1_inner:
-	PREFETCHT2    (R8)
-	VCVTPH2PS     (R9), Z5
+	PREFETCHT2    (R10)
+	VCVTPH2PS     (R8), Z5
 	VMOVUPS       (BX), Z6
 	VFMADD231PS   Z6, Z5, Z1
 	VMOVUPS       (BX)(SI*1), Z6
@@ -943,9 +938,9 @@ qkRowsF16AVX512_r4_k1_inner:
 	VMOVUPS       (BX)(DI*1), Z6
 	VFMADD231PS   Z6, Z5, Z4
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, R9
 	ADDQ          $0x00000020, R8
-	DECQ          R10
+	ADDQ          $0x00000020, R10
+	DECQ          R9
 	JNZ           qkRowsF16AVX512_r4_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -1034,8 +1029,7 @@ qkRowsF16AVX512_r3_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX512_r3_k4_inner:
@@ -1138,16 +1132,16 @@ qkRowsF16AVX512_r3_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x01, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x04, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsF16AVX512_r3_k1_inner:
-	PREFETCHT2    (DI)
-	VCVTPH2PS     (R8), Z4
+	PREFETCHT2    (R9)
+	VCVTPH2PS     (DI), Z4
 	VMOVUPS       (BX), Z5
 	VFMADD231PS   Z5, Z4, Z1
 	VMOVUPS       (BX)(SI*1), Z5
@@ -1155,9 +1149,9 @@ qkRowsF16AVX512_r3_k1_inner:
 	VMOVUPS       (BX)(SI*2), Z5
 	VFMADD231PS   Z5, Z4, Z3
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, R8
 	ADDQ          $0x00000020, DI
-	DECQ          R9
+	ADDQ          $0x00000020, R9
+	DECQ          R8
 	JNZ           qkRowsF16AVX512_r3_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -1231,8 +1225,7 @@ qkRowsF16AVX512_r2_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX512_r2_k4_inner:
@@ -1313,24 +1306,24 @@ qkRowsF16AVX512_r2_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x01, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x04, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsF16AVX512_r2_k1_inner:
-	PREFETCHT2    (DI)
-	VCVTPH2PS     (R8), Z3
+	PREFETCHT2    (R9)
+	VCVTPH2PS     (DI), Z3
 	VMOVUPS       (BX), Z4
 	VFMADD231PS   Z4, Z3, Z1
 	VMOVUPS       (BX)(SI*1), Z4
 	VFMADD231PS   Z4, Z3, Z2
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, R8
 	ADDQ          $0x00000020, DI
-	DECQ          R9
+	ADDQ          $0x00000020, R9
+	DECQ          R8
 	JNZ           qkRowsF16AVX512_r2_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -1389,8 +1382,7 @@ qkRowsF16AVX512_r1_k4:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	MOVQ   SI, R10
-	SHLQ   $0x06, R10
+	MOVQ   ahead+88(FP), R10
 	ADDQ   R8, R10
 
 qkRowsF16AVX512_r1_k4_inner:
@@ -1449,22 +1441,22 @@ qkRowsF16AVX512_r1_k1:
 	LEAQ   (SI)(SI*2), SI
 	MOVQ   ldK+40(FP), SI
 	SHLQ   $0x01, SI
-	LEAQ   (SI)(SI*2), DI
-	MOVQ   AX, DI
-	MOVQ   dv+72(FP), R8
-	SHRQ   $0x04, R8
-	SHLQ   $0x06, SI
-	ADDQ   DI, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x04, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
 
 qkRowsF16AVX512_r1_k1_inner:
-	PREFETCHT2    (SI)
-	VCVTPH2PS     (DI), Z2
+	PREFETCHT2    (R8)
+	VCVTPH2PS     (SI), Z2
 	VMOVUPS       (BX), Z3
 	VFMADD231PS   Z3, Z2, Z1
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, DI
 	ADDQ          $0x00000020, SI
-	DECQ          R8
+	ADDQ          $0x00000020, R8
+	DECQ          DI
 	JNZ           qkRowsF16AVX512_r1_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -1490,9 +1482,9 @@ qkRowsF16AVX512_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func qkRowsBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·qkRowsBF16AVX512(SB), NOSPLIT, $0-84
+TEXT ·qkRowsBF16AVX512(SB), NOSPLIT, $0-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+56(FP), AX
@@ -1541,8 +1533,7 @@ qkRowsBF16AVX512_r4_k4:
 	MOVQ   AX, R10
 	MOVQ   dv+72(FP), R11
 	SHRQ   $0x04, R11
-	MOVQ   R8, R12
-	SHLQ   $0x06, R12
+	MOVQ   ahead+88(FP), R12
 	ADDQ   R10, R12
 
 qkRowsBF16AVX512_r4_k4_inner:
@@ -1671,16 +1662,16 @@ qkRowsBF16AVX512_r4_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), R8
 	SHLQ   $0x01, R8
-	LEAQ   (R8)(R8*2), R9
-	MOVQ   AX, R9
-	MOVQ   dv+72(FP), R10
-	SHRQ   $0x04, R10
-	SHLQ   $0x06, R8
-	ADDQ   R9, R8
+	LEAQ   (R8)(R8*2), R8
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x04, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
 
 qkRowsBF16AVX512_r4_k1_inner:
-	PREFETCHT2    (R8)
-	VPMOVZXWD     (R9), Z5
+	PREFETCHT2    (R10)
+	VPMOVZXWD     (R8), Z5
 	VPSLLD        $0x10, Z5, Z5
 	VMOVUPS       (BX), Z6
 	VFMADD231PS   Z6, Z5, Z1
@@ -1691,9 +1682,9 @@ qkRowsBF16AVX512_r4_k1_inner:
 	VMOVUPS       (BX)(DI*1), Z6
 	VFMADD231PS   Z6, Z5, Z4
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, R9
 	ADDQ          $0x00000020, R8
-	DECQ          R10
+	ADDQ          $0x00000020, R10
+	DECQ          R9
 	JNZ           qkRowsBF16AVX512_r4_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -1782,8 +1773,7 @@ qkRowsBF16AVX512_r3_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX512_r3_k4_inner:
@@ -1890,16 +1880,16 @@ qkRowsBF16AVX512_r3_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x01, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x04, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsBF16AVX512_r3_k1_inner:
-	PREFETCHT2    (DI)
-	VPMOVZXWD     (R8), Z4
+	PREFETCHT2    (R9)
+	VPMOVZXWD     (DI), Z4
 	VPSLLD        $0x10, Z4, Z4
 	VMOVUPS       (BX), Z5
 	VFMADD231PS   Z5, Z4, Z1
@@ -1908,9 +1898,9 @@ qkRowsBF16AVX512_r3_k1_inner:
 	VMOVUPS       (BX)(SI*2), Z5
 	VFMADD231PS   Z5, Z4, Z3
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, R8
 	ADDQ          $0x00000020, DI
-	DECQ          R9
+	ADDQ          $0x00000020, R9
+	DECQ          R8
 	JNZ           qkRowsBF16AVX512_r3_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -1984,8 +1974,7 @@ qkRowsBF16AVX512_r2_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x04, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX512_r2_k4_inner:
@@ -2070,25 +2059,25 @@ qkRowsBF16AVX512_r2_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x01, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x04, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsBF16AVX512_r2_k1_inner:
-	PREFETCHT2    (DI)
-	VPMOVZXWD     (R8), Z3
+	PREFETCHT2    (R9)
+	VPMOVZXWD     (DI), Z3
 	VPSLLD        $0x10, Z3, Z3
 	VMOVUPS       (BX), Z4
 	VFMADD231PS   Z4, Z3, Z1
 	VMOVUPS       (BX)(SI*1), Z4
 	VFMADD231PS   Z4, Z3, Z2
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, R8
 	ADDQ          $0x00000020, DI
-	DECQ          R9
+	ADDQ          $0x00000020, R9
+	DECQ          R8
 	JNZ           qkRowsBF16AVX512_r2_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -2147,8 +2136,7 @@ qkRowsBF16AVX512_r1_k4:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x04, R9
-	MOVQ   SI, R10
-	SHLQ   $0x06, R10
+	MOVQ   ahead+88(FP), R10
 	ADDQ   R8, R10
 
 qkRowsBF16AVX512_r1_k4_inner:
@@ -2211,23 +2199,23 @@ qkRowsBF16AVX512_r1_k1:
 	LEAQ   (SI)(SI*2), SI
 	MOVQ   ldK+40(FP), SI
 	SHLQ   $0x01, SI
-	LEAQ   (SI)(SI*2), DI
-	MOVQ   AX, DI
-	MOVQ   dv+72(FP), R8
-	SHRQ   $0x04, R8
-	SHLQ   $0x06, SI
-	ADDQ   DI, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x04, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
 
 qkRowsBF16AVX512_r1_k1_inner:
-	PREFETCHT2    (SI)
-	VPMOVZXWD     (DI), Z2
+	PREFETCHT2    (R8)
+	VPMOVZXWD     (SI), Z2
 	VPSLLD        $0x10, Z2, Z2
 	VMOVUPS       (BX), Z3
 	VFMADD231PS   Z3, Z2, Z1
 	ADDQ          $0x00000040, BX
-	ADDQ          $0x00000020, DI
 	ADDQ          $0x00000020, SI
-	DECQ          R8
+	ADDQ          $0x00000020, R8
+	DECQ          DI
 	JNZ           qkRowsBF16AVX512_r1_k1_inner
 	MOVQ          ldS+8(FP), BX
 	SHLQ          $0x02, BX
@@ -2253,9 +2241,9 @@ qkRowsBF16AVX512_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func qkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·qkRowsQ8AVX512(SB), NOSPLIT, $8-84
+TEXT ·qkRowsQ8AVX512(SB), NOSPLIT, $8-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+56(FP), AX
@@ -2309,8 +2297,7 @@ qkRowsQ8AVX512_r4_k4:
 	MOVQ       R9, R14
 	SHLQ       $0x03, R14
 	LEAQ       (R14)(R14*2), R15
-	MOVQ       R14, BP
-	SHLQ       $0x06, BP
+	MOVQ       ahead+88(FP), BP
 	ADDQ       R11, BP
 	PREFETCHT0 (R12)(R10*8)
 
@@ -2487,8 +2474,8 @@ qkRowsQ8AVX512_r4_k1:
 	MOVQ       dv+72(FP), R13
 	SHRQ       $0x05, R13
 	SHLQ       $0x03, R9
-	LEAQ       (R9)(R9*2), R14
-	SHLQ       $0x06, R9
+	LEAQ       (R9)(R9*2), R9
+	MOVQ       ahead+88(FP), R9
 	ADDQ       R11, R9
 	PREFETCHT0 (R12)(R10*8)
 
@@ -2617,8 +2604,7 @@ qkRowsQ8AVX512_r3_k4:
 	MOVQ       R8, R13
 	SHLQ       $0x03, R13
 	LEAQ       (R13)(R13*2), R14
-	MOVQ       R13, R15
-	SHLQ       $0x06, R15
+	MOVQ       ahead+88(FP), R15
 	ADDQ       R10, R15
 	PREFETCHT0 (R11)(R9*8)
 
@@ -2768,8 +2754,8 @@ qkRowsQ8AVX512_r3_k1:
 	MOVQ       dv+72(FP), R12
 	SHRQ       $0x05, R12
 	SHLQ       $0x03, R8
-	LEAQ       (R8)(R8*2), R13
-	SHLQ       $0x06, R8
+	LEAQ       (R8)(R8*2), R8
+	MOVQ       ahead+88(FP), R8
 	ADDQ       R10, R8
 	PREFETCHT0 (R11)(R9*8)
 
@@ -2879,8 +2865,7 @@ qkRowsQ8AVX512_r2_k4:
 	MOVQ       R8, R13
 	SHLQ       $0x03, R13
 	LEAQ       (R13)(R13*2), R14
-	MOVQ       R13, R15
-	SHLQ       $0x06, R15
+	MOVQ       ahead+88(FP), R15
 	ADDQ       R10, R15
 	PREFETCHT0 (R11)(R9*8)
 
@@ -3003,8 +2988,8 @@ qkRowsQ8AVX512_r2_k1:
 	MOVQ       dv+72(FP), R12
 	SHRQ       $0x05, R12
 	SHLQ       $0x03, R8
-	LEAQ       (R8)(R8*2), R13
-	SHLQ       $0x06, R8
+	LEAQ       (R8)(R8*2), R8
+	MOVQ       ahead+88(FP), R8
 	ADDQ       R10, R8
 	PREFETCHT0 (R11)(R9*8)
 
@@ -3095,8 +3080,7 @@ qkRowsQ8AVX512_r1_k4:
 	MOVQ       DI, R12
 	SHLQ       $0x03, R12
 	LEAQ       (R12)(R12*2), R13
-	MOVQ       R12, R14
-	SHLQ       $0x06, R14
+	MOVQ       ahead+88(FP), R14
 	ADDQ       R9, R14
 	PREFETCHT0 (R10)(R8*8)
 
@@ -3192,8 +3176,8 @@ qkRowsQ8AVX512_r1_k1:
 	MOVQ       dv+72(FP), R11
 	SHRQ       $0x05, R11
 	SHLQ       $0x03, DI
-	LEAQ       (DI)(DI*2), R12
-	SHLQ       $0x06, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ahead+88(FP), DI
 	ADDQ       R9, DI
 	PREFETCHT0 (R10)(R8*8)
 
@@ -3242,9 +3226,9 @@ qkRowsQ8AVX512_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+// func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·pvRowsF16AVX512(SB), NOSPLIT, $0-80
+TEXT ·pvRowsF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x04
 	JEQ  pvRowsF16AVX512_r4
@@ -3295,8 +3279,7 @@ pvRowsF16AVX512_r4_full:
 	MOVQ    ldV+40(FP), R9
 	SHLQ    $0x01, R9
 	MOVQ    CX, R10
-	MOVQ    R9, R11
-	SHLQ    $0x06, R11
+	MOVQ    ahead+80(FP), R11
 	ADDQ    R10, R11
 	MOVQ    cols+64(FP), R12
 
@@ -3392,8 +3375,7 @@ pvRowsF16AVX512_r4_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
-	MOVQ    R8, R9
-	SHLQ    $0x06, R9
+	MOVQ    ahead+80(FP), R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -3464,8 +3446,7 @@ pvRowsF16AVX512_r4_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
-	MOVQ    R8, R9
-	SHLQ    $0x06, R9
+	MOVQ    ahead+80(FP), R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -3522,8 +3503,7 @@ pvRowsF16AVX512_r4_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
-	MOVQ    R8, R9
-	SHLQ    $0x06, R9
+	MOVQ    ahead+80(FP), R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -3587,8 +3567,7 @@ pvRowsF16AVX512_r3_full:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -3670,8 +3649,7 @@ pvRowsF16AVX512_r3_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3731,8 +3709,7 @@ pvRowsF16AVX512_r3_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3781,8 +3758,7 @@ pvRowsF16AVX512_r3_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3837,8 +3813,7 @@ pvRowsF16AVX512_r2_full:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -3906,8 +3881,7 @@ pvRowsF16AVX512_r2_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3956,8 +3930,7 @@ pvRowsF16AVX512_r2_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -3998,8 +3971,7 @@ pvRowsF16AVX512_r2_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4045,8 +4017,7 @@ pvRowsF16AVX512_r1_full:
 	MOVQ    ldV+40(FP), SI
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4100,8 +4071,7 @@ pvRowsF16AVX512_r1_part3:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -4139,8 +4109,7 @@ pvRowsF16AVX512_r1_part2:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -4173,8 +4142,7 @@ pvRowsF16AVX512_r1_part1:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -4193,9 +4161,9 @@ pvRowsF16AVX512_r1_part1_b:
 	VZEROUPPER
 	RET
 
-// func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+// func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·pvRowsBF16AVX512(SB), NOSPLIT, $0-80
+TEXT ·pvRowsBF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x04
 	JEQ  pvRowsBF16AVX512_r4
@@ -4246,8 +4214,7 @@ pvRowsBF16AVX512_r4_full:
 	MOVQ    ldV+40(FP), R9
 	SHLQ    $0x01, R9
 	MOVQ    CX, R10
-	MOVQ    R9, R11
-	SHLQ    $0x06, R11
+	MOVQ    ahead+80(FP), R11
 	ADDQ    R10, R11
 	MOVQ    cols+64(FP), R12
 
@@ -4347,8 +4314,7 @@ pvRowsBF16AVX512_r4_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
-	MOVQ    R8, R9
-	SHLQ    $0x06, R9
+	MOVQ    ahead+80(FP), R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -4422,8 +4388,7 @@ pvRowsBF16AVX512_r4_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
-	MOVQ    R8, R9
-	SHLQ    $0x06, R9
+	MOVQ    ahead+80(FP), R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -4482,8 +4447,7 @@ pvRowsBF16AVX512_r4_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
-	MOVQ    R8, R9
-	SHLQ    $0x06, R9
+	MOVQ    ahead+80(FP), R9
 	ADDQ    CX, R9
 	MOVQ    cols+64(FP), R10
 
@@ -4548,8 +4512,7 @@ pvRowsBF16AVX512_r3_full:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -4635,8 +4598,7 @@ pvRowsBF16AVX512_r3_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4699,8 +4661,7 @@ pvRowsBF16AVX512_r3_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4751,8 +4712,7 @@ pvRowsBF16AVX512_r3_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4808,8 +4768,7 @@ pvRowsBF16AVX512_r2_full:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -4881,8 +4840,7 @@ pvRowsBF16AVX512_r2_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4934,8 +4892,7 @@ pvRowsBF16AVX512_r2_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -4978,8 +4935,7 @@ pvRowsBF16AVX512_r2_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -5026,8 +4982,7 @@ pvRowsBF16AVX512_r1_full:
 	MOVQ    ldV+40(FP), SI
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -5085,8 +5040,7 @@ pvRowsBF16AVX512_r1_part3:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -5127,8 +5081,7 @@ pvRowsBF16AVX512_r1_part2:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -5163,8 +5116,7 @@ pvRowsBF16AVX512_r1_part1:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -5184,9 +5136,9 @@ pvRowsBF16AVX512_r1_part1_b:
 	VZEROUPPER
 	RET
 
-// func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int)
+// func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·pvRowsQ8AVX512(SB), NOSPLIT, $0-80
+TEXT ·pvRowsQ8AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x04
 	JEQ  pvRowsQ8AVX512_r4
@@ -5241,8 +5193,7 @@ pvRowsQ8AVX512_r4_full:
 	SHLQ    $0x00, R10
 	MOVQ    CX, R12
 	MOVQ    BX, R13
-	MOVQ    R10, R14
-	SHLQ    $0x06, R14
+	MOVQ    ahead+80(FP), R14
 	ADDQ    R12, R14
 	MOVQ    cols+64(FP), R15
 
@@ -5351,8 +5302,7 @@ pvRowsQ8AVX512_r4_part3:
 	SHRQ    $0x03, R10
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
-	MOVQ    R9, R11
-	SHLQ    $0x06, R11
+	MOVQ    ahead+80(FP), R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
@@ -5433,8 +5383,7 @@ pvRowsQ8AVX512_r4_part2:
 	SHRQ    $0x03, R10
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
-	MOVQ    R9, R11
-	SHLQ    $0x06, R11
+	MOVQ    ahead+80(FP), R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
@@ -5500,8 +5449,7 @@ pvRowsQ8AVX512_r4_part1:
 	SHRQ    $0x03, R10
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
-	MOVQ    R9, R11
-	SHLQ    $0x06, R11
+	MOVQ    ahead+80(FP), R11
 	ADDQ    CX, R11
 	MOVQ    cols+64(FP), R12
 
@@ -5573,8 +5521,7 @@ pvRowsQ8AVX512_r3_full:
 	SHLQ    $0x00, R9
 	MOVQ    CX, R11
 	MOVQ    BX, R12
-	MOVQ    R9, R13
-	SHLQ    $0x06, R13
+	MOVQ    ahead+80(FP), R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
@@ -5669,8 +5616,7 @@ pvRowsQ8AVX512_r3_part3:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -5740,8 +5686,7 @@ pvRowsQ8AVX512_r3_part2:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -5799,8 +5744,7 @@ pvRowsQ8AVX512_r3_part1:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -5863,8 +5807,7 @@ pvRowsQ8AVX512_r2_full:
 	SHLQ    $0x00, R9
 	MOVQ    CX, R11
 	MOVQ    BX, R12
-	MOVQ    R9, R13
-	SHLQ    $0x06, R13
+	MOVQ    ahead+80(FP), R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
@@ -5945,8 +5888,7 @@ pvRowsQ8AVX512_r2_part3:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -6005,8 +5947,7 @@ pvRowsQ8AVX512_r2_part2:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -6056,8 +5997,7 @@ pvRowsQ8AVX512_r2_part1:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -6111,8 +6051,7 @@ pvRowsQ8AVX512_r1_full:
 	SHLQ    $0x00, DI
 	MOVQ    CX, R9
 	MOVQ    BX, R10
-	MOVQ    DI, R11
-	SHLQ    $0x06, R11
+	MOVQ    ahead+80(FP), R11
 	ADDQ    R9, R11
 	MOVQ    cols+64(FP), R12
 
@@ -6179,8 +6118,7 @@ pvRowsQ8AVX512_r1_part3:
 	SHRQ    $0x03, DI
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -6228,8 +6166,7 @@ pvRowsQ8AVX512_r1_part2:
 	SHRQ    $0x03, DI
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -6271,8 +6208,7 @@ pvRowsQ8AVX512_r1_part1:
 	SHRQ    $0x03, DI
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -6295,9 +6231,9 @@ pvRowsQ8AVX512_r1_part1_b:
 	VZEROUPPER
 	RET
 
-// func qkRowsF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE
-TEXT ·qkRowsF32AVX2(SB), NOSPLIT, $0-84
+TEXT ·qkRowsF32AVX2(SB), NOSPLIT, $0-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+56(FP), AX
@@ -6334,8 +6270,7 @@ qkRowsF32AVX2_r2_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsF32AVX2_r2_k4_inner:
@@ -6412,24 +6347,24 @@ qkRowsF32AVX2_r2_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x02, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x03, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsF32AVX2_r2_k1_inner:
-	PREFETCHT2   (DI)
-	VMOVUPS      (R8), Y3
+	PREFETCHT2   (R9)
+	VMOVUPS      (DI), Y3
 	VMOVUPS      (BX), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      (BX)(SI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000020, R8
 	ADDQ         $0x00000020, DI
-	DECQ         R9
+	ADDQ         $0x00000020, R9
+	DECQ         R8
 	JNZ          qkRowsF32AVX2_r2_k1_inner
 	MOVQ         ldS+8(FP), BX
 	SHLQ         $0x02, BX
@@ -6484,8 +6419,7 @@ qkRowsF32AVX2_r1_k4:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	MOVQ   SI, R10
-	SHLQ   $0x06, R10
+	MOVQ   ahead+88(FP), R10
 	ADDQ   R8, R10
 
 qkRowsF32AVX2_r1_k4_inner:
@@ -6542,22 +6476,22 @@ qkRowsF32AVX2_r1_k1:
 	LEAQ   (SI)(SI*2), SI
 	MOVQ   ldK+40(FP), SI
 	SHLQ   $0x02, SI
-	LEAQ   (SI)(SI*2), DI
-	MOVQ   AX, DI
-	MOVQ   dv+72(FP), R8
-	SHRQ   $0x03, R8
-	SHLQ   $0x06, SI
-	ADDQ   DI, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x03, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
 
 qkRowsF32AVX2_r1_k1_inner:
-	PREFETCHT2   (SI)
-	VMOVUPS      (DI), Y2
+	PREFETCHT2   (R8)
+	VMOVUPS      (SI), Y2
 	VMOVUPS      (BX), Y3
 	VFMADD231PS  Y3, Y2, Y1
 	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000020, DI
 	ADDQ         $0x00000020, SI
-	DECQ         R8
+	ADDQ         $0x00000020, R8
+	DECQ         DI
 	JNZ          qkRowsF32AVX2_r1_k1_inner
 	MOVQ         ldS+8(FP), BX
 	SHLQ         $0x02, BX
@@ -6581,9 +6515,9 @@ qkRowsF32AVX2_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func qkRowsF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·qkRowsF16AVX2(SB), NOSPLIT, $0-84
+TEXT ·qkRowsF16AVX2(SB), NOSPLIT, $0-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+56(FP), AX
@@ -6620,8 +6554,7 @@ qkRowsF16AVX2_r2_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsF16AVX2_r2_k4_inner:
@@ -6698,24 +6631,24 @@ qkRowsF16AVX2_r2_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x01, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x03, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsF16AVX2_r2_k1_inner:
-	PREFETCHT2   (DI)
-	VCVTPH2PS    (R8), Y3
+	PREFETCHT2   (R9)
+	VCVTPH2PS    (DI), Y3
 	VMOVUPS      (BX), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      (BX)(SI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000010, R8
 	ADDQ         $0x00000010, DI
-	DECQ         R9
+	ADDQ         $0x00000010, R9
+	DECQ         R8
 	JNZ          qkRowsF16AVX2_r2_k1_inner
 	MOVQ         ldS+8(FP), BX
 	SHLQ         $0x02, BX
@@ -6770,8 +6703,7 @@ qkRowsF16AVX2_r1_k4:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	MOVQ   SI, R10
-	SHLQ   $0x06, R10
+	MOVQ   ahead+88(FP), R10
 	ADDQ   R8, R10
 
 qkRowsF16AVX2_r1_k4_inner:
@@ -6828,22 +6760,22 @@ qkRowsF16AVX2_r1_k1:
 	LEAQ   (SI)(SI*2), SI
 	MOVQ   ldK+40(FP), SI
 	SHLQ   $0x01, SI
-	LEAQ   (SI)(SI*2), DI
-	MOVQ   AX, DI
-	MOVQ   dv+72(FP), R8
-	SHRQ   $0x03, R8
-	SHLQ   $0x06, SI
-	ADDQ   DI, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x03, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
 
 qkRowsF16AVX2_r1_k1_inner:
-	PREFETCHT2   (SI)
-	VCVTPH2PS    (DI), Y2
+	PREFETCHT2   (R8)
+	VCVTPH2PS    (SI), Y2
 	VMOVUPS      (BX), Y3
 	VFMADD231PS  Y3, Y2, Y1
 	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000010, DI
 	ADDQ         $0x00000010, SI
-	DECQ         R8
+	ADDQ         $0x00000010, R8
+	DECQ         DI
 	JNZ          qkRowsF16AVX2_r1_k1_inner
 	MOVQ         ldS+8(FP), BX
 	SHLQ         $0x02, BX
@@ -6867,9 +6799,9 @@ qkRowsF16AVX2_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func qkRowsBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE
-TEXT ·qkRowsBF16AVX2(SB), NOSPLIT, $0-84
+TEXT ·qkRowsBF16AVX2(SB), NOSPLIT, $0-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+56(FP), AX
@@ -6906,8 +6838,7 @@ qkRowsBF16AVX2_r2_k4:
 	MOVQ   AX, R9
 	MOVQ   dv+72(FP), R10
 	SHRQ   $0x03, R10
-	MOVQ   DI, R11
-	SHLQ   $0x06, R11
+	MOVQ   ahead+88(FP), R11
 	ADDQ   R9, R11
 
 qkRowsBF16AVX2_r2_k4_inner:
@@ -6988,25 +6919,25 @@ qkRowsBF16AVX2_r2_k1:
 	LEAQ   (SI)(SI*2), DI
 	MOVQ   ldK+40(FP), DI
 	SHLQ   $0x01, DI
-	LEAQ   (DI)(DI*2), R8
-	MOVQ   AX, R8
-	MOVQ   dv+72(FP), R9
-	SHRQ   $0x03, R9
-	SHLQ   $0x06, DI
-	ADDQ   R8, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
 
 qkRowsBF16AVX2_r2_k1_inner:
-	PREFETCHT2   (DI)
-	VPMOVZXWD    (R8), Y3
+	PREFETCHT2   (R9)
+	VPMOVZXWD    (DI), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VMOVUPS      (BX), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      (BX)(SI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000010, R8
 	ADDQ         $0x00000010, DI
-	DECQ         R9
+	ADDQ         $0x00000010, R9
+	DECQ         R8
 	JNZ          qkRowsBF16AVX2_r2_k1_inner
 	MOVQ         ldS+8(FP), BX
 	SHLQ         $0x02, BX
@@ -7061,8 +6992,7 @@ qkRowsBF16AVX2_r1_k4:
 	MOVQ   AX, R8
 	MOVQ   dv+72(FP), R9
 	SHRQ   $0x03, R9
-	MOVQ   SI, R10
-	SHLQ   $0x06, R10
+	MOVQ   ahead+88(FP), R10
 	ADDQ   R8, R10
 
 qkRowsBF16AVX2_r1_k4_inner:
@@ -7123,23 +7053,23 @@ qkRowsBF16AVX2_r1_k1:
 	LEAQ   (SI)(SI*2), SI
 	MOVQ   ldK+40(FP), SI
 	SHLQ   $0x01, SI
-	LEAQ   (SI)(SI*2), DI
-	MOVQ   AX, DI
-	MOVQ   dv+72(FP), R8
-	SHRQ   $0x03, R8
-	SHLQ   $0x06, SI
-	ADDQ   DI, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x03, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
 
 qkRowsBF16AVX2_r1_k1_inner:
-	PREFETCHT2   (SI)
-	VPMOVZXWD    (DI), Y2
+	PREFETCHT2   (R8)
+	VPMOVZXWD    (SI), Y2
 	VPSLLD       $0x10, Y2, Y2
 	VMOVUPS      (BX), Y3
 	VFMADD231PS  Y3, Y2, Y1
 	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000010, DI
 	ADDQ         $0x00000010, SI
-	DECQ         R8
+	ADDQ         $0x00000010, R8
+	DECQ         DI
 	JNZ          qkRowsBF16AVX2_r1_k1_inner
 	MOVQ         ldS+8(FP), BX
 	SHLQ         $0x02, BX
@@ -7163,9 +7093,9 @@ qkRowsBF16AVX2_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func qkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32)
+// func qkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE
-TEXT ·qkRowsQ8AVX2(SB), NOSPLIT, $0-84
+TEXT ·qkRowsQ8AVX2(SB), NOSPLIT, $0-96
 	MOVSS        scale+80(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+56(FP), AX
@@ -7207,8 +7137,7 @@ qkRowsQ8AVX2_r2_k4:
 	MOVQ       R8, R13
 	SHLQ       $0x03, R13
 	LEAQ       (R13)(R13*2), R14
-	MOVQ       R13, R15
-	SHLQ       $0x06, R15
+	MOVQ       ahead+88(FP), R15
 	ADDQ       R10, R15
 	PREFETCHT0 (R11)(R9*8)
 
@@ -7387,8 +7316,8 @@ qkRowsQ8AVX2_r2_k1:
 	MOVQ       dv+72(FP), R12
 	SHRQ       $0x05, R12
 	SHLQ       $0x03, R8
-	LEAQ       (R8)(R8*2), R13
-	SHLQ       $0x06, R8
+	LEAQ       (R8)(R8*2), R8
+	MOVQ       ahead+88(FP), R8
 	ADDQ       R10, R8
 	PREFETCHT0 (R11)(R9*8)
 
@@ -7493,8 +7422,7 @@ qkRowsQ8AVX2_r1_k4:
 	MOVQ       DI, R12
 	SHLQ       $0x03, R12
 	LEAQ       (R12)(R12*2), R13
-	MOVQ       R12, R14
-	SHLQ       $0x06, R14
+	MOVQ       ahead+88(FP), R14
 	ADDQ       R9, R14
 	PREFETCHT0 (R10)(R8*8)
 
@@ -7638,8 +7566,8 @@ qkRowsQ8AVX2_r1_k1:
 	MOVQ       dv+72(FP), R11
 	SHRQ       $0x05, R11
 	SHLQ       $0x03, DI
-	LEAQ       (DI)(DI*2), R12
-	SHLQ       $0x06, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ahead+88(FP), DI
 	ADDQ       R9, DI
 	PREFETCHT0 (R10)(R8*8)
 
@@ -7700,9 +7628,9 @@ qkRowsQ8AVX2_r1_k1_done:
 	VZEROUPPER
 	RET
 
-// func pvRowsF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+// func pvRowsF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 // Requires: AVX, F16C, FMA3, MMX+
-TEXT ·pvRowsF16AVX2(SB), NOSPLIT, $0-80
+TEXT ·pvRowsF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x02
 	JEQ  pvRowsF16AVX2_r2
@@ -7739,8 +7667,7 @@ pvRowsF16AVX2_r2_full:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -7807,8 +7734,7 @@ pvRowsF16AVX2_r2_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7856,8 +7782,7 @@ pvRowsF16AVX2_r2_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7898,8 +7823,7 @@ pvRowsF16AVX2_r2_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7945,8 +7869,7 @@ pvRowsF16AVX2_r1_full:
 	MOVQ    ldV+40(FP), SI
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -7999,8 +7922,7 @@ pvRowsF16AVX2_r1_part3:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8037,8 +7959,7 @@ pvRowsF16AVX2_r1_part2:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8071,8 +7992,7 @@ pvRowsF16AVX2_r1_part1:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8091,9 +8011,9 @@ pvRowsF16AVX2_r1_part1_b:
 	VZEROUPPER
 	RET
 
-// func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int)
+// func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 // Requires: AVX, AVX2, FMA3, MMX+
-TEXT ·pvRowsBF16AVX2(SB), NOSPLIT, $0-80
+TEXT ·pvRowsBF16AVX2(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x02
 	JEQ  pvRowsBF16AVX2_r2
@@ -8130,8 +8050,7 @@ pvRowsBF16AVX2_r2_full:
 	MOVQ    ldV+40(FP), R8
 	SHLQ    $0x01, R8
 	MOVQ    CX, R9
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    R9, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8202,8 +8121,7 @@ pvRowsBF16AVX2_r2_part3:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8254,8 +8172,7 @@ pvRowsBF16AVX2_r2_part2:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8298,8 +8215,7 @@ pvRowsBF16AVX2_r2_part1:
 	LEAQ    (SI)(SI*2), DI
 	MOVQ    ldV+40(FP), DI
 	SHLQ    $0x01, DI
-	MOVQ    DI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8346,8 +8262,7 @@ pvRowsBF16AVX2_r1_full:
 	MOVQ    ldV+40(FP), SI
 	SHLQ    $0x01, SI
 	MOVQ    CX, DI
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    DI, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8404,8 +8319,7 @@ pvRowsBF16AVX2_r1_part3:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8445,8 +8359,7 @@ pvRowsBF16AVX2_r1_part2:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8481,8 +8394,7 @@ pvRowsBF16AVX2_r1_part1:
 	LEAQ    (BX)(BX*2), BX
 	MOVQ    ldV+40(FP), BX
 	SHLQ    $0x01, BX
-	MOVQ    BX, SI
-	SHLQ    $0x06, SI
+	MOVQ    ahead+80(FP), SI
 	ADDQ    CX, SI
 	MOVQ    cols+64(FP), DI
 
@@ -8502,9 +8414,9 @@ pvRowsBF16AVX2_r1_part1_b:
 	VZEROUPPER
 	RET
 
-// func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int)
+// func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 // Requires: AVX, AVX2, FMA3, MMX+
-TEXT ·pvRowsQ8AVX2(SB), NOSPLIT, $0-80
+TEXT ·pvRowsQ8AVX2(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x02
 	JEQ  pvRowsQ8AVX2_r2
@@ -8545,8 +8457,7 @@ pvRowsQ8AVX2_r2_full:
 	SHLQ    $0x00, R9
 	MOVQ    CX, R11
 	MOVQ    BX, R12
-	MOVQ    R9, R13
-	SHLQ    $0x06, R13
+	MOVQ    ahead+80(FP), R13
 	ADDQ    R11, R13
 	MOVQ    cols+64(FP), R14
 
@@ -8631,8 +8542,7 @@ pvRowsQ8AVX2_r2_part3:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8694,8 +8604,7 @@ pvRowsQ8AVX2_r2_part2:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8747,8 +8656,7 @@ pvRowsQ8AVX2_r2_part1:
 	SHRQ    $0x03, R9
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
-	MOVQ    R8, R10
-	SHLQ    $0x06, R10
+	MOVQ    ahead+80(FP), R10
 	ADDQ    CX, R10
 	MOVQ    cols+64(FP), R11
 
@@ -8803,8 +8711,7 @@ pvRowsQ8AVX2_r1_full:
 	SHLQ    $0x00, DI
 	MOVQ    CX, R9
 	MOVQ    BX, R10
-	MOVQ    DI, R11
-	SHLQ    $0x06, R11
+	MOVQ    ahead+80(FP), R11
 	ADDQ    R9, R11
 	MOVQ    cols+64(FP), R12
 
@@ -8875,8 +8782,7 @@ pvRowsQ8AVX2_r1_part3:
 	SHRQ    $0x03, DI
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8927,8 +8833,7 @@ pvRowsQ8AVX2_r1_part2:
 	SHRQ    $0x03, DI
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 
@@ -8972,8 +8877,7 @@ pvRowsQ8AVX2_r1_part1:
 	SHRQ    $0x03, DI
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
-	MOVQ    SI, R8
-	SHLQ    $0x06, R8
+	MOVQ    ahead+80(FP), R8
 	ADDQ    CX, R8
 	MOVQ    cols+64(FP), R9
 

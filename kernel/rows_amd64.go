@@ -33,11 +33,12 @@ func rowBlocking[T RowElem](x []T, d int) (mr, dv int) {
 // qkRowsAsm computes the first dv components of QKRows in assembly and
 // returns dv (0 when the generic code must do everything). The arguments
 // are checked and every size is >= 1.
-func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) int {
+func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32, ahead int) int {
 	mr, dv := rowBlocking(k, d)
 	if dv == 0 {
 		return 0
 	}
+	ahead *= int(unsafe.Sizeof(k[0])) // in bytes
 	var ks *float32
 	if _, ok := any(k).([]int8); ok {
 		ks = &scales[0]
@@ -49,27 +50,27 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 		switch any(k).(type) {
 		case []float32:
 			if active == implAVX512 {
-				qkRowsF32AVX512(sp, ldS, qp, ldQ, (*float32)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsF32AVX512(sp, ldS, qp, ldQ, (*float32)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			} else {
-				qkRowsF32AVX2(sp, ldS, qp, ldQ, (*float32)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsF32AVX2(sp, ldS, qp, ldQ, (*float32)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			}
 		case []int8:
 			if active == implAVX512 {
-				qkRowsQ8AVX512(sp, ldS, qp, ldQ, (*int8)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsQ8AVX512(sp, ldS, qp, ldQ, (*int8)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			} else {
-				qkRowsQ8AVX2(sp, ldS, qp, ldQ, (*int8)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsQ8AVX2(sp, ldS, qp, ldQ, (*int8)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			}
 		default:
 			_, bf := any(k).([]fp16.BFloat16)
 			switch {
 			case active == implAVX512 && bf:
-				qkRowsBF16AVX512(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsBF16AVX512(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			case active == implAVX512:
-				qkRowsF16AVX512(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsF16AVX512(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			case bf:
-				qkRowsBF16AVX2(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsBF16AVX2(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			default:
-				qkRowsF16AVX2(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale)
+				qkRowsF16AVX2(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
 			}
 		}
 	}
@@ -78,7 +79,7 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 
 // pvRowsAsm computes the first dv output columns of PVRows in assembly and
 // returns dv. float32 values go to the PV kernel, which reads row-major V.
-func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d int) int {
+func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d, ahead int) int {
 	if f, ok := any(v).([]float32); ok {
 		pv(o, ldO, p, ldP, f, ldV, rows, cols, d)
 		return d
@@ -87,6 +88,7 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 	if dv == 0 {
 		return 0
 	}
+	ahead *= int(unsafe.Sizeof(v[0])) // in bytes
 	var vs *float32
 	if _, ok := any(v).([]int8); ok {
 		vs = &scales[0]
@@ -98,21 +100,21 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 		switch any(v).(type) {
 		case []int8:
 			if active == implAVX512 {
-				pvRowsQ8AVX512(op, ldO, pp, ldP, (*int8)(vp), ldV, vs, rb, cols, dv)
+				pvRowsQ8AVX512(op, ldO, pp, ldP, (*int8)(vp), ldV, vs, rb, cols, dv, ahead)
 			} else {
-				pvRowsQ8AVX2(op, ldO, pp, ldP, (*int8)(vp), ldV, vs, rb, cols, dv)
+				pvRowsQ8AVX2(op, ldO, pp, ldP, (*int8)(vp), ldV, vs, rb, cols, dv, ahead)
 			}
 		case []fp16.BFloat16:
 			if active == implAVX512 {
-				pvRowsBF16AVX512(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv)
+				pvRowsBF16AVX512(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
 			} else {
-				pvRowsBF16AVX2(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv)
+				pvRowsBF16AVX2(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
 			}
 		default:
 			if active == implAVX512 {
-				pvRowsF16AVX512(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv)
+				pvRowsF16AVX512(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
 			} else {
-				pvRowsF16AVX2(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv)
+				pvRowsF16AVX2(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
 			}
 		}
 	}

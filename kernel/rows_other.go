@@ -7,11 +7,11 @@ package kernel
 // packing a tile for the (NEON) QKT and PV kernels is faster.
 func RowKernels() bool { return false }
 
-func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) int {
+func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32, ahead int) int {
 	return 0
 }
 
-func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d int) int {
+func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d, ahead int) int {
 	if f, ok := any(v).([]float32); ok {
 		pv(o, ldO, p, ldP, f, ldV, rows, cols, d)
 		return d

@@ -141,11 +141,17 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 		}
 		calls := make([]*call, nCaches)
 		for i := range calls {
-			kT, vT := k.t, v.t
-			if i > 0 {
-				kT, vT = k.clone(), v.clone()
+			cl := &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t, opts: s.options()}
+			switch {
+			case c.paged > 0:
+				var err error
+				if cl.paged, cl.seqs, err = pagedKV(s, k32, v32, dt, c.paged); err != nil {
+					return err
+				}
+			case i > 0:
+				cl.kT, cl.vT = k.clone(), v.clone()
 			}
-			calls[i] = &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: kT, vT: vT, opts: s.options()}
+			calls[i] = cl
 		}
 		var want []float64
 		var naiveErr float64

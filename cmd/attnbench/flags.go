@@ -36,6 +36,11 @@ type config struct {
 	warm bool
 	llc  llcInfo // the last-level cache, read from sysfs at parse time
 
+	// paged is the block size of the PagedCache that every run reads K/V
+	// through (Engine.ForwardPaged, a sequence per batch entry), or 0 for
+	// contiguous tensors (Engine.Forward).
+	paged int
+
 	// avail is the memory the run may use in bytes (availableMemory, read
 	// once at parse time) and availSource where that figure comes from.
 	avail       float64
@@ -142,6 +147,7 @@ prefill and decode rates; "attnbench generate -h" says more.
 Examples:
   attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
   attnbench -mode decode -kv f16,q8 -warm
+  attnbench -shape D2 -kv f16 -paged 16
   attnbench -shape custom -heads 16 -kv-heads 4 -dim 64 -nq 1 -nkv 4096
   attnbench -preset llama3-8b,gemma2-9b -mode decode
   attnbench -shape P1,D1 -window 512
@@ -176,6 +182,8 @@ func parse(args []string, help io.Writer) (config, error) {
 		"decode shapes, less q8 where the head dim is not a multiple of 32)")
 	warm := fs.Bool("warm", false, "decode: time every run on the same K/V cache, which may stay in the last-level cache,\n"+
 		"instead of rotating over copies that together exceed 2 × that cache")
+	paged := fs.Int("paged", 0, "read K and V through an attention.PagedCache of blocks of `N` positions (ForwardPaged, one\n"+
+		"sequence per batch entry, its blocks taken in order from a fresh pool) instead of contiguous tensors (0)")
 	threadList := fs.String("threads", defThreads, "comma-separated thread `counts`; each sets GOMAXPROCS and the engine's Threads (\"max\" = GOMAXPROCS)")
 	reps := fs.Int("reps", 5, "timed repetitions after one warm-up; the median, fastest and slowest are reported")
 	mode := fs.String("mode", "all", "shapes to run, by `mode`: prefill (Nq > 1), decode (Nq = 1) or all")
@@ -219,9 +227,12 @@ func parse(args []string, help io.Writer) (config, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	c := config{reps: *reps, naive: bool(naive), check: bool(check), cpuprofile: *cpuprofile, warm: *warm}
+	c := config{reps: *reps, naive: bool(naive), check: bool(check), cpuprofile: *cpuprofile, warm: *warm, paged: *paged}
 	if c.reps < 1 {
 		return config{}, fmt.Errorf("-reps is %d; want >= 1", c.reps)
+	}
+	if c.paged < 0 {
+		return config{}, fmt.Errorf("-paged is %d; want a block size >= 1, or 0 for contiguous K/V", c.paged)
 	}
 	var err error
 	if set["kv"] {

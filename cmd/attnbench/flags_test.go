@@ -115,6 +115,7 @@ func TestRunBadFlags(t *testing.T) {
 	}{
 		{[]string{"-bogus"}, "-bogus"},
 		{[]string{"-reps", "0"}, "-reps is 0"},
+		{[]string{"-paged", "-1"}, "-paged is -1; want a block size >= 1, or 0"},
 		{[]string{"-reps", "x"}, "-reps"},
 		{[]string{"-kv", "f8"}, `-kv has "f8"`},
 		{[]string{"-kv", ","}, "-kv is empty"},

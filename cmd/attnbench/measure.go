@@ -279,10 +279,42 @@ type call struct {
 	out              []float32
 	outT, qT, kT, vT attention.Tensor
 	opts             attention.Options
+
+	// With -paged, K and V are read from paged (a sequence per batch entry,
+	// seqs) rather than from kT and vT.
+	paged *attention.PagedCache
+	seqs  []attention.SeqID
 }
 
 // forward runs one call on an engine. It is a variable so that tests can
 // substitute a broken engine and watch check mode catch it.
 var forward = func(eng *attention.Engine, c *call) error {
+	if c.paged != nil {
+		return eng.ForwardPaged(c.outT, c.qT, c.paged, c.seqs, c.opts)
+	}
 	return eng.Forward(c.outT, c.qT, c.kT, c.vT, c.opts)
+}
+
+// pagedKV stores K and V (float32 [B, Hkv, Nkv, d] values of shape s) as
+// dt in a new PagedCache of blockSize-position blocks, batch entry b as its
+// sequence seqs[b], appended whole: each sequence's blocks follow one
+// another in the pool. The values are rounded or quantised as storeKV
+// does.
+func pagedKV(s shape, k32, v32 []float32, dt attention.DType, blockSize int) (*attention.PagedCache, []attention.SeqID, error) {
+	perSeq := (s.nkv + blockSize - 1) / blockSize
+	pc, err := attention.NewPagedCache(dt, s.kvHeads, s.dim, blockSize, s.batch*perSeq)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := attention.BHSD(1, s.kvHeads, s.nkv, s.dim)
+	n := l.Span()
+	seqs := make([]attention.SeqID, s.batch)
+	for b := range seqs {
+		seqs[b] = pc.NewSequence()
+		k, v := storeKV(k32[b*n:(b+1)*n], dt, l), storeKV(v32[b*n:(b+1)*n], dt, l)
+		if err := pc.Append(seqs[b], k.t, v.t); err != nil {
+			return nil, nil, err
+		}
+	}
+	return pc, seqs, nil
 }

@@ -318,3 +318,29 @@ func TestSubProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPaged runs the tiny shapes with K/V read through a paged cache of
+// 5-position blocks (no block size divides 47 or 128): every call goes
+// through ForwardPaged and every row is within the tolerance.
+func TestRunPaged(t *testing.T) {
+	quick(t)
+	saved := forward
+	t.Cleanup(func() { forward = saved })
+	paged, plain := 0, 0
+	forward = func(eng *attention.Engine, c *call) error {
+		if c.paged != nil {
+			paged++
+		} else {
+			plain++
+		}
+		return saved(eng, c)
+	}
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(append(tiny, "-paged", "5", "-naive", "off"), &stdout, &stderr), "stderr: %s", stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, "-paged 5: K and V are read through an attention.PagedCache of 5-position blocks")
+	assert.Contains(t, out, "within the project's tolerance")
+	assert.NotContains(t, out, "!")
+	assert.Positive(t, paged)
+	assert.Zero(t, plain)
+}

@@ -59,12 +59,13 @@ func (t elemType) name() string { return [...]string{"F32", "F16", "BF16", "Q8"}
 
 func (t elemType) goType() string { return [...]string{"*float32", "*uint16", "*uint16", "*int8"}[t] }
 
-// The kernels prefetch K and V rows 1<<prefetchShift keys ahead (64: 16 KB
-// of binary16 rows of 128) into the L2 with PREFETCHT2, and Q8 scales a
-// few keys ahead into the L1. On the device Xeon a cold decode on one core
-// ran 20–25 % faster this way than with PREFETCHT0 16 keys ahead, which
-// ties up the L1 fill buffers that demand loads need (docs/benchmarks.md).
-const prefetchShift = 6
+// While the kernels read a K or V row they prefetch the row ahead bytes
+// further on into the L2 with PREFETCHT2 (the Go wrappers pass 64 rows:
+// 16 KB of binary16 rows of 128, or where a paged cache's block table says
+// the key 64 positions on lies), and Q8 scales a few keys ahead into the
+// L1. On the device Xeon a cold decode on one core ran 20–25 % faster this
+// way than with PREFETCHT0 16 keys ahead, which ties up the L1 fill
+// buffers that demand loads need (docs/benchmarks.md).
 
 type isa struct {
 	name  string
@@ -183,7 +184,7 @@ func rowAddr(base, ld, ld3 Register, r, disp int) Mem {
 
 func genQK(x *isa, t elemType) {
 	name := "qkRows" + t.name() + x.name
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, ldK int, ks *float32, rows, cols, dv int, scale float32)", t.goType()))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)", t.goType()))
 	Doc(name+" computes rows (1.."+fmt.Sprint(x.mr)+") query rows' scaled dot products with cols key rows over their first dv components (QKRows).",
 		"The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.")
 	step := x.lanes // components per inner iteration
@@ -256,12 +257,10 @@ func genQK(x *isa, t elemType) {
 			} else {
 				ldKb, ldKb3 = ldK, ldK3
 			}
-			// pf runs 1<<prefetchShift keys ahead of kc: the hardware prefetcher
+			// pf runs ahead bytes ahead of kc: the hardware prefetcher
 			// alone leaves a single core well short of its read bandwidth
 			// when there is this much arithmetic per byte.
-			pf := GP64()
-			MOVQ(ldKb, pf)
-			SHLQ(U8(prefetchShift), pf)
+			pf := Load(Param("ahead"), GP64())
 			ADDQ(kc, pf)
 			if t == q8 {
 				// The scales of key j+24: a stream of a few bytes a key
@@ -344,7 +343,7 @@ func genQK(x *isa, t elemType) {
 
 func genPV(x *isa, t elemType) {
 	name := "pvRows" + t.name() + x.name
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv int)", t.goType()))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv, ahead int)", t.goType()))
 	Doc(name+" accumulates rows (1.."+fmt.Sprint(x.mr)+") probability rows times cols value rows into the first dv columns of o (PVRows).",
 		"The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.")
 	dispatchRows(x, name)
@@ -423,10 +422,8 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 		sp = GP64()
 		MOVQ(sc, sp)
 	}
-	// pf: the same columns of the row 1<<prefetchShift keys ahead.
-	pf := GP64()
-	MOVQ(ldV, pf)
-	SHLQ(U8(prefetchShift), pf)
+	// pf: the same columns ahead bytes further on.
+	pf := Load(Param("ahead"), GP64())
 	ADDQ(vp, pf)
 	j := Load(Param("cols"), GP64())
 	Label(lbl)
