@@ -45,8 +45,11 @@ func roundKV(dt attention.DType, x []float32) {
 	}
 	q := make([]int8, len(x))
 	s := make([]float32, len(x)/attention.Q8Block)
-	if attention.QuantizeQ8(q, s, x) != len(x) || attention.DequantizeQ8(x, q, s) != len(x) {
-		panic("roundKV: length not a multiple of Q8Block")
+	if err := attention.QuantizeQ8(q, s, x); err != nil {
+		panic(err)
+	}
+	if err := attention.DequantizeQ8(x, q, s); err != nil {
+		panic(err)
 	}
 }
 

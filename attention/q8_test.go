@@ -22,7 +22,7 @@ func TestQuantizeQ8(t *testing.T) {
 	x[2*attention.Q8Block+5] = -1e30 // a huge value: the rest round to 0
 	q := make([]int8, len(x))
 	s := make([]float32, 4)
-	require.Equal(t, len(x), attention.QuantizeQ8(q, s, x))
+	require.NoError(t, attention.QuantizeQ8(q, s, x))
 	for g := range 4 {
 		blk := x[g*attention.Q8Block:][:attention.Q8Block]
 		var amax float32
@@ -38,10 +38,21 @@ func TestQuantizeQ8(t *testing.T) {
 			}
 		}
 	}
-	require.Zero(t, attention.QuantizeQ8(q, s, x[:31]), "length not a multiple of the block")
-	require.Zero(t, attention.QuantizeQ8(q[:10], s, x), "short dst")
+	q2, s2 := make([]int8, len(x)), make([]float32, 4)
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{attention.QuantizeQ8(q2, s2, x[:31]), "QuantizeQ8: src has 31 values; want a multiple of Q8Block (32)"},
+		{attention.QuantizeQ8(q2[:10], s2, x), "QuantizeQ8: dst has room for 10 values; want >= 128, the length of src"},
+		{attention.QuantizeQ8(q2, s2[:3], x), "QuantizeQ8: 3 scales; want >= 4, one per 32 values of src"},
+	} {
+		require.ErrorContains(t, c.err, c.want)
+	}
+	require.Equal(t, make([]int8, len(x)), q2, "nothing written on bad input")
+	require.Equal(t, make([]float32, 4), s2, "nothing written on bad input")
 	x[3] = float32(math.NaN())
-	attention.QuantizeQ8(q, s, x)
+	require.NoError(t, attention.QuantizeQ8(q, s, x))
 	require.True(t, math.IsNaN(float64(s[0])), "a NaN makes its block NaN")
 }
 
@@ -50,10 +61,10 @@ func TestDequantizeQ8(t *testing.T) {
 	x := randn(rng, 3*attention.Q8Block)
 	q := make([]int8, len(x))
 	s := make([]float32, 3)
-	require.Equal(t, len(x), attention.QuantizeQ8(q, s, x))
+	require.NoError(t, attention.QuantizeQ8(q, s, x))
 	got := make([]float32, len(x)+1)
 	got[len(x)] = 7 // past the values: untouched
-	require.Equal(t, len(x), attention.DequantizeQ8(got, q, s))
+	require.NoError(t, attention.DequantizeQ8(got, q, s))
 	for i, v := range q {
 		require.Equal(t, float32(v)*s[i/attention.Q8Block], got[i], "value %d", i)
 		require.InDelta(t, x[i], got[i], float64(s[i/attention.Q8Block])/2*1.0001, "value %d", i)
@@ -61,9 +72,9 @@ func TestDequantizeQ8(t *testing.T) {
 	require.Equal(t, float32(7), got[len(x)])
 
 	clear(got)
-	require.Zero(t, attention.DequantizeQ8(got, q[:31], s), "length not a multiple of the block")
-	require.Zero(t, attention.DequantizeQ8(got[:10], q, s), "short dst")
-	require.Zero(t, attention.DequantizeQ8(got, q, s[:2]), "short scales")
+	require.ErrorContains(t, attention.DequantizeQ8(got, q[:31], s), "DequantizeQ8: src has 31 values; want a multiple of Q8Block")
+	require.ErrorContains(t, attention.DequantizeQ8(got[:10], q, s), "DequantizeQ8: dst has room for 10 values; want >= 96")
+	require.ErrorContains(t, attention.DequantizeQ8(got, q, s[:2]), "DequantizeQ8: 2 scales; want >= 3")
 	for _, v := range got {
 		require.Zero(t, v, "nothing written on bad input")
 	}
@@ -76,9 +87,13 @@ func ExampleDequantizeQ8() {
 	}
 	q := make([]int8, len(x))
 	scales := make([]float32, 1)
-	attention.QuantizeQ8(q, scales, x)
+	if err := attention.QuantizeQ8(q, scales, x); err != nil {
+		panic(err)
+	}
 	back := make([]float32, len(x))
-	attention.DequantizeQ8(back, q, scales)
+	if err := attention.DequantizeQ8(back, q, scales); err != nil {
+		panic(err)
+	}
 	fmt.Printf("scale %.4f; x[31] %.2f -> %d -> %.2f; x[5] %.2f -> %d -> %.4f\n",
 		scales[0], x[31], q[31], back[31], x[5], q[5], back[5])
 	// Output: scale 0.0610; x[31] 7.75 -> 127 -> 7.75; x[5] 1.25 -> 20 -> 1.2205

@@ -51,8 +51,8 @@ func roundKV(row []float64, typ attention.DType) {
 	case attention.Q8:
 		q := make([]int8, len(f))
 		scales := make([]float32, len(f)/attention.Q8Block)
-		if attention.QuantizeQ8(q, scales, f) != len(f) {
-			panic(fmt.Sprintf("roundKV: a row of %d values is not a whole number of Q8 blocks", len(f)))
+		if err := attention.QuantizeQ8(q, scales, f); err != nil {
+			panic(fmt.Sprintf("roundKV: %v", err))
 		}
 		for i, x := range q {
 			f[i] = float32(x) * scales[i/attention.Q8Block]

@@ -128,7 +128,10 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 	}
 	for _, dt := range kvs {
 		runtime.GC() // drop the previous type's K/V caches
-		k, v := storeKV(k32, dt, kvLayout), storeKV(v32, dt, kvLayout)
+		k, v, err := storeKVPair(k32, v32, dt, kvLayout)
+		if err != nil {
+			return err
+		}
 		// calls[i] reads the i-th copy of K and V; a decode run rotates over
 		// them (kvCaches), each timed run reading the next.
 		nCaches, capped := kvCaches(c, s, dt)

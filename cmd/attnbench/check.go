@@ -200,7 +200,10 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, i
 		prog.beginCase(1)
 		prog.start(s.String(), len(kvs)*len(impls))
 		for _, dt := range kvs {
-			k, v := storeKV(k32, dt, kvLayout), storeKV(v32, dt, kvLayout)
+			k, v, err := storeKVPair(k32, v32, dt, kvLayout)
+			if err != nil {
+				return nil, fmt.Errorf("%v %v: %w", dt, s, err)
+			}
 			want, _, err := reference.Attention(p, reference.Float64s(q), reference.Float64s(k.values), reference.Float64s(v.values))
 			if err != nil {
 				return nil, fmt.Errorf("%v %v: oracle: %w", dt, s, err)

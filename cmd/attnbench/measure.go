@@ -248,29 +248,44 @@ type kvData struct {
 // the values are rounded, for q8 quantised (attention.QuantizeQ8; the head
 // dimension must be a multiple of attention.Q8Block), and the rounded
 // values are what the oracle sees.
-func storeKV(x []float32, dt attention.DType, l attention.Layout) kvData {
+func storeKV(x []float32, dt attention.DType, l attention.Layout) (kvData, error) {
 	switch dt {
 	case attention.F16:
 		h := fp16.Float16s(x)
 		r := make([]float32, len(x))
 		fp16.DecodeFloat16(r, h)
-		return kvData{attention.F16Tensor(h, l), r, func() attention.Tensor { return attention.F16Tensor(slices.Clone(h), l) }}
+		return kvData{attention.F16Tensor(h, l), r, func() attention.Tensor { return attention.F16Tensor(slices.Clone(h), l) }}, nil
 	case attention.BF16:
 		h := fp16.BFloat16s(x)
 		r := make([]float32, len(x))
 		fp16.DecodeBFloat16(r, h)
-		return kvData{attention.BF16Tensor(h, l), r, func() attention.Tensor { return attention.BF16Tensor(slices.Clone(h), l) }}
+		return kvData{attention.BF16Tensor(h, l), r, func() attention.Tensor { return attention.BF16Tensor(slices.Clone(h), l) }}, nil
 	case attention.Q8:
 		q := make([]int8, len(x))
 		sc := make([]float32, len(x)/attention.Q8Block)
-		attention.QuantizeQ8(q, sc, x)
+		if err := attention.QuantizeQ8(q, sc, x); err != nil {
+			return kvData{}, err
+		}
 		r := make([]float32, len(x))
-		attention.DequantizeQ8(r, q, sc)
+		if err := attention.DequantizeQ8(r, q, sc); err != nil {
+			return kvData{}, err
+		}
 		return kvData{attention.Q8Tensor(q, sc, l), r, func() attention.Tensor {
 			return attention.Q8Tensor(slices.Clone(q), slices.Clone(sc), l)
-		}}
+		}}, nil
 	}
-	return kvData{attention.F32Tensor(x, l), x, func() attention.Tensor { return attention.F32Tensor(slices.Clone(x), l) }}
+	return kvData{attention.F32Tensor(x, l), x, func() attention.Tensor { return attention.F32Tensor(slices.Clone(x), l) }}, nil
+}
+
+// storeKVPair is storeKV of K and V.
+func storeKVPair(k32, v32 []float32, dt attention.DType, l attention.Layout) (k, v kvData, err error) {
+	if k, err = storeKV(k32, dt, l); err != nil {
+		return kvData{}, kvData{}, err
+	}
+	if v, err = storeKV(v32, dt, l); err != nil {
+		return kvData{}, kvData{}, err
+	}
+	return k, v, nil
 }
 
 // call is one attention computation: the engine's tensors and the float32
@@ -311,7 +326,10 @@ func pagedKV(s shape, k32, v32 []float32, dt attention.DType, blockSize int) (*a
 	seqs := make([]attention.SeqID, s.batch)
 	for b := range seqs {
 		seqs[b] = pc.NewSequence()
-		k, v := storeKV(k32[b*n:(b+1)*n], dt, l), storeKV(v32[b*n:(b+1)*n], dt, l)
+		k, v, err := storeKVPair(k32[b*n:(b+1)*n], v32[b*n:(b+1)*n], dt, l)
+		if err != nil {
+			return nil, nil, err
+		}
 		if err := pc.Append(seqs[b], k.t, v.t); err != nil {
 			return nil, nil, err
 		}
