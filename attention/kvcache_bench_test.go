@@ -13,7 +13,10 @@ import (
 // those of the cached K and V that the step reads, so MB/s is the cache
 // read bandwidth. splits=8 is split-KV decoding (Config.KVSplits): with
 // one sequence of 8 K/V heads, only 8 threads have work without it;
-// splits=0 is the automatic choice, splits=1 none.
+// splits=0 is the automatic choice, splits=1 none. paged=true reads a
+// PagedCache of 16-position blocks filled by one Append (its blocks are
+// neighbours in the pool, and the kernels read them in runs of a tile);
+// paged=frag one whose blocks are not (every block is a run of its own).
 //
 // The loops use b.N rather than b.Loop: a b.Loop benchmark runs its whole
 // loop in the first, probing call, which the testing package makes before
@@ -24,11 +27,11 @@ func BenchmarkKVCacheDecode(b *testing.B) {
 	for _, dt := range []attention.DType{attention.F16, attention.F32, attention.Q8} {
 		for _, n := range []int{1024, 8192} {
 			for _, cf := range []struct {
-				paged  bool
+				paged  string
 				splits int
-			}{{false, 1}, {true, 1}, {false, 0}, {true, 0}, {false, 8}} {
-				paged := cf.paged
-				b.Run(fmt.Sprintf("%v/n%d/paged=%v/splits=%d", dt, n, paged, cf.splits), func(b *testing.B) {
+			}{{"false", 1}, {"true", 1}, {"frag", 1}, {"false", 0}, {"true", 0}, {"frag", 0}, {"false", 8}} {
+				paged := cf.paged != "false"
+				b.Run(fmt.Sprintf("%v/n%d/paged=%s/splits=%d", dt, n, cf.paged, cf.splits), func(b *testing.B) {
 					rng := rand.New(rand.NewPCG(81, 82))
 					k, v := randChunk(rng, dt, hkv, n, d)
 					e := mustEngine(b, attention.Config{KVSplits: cf.splits})
@@ -37,13 +40,32 @@ func BenchmarkKVCacheDecode(b *testing.B) {
 					opts := attention.Options{Causal: true}
 					b.SetBytes(int64(2 * hkv * n * d * dt.Size()))
 					if paged {
-						pc, err := attention.NewPagedCache(dt, hkv, d, 16, n/16+1)
+						pc, err := attention.NewPagedCache(dt, hkv, d, 16, 2*(n/16+1))
 						if err != nil {
 							b.Fatal(err)
 						}
 						id := pc.NewSequence()
-						if err := pc.Append(id, chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)); err != nil {
-							b.Fatal(err)
+						if cf.paged == "true" {
+							// One Append: the sequence's blocks are neighbours in the pool.
+							if err := pc.Append(id, chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)); err != nil {
+								b.Fatal(err)
+							}
+						} else {
+							// A block at a time beside another sequence, freed at
+							// the end: no two of its blocks are neighbours.
+							other := pc.NewSequence()
+							for p0 := 0; p0 < n; p0 += 16 {
+								m := min(16, n-p0)
+								kc, vc := headRows(k, hkv, n, d, p0, m), headRows(v, hkv, n, d, p0, m)
+								for _, s := range []attention.SeqID{id, other} {
+									if err := pc.Append(s, chunkTensor(kc, hkv, m, d), chunkTensor(vc, hkv, m, d)); err != nil {
+										b.Fatal(err)
+									}
+								}
+							}
+							if err := pc.Free(other); err != nil {
+								b.Fatal(err)
+							}
 						}
 						ids := []attention.SeqID{id}
 						b.ResetTimer()
@@ -71,4 +93,14 @@ func BenchmarkKVCacheDecode(b *testing.B) {
 			}
 		}
 	}
+}
+
+// headRows copies positions [p0, p0+m) of every head of x ([hkv, n, d]) as
+// [hkv, m, d].
+func headRows(x []float32, hkv, n, d, p0, m int) []float32 {
+	out := make([]float32, 0, hkv*m*d)
+	for h := range hkv {
+		out = append(out, x[(h*n+p0)*d:(h*n+p0+m)*d]...)
+	}
+	return out
 }

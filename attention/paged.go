@@ -34,7 +34,7 @@ type PagedCache struct {
 	heads, dim, blockSize, numBlocks int
 
 	mu     sync.RWMutex
-	k, v   Tensor  // [numBlocks, heads, blockSize, dim]
+	k, v   Tensor  // [heads, numBlocks, blockSize, dim]; Offset(block, head, slot)
 	ref    []int32 // references per block
 	free   []int32 // free blocks (a stack)
 	seqs   map[SeqID]*pagedSeq
@@ -59,7 +59,12 @@ func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCac
 	if numBlocks < 0 || numBlocks > 1<<31-1 {
 		return nil, fmt.Errorf("attention: NewPagedCache: %d blocks; want 0 to 2^31-1", numBlocks)
 	}
-	l := BHSD(numBlocks, heads, blockSize, dim)
+	// Each head has a pool of its own, [heads, numBlocks, blockSize, dim],
+	// addressed as Offset(block, head, slot): a sequence whose table lists
+	// consecutive blocks has each head's rows one after the other, as a
+	// contiguous cache has, and the kernels read them in one run.
+	l := Layout{Batch: numBlocks, Heads: heads, Seq: blockSize, Dim: dim,
+		BatchStride: blockSize * dim, HeadStride: numBlocks * blockSize * dim, SeqStride: dim}
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("attention: NewPagedCache: %w", err)
 	}
@@ -327,8 +332,9 @@ func packPagedK(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS
 }
 
 // packPagedV packs values [j0, j0+bc) of K/V head hk into the V panel
-// (leading dimension ld), unless they are float32 in one block, which are
-// read in place (rows Dim apart) as the contiguous path does. It returns
+// (leading dimension ld), unless they are float32 at consecutive rows (one
+// run), which are read in place (rows Dim apart) as the contiguous path
+// does. It returns
 // the V tile to use and its leading dimension.
 func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld int) ([]float32, int, error) {
 	if blk, pos, n := c.run(blocks, j0, j0+bc); c.v.dtype == F32 && n == bc {
@@ -345,12 +351,19 @@ func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld 
 }
 
 // run returns where position j of a sequence with block table blocks lies
-// (block blk, position pos in it) and how many positions from j up to end
-// follow it in the same block.
+// (block blk, position pos in it) and how many positions n from j up to end
+// follow it at consecutive rows of every head: the rest of its block and
+// of each next block of the table that is the next block of the pool.
 func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
 	bs := c.blockSize
-	pos = j % bs
-	return int(blocks[j/bs]), pos, min(bs-pos, end-j)
+	i := j / bs
+	pos = j - i*bs
+	n = bs - pos
+	for j+n < end && i+1 < len(blocks) && blocks[i+1] == blocks[i]+1 {
+		i++
+		n += bs
+	}
+	return int(blocks[j/bs]), pos, min(n, end-j)
 }
 
 // qkPaged is qkDirect over keys [j0, j0+bc) of a paged sequence, one run of
@@ -380,24 +393,23 @@ func pvPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, 
 
 // runAhead is run for the row kernels: it returns the offset of position
 // j's row of K/V head hk in the storage, the number of positions n from j
-// up to end that follow it in its block and whose positions
-// kernel.PrefetchRows further on also share a block, and the distance in
-// elements from position j's row to that further row, which is what the
-// kernels prefetch while they read it. Within a block the kernels' own
-// distance (PrefetchRows rows further on in memory) would land in other
-// heads' rows; through the block table it lands where the sequence goes
-// on. Past the end of the table there is nothing of the sequence's head to
-// prefetch and the distance is 0.
+// up to end that lie at consecutive rows and whose positions
+// kernel.PrefetchRows further on do too, and the distance in elements
+// from position j's row to that further row, which is what the kernels
+// prefetch while they read it. The kernels' own distance (PrefetchRows rows
+// further on in memory) would land in other blocks than the sequence's
+// next ones, unless the table lists consecutive blocks; through the table
+// it lands where the sequence goes on. Past the end of the table there is
+// nothing of the sequence to prefetch and the distance is 0.
 func (c *PagedCache) runAhead(blocks []int32, hk, j, end int) (off, n, ahead int) {
 	blk, pos, n := c.run(blocks, j, end)
 	off = c.k.Offset(blk, hk, pos)
 	t := j + kernel.PrefetchRows
-	if t/c.blockSize >= len(blocks) {
+	if t >= len(blocks)*c.blockSize {
 		return off, n, 0
 	}
-	tpos := t % c.blockSize
-	n = min(n, c.blockSize-tpos)
-	return off, n, c.k.Offset(int(blocks[t/c.blockSize]), hk, tpos) - off
+	tblk, tpos, tn := c.run(blocks, t, t+n)
+	return off, min(n, tn), c.k.Offset(tblk, hk, tpos) - off
 }
 
 // ForwardPaged computes attention for a batch of sequences read from a

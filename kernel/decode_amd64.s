@@ -2292,6 +2292,10 @@ qkRowsQ8AVX512_r4_k4:
 	LEAQ       (R9)(R9*2), R10
 	MOVQ       AX, R11
 	MOVQ       BX, R12
+	MOVQ       ahead+88(FP), R13
+	SARQ       $0x03, R13
+	ADDQ       R12, R13
+	PREFETCHT0 (R13)
 	MOVQ       dv+72(FP), R13
 	SHRQ       $0x05, R13
 	MOVQ       R9, R14
@@ -2299,7 +2303,6 @@ qkRowsQ8AVX512_r4_k4:
 	LEAQ       (R14)(R14*2), R15
 	MOVQ       ahead+88(FP), BP
 	ADDQ       R11, BP
-	PREFETCHT0 (R12)(R10*8)
 
 qkRowsQ8AVX512_r4_k4_inner:
 	PREFETCHT2    (BP)
@@ -2469,21 +2472,24 @@ qkRowsQ8AVX512_r4_k1:
 	MOVQ       ldK+40(FP), R9
 	SHRQ       $0x03, R9
 	LEAQ       (R9)(R9*2), R10
-	MOVQ       AX, R11
-	MOVQ       BX, R12
-	MOVQ       dv+72(FP), R13
-	SHRQ       $0x05, R13
+	MOVQ       AX, R10
+	MOVQ       BX, R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x05, R12
 	SHLQ       $0x03, R9
 	LEAQ       (R9)(R9*2), R9
 	MOVQ       ahead+88(FP), R9
-	ADDQ       R11, R9
-	PREFETCHT0 (R12)(R10*8)
+	ADDQ       R10, R9
 
 qkRowsQ8AVX512_r4_k1_inner:
 	PREFETCHT2    (R9)
-	VPMOVSXBD     (R11), Z5
+	VPMOVSXBD     (R10), Z5
 	VCVTDQ2PS     Z5, Z5
-	VMULPS.BCST   (R12), Z5, Z5
+	VMULPS.BCST   (R11), Z5, Z5
 	VMOVUPS       (SI), Z6
 	VFMADD231PS   Z6, Z5, Z1
 	VMOVUPS       (SI)(DI*1), Z6
@@ -2492,9 +2498,9 @@ qkRowsQ8AVX512_r4_k1_inner:
 	VFMADD231PS   Z6, Z5, Z3
 	VMOVUPS       (SI)(R8*1), Z6
 	VFMADD231PS   Z6, Z5, Z4
-	VPMOVSXBD     16(R11), Z5
+	VPMOVSXBD     16(R10), Z5
 	VCVTDQ2PS     Z5, Z5
-	VMULPS.BCST   (R12), Z5, Z5
+	VMULPS.BCST   (R11), Z5, Z5
 	VMOVUPS       64(SI), Z6
 	VFMADD231PS   Z6, Z5, Z1
 	VMOVUPS       64(SI)(DI*1), Z6
@@ -2504,10 +2510,10 @@ qkRowsQ8AVX512_r4_k1_inner:
 	VMOVUPS       64(SI)(R8*1), Z6
 	VFMADD231PS   Z6, Z5, Z4
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R11
+	ADDQ          $0x00000020, R10
 	ADDQ          $0x00000020, R9
-	ADDQ          $0x04, R12
-	DECQ          R13
+	ADDQ          $0x04, R11
+	DECQ          R12
 	JNZ           qkRowsQ8AVX512_r4_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -2556,9 +2562,9 @@ qkRowsQ8AVX512_r4_k1_inner:
 	VMULSS        X0, X2, X2
 	VMOVSS        X2, (DI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R11
-	SHRQ          $0x03, R11
-	ADDQ          R11, BX
+	MOVQ          SI, R10
+	SHRQ          $0x03, R10
+	ADDQ          R10, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -2599,6 +2605,10 @@ qkRowsQ8AVX512_r3_k4:
 	LEAQ       (R8)(R8*2), R9
 	MOVQ       AX, R10
 	MOVQ       BX, R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
 	MOVQ       dv+72(FP), R12
 	SHRQ       $0x05, R12
 	MOVQ       R8, R13
@@ -2606,7 +2616,6 @@ qkRowsQ8AVX512_r3_k4:
 	LEAQ       (R13)(R13*2), R14
 	MOVQ       ahead+88(FP), R15
 	ADDQ       R10, R15
-	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX512_r3_k4_inner:
 	PREFETCHT2    (R15)
@@ -2749,30 +2758,33 @@ qkRowsQ8AVX512_r3_k1:
 	MOVQ       ldK+40(FP), R8
 	SHRQ       $0x03, R8
 	LEAQ       (R8)(R8*2), R9
-	MOVQ       AX, R10
-	MOVQ       BX, R11
-	MOVQ       dv+72(FP), R12
-	SHRQ       $0x05, R12
+	MOVQ       AX, R9
+	MOVQ       BX, R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	MOVQ       dv+72(FP), R11
+	SHRQ       $0x05, R11
 	SHLQ       $0x03, R8
 	LEAQ       (R8)(R8*2), R8
 	MOVQ       ahead+88(FP), R8
-	ADDQ       R10, R8
-	PREFETCHT0 (R11)(R9*8)
+	ADDQ       R9, R8
 
 qkRowsQ8AVX512_r3_k1_inner:
 	PREFETCHT2    (R8)
-	VPMOVSXBD     (R10), Z4
+	VPMOVSXBD     (R9), Z4
 	VCVTDQ2PS     Z4, Z4
-	VMULPS.BCST   (R11), Z4, Z4
+	VMULPS.BCST   (R10), Z4, Z4
 	VMOVUPS       (SI), Z5
 	VFMADD231PS   Z5, Z4, Z1
 	VMOVUPS       (SI)(DI*1), Z5
 	VFMADD231PS   Z5, Z4, Z2
 	VMOVUPS       (SI)(DI*2), Z5
 	VFMADD231PS   Z5, Z4, Z3
-	VPMOVSXBD     16(R10), Z4
+	VPMOVSXBD     16(R9), Z4
 	VCVTDQ2PS     Z4, Z4
-	VMULPS.BCST   (R11), Z4, Z4
+	VMULPS.BCST   (R10), Z4, Z4
 	VMOVUPS       64(SI), Z5
 	VFMADD231PS   Z5, Z4, Z1
 	VMOVUPS       64(SI)(DI*1), Z5
@@ -2780,10 +2792,10 @@ qkRowsQ8AVX512_r3_k1_inner:
 	VMOVUPS       64(SI)(DI*2), Z5
 	VFMADD231PS   Z5, Z4, Z3
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R10
+	ADDQ          $0x00000020, R9
 	ADDQ          $0x00000020, R8
-	ADDQ          $0x04, R11
-	DECQ          R12
+	ADDQ          $0x04, R10
+	DECQ          R11
 	JNZ           qkRowsQ8AVX512_r3_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -2821,9 +2833,9 @@ qkRowsQ8AVX512_r3_k1_inner:
 	VMULSS        X0, X2, X2
 	VMOVSS        X2, (DI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R10
-	SHRQ          $0x03, R10
-	ADDQ          R10, BX
+	MOVQ          SI, R9
+	SHRQ          $0x03, R9
+	ADDQ          R9, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -2860,6 +2872,10 @@ qkRowsQ8AVX512_r2_k4:
 	LEAQ       (R8)(R8*2), R9
 	MOVQ       AX, R10
 	MOVQ       BX, R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
 	MOVQ       dv+72(FP), R12
 	SHRQ       $0x05, R12
 	MOVQ       R8, R13
@@ -2867,7 +2883,6 @@ qkRowsQ8AVX512_r2_k4:
 	LEAQ       (R13)(R13*2), R14
 	MOVQ       ahead+88(FP), R15
 	ADDQ       R10, R15
-	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX512_r2_k4_inner:
 	PREFETCHT2    (R15)
@@ -2983,37 +2998,40 @@ qkRowsQ8AVX512_r2_k1:
 	MOVQ       ldK+40(FP), R8
 	SHRQ       $0x03, R8
 	LEAQ       (R8)(R8*2), R9
-	MOVQ       AX, R10
-	MOVQ       BX, R11
-	MOVQ       dv+72(FP), R12
-	SHRQ       $0x05, R12
+	MOVQ       AX, R9
+	MOVQ       BX, R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	MOVQ       dv+72(FP), R11
+	SHRQ       $0x05, R11
 	SHLQ       $0x03, R8
 	LEAQ       (R8)(R8*2), R8
 	MOVQ       ahead+88(FP), R8
-	ADDQ       R10, R8
-	PREFETCHT0 (R11)(R9*8)
+	ADDQ       R9, R8
 
 qkRowsQ8AVX512_r2_k1_inner:
 	PREFETCHT2    (R8)
-	VPMOVSXBD     (R10), Z3
+	VPMOVSXBD     (R9), Z3
 	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (R11), Z3, Z3
+	VMULPS.BCST   (R10), Z3, Z3
 	VMOVUPS       (SI), Z4
 	VFMADD231PS   Z4, Z3, Z1
 	VMOVUPS       (SI)(DI*1), Z4
 	VFMADD231PS   Z4, Z3, Z2
-	VPMOVSXBD     16(R10), Z3
+	VPMOVSXBD     16(R9), Z3
 	VCVTDQ2PS     Z3, Z3
-	VMULPS.BCST   (R11), Z3, Z3
+	VMULPS.BCST   (R10), Z3, Z3
 	VMOVUPS       64(SI), Z4
 	VFMADD231PS   Z4, Z3, Z1
 	VMOVUPS       64(SI)(DI*1), Z4
 	VFMADD231PS   Z4, Z3, Z2
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R10
+	ADDQ          $0x00000020, R9
 	ADDQ          $0x00000020, R8
-	ADDQ          $0x04, R11
-	DECQ          R12
+	ADDQ          $0x04, R10
+	DECQ          R11
 	JNZ           qkRowsQ8AVX512_r2_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -3040,9 +3058,9 @@ qkRowsQ8AVX512_r2_k1_inner:
 	VMULSS        X0, X2, X2
 	VMOVSS        X2, (DI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R10
-	SHRQ          $0x03, R10
-	ADDQ          R10, BX
+	MOVQ          SI, R9
+	SHRQ          $0x03, R9
+	ADDQ          R9, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -3075,6 +3093,10 @@ qkRowsQ8AVX512_r1_k4:
 	LEAQ       (DI)(DI*2), R8
 	MOVQ       AX, R9
 	MOVQ       BX, R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
 	MOVQ       dv+72(FP), R11
 	SHRQ       $0x05, R11
 	MOVQ       DI, R12
@@ -3082,7 +3104,6 @@ qkRowsQ8AVX512_r1_k4:
 	LEAQ       (R12)(R12*2), R13
 	MOVQ       ahead+88(FP), R14
 	ADDQ       R9, R14
-	PREFETCHT0 (R10)(R8*8)
 
 qkRowsQ8AVX512_r1_k4_inner:
 	PREFETCHT2    (R14)
@@ -3171,33 +3192,36 @@ qkRowsQ8AVX512_r1_k1:
 	MOVQ       ldK+40(FP), DI
 	SHRQ       $0x03, DI
 	LEAQ       (DI)(DI*2), R8
-	MOVQ       AX, R9
-	MOVQ       BX, R10
-	MOVQ       dv+72(FP), R11
-	SHRQ       $0x05, R11
+	MOVQ       AX, R8
+	MOVQ       BX, R9
+	MOVQ       ahead+88(FP), R10
+	SARQ       $0x03, R10
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	MOVQ       dv+72(FP), R10
+	SHRQ       $0x05, R10
 	SHLQ       $0x03, DI
 	LEAQ       (DI)(DI*2), DI
 	MOVQ       ahead+88(FP), DI
-	ADDQ       R9, DI
-	PREFETCHT0 (R10)(R8*8)
+	ADDQ       R8, DI
 
 qkRowsQ8AVX512_r1_k1_inner:
 	PREFETCHT2    (DI)
-	VPMOVSXBD     (R9), Z2
+	VPMOVSXBD     (R8), Z2
 	VCVTDQ2PS     Z2, Z2
-	VMULPS.BCST   (R10), Z2, Z2
+	VMULPS.BCST   (R9), Z2, Z2
 	VMOVUPS       (SI), Z3
 	VFMADD231PS   Z3, Z2, Z1
-	VPMOVSXBD     16(R9), Z2
+	VPMOVSXBD     16(R8), Z2
 	VCVTDQ2PS     Z2, Z2
-	VMULPS.BCST   (R10), Z2, Z2
+	VMULPS.BCST   (R9), Z2, Z2
 	VMOVUPS       64(SI), Z3
 	VFMADD231PS   Z3, Z2, Z1
 	ADDQ          $0x00000080, SI
-	ADDQ          $0x00000020, R9
+	ADDQ          $0x00000020, R8
 	ADDQ          $0x00000020, DI
-	ADDQ          $0x04, R10
-	DECQ          R11
+	ADDQ          $0x04, R9
+	DECQ          R10
 	JNZ           qkRowsQ8AVX512_r1_k1_inner
 	MOVQ          ldS+8(FP), SI
 	SHLQ          $0x02, SI
@@ -3213,9 +3237,9 @@ qkRowsQ8AVX512_r1_k1_inner:
 	VMULSS        X0, X1, X1
 	VMOVSS        X1, (SI)
 	MOVQ          ldK+40(FP), SI
-	MOVQ          SI, R9
-	SHRQ          $0x03, R9
-	ADDQ          R9, BX
+	MOVQ          SI, R8
+	SHRQ          $0x03, R8
+	ADDQ          R8, BX
 	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
@@ -5138,7 +5162,7 @@ pvRowsBF16AVX512_r1_part1_b:
 
 // func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 // Requires: AVX, AVX512F, MMX+
-TEXT ·pvRowsQ8AVX512(SB), NOSPLIT, $0-88
+TEXT ·pvRowsQ8AVX512(SB), NOSPLIT, $8-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x04
 	JEQ  pvRowsQ8AVX512_r4
@@ -5194,12 +5218,15 @@ pvRowsQ8AVX512_r4_full:
 	MOVQ    CX, R12
 	MOVQ    BX, R13
 	MOVQ    ahead+80(FP), R14
+	MOVQ    R14, R15
+	SARQ    $0x03, R15
+	ADDQ    R13, R15
 	ADDQ    R12, R14
-	MOVQ    cols+64(FP), R15
+	MOVQ    cols+64(FP), BP
 
 pvRowsQ8AVX512_r4_full_b:
 	PREFETCHT2   (R14)
-	PREFETCHT0   256(R13)(R11*8)
+	PREFETCHT0   (R15)
 	VPMOVSXBD    (R12), Z16
 	VCVTDQ2PS    Z16, Z16
 	VMULPS.BCST  (R13), Z16, Z16
@@ -5236,7 +5263,8 @@ pvRowsQ8AVX512_r4_full_b:
 	ADDQ         R10, R12
 	ADDQ         R10, R14
 	ADDQ         R11, R13
-	DECQ         R15
+	ADDQ         R11, R15
+	DECQ         BP
 	JNZ          pvRowsQ8AVX512_r4_full_b
 	MOVQ         AX, DI
 	VMOVUPS      Z0, (DI)
@@ -5303,12 +5331,15 @@ pvRowsQ8AVX512_r4_part3:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R11
+	MOVQ    R11, R12
+	SARQ    $0x03, R12
+	ADDQ    BX, R12
 	ADDQ    CX, R11
-	MOVQ    cols+64(FP), R12
+	MOVQ    cols+64(FP), R13
 
 pvRowsQ8AVX512_r4_part3_b:
 	PREFETCHT2   (R11)
-	PREFETCHT0   256(BX)(R10*8)
+	PREFETCHT0   (R12)
 	VPMOVSXBD    (CX), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (BX), Z12, Z12
@@ -5338,7 +5369,8 @@ pvRowsQ8AVX512_r4_part3_b:
 	ADDQ         R9, CX
 	ADDQ         R9, R11
 	ADDQ         R10, BX
-	DECQ         R12
+	ADDQ         R10, R12
+	DECQ         R13
 	JNZ          pvRowsQ8AVX512_r4_part3_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5384,12 +5416,15 @@ pvRowsQ8AVX512_r4_part2:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R11
+	MOVQ    R11, R12
+	SARQ    $0x03, R12
+	ADDQ    BX, R12
 	ADDQ    CX, R11
-	MOVQ    cols+64(FP), R12
+	MOVQ    cols+64(FP), R13
 
 pvRowsQ8AVX512_r4_part2_b:
 	PREFETCHT2   (R11)
-	PREFETCHT0   256(BX)(R10*8)
+	PREFETCHT0   (R12)
 	VPMOVSXBD    (CX), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (BX), Z8, Z8
@@ -5412,7 +5447,8 @@ pvRowsQ8AVX512_r4_part2_b:
 	ADDQ         R9, CX
 	ADDQ         R9, R11
 	ADDQ         R10, BX
-	DECQ         R12
+	ADDQ         R10, R12
+	DECQ         R13
 	JNZ          pvRowsQ8AVX512_r4_part2_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5450,12 +5486,15 @@ pvRowsQ8AVX512_r4_part1:
 	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R11
+	MOVQ    R11, R12
+	SARQ    $0x03, R12
+	ADDQ    BX, R12
 	ADDQ    CX, R11
-	MOVQ    cols+64(FP), R12
+	MOVQ    cols+64(FP), R13
 
 pvRowsQ8AVX512_r4_part1_b:
 	PREFETCHT2   (R11)
-	PREFETCHT0   256(BX)(R10*8)
+	PREFETCHT0   (R12)
 	VPMOVSXBD    (CX), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX), Z4, Z4
@@ -5471,7 +5510,8 @@ pvRowsQ8AVX512_r4_part1_b:
 	ADDQ         R9, CX
 	ADDQ         R9, R11
 	ADDQ         R10, BX
-	DECQ         R12
+	ADDQ         R10, R12
+	DECQ         R13
 	JNZ          pvRowsQ8AVX512_r4_part1_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5522,12 +5562,15 @@ pvRowsQ8AVX512_r3_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    ahead+80(FP), R13
+	MOVQ    R13, R14
+	SARQ    $0x03, R14
+	ADDQ    R12, R14
 	ADDQ    R11, R13
-	MOVQ    cols+64(FP), R14
+	MOVQ    cols+64(FP), R15
 
 pvRowsQ8AVX512_r3_full_b:
 	PREFETCHT2   (R13)
-	PREFETCHT0   256(R12)(R10*8)
+	PREFETCHT0   (R14)
 	VPMOVSXBD    (R11), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (R12), Z12, Z12
@@ -5559,7 +5602,8 @@ pvRowsQ8AVX512_r3_full_b:
 	ADDQ         R9, R11
 	ADDQ         R9, R13
 	ADDQ         R10, R12
-	DECQ         R14
+	ADDQ         R10, R14
+	DECQ         R15
 	JNZ          pvRowsQ8AVX512_r3_full_b
 	MOVQ         AX, DI
 	VMOVUPS      Z0, (DI)
@@ -5617,12 +5661,15 @@ pvRowsQ8AVX512_r3_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r3_part3_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Z9
 	VCVTDQ2PS    Z9, Z9
 	VMULPS.BCST  (BX), Z9, Z9
@@ -5648,7 +5695,8 @@ pvRowsQ8AVX512_r3_part3_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r3_part3_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5687,12 +5735,15 @@ pvRowsQ8AVX512_r3_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r3_part2_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX), Z6, Z6
@@ -5712,7 +5763,8 @@ pvRowsQ8AVX512_r3_part2_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r3_part2_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5745,12 +5797,15 @@ pvRowsQ8AVX512_r3_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r3_part1_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS.BCST  (BX), Z3, Z3
@@ -5764,7 +5819,8 @@ pvRowsQ8AVX512_r3_part1_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r3_part1_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5808,12 +5864,15 @@ pvRowsQ8AVX512_r2_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    ahead+80(FP), R13
+	MOVQ    R13, R14
+	SARQ    $0x03, R14
+	ADDQ    R12, R14
 	ADDQ    R11, R13
-	MOVQ    cols+64(FP), R14
+	MOVQ    cols+64(FP), R15
 
 pvRowsQ8AVX512_r2_full_b:
 	PREFETCHT2   (R13)
-	PREFETCHT0   256(R12)(R10*8)
+	PREFETCHT0   (R14)
 	VPMOVSXBD    (R11), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (R12), Z8, Z8
@@ -5840,7 +5899,8 @@ pvRowsQ8AVX512_r2_full_b:
 	ADDQ         R9, R11
 	ADDQ         R9, R13
 	ADDQ         R10, R12
-	DECQ         R14
+	ADDQ         R10, R14
+	DECQ         R15
 	JNZ          pvRowsQ8AVX512_r2_full_b
 	MOVQ         AX, DI
 	VMOVUPS      Z0, (DI)
@@ -5889,12 +5949,15 @@ pvRowsQ8AVX512_r2_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r2_part3_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX), Z6, Z6
@@ -5916,7 +5979,8 @@ pvRowsQ8AVX512_r2_part3_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r2_part3_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5948,12 +6012,15 @@ pvRowsQ8AVX512_r2_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r2_part2_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX), Z4, Z4
@@ -5970,7 +6037,8 @@ pvRowsQ8AVX512_r2_part2_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r2_part2_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -5998,12 +6066,15 @@ pvRowsQ8AVX512_r2_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX512_r2_part1_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Z2
 	VCVTDQ2PS    Z2, Z2
 	VMULPS.BCST  (BX), Z2, Z2
@@ -6015,7 +6086,8 @@ pvRowsQ8AVX512_r2_part1_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r2_part1_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -6052,12 +6124,15 @@ pvRowsQ8AVX512_r1_full:
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    ahead+80(FP), R11
+	MOVQ    R11, R12
+	SARQ    $0x03, R12
+	ADDQ    R10, R12
 	ADDQ    R9, R11
-	MOVQ    cols+64(FP), R12
+	MOVQ    cols+64(FP), R13
 
 pvRowsQ8AVX512_r1_full_b:
 	PREFETCHT2   (R11)
-	PREFETCHT0   256(R10)(R8*8)
+	PREFETCHT0   (R12)
 	VPMOVSXBD    (R9), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (R10), Z4, Z4
@@ -6079,7 +6154,8 @@ pvRowsQ8AVX512_r1_full_b:
 	ADDQ         DI, R9
 	ADDQ         DI, R11
 	ADDQ         R8, R10
-	DECQ         R12
+	ADDQ         R8, R12
+	DECQ         R13
 	JNZ          pvRowsQ8AVX512_r1_full_b
 	MOVQ         AX, SI
 	VMOVUPS      Z0, (SI)
@@ -6119,12 +6195,15 @@ pvRowsQ8AVX512_r1_part3:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
+	MOVQ    R8, R9
+	SARQ    $0x03, R9
+	ADDQ    BX, R9
 	ADDQ    CX, R8
-	MOVQ    cols+64(FP), R9
+	MOVQ    cols+64(FP), R10
 
 pvRowsQ8AVX512_r1_part3_b:
 	PREFETCHT2   (R8)
-	PREFETCHT0   256(BX)(DI*8)
+	PREFETCHT0   (R9)
 	VPMOVSXBD    (CX), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS.BCST  (BX), Z3, Z3
@@ -6142,7 +6221,8 @@ pvRowsQ8AVX512_r1_part3_b:
 	ADDQ         SI, CX
 	ADDQ         SI, R8
 	ADDQ         DI, BX
-	DECQ         R9
+	ADDQ         DI, R9
+	DECQ         R10
 	JNZ          pvRowsQ8AVX512_r1_part3_b
 	MOVQ         AX, DX
 	VMOVUPS      Z0, (DX)
@@ -6167,12 +6247,15 @@ pvRowsQ8AVX512_r1_part2:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
+	MOVQ    R8, R9
+	SARQ    $0x03, R9
+	ADDQ    BX, R9
 	ADDQ    CX, R8
-	MOVQ    cols+64(FP), R9
+	MOVQ    cols+64(FP), R10
 
 pvRowsQ8AVX512_r1_part2_b:
 	PREFETCHT2   (R8)
-	PREFETCHT0   256(BX)(DI*8)
+	PREFETCHT0   (R9)
 	VPMOVSXBD    (CX), Z2
 	VCVTDQ2PS    Z2, Z2
 	VMULPS.BCST  (BX), Z2, Z2
@@ -6186,7 +6269,8 @@ pvRowsQ8AVX512_r1_part2_b:
 	ADDQ         SI, CX
 	ADDQ         SI, R8
 	ADDQ         DI, BX
-	DECQ         R9
+	ADDQ         DI, R9
+	DECQ         R10
 	JNZ          pvRowsQ8AVX512_r1_part2_b
 	MOVQ         AX, DX
 	VMOVUPS      Z0, (DX)
@@ -6209,12 +6293,15 @@ pvRowsQ8AVX512_r1_part1:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
+	MOVQ    R8, R9
+	SARQ    $0x03, R9
+	ADDQ    BX, R9
 	ADDQ    CX, R8
-	MOVQ    cols+64(FP), R9
+	MOVQ    cols+64(FP), R10
 
 pvRowsQ8AVX512_r1_part1_b:
 	PREFETCHT2   (R8)
-	PREFETCHT0   256(BX)(DI*8)
+	PREFETCHT0   (R9)
 	VPMOVSXBD    (CX), Z1
 	VCVTDQ2PS    Z1, Z1
 	VMULPS.BCST  (BX), Z1, Z1
@@ -6224,7 +6311,8 @@ pvRowsQ8AVX512_r1_part1_b:
 	ADDQ         SI, CX
 	ADDQ         SI, R8
 	ADDQ         DI, BX
-	DECQ         R9
+	ADDQ         DI, R9
+	DECQ         R10
 	JNZ          pvRowsQ8AVX512_r1_part1_b
 	MOVQ         AX, DX
 	VMOVUPS      Z0, (DX)
@@ -7132,6 +7220,10 @@ qkRowsQ8AVX2_r2_k4:
 	LEAQ       (R8)(R8*2), R9
 	MOVQ       AX, R10
 	MOVQ       BX, R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       R11, R12
+	PREFETCHT0 (R12)
 	MOVQ       dv+72(FP), R12
 	SHRQ       $0x05, R12
 	MOVQ       R8, R13
@@ -7139,7 +7231,6 @@ qkRowsQ8AVX2_r2_k4:
 	LEAQ       (R13)(R13*2), R14
 	MOVQ       ahead+88(FP), R15
 	ADDQ       R10, R15
-	PREFETCHT0 (R11)(R9*8)
 
 qkRowsQ8AVX2_r2_k4_inner:
 	PREFETCHT2   (R15)
@@ -7311,55 +7402,58 @@ qkRowsQ8AVX2_r2_k1:
 	MOVQ       ldK+40(FP), R8
 	SHRQ       $0x03, R8
 	LEAQ       (R8)(R8*2), R9
-	MOVQ       AX, R10
-	MOVQ       BX, R11
-	MOVQ       dv+72(FP), R12
-	SHRQ       $0x05, R12
+	MOVQ       AX, R9
+	MOVQ       BX, R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
+	MOVQ       dv+72(FP), R11
+	SHRQ       $0x05, R11
 	SHLQ       $0x03, R8
 	LEAQ       (R8)(R8*2), R8
 	MOVQ       ahead+88(FP), R8
-	ADDQ       R10, R8
-	PREFETCHT0 (R11)(R9*8)
+	ADDQ       R9, R8
 
 qkRowsQ8AVX2_r2_k1_inner:
 	PREFETCHT2   (R8)
-	VPMOVSXBD    (R10), Y3
+	VPMOVSXBD    (R9), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R11), Y4
+	VBROADCASTSS (R10), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      (SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      (SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
-	VPMOVSXBD    8(R10), Y3
+	VPMOVSXBD    8(R9), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R11), Y4
+	VBROADCASTSS (R10), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      32(SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      32(SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
-	VPMOVSXBD    16(R10), Y3
+	VPMOVSXBD    16(R9), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R11), Y4
+	VBROADCASTSS (R10), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      64(SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      64(SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
-	VPMOVSXBD    24(R10), Y3
+	VPMOVSXBD    24(R9), Y3
 	VCVTDQ2PS    Y3, Y3
-	VBROADCASTSS (R11), Y4
+	VBROADCASTSS (R10), Y4
 	VMULPS       Y4, Y3, Y3
 	VMOVUPS      96(SI), Y4
 	VFMADD231PS  Y4, Y3, Y1
 	VMOVUPS      96(SI)(DI*1), Y4
 	VFMADD231PS  Y4, Y3, Y2
 	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000020, R10
+	ADDQ         $0x00000020, R9
 	ADDQ         $0x00000020, R8
-	ADDQ         $0x04, R11
-	DECQ         R12
+	ADDQ         $0x04, R10
+	DECQ         R11
 	JNZ          qkRowsQ8AVX2_r2_k1_inner
 	MOVQ         ldS+8(FP), SI
 	SHLQ         $0x02, SI
@@ -7382,9 +7476,9 @@ qkRowsQ8AVX2_r2_k1_inner:
 	VMULSS       X0, X1, X1
 	VMOVSS       X1, (DI)
 	MOVQ         ldK+40(FP), SI
-	MOVQ         SI, R10
-	SHRQ         $0x03, R10
-	ADDQ         R10, BX
+	MOVQ         SI, R9
+	SHRQ         $0x03, R9
+	ADDQ         R9, BX
 	SHLQ         $0x00, SI
 	ADDQ         SI, AX
 	ADDQ         $0x04, CX
@@ -7417,6 +7511,10 @@ qkRowsQ8AVX2_r1_k4:
 	LEAQ       (DI)(DI*2), R8
 	MOVQ       AX, R9
 	MOVQ       BX, R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       R10, R11
+	PREFETCHT0 (R11)
 	MOVQ       dv+72(FP), R11
 	SHRQ       $0x05, R11
 	MOVQ       DI, R12
@@ -7424,7 +7522,6 @@ qkRowsQ8AVX2_r1_k4:
 	LEAQ       (R12)(R12*2), R13
 	MOVQ       ahead+88(FP), R14
 	ADDQ       R9, R14
-	PREFETCHT0 (R10)(R8*8)
 
 qkRowsQ8AVX2_r1_k4_inner:
 	PREFETCHT2   (R14)
@@ -7561,47 +7658,50 @@ qkRowsQ8AVX2_r1_k1:
 	MOVQ       ldK+40(FP), DI
 	SHRQ       $0x03, DI
 	LEAQ       (DI)(DI*2), R8
-	MOVQ       AX, R9
-	MOVQ       BX, R10
-	MOVQ       dv+72(FP), R11
-	SHRQ       $0x05, R11
+	MOVQ       AX, R8
+	MOVQ       BX, R9
+	MOVQ       ahead+88(FP), R10
+	SARQ       $0x03, R10
+	ADDQ       R9, R10
+	PREFETCHT0 (R10)
+	MOVQ       dv+72(FP), R10
+	SHRQ       $0x05, R10
 	SHLQ       $0x03, DI
 	LEAQ       (DI)(DI*2), DI
 	MOVQ       ahead+88(FP), DI
-	ADDQ       R9, DI
-	PREFETCHT0 (R10)(R8*8)
+	ADDQ       R8, DI
 
 qkRowsQ8AVX2_r1_k1_inner:
 	PREFETCHT2   (DI)
-	VPMOVSXBD    (R9), Y2
+	VPMOVSXBD    (R8), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R10), Y3
+	VBROADCASTSS (R9), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      (SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
-	VPMOVSXBD    8(R9), Y2
+	VPMOVSXBD    8(R8), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R10), Y3
+	VBROADCASTSS (R9), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      32(SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
-	VPMOVSXBD    16(R9), Y2
+	VPMOVSXBD    16(R8), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R10), Y3
+	VBROADCASTSS (R9), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      64(SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
-	VPMOVSXBD    24(R9), Y2
+	VPMOVSXBD    24(R8), Y2
 	VCVTDQ2PS    Y2, Y2
-	VBROADCASTSS (R10), Y3
+	VBROADCASTSS (R9), Y3
 	VMULPS       Y3, Y2, Y2
 	VMOVUPS      96(SI), Y3
 	VFMADD231PS  Y3, Y2, Y1
 	ADDQ         $0x00000080, SI
-	ADDQ         $0x00000020, R9
+	ADDQ         $0x00000020, R8
 	ADDQ         $0x00000020, DI
-	ADDQ         $0x04, R10
-	DECQ         R11
+	ADDQ         $0x04, R9
+	DECQ         R10
 	JNZ          qkRowsQ8AVX2_r1_k1_inner
 	MOVQ         ldS+8(FP), SI
 	SHLQ         $0x02, SI
@@ -7615,9 +7715,9 @@ qkRowsQ8AVX2_r1_k1_inner:
 	VMULSS       X0, X2, X2
 	VMOVSS       X2, (SI)
 	MOVQ         ldK+40(FP), SI
-	MOVQ         SI, R9
-	SHRQ         $0x03, R9
-	ADDQ         R9, BX
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ADDQ         R8, BX
 	SHLQ         $0x00, SI
 	ADDQ         SI, AX
 	ADDQ         $0x04, CX
@@ -8458,12 +8558,15 @@ pvRowsQ8AVX2_r2_full:
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    ahead+80(FP), R13
+	MOVQ    R13, R14
+	SARQ    $0x03, R14
+	ADDQ    R12, R14
 	ADDQ    R11, R13
-	MOVQ    cols+64(FP), R14
+	MOVQ    cols+64(FP), R15
 
 pvRowsQ8AVX2_r2_full_b:
 	PREFETCHT2   (R13)
-	PREFETCHT0   256(R12)(R10*8)
+	PREFETCHT0   (R14)
 	VPMOVSXBD    (R11), Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS (R12), Y9
@@ -8494,7 +8597,8 @@ pvRowsQ8AVX2_r2_full_b:
 	ADDQ         R9, R11
 	ADDQ         R9, R13
 	ADDQ         R10, R12
-	DECQ         R14
+	ADDQ         R10, R14
+	DECQ         R15
 	JNZ          pvRowsQ8AVX2_r2_full_b
 	MOVQ         AX, DI
 	VMOVUPS      Y0, (DI)
@@ -8543,12 +8647,15 @@ pvRowsQ8AVX2_r2_part3:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX2_r2_part3_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS (BX), Y7
@@ -8573,7 +8680,8 @@ pvRowsQ8AVX2_r2_part3_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX2_r2_part3_b
 	MOVQ         AX, SI
 	VMOVUPS      Y0, (SI)
@@ -8605,12 +8713,15 @@ pvRowsQ8AVX2_r2_part2:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX2_r2_part2_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Y4
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (BX), Y5
@@ -8629,7 +8740,8 @@ pvRowsQ8AVX2_r2_part2_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX2_r2_part2_b
 	MOVQ         AX, SI
 	VMOVUPS      Y0, (SI)
@@ -8657,12 +8769,15 @@ pvRowsQ8AVX2_r2_part1:
 	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
+	MOVQ    R10, R11
+	SARQ    $0x03, R11
+	ADDQ    BX, R11
 	ADDQ    CX, R10
-	MOVQ    cols+64(FP), R11
+	MOVQ    cols+64(FP), R12
 
 pvRowsQ8AVX2_r2_part1_b:
 	PREFETCHT2   (R10)
-	PREFETCHT0   256(BX)(R9*8)
+	PREFETCHT0   (R11)
 	VPMOVSXBD    (CX), Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (BX), Y3
@@ -8675,7 +8790,8 @@ pvRowsQ8AVX2_r2_part1_b:
 	ADDQ         R8, CX
 	ADDQ         R8, R10
 	ADDQ         R9, BX
-	DECQ         R11
+	ADDQ         R9, R11
+	DECQ         R12
 	JNZ          pvRowsQ8AVX2_r2_part1_b
 	MOVQ         AX, SI
 	VMOVUPS      Y0, (SI)
@@ -8712,12 +8828,15 @@ pvRowsQ8AVX2_r1_full:
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    ahead+80(FP), R11
+	MOVQ    R11, R12
+	SARQ    $0x03, R12
+	ADDQ    R10, R12
 	ADDQ    R9, R11
-	MOVQ    cols+64(FP), R12
+	MOVQ    cols+64(FP), R13
 
 pvRowsQ8AVX2_r1_full_b:
 	PREFETCHT2   (R11)
-	PREFETCHT0   256(R10)(R8*8)
+	PREFETCHT0   (R12)
 	VPMOVSXBD    (R9), Y4
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (R10), Y5
@@ -8743,7 +8862,8 @@ pvRowsQ8AVX2_r1_full_b:
 	ADDQ         DI, R9
 	ADDQ         DI, R11
 	ADDQ         R8, R10
-	DECQ         R12
+	ADDQ         R8, R12
+	DECQ         R13
 	JNZ          pvRowsQ8AVX2_r1_full_b
 	MOVQ         AX, SI
 	VMOVUPS      Y0, (SI)
@@ -8783,12 +8903,15 @@ pvRowsQ8AVX2_r1_part3:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
+	MOVQ    R8, R9
+	SARQ    $0x03, R9
+	ADDQ    BX, R9
 	ADDQ    CX, R8
-	MOVQ    cols+64(FP), R9
+	MOVQ    cols+64(FP), R10
 
 pvRowsQ8AVX2_r1_part3_b:
 	PREFETCHT2   (R8)
-	PREFETCHT0   256(BX)(DI*8)
+	PREFETCHT0   (R9)
 	VPMOVSXBD    (CX), Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (BX), Y4
@@ -8809,7 +8932,8 @@ pvRowsQ8AVX2_r1_part3_b:
 	ADDQ         SI, CX
 	ADDQ         SI, R8
 	ADDQ         DI, BX
-	DECQ         R9
+	ADDQ         DI, R9
+	DECQ         R10
 	JNZ          pvRowsQ8AVX2_r1_part3_b
 	MOVQ         AX, DX
 	VMOVUPS      Y0, (DX)
@@ -8834,12 +8958,15 @@ pvRowsQ8AVX2_r1_part2:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
+	MOVQ    R8, R9
+	SARQ    $0x03, R9
+	ADDQ    BX, R9
 	ADDQ    CX, R8
-	MOVQ    cols+64(FP), R9
+	MOVQ    cols+64(FP), R10
 
 pvRowsQ8AVX2_r1_part2_b:
 	PREFETCHT2   (R8)
-	PREFETCHT0   256(BX)(DI*8)
+	PREFETCHT0   (R9)
 	VPMOVSXBD    (CX), Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (BX), Y3
@@ -8855,7 +8982,8 @@ pvRowsQ8AVX2_r1_part2_b:
 	ADDQ         SI, CX
 	ADDQ         SI, R8
 	ADDQ         DI, BX
-	DECQ         R9
+	ADDQ         DI, R9
+	DECQ         R10
 	JNZ          pvRowsQ8AVX2_r1_part2_b
 	MOVQ         AX, DX
 	VMOVUPS      Y0, (DX)
@@ -8878,12 +9006,15 @@ pvRowsQ8AVX2_r1_part1:
 	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
+	MOVQ    R8, R9
+	SARQ    $0x03, R9
+	ADDQ    BX, R9
 	ADDQ    CX, R8
-	MOVQ    cols+64(FP), R9
+	MOVQ    cols+64(FP), R10
 
 pvRowsQ8AVX2_r1_part1_b:
 	PREFETCHT2   (R8)
-	PREFETCHT0   256(BX)(DI*8)
+	PREFETCHT0   (R9)
 	VPMOVSXBD    (CX), Y1
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (BX), Y2
@@ -8894,7 +9025,8 @@ pvRowsQ8AVX2_r1_part1_b:
 	ADDQ         SI, CX
 	ADDQ         SI, R8
 	ADDQ         DI, BX
-	DECQ         R9
+	ADDQ         DI, R9
+	DECQ         R10
 	JNZ          pvRowsQ8AVX2_r1_part1_b
 	MOVQ         AX, DX
 	VMOVUPS      Y0, (DX)

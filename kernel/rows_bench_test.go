@@ -16,7 +16,9 @@ import (
 // int8 ones without their scales) in every row, so the qk and pv rows read
 // as the rate the pair would reach at that kernel's speed. n = 1024 keeps
 // K and V in L2: the figures are the kernels' compute rate, the most that a
-// cold decode on one core can reach.
+// cold decode on one core can reach. both16 calls the pair on 16 keys at a
+// time, as a paged cache of 16-position blocks does: the difference from
+// both is the cost of the calls.
 func BenchmarkRows(b *testing.B) {
 	benchRows[float32](b, "f32")
 	benchRows[fp16.Float16](b, "f16")
@@ -25,9 +27,13 @@ func BenchmarkRows(b *testing.B) {
 }
 
 func benchRows[T RowElem](b *testing.B, name string) {
-	const rows, d, tile = 4, 128, 64
+	const rows, d = 4, 128
 	for _, n := range []int{64, 1024} {
-		for _, which := range []string{"qk", "pv", "both"} {
+		for _, which := range []string{"qk", "pv", "both", "both16"} {
+			tile := 64
+			if which == "both16" {
+				tile = 16
+			}
 			b.Run(fmt.Sprintf("%s/%s/n%d", name, which, n), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(1, 2))
 				k, v := makeRows[T](rng, n, d, d), makeRows[T](rng, n, d, d)

@@ -183,7 +183,8 @@ func parse(args []string, help io.Writer) (config, error) {
 	warm := fs.Bool("warm", false, "decode: time every run on the same K/V cache, which may stay in the last-level cache,\n"+
 		"instead of rotating over copies that together exceed 2 × that cache")
 	paged := fs.Int("paged", 0, "read K and V through an attention.PagedCache of blocks of `N` positions (ForwardPaged, one\n"+
-		"sequence per batch entry, its blocks taken in order from a fresh pool) instead of contiguous tensors (0)")
+		"sequence per batch entry, grown a block at a time beside another sequence, so that no two of its\n"+
+		"blocks are neighbours) instead of contiguous tensors (0)")
 	threadList := fs.String("threads", defThreads, "comma-separated thread `counts`; each sets GOMAXPROCS and the engine's Threads (\"max\" = GOMAXPROCS)")
 	reps := fs.Int("reps", 5, "timed repetitions after one warm-up; the median, fastest and slowest are reported")
 	mode := fs.String("mode", "all", "shapes to run, by `mode`: prefill (Nq > 1), decode (Nq = 1) or all")

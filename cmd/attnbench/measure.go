@@ -312,27 +312,48 @@ var forward = func(eng *attention.Engine, c *call) error {
 
 // pagedKV stores K and V (float32 [B, Hkv, Nkv, d] values of shape s) as
 // dt in a new PagedCache of blockSize-position blocks, batch entry b as its
-// sequence seqs[b], appended whole: each sequence's blocks follow one
-// another in the pool. The values are rounded or quantised as storeKV
-// does.
+// sequence seqs[b]. The sequences grow a block at a time side by side,
+// with one more that is freed at the end, as a server's sequences grow
+// during decoding: no two consecutive blocks of a sequence are neighbours
+// in the pool, the case where every block is a run of its own for the
+// kernels. The values are rounded or quantised as storeKV does.
 func pagedKV(s shape, k32, v32 []float32, dt attention.DType, blockSize int) (*attention.PagedCache, []attention.SeqID, error) {
 	perSeq := (s.nkv + blockSize - 1) / blockSize
-	pc, err := attention.NewPagedCache(dt, s.kvHeads, s.dim, blockSize, s.batch*perSeq)
+	pc, err := attention.NewPagedCache(dt, s.kvHeads, s.dim, blockSize, (s.batch+1)*perSeq)
 	if err != nil {
 		return nil, nil, err
 	}
-	l := attention.BHSD(1, s.kvHeads, s.nkv, s.dim)
-	n := l.Span()
-	seqs := make([]attention.SeqID, s.batch)
+	seqs := make([]attention.SeqID, s.batch+1) // the last one is freed
 	for b := range seqs {
 		seqs[b] = pc.NewSequence()
-		k, v, err := storeKVPair(k32[b*n:(b+1)*n], v32[b*n:(b+1)*n], dt, l)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := pc.Append(seqs[b], k.t, v.t); err != nil {
-			return nil, nil, err
+	}
+	n := s.kvHeads * s.nkv * s.dim // one batch entry
+	for p0 := 0; p0 < s.nkv; p0 += blockSize {
+		m := min(blockSize, s.nkv-p0)
+		l := attention.BHSD(1, s.kvHeads, m, s.dim)
+		for b, id := range seqs {
+			src := min(b, s.batch-1) // the extra sequence holds a copy of the last entry
+			k, v, err := storeKVPair(chunk(k32[src*n:(src+1)*n], s, p0, m), chunk(v32[src*n:(src+1)*n], s, p0, m), dt, l)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := pc.Append(id, k.t, v.t); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
-	return pc, seqs, nil
+	if err := pc.Free(seqs[s.batch]); err != nil {
+		return nil, nil, err
+	}
+	return pc, seqs[:s.batch], nil
+}
+
+// chunk copies positions [p0, p0+m) of every head out of one batch entry
+// ([Hkv, Nkv, d] float32 values of shape s) as [Hkv, m, d].
+func chunk(x []float32, s shape, p0, m int) []float32 {
+	out := make([]float32, 0, s.kvHeads*m*s.dim)
+	for h := range s.kvHeads {
+		out = append(out, x[(h*s.nkv+p0)*s.dim:(h*s.nkv+p0+m)*s.dim]...)
+	}
+	return out
 }

@@ -51,7 +51,7 @@ func (rep *report) legend(c config) []string {
 		ls = append(ls, l)
 	}
 	if c.paged > 0 {
-		ls = append(ls, fmt.Sprintf("-paged %d: K and V are read through an attention.PagedCache of %d-position blocks (Engine.ForwardPaged), a sequence per batch entry", c.paged, c.paged))
+		ls = append(ls, fmt.Sprintf("-paged %d: K and V are read through an attention.PagedCache of %d-position blocks (Engine.ForwardPaged), a sequence per batch entry, no two of whose blocks are neighbours in the pool", c.paged, c.paged))
 	}
 	if hasDecode(c.shapes) {
 		l := "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size; 1.125 bytes for q8, its scales included) over the median time; %BW: over the streaming-read bandwidth measured with as many threads"

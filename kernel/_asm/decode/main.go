@@ -62,7 +62,7 @@ func (t elemType) goType() string { return [...]string{"*float32", "*uint16", "*
 // While the kernels read a K or V row they prefetch the row ahead bytes
 // further on into the L2 with PREFETCHT2 (the Go wrappers pass 64 rows:
 // 16 KB of binary16 rows of 128, or where a paged cache's block table says
-// the key 64 positions on lies), and Q8 scales a few keys ahead into the
+// the key 64 positions on lies), and the Q8 scales of those rows into the
 // L1. On the device Xeon a cold decode on one core ran 20–25 % faster this
 // way than with PREFETCHT0 16 keys ahead, which ties up the L1 fill
 // buffers that demand loads need (docs/benchmarks.md).
@@ -243,6 +243,15 @@ func genQK(x *isa, t elemType) {
 				ksc = GP64()
 				MOVQ(ksg, ksc)
 			}
+			if t == q8 {
+				// The scales of the rows ahead, ahead/8 bytes on (4 bytes
+				// a block of 32): a stream of a few bytes a key that the
+				// hardware prefetcher is slow to follow, into the L1.
+				ps := Load(Param("ahead"), GP64())
+				SARQ(U8(3), ps)
+				ADDQ(ksc, ps)
+				PREFETCHT0(Mem{Base: ps})
+			}
 			cnt := Load(Param("dv"), GP64())
 			SHRQ(U8(map[int]uint64{8: 3, 16: 4, 32: 5}[step]), cnt)
 			// For Q8 the key rows are ldK·8 bytes apart: the int8 rows are
@@ -262,11 +271,6 @@ func genQK(x *isa, t elemType) {
 			// when there is this much arithmetic per byte.
 			pf := Load(Param("ahead"), GP64())
 			ADDQ(kc, pf)
-			if t == q8 {
-				// The scales of key j+24: a stream of a few bytes a key
-				// that the hardware prefetcher is slow to follow.
-				PREFETCHT0(Mem{Base: ksc, Index: ldK3, Scale: 8})
-			}
 			inner := lbl(fmt.Sprintf("k%d_inner", nk))
 			Label(inner)
 			for u := 0; u < nk; u++ {
@@ -424,6 +428,13 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	}
 	// pf: the same columns ahead bytes further on.
 	pf := Load(Param("ahead"), GP64())
+	var ps Register // Q8: the scales of pf's row
+	if t == q8 {
+		ps = GP64()
+		MOVQ(pf, ps)
+		SARQ(U8(3), ps)
+		ADDQ(sp, ps)
+	}
 	ADDQ(vp, pf)
 	j := Load(Param("cols"), GP64())
 	Label(lbl)
@@ -431,8 +442,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 		PREFETCHT2(Mem{Base: pf, Disp: off})
 	}
 	if t == q8 {
-		// The scales 8 keys and 256 bytes ahead (24 keys of 128 values).
-		PREFETCHT0(Mem{Base: sp, Index: ldS, Scale: 8, Disp: 256})
+		PREFETCHT0(Mem{Base: ps})
 	}
 	vv := make([]VecVirtual, nv)
 	for w := range vv {
@@ -455,6 +465,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	ADDQ(ldV, pf)
 	if t == q8 {
 		ADDQ(ldS, sp)
+		ADDQ(ldS, ps)
 	}
 	DECQ(j)
 	JNZ(LabelRef(lbl))
