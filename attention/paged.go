@@ -334,8 +334,7 @@ func packPagedK(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS
 // packPagedV packs values [j0, j0+bc) of K/V head hk into the V panel
 // (leading dimension ld), unless they are float32 at consecutive rows (one
 // run), which are read in place (rows Dim apart) as the contiguous path
-// does. It returns
-// the V tile to use and its leading dimension.
+// does. It returns the V tile to use and its leading dimension.
 func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld int) ([]float32, int, error) {
 	if blk, pos, n := c.run(blocks, j0, j0+bc); c.v.dtype == F32 && n == bc {
 		return c.v.f32[c.v.Offset(blk, hk, pos):], d, nil
@@ -366,8 +365,8 @@ func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
 	return int(blocks[j/bs]), pos, min(n, end-j)
 }
 
-// qkPaged is qkDirect over keys [j0, j0+bc) of a paged sequence, one run of
-// positions per block.
+// qkPaged is qkDirect over keys [j0, j0+bc) of a paged sequence, a call per
+// run of consecutive rows (runAhead).
 func qkPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int, scale float32) error {
 	for j := j0; j < j0+bc; {
 		off, n, ahead := c.runAhead(blocks, hk, j, j0+bc)
