@@ -356,13 +356,13 @@ func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld 
 func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
 	bs := c.blockSize
 	i := j / bs
-	pos = j - i*bs
+	blk, pos = int(blocks[i]), j-i*bs
 	n = bs - pos
 	for j+n < end && i+1 < len(blocks) && blocks[i+1] == blocks[i]+1 {
 		i++
 		n += bs
 	}
-	return int(blocks[j/bs]), pos, min(n, end-j)
+	return blk, pos, min(n, end-j)
 }
 
 // qkPaged is qkDirect over keys [j0, j0+bc) of a paged sequence, a call per

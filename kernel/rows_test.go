@@ -258,46 +258,30 @@ func TestQKRowsSplitInvariant(t *testing.T) {
 func TestRowsPrefetchKeepsResults(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(39, 40))
-		const rows, cols, d = 5, 37, 96
-		q := make([]float32, rows*d)
-		fill(rng, q)
-		p := make([]float32, rows*cols)
-		fill(rng, p)
-		check := func(name string, qk func(s []float32, ahead int) error, pv func(o []float32, ahead int) error, ld int) {
-			want, wantO := make([]float32, rows*cols), make([]float32, rows*d)
-			require.NoError(t, qk(want, PrefetchRows*ld))
-			require.NoError(t, pv(wantO, PrefetchRows*ld))
-			for _, ahead := range []int{0, 1, -3 * ld, 7*ld + 5, 1000 * ld} {
-				s, o := make([]float32, rows*cols), make([]float32, rows*d)
-				require.NoError(t, qk(s, ahead))
-				require.NoError(t, pv(o, ahead))
-				require.Equal(t, want, s, "%s QK ahead %d", name, ahead)
-				require.Equal(t, wantO, o, "%s PV ahead %d", name, ahead)
-			}
-		}
-		h := makeRows[fp16.Float16](rng, cols, d+3, d)
-		check("f16", func(s []float32, a int) error {
-			return QKRowsPrefetch(s, cols, q, d, h.x, nil, d+3, rows, cols, d, 0.3, a)
-		}, func(o []float32, a int) error {
-			return PVRowsPrefetch(o, d, p, cols, h.x, nil, d+3, rows, cols, d, a)
-		}, d+3)
-		b := makeRows[fp16.BFloat16](rng, cols, d, d)
-		check("bf16", func(s []float32, a int) error {
-			return QKRowsPrefetch(s, cols, q, d, b.x, nil, d, rows, cols, d, 0.3, a)
-		}, func(o []float32, a int) error {
-			return PVRowsPrefetch(o, d, p, cols, b.x, nil, d, rows, cols, d, a)
-		}, d)
-		f := makeRows[float32](rng, cols, d, d)
-		check("f32", func(s []float32, a int) error {
-			return QKRowsPrefetch(s, cols, q, d, f.x, nil, d, rows, cols, d, 0.3, a)
-		}, func(o []float32, a int) error {
-			return PVRowsPrefetch(o, d, p, cols, f.x, nil, d, rows, cols, d, a)
-		}, d)
-		k := makeRows[int8](rng, cols, d+Q8Block, d)
-		check("q8", func(s []float32, a int) error {
-			return QKRowsPrefetch(s, cols, q, d, k.x, k.scales, d+Q8Block, rows, cols, d, 0.3, a)
-		}, func(o []float32, a int) error {
-			return PVRowsPrefetch(o, d, p, cols, k.x, k.scales, d+Q8Block, rows, cols, d, a)
-		}, d+Q8Block)
+		t.Run("f16", func(t *testing.T) { testRowsPrefetch[fp16.Float16](t, rng, 99) })
+		t.Run("bf16", func(t *testing.T) { testRowsPrefetch[fp16.BFloat16](t, rng, 96) })
+		t.Run("f32", func(t *testing.T) { testRowsPrefetch[float32](t, rng, 96) })
+		t.Run("q8", func(t *testing.T) { testRowsPrefetch[int8](t, rng, 96+Q8Block) })
 	})
+}
+
+// testRowsPrefetch runs TestRowsPrefetchKeepsResults on rows of type T,
+// ld elements apart.
+func testRowsPrefetch[T RowElem](t *testing.T, rng *rand.Rand, ld int) {
+	const rows, cols, d = 5, 37, 96
+	q := make([]float32, rows*d)
+	fill(rng, q)
+	p := make([]float32, rows*cols)
+	fill(rng, p)
+	x := makeRows[T](rng, cols, ld, d)
+	want, wantO := make([]float32, rows*cols), make([]float32, rows*d)
+	require.NoError(t, QKRowsPrefetch(want, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, PrefetchRows*ld))
+	require.NoError(t, PVRowsPrefetch(wantO, d, p, cols, x.x, x.scales, ld, rows, cols, d, PrefetchRows*ld))
+	for _, ahead := range []int{0, 1, -3 * ld, 7*ld + 5, 1000 * ld} {
+		s, o := make([]float32, rows*cols), make([]float32, rows*d)
+		require.NoError(t, QKRowsPrefetch(s, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, ahead))
+		require.NoError(t, PVRowsPrefetch(o, d, p, cols, x.x, x.scales, ld, rows, cols, d, ahead))
+		require.Equal(t, want, s, "QK ahead %d", ahead)
+		require.Equal(t, wantO, o, "PV ahead %d", ahead)
+	}
 }

@@ -168,6 +168,16 @@ func dispatchRows(x *isa, name string) {
 	ret()
 }
 
+// floatStride loads the leading dimension param of a float32 matrix and
+// returns it in bytes, with three times it (for rowAddr).
+func floatStride(param string) (ld, ld3 Register) {
+	ld = Load(Param(param), GP64())
+	SHLQ(U8(2), ld)
+	ld3 = GP64()
+	LEAQ(Mem{Base: ld, Index: ld, Scale: 2}, ld3)
+	return ld, ld3
+}
+
 // rowAddr returns base + r·ld (r in 0..3), with ld3 = 3·ld.
 func rowAddr(base, ld, ld3 Register, r, disp int) Mem {
 	m := Mem{Base: base, Disp: disp}
@@ -221,10 +231,7 @@ func genQK(x *isa, t elemType) {
 				}
 			}
 			qc := Load(Param("q"), GP64())
-			ldQ := Load(Param("ldQ"), GP64())
-			SHLQ(U8(2), ldQ)
-			ldQ3 := GP64()
-			LEAQ(Mem{Base: ldQ, Index: ldQ, Scale: 2}, ldQ3)
+			ldQ, ldQ3 := floatStride("ldQ")
 			ldK := Load(Param("ldK"), GP64())
 			ldK3 := GP64()
 			if t == q8 {
@@ -407,10 +414,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 		}
 	}
 	pp := Load(Param("p"), GP64())
-	ldP := Load(Param("ldP"), GP64())
-	SHLQ(U8(2), ldP)
-	ldP3 := GP64()
-	LEAQ(Mem{Base: ldP, Index: ldP, Scale: 2}, ldP3)
+	ldP, ldP3 := floatStride("ldP")
 	ldV := Load(Param("ldV"), GP64())
 	var ldS Register
 	if t == q8 {
