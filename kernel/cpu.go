@@ -7,12 +7,17 @@ import (
 	"strings"
 )
 
-// Names of the kernel implementations.
+// Names of the kernel implementations. Each is a level of instruction set:
+// amx and avx512bf16 run the float32 kernels with AVX-512 and add their own
+// bfloat16 products (QKTBF16, PVBF16); every other level runs the bfloat16
+// kernels as their generic twins.
 const (
-	Generic = "generic" // pure Go, everywhere
-	AVX2    = "avx2"    // amd64 with AVX2, FMA and F16C
-	AVX512  = "avx512"  // amd64 with AVX-512 F, BW and VL
-	NEON    = "neon"    // arm64 Advanced SIMD
+	Generic    = "generic"    // pure Go, everywhere
+	AVX2       = "avx2"       // amd64 with AVX2, FMA and F16C
+	AVX512     = "avx512"     // amd64 with AVX-512 F, BW and VL
+	AVX512BF16 = "avx512bf16" // avx512, and AVX512-BF16 (VDPBF16PS) for the bf16 products
+	AMX        = "amx"        // avx512, and AMX-BF16 tiles (TDPBF16PS) for the bf16 products
+	NEON       = "neon"       // arm64 Advanced SIMD
 )
 
 // impl identifies the implementation the kernels dispatch to.
@@ -23,52 +28,86 @@ const (
 	implAVX2
 	implAVX512
 	implNEON
+	implAVX512BF16
+	implAMX
 )
 
-var implNames = [...]string{implGeneric: Generic, implAVX2: AVX2, implAVX512: AVX512, implNEON: NEON}
+var implNames = [...]string{implGeneric: Generic, implAVX2: AVX2, implAVX512: AVX512, implNEON: NEON,
+	implAVX512BF16: AVX512BF16, implAMX: AMX}
 
-// active is chosen once at start-up (see init below) and changed only by
-// SetImplementation. It is a plain variable: every kernel call reads it, and
-// reading a byte costs nothing next to a tile.
-var active = chooseImpl(available(), os.Getenv("FLASHGO_KERNEL"))
+// level is the implementation chosen at start-up (FLASHGO_KERNEL, or the
+// best this machine has) and changed only by SetImplementation. active is
+// the implementation of the float32 kernels at that level and activeBF16
+// that of the bfloat16 products. They are plain variables: every kernel
+// call reads one, and reading a byte costs nothing next to a tile.
+var (
+	level, envErr      = chooseImpl(available(), os.Getenv("FLASHGO_KERNEL"))
+	active, activeBF16 = split(level)
+)
 
-// chooseImpl picks the best available implementation, or the one the
-// FLASHGO_KERNEL environment variable names. A name this machine cannot run
-// (avx512 on a CPU without AVX-512) falls back to the best available
-// implementation below it in the list; an unknown name is ignored.
-func chooseImpl(avail []impl, env string) impl {
-	env = strings.ToLower(strings.TrimSpace(env))
-	want := slices.Index(implNames[:], env)
-	for _, im := range avail { // best first
-		if want < 0 || im == impl(want) || (impl(want) > im && sameFamily(impl(want), im)) {
-			return im
-		}
+func init() {
+	if envErr != nil {
+		fmt.Fprintf(os.Stderr, "flashgo: %v\n", envErr)
 	}
-	return implGeneric
 }
 
-// sameFamily reports whether b can stand in for a: a lesser x86 level for
-// an x86 one, and generic for anything.
-func sameFamily(a, b impl) bool {
-	if b == implGeneric {
-		return true
+// split returns the float32 and bfloat16 implementations of a level.
+func split(l impl) (f32, bf16 impl) {
+	switch l {
+	case implAMX, implAVX512BF16:
+		return implAVX512, l
 	}
-	return (a == implAVX512 || a == implAVX2) && (b == implAVX512 || b == implAVX2)
+	return l, implGeneric
+}
+
+// chooseImpl picks the best available implementation, or the one the
+// FLASHGO_KERNEL environment variable names. An unknown name, or one this
+// machine cannot run, is reported in the error and the best available
+// implementation is used instead.
+func chooseImpl(avail []impl, env string) (impl, error) {
+	env = strings.ToLower(strings.TrimSpace(env))
+	if env == "" {
+		return avail[0], nil
+	}
+	want := slices.Index(implNames[:], env)
+	if want < 0 {
+		return avail[0], fmt.Errorf("FLASHGO_KERNEL=%q is not an implementation; want one of %v (using %s)", env, implNames, implNames[avail[0]])
+	}
+	if !slices.Contains(avail, impl(want)) {
+		return avail[0], fmt.Errorf("FLASHGO_KERNEL=%q: this machine cannot run %s%s; it can run %v (using %s)",
+			env, env, missing(impl(want)), names(avail), implNames[avail[0]])
+	}
+	return impl(want), nil
+}
+
+// EnvError returns the reason the FLASHGO_KERNEL environment variable was
+// not followed (an unknown name, or an implementation this machine cannot
+// run), or nil. The package has reported it on standard error at start-up
+// and uses the best implementation available instead; a command can make
+// it fatal.
+func EnvError() error { return envErr }
+
+func names(avail []impl) []string {
+	var n []string
+	for _, im := range avail {
+		n = append(n, implNames[im])
+	}
+	return n
 }
 
 // Implementation returns the name of the implementation the kernels use:
-// "avx512", "avx2", "neon" or "generic".
-func Implementation() string { return implNames[active] }
+// "amx", "avx512bf16", "avx512", "avx2", "neon" or "generic".
+func Implementation() string { return implNames[level] }
+
+// BF16Implementation returns the name of the implementation of the
+// bfloat16 products (QKTBF16, PVBF16): "amx", "avx512bf16" or "generic".
+func BF16Implementation() string { return implNames[activeBF16] }
 
 // Implementations returns the names of the implementations this machine
 // can run, best first; "generic" is always last. Built with the purego tag,
 // only "generic" is available.
 func Implementations() []string {
-	var names []string
-	for _, im := range available() {
-		names = append(names, implNames[im])
-	}
-	return names
+	return names(available())
 }
 
 // SetImplementation switches every kernel to the named implementation and
@@ -79,10 +118,29 @@ func Implementations() []string {
 func SetImplementation(name string) (restore func(), err error) {
 	for _, im := range available() {
 		if implNames[im] == name {
-			prev := active
-			active = im
-			return func() { active = prev }, nil
+			prev := level
+			level = im
+			active, activeBF16 = split(im)
+			return func() { level = prev; active, activeBF16 = split(prev) }, nil
 		}
 	}
 	return nil, fmt.Errorf("kernel: implementation %q is not available here; want one of %v", name, Implementations())
+}
+
+// missing describes what a machine needs to run im, for the error of an
+// implementation it cannot run.
+func missing(im impl) string {
+	switch im {
+	case implAVX2:
+		return " (it needs amd64 with AVX2, FMA and F16C)"
+	case implAVX512:
+		return " (it needs amd64 with AVX-512 F, BW and VL)"
+	case implAVX512BF16:
+		return " (it needs amd64 with AVX-512 F, BW, VL and BF16)"
+	case implAMX:
+		return " (it needs amd64 with AVX-512, AMX-TILE and AMX-BF16, the tile state enabled in XCR0 and the kernel's permission)"
+	case implNEON:
+		return " (it needs arm64)"
+	}
+	return " (it is not built in: the purego tag)"
 }

@@ -21,27 +21,55 @@ func forEachImpl(t *testing.T, f func(t *testing.T)) {
 
 func TestChooseImpl(t *testing.T) {
 	x86 := []impl{implAVX512, implAVX2, implGeneric}
+	amx := []impl{implAMX, implAVX512BF16, implAVX512, implAVX2, implGeneric}
 	avx2Only := []impl{implAVX2, implGeneric}
 	arm := []impl{implNEON, implGeneric}
 	for _, c := range []struct {
 		avail []impl
 		env   string
 		want  impl
+		err   string // "" for none
 	}{
-		{x86, "", implAVX512},
-		{x86, "avx2", implAVX2},
-		{x86, " AVX512 ", implAVX512},
-		{x86, "generic", implGeneric},
-		{x86, "neon", implGeneric},
-		{x86, "bogus", implAVX512},
-		{avx2Only, "avx512", implAVX2},
-		{avx2Only, "", implAVX2},
-		{arm, "", implNEON},
-		{arm, "avx2", implGeneric},
-		{arm, "generic", implGeneric},
-		{[]impl{implGeneric}, "avx512", implGeneric},
+		{x86, "", implAVX512, ""},
+		{x86, "avx2", implAVX2, ""},
+		{x86, " AVX512 ", implAVX512, ""},
+		{x86, "generic", implGeneric, ""},
+		{x86, "neon", implAVX512, "cannot run neon (it needs arm64)"},
+		{x86, "bogus", implAVX512, `FLASHGO_KERNEL="bogus" is not an implementation`},
+		{x86, "amx", implAVX512, "cannot run amx (it needs amd64 with AVX-512, AMX-TILE and AMX-BF16"},
+		{x86, "avx512bf16", implAVX512, "cannot run avx512bf16"},
+		{amx, "", implAMX, ""},
+		{amx, "avx512bf16", implAVX512BF16, ""},
+		{amx, "avx512", implAVX512, ""},
+		{avx2Only, "avx512", implAVX2, "it can run [avx2 generic] (using avx2)"},
+		{avx2Only, "", implAVX2, ""},
+		{arm, "", implNEON, ""},
+		{arm, "avx2", implNEON, "cannot run avx2"},
+		{arm, "generic", implGeneric, ""},
+		{[]impl{implGeneric}, "avx512", implGeneric, "cannot run avx512"},
 	} {
-		assert.Equal(t, implNames[c.want], implNames[chooseImpl(c.avail, c.env)], "available %v, FLASHGO_KERNEL=%q", c.avail, c.env)
+		got, err := chooseImpl(c.avail, c.env)
+		assert.Equal(t, implNames[c.want], implNames[got], "available %v, FLASHGO_KERNEL=%q", c.avail, c.env)
+		if c.err == "" {
+			assert.NoError(t, err, "FLASHGO_KERNEL=%q", c.env)
+		} else {
+			assert.ErrorContains(t, err, c.err, "FLASHGO_KERNEL=%q", c.env)
+		}
+	}
+}
+
+func TestSplitLevels(t *testing.T) {
+	for _, c := range []struct{ level, f32, bf16 impl }{
+		{implAMX, implAVX512, implAMX},
+		{implAVX512BF16, implAVX512, implAVX512BF16},
+		{implAVX512, implAVX512, implGeneric},
+		{implAVX2, implAVX2, implGeneric},
+		{implNEON, implNEON, implGeneric},
+		{implGeneric, implGeneric, implGeneric},
+	} {
+		f, b := split(c.level)
+		assert.Equal(t, implNames[c.f32], implNames[f], implNames[c.level])
+		assert.Equal(t, implNames[c.bf16], implNames[b], implNames[c.level])
 	}
 }
 

@@ -1,0 +1,402 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// The bfloat16 kernels: the products of attention's bf16 compute precision.
+// Their operands are bfloat16 and their accumulators float32, which is what
+// AMX (TDPBF16PS) and AVX512-BF16 (VDPBF16PS) compute at two to sixteen
+// times the float32 FMA rate.
+//
+// Both instructions multiply pairs: the right-hand operand holds, for each
+// output column n, the two bfloat16 elements k = 2t and 2t+1 of the
+// reduction side next to each other. The kernels take that operand as a
+// pair panel: the element (k, n) of a K-by-N matrix B lies at
+//
+//	b[(k/2)*ld + 2*n + k%2]
+//
+// so that row t of the panel (ld elements) holds the pairs t of every
+// column. QKTBF16 takes the keys as such a panel (k = head dimension, n =
+// key); PVBF16 takes the values (k = key, n = head dimension). PackKPairs
+// and PackVPairs write them from float32, binary16, bfloat16 or Q8 rows.
+//
+// Every bfloat16 operand is rounded as RoundBF16 rounds (to nearest even,
+// subnormals flushed to zero, as VCVTNEPS2BF16 does), so the products of
+// two operands are exact in float32 and the kernels differ from their Go
+// twins only in the order of the float32 additions.
+
+// RoundBF16 rounds x to bfloat16 as the bf16 kernels and packs do: to
+// nearest with ties to even; a subnormal input or result becomes a zero of
+// the same sign (the DAZ and FTZ of VCVTNEPS2BF16, VDPBF16PS and AMX); NaN
+// stays NaN (quiet, with its sign); overflow gives ±Inf.
+func RoundBF16(x float32) fp16.BFloat16 {
+	u := math.Float32bits(x)
+	switch e := u & 0x7f800000; {
+	case u&0x7fffffff > 0x7f800000: // NaN
+		return fp16.BFloat16(u>>16 | 0x0040)
+	case e == 0: // zero or subnormal
+		return fp16.BFloat16(u >> 16 & 0x8000)
+	}
+	// A normal input rounds to a normal bfloat16 or to ±Inf: the carry
+	// out of the mantissa only ever raises the exponent.
+	u += 0x7fff + (u>>16)&1
+	return fp16.BFloat16(u >> 16)
+}
+
+// bf16Value is the float32 value of a bfloat16 operand as the kernels read
+// it: subnormals as zero.
+func bf16Value(b fp16.BFloat16) float32 {
+	if b&0x7f80 == 0 {
+		b &= 0x8000
+	}
+	return math.Float32frombits(uint32(b) << 16)
+}
+
+// RoundRowsBF16 rounds rows rows of d float32s to bfloat16 (RoundBF16):
+//
+//	for i := 0; i < rows; i++ {
+//		for k := 0; k < d; k++ {
+//			dst[i*ldDst+k] = RoundBF16(src[i*ldSrc+k])
+//		}
+//	}
+//
+// It is how attention's bf16 precision rounds a block of queries once.
+func RoundRowsBF16(dst []fp16.BFloat16, ldDst int, src []float32, ldSrc int, rows, d int) error {
+	if err := checkDims("RoundRowsBF16", rows, d, 0); err != nil {
+		return err
+	}
+	if err := checkBlock("RoundRowsBF16", "src", len(src), ldSrc, rows, d); err != nil {
+		return err
+	}
+	if err := checkBlock("RoundRowsBF16", "dst", len(dst), ldDst, rows, d); err != nil {
+		return err
+	}
+	for i := range rows {
+		s, o := src[i*ldSrc:][:d], dst[i*ldDst:][:d]
+		for k, x := range s {
+			o[k] = RoundBF16(x)
+		}
+	}
+	return nil
+}
+
+// PackKPairs writes n key rows of d elements, read in place as QKRows
+// reads them (float32, binary16, bfloat16, or int8 with its Q8 scales),
+// into a pair panel of d rows and n columns, rounded to bfloat16:
+//
+//	for j := 0; j < n; j++ {
+//		for k := 0; k < d; k++ {
+//			dst[(k/2)*ldDst + 2*j + k%2] = RoundBF16(K(j*ldSrc + k))
+//		}
+//		if d%2 == 1 {
+//			dst[(d/2)*ldDst + 2*j + 1] = 0
+//		}
+//	}
+//
+// with K(e) as in QKRows. An odd d gets a zero partner, so the panel holds
+// (d+1)/2 full rows of pairs. ldDst must be at least 2·n.
+func PackKPairs[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) error {
+	if err := checkDims("PackKPairs", n, d, 0); err != nil {
+		return err
+	}
+	if err := checkRows("PackKPairs", "src", src, scales, ldSrc, n, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PackKPairs", "dst", len(dst), ldDst, (d+1)/2, 2*n); err != nil {
+		return err
+	}
+	if n == 0 || d == 0 {
+		return nil
+	}
+	packKPairsGeneric(dst, ldDst, src, scales, ldSrc, n, d)
+	return nil
+}
+
+func packKPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) {
+	var buf [qktChunk]float32
+	for j := range n {
+		for c := 0; c < d; c += qktChunk {
+			m := min(qktChunk, d-c)
+			widen(buf[:m], src, scales, j*ldSrc+c)
+			for i, x := range buf[:m] {
+				k := c + i
+				dst[(k/2)*ldDst+2*j+k%2] = RoundBF16(x)
+			}
+		}
+		if d%2 == 1 {
+			dst[(d/2)*ldDst+2*j+1] = 0
+		}
+	}
+}
+
+// PackVPairs writes n value rows of d elements, read in place as PVRows
+// reads them, into a pair panel of n rows (keys) and d columns, rounded to
+// bfloat16:
+//
+//	for j := 0; j < n; j++ {
+//		for c := 0; c < d; c++ {
+//			dst[(j/2)*ldDst + 2*c + j%2] = RoundBF16(V(j*ldSrc + c))
+//		}
+//	}
+//	if n%2 == 1 {
+//		for c := 0; c < d; c++ {
+//			dst[(n/2)*ldDst + 2*c + 1] = 0
+//		}
+//	}
+//
+// with V(e) as in PVRows. It returns whether every value written is finite
+// (no NaN or ±Inf), which lets a caller multiply a zero probability by
+// every row of the tile safely. ldDst must be at least 2·d.
+func PackVPairs[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) (finite bool, err error) {
+	if err := checkDims("PackVPairs", n, d, 0); err != nil {
+		return false, err
+	}
+	if err := checkRows("PackVPairs", "src", src, scales, ldSrc, n, d); err != nil {
+		return false, err
+	}
+	if err := checkBlock("PackVPairs", "dst", len(dst), ldDst, (n+1)/2, 2*d); err != nil {
+		return false, err
+	}
+	if n == 0 || d == 0 {
+		return true, nil
+	}
+	return packVPairsGeneric(dst, ldDst, src, scales, ldSrc, n, d), nil
+}
+
+func packVPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) bool {
+	var buf [qktChunk]float32
+	var bad fp16.BFloat16 // exponent bits of every value written, and-ed
+	bad = 0x7f80
+	for j := range n {
+		row := dst[(j/2)*ldDst+j%2:]
+		for c := 0; c < d; c += qktChunk {
+			m := min(qktChunk, d-c)
+			widen(buf[:m], src, scales, j*ldSrc+c)
+			for i, x := range buf[:m] {
+				b := RoundBF16(x)
+				if b&0x7f80 == 0x7f80 {
+					bad = 0
+				}
+				row[2*(c+i)] = b
+			}
+		}
+	}
+	if n%2 == 1 {
+		row := dst[(n/2)*ldDst+1:]
+		for c := range d {
+			row[2*c] = 0
+		}
+	}
+	return bad != 0
+}
+
+// QKTBF16 computes a score tile from bfloat16 query rows and a pair panel
+// of bfloat16 keys, accumulating in float32, with the scale applied to
+// each sum:
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for k := 0; k < d; k++ {
+//				acc += q[i*ldQ+k] * kp[(k/2)*ldK + 2*j + k%2]
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// d must be even (pad an odd head dimension with a zero component in both
+// operands: PackKPairs does in the panel). Subnormal operands count as
+// zero. ldK must be at least 2·cols. The order of the additions is not part
+// of the contract.
+func QKTBF16(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) error {
+	if err := checkDims("QKTBF16", rows, cols, d); err != nil {
+		return err
+	}
+	if d%2 != 0 {
+		return fmt.Errorf("kernel.QKTBF16: d is %d; want an even number (pad with a zero component)", d)
+	}
+	if err := checkBlock("QKTBF16", "s", len(s), ldS, rows, cols); err != nil {
+		return err
+	}
+	if err := checkBlock("QKTBF16", "q", len(q), ldQ, rows, d); err != nil {
+		return err
+	}
+	if err := checkBlock("QKTBF16", "kp", len(kp), ldK, d/2, 2*cols); err != nil {
+		return err
+	}
+	switch {
+	case rows == 0 || cols == 0:
+	case d == 0:
+		for i := range rows {
+			row := s[i*ldS:][:cols]
+			for j := range row {
+				row[j] = scale * 0
+			}
+		}
+	default:
+		qktBF16(s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
+	}
+	return nil
+}
+
+// PVBF16 accumulates the product of a bfloat16 probability tile and a pair
+// panel of bfloat16 values into a float32 output block:
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < d; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * vp[(j/2)*ldV + 2*c + j%2]
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// cols must be even (pad with a zero probability and a zero value row:
+// PackVPairs does in the panel). ldV must be at least 2·d. The order of the
+// additions is not part of the contract.
+func PVBF16(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) error {
+	if err := checkDims("PVBF16", rows, cols, d); err != nil {
+		return err
+	}
+	if cols%2 != 0 {
+		return fmt.Errorf("kernel.PVBF16: cols is %d; want an even number (pad with a zero probability)", cols)
+	}
+	if err := checkBlock("PVBF16", "o", len(o), ldO, rows, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PVBF16", "p", len(p), ldP, rows, cols); err != nil {
+		return err
+	}
+	if err := checkBlock("PVBF16", "vp", len(vp), ldV, cols/2, 2*d); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 || d == 0 {
+		return nil
+	}
+	pvBF16(o, ldO, p, ldP, vp, ldV, rows, cols, d)
+	return nil
+}
+
+// qktBF16Generic sums each dot product pair by pair, element 2t then 2t+1.
+func qktBF16Generic(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
+	var acc [64]float32
+	for j0 := 0; j0 < cols; j0 += len(acc) {
+		nc := min(len(acc), cols-j0)
+		for i := range rows {
+			a := acc[:nc]
+			clear(a)
+			qrow := q[i*ldQ:][:d]
+			for t := range d / 2 {
+				q0, q1 := bf16Value(qrow[2*t]), bf16Value(qrow[2*t+1])
+				krow := kp[t*ldK+2*j0:][:2*nc]
+				for j := range a {
+					a[j] += q0 * bf16Value(krow[2*j])
+					a[j] += q1 * bf16Value(krow[2*j+1])
+				}
+			}
+			srow := s[i*ldS+j0:][:nc]
+			for j, x := range a {
+				srow[j] = scale * x
+			}
+		}
+	}
+}
+
+// pvBF16Generic adds the products key pair by key pair, key 2t then 2t+1.
+func pvBF16Generic(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
+	for i := range rows {
+		orow := o[i*ldO:][:d]
+		prow := p[i*ldP:][:cols]
+		for t := range cols / 2 {
+			p0, p1 := bf16Value(prow[2*t]), bf16Value(prow[2*t+1])
+			vrow := vp[t*ldV:][:2*d]
+			for c := range orow {
+				orow[c] += p0 * bf16Value(vrow[2*c])
+				orow[c] += p1 * bf16Value(vrow[2*c+1])
+			}
+		}
+	}
+}
+
+// OnlineSoftmaxBF16 is OnlineSoftmax for the bf16 precision, fused into one
+// pass over the tile: it scales the scores, folds them into the running
+// maximum m and sum z of each row, and writes the probabilities rounded to
+// bfloat16 into p, for PVBF16. The sum z adds the probabilities before
+// rounding. s is not modified.
+//
+//	for i := 0; i < rows; i++ {
+//		row := s[i*ldS : i*ldS+cols]
+//		mNew := max(m[i], scale*Max(row))   // NaN if any score is NaN
+//		if mNew == −Inf {
+//			p[i*ldP : i*ldP+cols] = 0
+//			alpha[i] = 1
+//			continue
+//		}
+//		alpha[i] = Exp(m[i] − mNew)
+//		var sum float32
+//		for j, x := range row {
+//			e := Exp(scale*x − mNew)
+//			sum += e
+//			p[i*ldP+j] = RoundBF16(e)
+//		}
+//		z[i] = alpha[i]*z[i] + sum
+//		m[i] = mNew
+//	}
+//
+// (the maximum is taken of the scaled scores, which for scale < 0 is not
+// scale times the maximum). The order of the additions is not part of the
+// contract.
+func OnlineSoftmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) error {
+	if err := checkDims("OnlineSoftmaxBF16", rows, cols, 0); err != nil {
+		return err
+	}
+	if err := checkBlock("OnlineSoftmaxBF16", "s", len(s), ldS, rows, cols); err != nil {
+		return err
+	}
+	if err := checkBlock("OnlineSoftmaxBF16", "p", len(p), ldP, rows, cols); err != nil {
+		return err
+	}
+	if len(m) < rows || len(z) < rows || len(alpha) < rows {
+		return fmt.Errorf("kernel.OnlineSoftmaxBF16: m, z and alpha have %d, %d and %d elements; want >= %d (rows)", len(m), len(z), len(alpha), rows)
+	}
+	if rows == 0 {
+		return nil
+	}
+	softmaxBF16(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
+	return nil
+}
+
+func softmaxBF16Generic(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
+	for i := range rows {
+		row := s[i*ldS:][:cols]
+		prow := p[i*ldP:][:cols]
+		mNew := m[i]
+		for _, x := range row {
+			x *= scale
+			if x != x {
+				mNew = x
+				break
+			}
+			mNew = max(mNew, x)
+		}
+		if mNew == negInf {
+			clear(prow)
+			alpha[i] = 1
+			continue
+		}
+		alpha[i] = Exp(m[i] - mNew)
+		var sum float32
+		for j, x := range row {
+			e := Exp(scale*x - mNew)
+			sum += e
+			prow[j] = RoundBF16(e)
+		}
+		z[i] = alpha[i]*z[i] + sum
+		m[i] = mNew
+	}
+}

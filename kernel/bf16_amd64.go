@@ -1,0 +1,25 @@
+//go:build amd64 && !purego
+
+package kernel
+
+import "github.com/flashgo/flashgo/fp16"
+
+// The bf16 entry points pick the bf16 implementation chosen at start-up
+// (activeBF16, see cpu.go). Arguments are checked by the exported wrappers
+// and every size is >= 1.
+
+func qktBF16(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
+	switch activeBF16 {
+	}
+	qktBF16Generic(s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
+}
+
+func pvBF16(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
+	switch activeBF16 {
+	}
+	pvBF16Generic(o, ldO, p, ldP, vp, ldV, rows, cols, d)
+}
+
+func softmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
+	softmaxBF16Generic(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
+}

@@ -1,0 +1,337 @@
+package kernel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// guardedBF16 returns a bfloat16 buffer of n elements framed by NaN guards,
+// and the view of its middle, itself filled with NaN.
+func guardedBF16(n int) (buf, mid []fp16.BFloat16) {
+	buf = make([]fp16.BFloat16, n+2*pad)
+	for i := range buf {
+		buf[i] = 0x7fc0
+	}
+	return buf, buf[pad : pad+n]
+}
+
+func checkGuardsBF16(t *testing.T, buf []fp16.BFloat16, what string) {
+	t.Helper()
+	for i := range pad {
+		if buf[i] != 0x7fc0 || buf[len(buf)-1-i] != 0x7fc0 {
+			t.Fatalf("%s: guard element written", what)
+		}
+	}
+}
+
+func randBF16(rng *rand.Rand) fp16.BFloat16 { return RoundBF16(float32(rng.NormFloat64())) }
+
+func TestRoundBF16(t *testing.T) {
+	for _, c := range []struct {
+		in   uint32
+		want uint16
+	}{
+		{0x3f800000, 0x3f80}, // 1
+		{0x3f808000, 0x3f80}, // tie, even stays
+		{0x3f818000, 0x3f82}, // tie, odd rounds up
+		{0x3f808001, 0x3f81}, // above the tie
+		{0x00400000, 0x0000}, // subnormal: flushed
+		{0x80000001, 0x8000}, // negative subnormal: −0
+		{0x00800000, 0x0080}, // smallest normal stays
+		{0x7f7fffff, 0x7f80}, // rounds up to +Inf
+		{0xff800000, 0xff80}, // −Inf
+		{0x7f800001, 0x7fc0}, // NaN with payload only in the low half stays NaN
+		{0xffc00000, 0xffc0}, // negative quiet NaN
+		{math.Float32bits(-2.5), 0xc020},
+	} {
+		assert.Equal(t, c.want, uint16(RoundBF16(math.Float32frombits(c.in))), "%#08x", c.in)
+	}
+	// Away from the subnormals it is fp16's conversion.
+	rng := rand.New(rand.NewPCG(3, 3))
+	for range 10000 {
+		x := math.Float32frombits(rng.Uint32())
+		if math.Float32bits(x)&0x7f800000 == 0 || x != x {
+			continue
+		}
+		require.Equal(t, fp16.BFloat16FromFloat32(x), RoundBF16(x), "%v", x)
+	}
+}
+
+func TestPackPairs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, n := range []int{1, 2, 3, 16, 17, 33, 64} {
+		for _, d := range []int{1, 2, 3, 8, 31, 64, 65} {
+			testPackPairs[float32](t, rng, n, d)
+			testPackPairs[fp16.Float16](t, rng, n, d)
+			testPackPairs[fp16.BFloat16](t, rng, n, d)
+			testPackPairs[int8](t, rng, n, d)
+		}
+	}
+}
+
+func testPackPairs[T RowElem](t *testing.T, rng *rand.Rand, n, d int) {
+	for _, ld := range rowLds[T](d) {
+		x := makeRows[T](rng, n, ld, d)
+		want := make([]float32, n*d)
+		for j := range n {
+			for k := range d {
+				want[j*d+k] = float32(x.val[j*ld+k]) // exact: each value is a float32
+			}
+		}
+		ldK := 2*n + 3
+		kBuf, kp := guardedBF16(((d+1)/2-1)*ldK + 2*n)
+		require.NoError(t, PackKPairs(kp, ldK, x.x, x.scales, ld, n, d))
+		checkGuardsBF16(t, kBuf, "PackKPairs")
+		for j := range n {
+			for k := range d + d%2 {
+				got := kp[(k/2)*ldK+2*j+k%2]
+				w := fp16.BFloat16(0)
+				if k < d {
+					w = RoundBF16(want[j*d+k])
+				}
+				require.Equal(t, w, got, "PackKPairs n %d d %d key %d comp %d", n, d, j, k)
+			}
+		}
+		ldV := 2*d + 1
+		vBuf, vp := guardedBF16(((n+1)/2-1)*ldV + 2*d)
+		finite, err := PackVPairs(vp, ldV, x.x, x.scales, ld, n, d)
+		require.NoError(t, err)
+		assert.True(t, finite)
+		checkGuardsBF16(t, vBuf, "PackVPairs")
+		for j := range n + n%2 {
+			for c := range d {
+				got := vp[(j/2)*ldV+2*c+j%2]
+				w := fp16.BFloat16(0)
+				if j < n {
+					w = RoundBF16(want[j*d+c])
+				}
+				require.Equal(t, w, got, "PackVPairs n %d d %d key %d comp %d", n, d, j, c)
+			}
+		}
+	}
+}
+
+func TestPackVPairsFinite(t *testing.T) {
+	v := []float32{1, 2, 3, float32(math.Inf(1)), 5, 6}
+	vp := make([]fp16.BFloat16, 2*3*2)
+	finite, err := PackVPairs(vp, 6, v, nil, 3, 2, 3)
+	require.NoError(t, err)
+	assert.False(t, finite)
+	v[3] = math.MaxFloat32 // rounds to +Inf in bfloat16
+	finite, err = PackVPairs(vp, 6, v, nil, 3, 2, 3)
+	require.NoError(t, err)
+	assert.False(t, finite)
+	v[3] = 4
+	finite, err = PackVPairs(vp, 6, v, nil, 3, 2, 3)
+	require.NoError(t, err)
+	assert.True(t, finite)
+}
+
+// bf16Sizes straddle AMX's 16-row and 16-column tiles and 32-element pair
+// blocks, and the 16-lane vectors.
+var bf16Rows = []int{1, 2, 3, 5, 15, 16, 17, 33}
+var bf16Cols = []int{1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 65}
+var bf16Dims = []int{2, 4, 30, 32, 34, 64, 128, 130}
+
+func TestQKTBF16(t *testing.T) { forEachImpl(t, testQKTBF16) }
+
+func testQKTBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, rows := range bf16Rows {
+		for _, cols := range bf16Cols {
+			for _, d := range bf16Dims {
+				ldS, ldQ, ldK := cols+3, d+2, 2*cols+4
+				sBuf, s := guarded((rows-1)*ldS + cols)
+				_, q := guardedBF16((rows-1)*ldQ + d)
+				_, kp := guardedBF16((d/2-1)*ldK + 2*cols)
+				for i := range rows {
+					for k := range d {
+						q[i*ldQ+k] = randBF16(rng)
+					}
+				}
+				for tt := range d / 2 {
+					for j := range 2 * cols {
+						kp[tt*ldK+j] = randBF16(rng)
+					}
+				}
+				const scale = 0.3
+				require.NoError(t, QKTBF16(s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale))
+				checkGuards(t, sBuf, "QKTBF16")
+				for i := range rows {
+					for j := range cols {
+						var want, mag float64
+						for k := range d {
+							p := float64(q[i*ldQ+k].Float32()) * float64(kp[(k/2)*ldK+2*j+k%2].Float32())
+							want += p
+							mag += math.Abs(p)
+						}
+						got := s[i*ldS+j]
+						require.True(t, near(got, scale*want, scale*mag, d), "rows %d cols %d d %d: s[%d,%d] = %v, want %v", rows, cols, d, i, j, got, scale*want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPVBF16(t *testing.T) { forEachImpl(t, testPVBF16) }
+
+func testPVBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	for _, rows := range bf16Rows {
+		for _, cols := range []int{2, 4, 16, 30, 32, 34, 64, 66} {
+			for _, d := range []int{1, 2, 3, 15, 16, 17, 33, 64, 128, 129} {
+				ldO, ldP, ldV := d+1, cols+2, 2*d+6
+				oBuf, o := guarded((rows-1)*ldO + d)
+				_, p := guardedBF16((rows-1)*ldP + cols)
+				_, vp := guardedBF16((cols/2-1)*ldV + 2*d)
+				o0 := make([]float32, len(o))
+				for i := range rows {
+					for c := range d {
+						o[i*ldO+c] = float32(rng.NormFloat64())
+						o0[i*ldO+c] = o[i*ldO+c]
+					}
+					for j := range cols {
+						p[i*ldP+j] = RoundBF16(rng.Float32())
+					}
+				}
+				for tt := range cols / 2 {
+					for c := range 2 * d {
+						vp[tt*ldV+c] = randBF16(rng)
+					}
+				}
+				require.NoError(t, PVBF16(o, ldO, p, ldP, vp, ldV, rows, cols, d))
+				checkGuards(t, oBuf, "PVBF16")
+				for i := range rows {
+					for c := range d {
+						want, mag := float64(o0[i*ldO+c]), math.Abs(float64(o0[i*ldO+c]))
+						for j := range cols {
+							x := float64(p[i*ldP+j].Float32()) * float64(vp[(j/2)*ldV+2*c+j%2].Float32())
+							want += x
+							mag += math.Abs(x)
+						}
+						got := o[i*ldO+c]
+						require.True(t, near(got, want, mag, cols+1), "rows %d cols %d d %d: o[%d,%d] = %v, want %v", rows, cols, d, i, c, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestBF16AsmMatchesGeneric checks every bf16 implementation against the
+// generic twins on the same operands: the products are exact, so only the
+// order of the float32 additions may differ.
+func TestBF16AsmMatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, name := range Implementations() {
+		t.Run(name, func(t *testing.T) {
+			restore, err := SetImplementation(name)
+			require.NoError(t, err)
+			defer restore()
+			for _, rows := range bf16Rows {
+				for _, cols := range []int{2, 16, 34, 64} {
+					for _, d := range []int{2, 32, 34, 64, 128} {
+						q := make([]fp16.BFloat16, rows*d)
+						kp := make([]fp16.BFloat16, d/2*2*cols)
+						for i := range q {
+							q[i] = randBF16(rng)
+						}
+						for i := range kp {
+							kp[i] = randBF16(rng)
+						}
+						s, want := make([]float32, rows*cols), make([]float32, rows*cols)
+						require.NoError(t, QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125))
+						qktBF16Generic(want, cols, q, d, kp, 2*cols, rows, cols, d, 0.125)
+						for i := range s {
+							require.InDelta(t, want[i], s[i], 1e-5*float64(d), "QKTBF16 rows %d cols %d d %d element %d", rows, cols, d, i)
+						}
+						p := make([]fp16.BFloat16, rows*cols)
+						for i := range p {
+							p[i] = RoundBF16(rng.Float32())
+						}
+						vp := make([]fp16.BFloat16, cols/2*2*d)
+						for i := range vp {
+							vp[i] = randBF16(rng)
+						}
+						o, wantO := make([]float32, rows*d), make([]float32, rows*d)
+						require.NoError(t, PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d))
+						pvBF16Generic(wantO, d, p, cols, vp, 2*d, rows, cols, d)
+						for i := range o {
+							require.InDelta(t, wantO[i], o[i], 1e-5*float64(cols), "PVBF16 rows %d cols %d d %d element %d", rows, cols, d, i)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestOnlineSoftmaxBF16(t *testing.T) { forEachImpl(t, testOnlineSoftmaxBF16) }
+
+func testOnlineSoftmaxBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	for _, rows := range []int{1, 2, 3, 5, 16, 17} {
+		for _, cols := range testSizes {
+			ldS, ldP := cols+1, cols+3
+			s := make([]float32, rows*ldS)
+			fill(rng, s)
+			pBuf, p := guardedBF16(max(0, (rows-1)*ldP+cols))
+			m, z, alpha := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+			for i := range rows {
+				m[i], z[i] = float32(rng.NormFloat64()), rng.Float32()*3
+			}
+			if rows > 1 {
+				m[1] = negInf // a row that has seen nothing yet
+				z[1] = 0
+			}
+			m0, z0 := append([]float32(nil), m...), append([]float32(nil), z...)
+			s0 := append([]float32(nil), s...)
+			const scale = 1.7
+			require.NoError(t, OnlineSoftmaxBF16(s, ldS, p, ldP, rows, cols, scale, m, z, alpha))
+			checkGuardsBF16(t, pBuf, "OnlineSoftmaxBF16")
+			require.Equal(t, s0, s, "s must not change")
+			for i := range rows {
+				mx := float64(m0[i])
+				for j := range cols {
+					mx = math.Max(mx, scale*float64(s0[i*ldS+j]))
+				}
+				if math.IsInf(mx, -1) {
+					assert.Equal(t, float32(1), alpha[i])
+					continue
+				}
+				require.InDelta(t, mx, float64(m[i]), 1e-6*math.Abs(mx)+1e-30, "rows %d cols %d row %d: m", rows, cols, i)
+				a := math.Exp(float64(m0[i]) - float64(m[i]))
+				require.InDelta(t, a, float64(alpha[i]), 4e-7*a+1e-30, "alpha")
+				sum := a * float64(z0[i])
+				for j := range cols {
+					e := math.Exp(float64(scale*s0[i*ldS+j]) - float64(m[i]))
+					sum += e
+					got := float64(p[i*ldP+j].Float32())
+					require.InDelta(t, e, got, 1.0/256*e+1e-30, "rows %d cols %d: p[%d,%d]", rows, cols, i, j)
+				}
+				require.InDelta(t, sum, float64(z[i]), 1e-6*sum*float64(cols+2), "rows %d cols %d row %d: z", rows, cols, i)
+			}
+		}
+	}
+}
+
+func TestBF16Errors(t *testing.T) {
+	s := make([]float32, 64)
+	b := make([]fp16.BFloat16, 64)
+	assert.ErrorContains(t, QKTBF16(s, 4, b, 4, b, 8, 2, 4, 3, 1), "d is 3; want an even number")
+	assert.ErrorContains(t, QKTBF16(s, 4, b, 4, b, 7, 2, 4, 4, 1), "leading dimension of kp is 7; want >= 8")
+	assert.ErrorContains(t, PVBF16(s, 4, b, 4, b, 8, 2, 3, 4), "cols is 3; want an even number")
+	assert.ErrorContains(t, PVBF16(s, 4, b, 4, b[:10], 8, 2, 4, 4), "vp has 10 elements; want >= 16")
+	_, err := PackVPairs(b, 3, s, nil, 4, 2, 4)
+	assert.ErrorContains(t, err, "leading dimension of dst is 3; want >= 8")
+	assert.ErrorContains(t, PackKPairs(b, 8, s, nil, 2, 2, 4), "leading dimension of src is 2; want >= 4")
+	assert.ErrorContains(t, OnlineSoftmaxBF16(s, 4, b, 4, 2, 4, 1, s[:1], s, s), "m, z and alpha have 1, 64 and 64 elements; want >= 2")
+	assert.ErrorContains(t, RoundRowsBF16(b, 4, s, 4, -1, 4), "negative size")
+}
