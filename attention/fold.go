@@ -22,6 +22,8 @@ type workspace struct {
 	alpha []float32 // rows: the current tile's rescale factors
 	lo    []int     // rows: first key of the current tile that each row sees
 	vis   []int     // rows: one past the last key of the tile each row sees
+
+	blk block // the block being folded
 }
 
 func (e *Engine) getWorkspace() *workspace {
@@ -101,18 +103,19 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 // ws.o): the visible tiles, numbered 0..nT−1, are cut into parts runs of
 // consecutive tiles, part p taking tiles [p·nT/parts, (p+1)·nT/parts).
 // With parts = 1 it folds every visible tile.
+//
+// Per tile it is the fold of foldBlock's doc comment: the scores, the
+// per-element terms, then the softmax and P·V of a tile that every row
+// sees whole, or of one that the edge of some row's range crosses. Where
+// the K/V rows come from is the source's business (ws.blk.src: a tensor
+// view or a paged cache) and how the products are computed is the compute
+// path's (c.math: float32 or bfloat16).
 func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
-	q, k, v := &c.q, &c.k, &c.v
-	d, g, np := q.Dim, c.group, p1-p0
-	rows, ldS, ld := g*np, e.blockKV, padRow(q.Dim)
-
-	for hi := range g {
-		h := hk*g + hi
-		for pi := range np {
-			r := hi*np + pi
-			copy(ws.q[r*ld:r*ld+d], q.f32[q.Offset(b, h, p0+pi):][:d])
-		}
-	}
+	np := p1 - p0
+	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, ld: padRow(c.q.Dim), ldS: e.blockKV, src: c.source(b, hk, sg)}
+	m := c.math
+	m.loadQ(ws, c, b, hk, p0, np)
+	rows, ld := ws.blk.rows, ws.blk.ld
 	clear(ws.o[:rows*ld])
 	for r := range rows {
 		ws.m[r] = negInf
@@ -130,46 +133,16 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 	// Keys [allLo, allHi) are visible to every row of the block.
 	allLo, _ := c.keyRange(sg, il1)
 	_, allHi := c.keyRange(sg, il0)
-	var kBase, vBase int
-	var blocks []int32 // the sequence's block table (ForwardPaged)
-	if c.paged.cache == nil {
-		kBase, vBase = k.Offset(b, hk, sg.kv0), v.Offset(b, hk, sg.kv0)
-	} else {
-		blocks, _ = c.paged.table(b)
-	}
 	if parts > 1 && kEnd > kBeg {
 		nT := (kEnd - kBeg + e.blockKV - 1) / e.blockKV
 		kBeg, kEnd = kBeg+part*nT/parts*e.blockKV, min(kEnd, kBeg+(part+1)*nT/parts*e.blockKV)
 	}
-	// With few rows (c.direct: decode, a few draft tokens) the row kernels
-	// read K and V where they lie instead of packing tiles. The choice
-	// depends on the call's shape only (not on the block size, which
-	// depends on the thread count), so that every thread count gives the
-	// same bits.
-	direct := c.direct
 	for j0 := kBeg; j0 < kEnd; j0 += e.blockKV {
 		bc := min(e.blockKV, kEnd-j0)
 		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
 			continue // a mask hides the whole tile: nothing to pack or compute
 		}
-		// Direct (few rows): the scores come from the K rows where they
-		// lie. Otherwise K is packed into the transposed panel QKT reuses
-		// across many rows.
-		var err error
-		switch {
-		case direct && c.paged.cache != nil:
-			err = qkPaged(ws, c.paged.cache, blocks, hk, j0, bc, rows, d, ldS, ld, c.scale)
-		case direct:
-			err = qkDirect(ws.s, ldS, ws.q, ld, k, kBase+j0*k.SeqStride, bc, rows, d, c.scale, kernel.PrefetchRows*k.SeqStride)
-		case c.paged.cache != nil:
-			err = packPagedK(ws, c.paged.cache, blocks, hk, j0, bc, d, ldS)
-		default:
-			err = packK(ws.kt, ldS, k, kBase+j0*k.SeqStride, bc, d)
-		}
-		if err == nil && !direct {
-			err = kernel.QKT(ws.s, ldS, ws.q, ld, ws.kt, ldS, rows, bc, d, c.scale)
-		}
-		if err != nil {
+		if err := m.scores(ws, c, j0, bc); err != nil {
 			return err
 		}
 		// Only a tile that the edge of some row's range crosses is masked
@@ -192,51 +165,32 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 			}
 		}
 		if c.terms {
-			applyTerms(ws, c, b, hk, p0, np, j0, ldS, sg)
+			applyTerms(ws, c, b, hk, p0, np, j0, ws.blk.ldS, sg)
 		}
-		if whole && direct {
-			// P·V from the V rows where they lie.
-			if err := softmaxWholeTile(ws, rows, bc, d, ld, ldS); err != nil {
-				return err
-			}
-			if c.paged.cache != nil {
-				err = pvPaged(ws, c.paged.cache, blocks, hk, j0, bc, rows, d, ldS, ld)
-			} else {
-				err = pvDirect(ws.o, ld, ws.s, ldS, v, vBase+j0*v.SeqStride, bc, rows, d, kernel.PrefetchRows*v.SeqStride)
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		// Float32 values whose rows are contiguous are read where they
-		// lie. Others are copied or converted into the panel once per tile:
-		// P·V re-reads the tile for every strip of rows, and rows a power
-		// of two apart (4 KiB in the [batch, seq, heads, dim] layout of an
-		// 8-head K/V) would all fall into the same few L1 sets.
-		var vt []float32
-		var ldV int
-		switch {
-		case c.paged.cache != nil:
-			vt, ldV, err = packPagedV(ws, c.paged.cache, blocks, hk, j0, bc, d, ld)
-		case v.dtype == F32 && v.SeqStride == d:
-			vt, ldV = v.f32[vBase+j0*v.SeqStride:], v.SeqStride
-		default:
-			vt, ldV, err = ws.v, ld, packV(ws.v, ld, v, vBase+j0*v.SeqStride, bc, d)
-		}
-		if err != nil {
-			return err
-		}
+		var err error
 		if whole {
-			err = foldWholeTile(ws, rows, bc, d, ld, ldS, vt, ldV)
+			err = m.foldWhole(ws, c, j0, bc)
 		} else {
-			err = foldCrossingTile(ws, rows, np, d, ld, ldS, vt, ldV)
+			err = m.foldCrossing(ws, c, j0, bc)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gatherQ copies the query rows of the block of np positions from p0 of
+// K/V head hk's group into ws.q: row r = hi·np + pi.
+func gatherQ(ws *workspace, c *call, b, hk, p0, np int) {
+	q, d, ld := &c.q, c.q.Dim, ws.blk.ld
+	for hi := range c.group {
+		h := hk*c.group + hi
+		for pi := range np {
+			r := hi*np + pi
+			copy(ws.q[r*ld:r*ld+d], q.f32[q.Offset(b, h, p0+pi):][:d])
+		}
+	}
 }
 
 // finishBlock divides the accumulators of the block of np query positions
@@ -277,159 +231,3 @@ func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
 	}
 }
 
-// directRows is the most rows (query heads of a group × query positions of
-// the call, c.direct) for which a call reads K and V rows in place with kernel.QKRows and
-// kernel.PVRows rather than packing each tile for QKT and PV: the row
-// kernels re-read a tile's rows for every 4 query rows (2 with AVX2), the
-// packed kernels reuse a packed tile across all of them.
-const directRows = 16
-
-// qkDirect writes the scores of rows query rows of ws.q against n keys of
-// k, from element off on, read in place. While it reads a key row it
-// prefetches the row ahead elements further on (kernel.QKRowsPrefetch).
-func qkDirect(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32, ahead int) error {
-	switch k.dtype {
-	case F16:
-		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
-	case BF16:
-		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.bf16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
-	case Q8:
-		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, rows, n, d, scale, ahead)
-	}
-	return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f32[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
-}
-
-// pvDirect accumulates rows probability rows times n value rows of v, from
-// element off on, read in place, prefetching as qkDirect does.
-func pvDirect(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d, ahead int) error {
-	switch v.dtype {
-	case F16:
-		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f16[off:], nil, v.SeqStride, rows, n, d, ahead)
-	case BF16:
-		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.bf16[off:], nil, v.SeqStride, rows, n, d, ahead)
-	case Q8:
-		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, rows, n, d, ahead)
-	}
-	return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f32[off:], nil, v.SeqStride, rows, n, d, ahead)
-}
-
-// packK converts n keys starting at element off of k into the transposed
-// panel dst (leading dimension ld).
-func packK(dst []float32, ld int, k *Tensor, off, n, d int) error {
-	switch k.dtype {
-	case F16:
-		return kernel.PackKTFloat16(dst, ld, k.f16[off:], k.SeqStride, n, d)
-	case BF16:
-		return kernel.PackKTBFloat16(dst, ld, k.bf16[off:], k.SeqStride, n, d)
-	case Q8:
-		packKTQ8(dst, ld, k, off, n, d)
-		return nil
-	}
-	return kernel.PackKT(dst, ld, k.f32[off:], k.SeqStride, n, d)
-}
-
-// packV converts (or copies) n value rows starting at element off of v
-// into the row-major panel dst (leading dimension ld).
-func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
-	switch v.dtype {
-	case F16:
-		return kernel.PackFloat16(dst, ld, v.f16[off:], v.SeqStride, n, d)
-	case BF16:
-		return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
-	case Q8:
-		packQ8(dst, ld, v, off, n, d)
-		return nil
-	}
-	for j := range n {
-		copy(dst[j*ld:j*ld+d], v.f32[off+j*v.SeqStride:][:d])
-	}
-	return nil
-}
-
-// foldWholeTile folds a tile that every row of the block sees entirely.
-func foldWholeTile(ws *workspace, rows, bc, d, ld, ldS int, vt []float32, ldV int) error {
-	if err := softmaxWholeTile(ws, rows, bc, d, ld, ldS); err != nil {
-		return err
-	}
-	return kernel.PV(ws.o, ld, ws.s, ldS, vt, ldV, rows, bc, d)
-}
-
-// softmaxWholeTile is the first half of folding a tile that every row sees
-// entirely: it turns the scores into probabilities against the updated
-// running maxima and rescales the accumulators, leaving P·V to the caller.
-func softmaxWholeTile(ws *workspace, rows, bc, d, ld, ldS int) error {
-	if err := kernel.OnlineSoftmax(ws.s, ldS, rows, bc, ws.m, ws.z, ws.alpha); err != nil {
-		return err
-	}
-	return kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d)
-}
-
-// foldCrossingTile folds a tile that the edge of some row's visible range
-// crosses: row r sees the tile's keys [ws.lo[r], ws.vis[r]). Keys outside
-// the range are left out of the softmax and of P·V rather than weighted by
-// zero, so that a NaN in a value a row cannot see never reaches it. Rows go
-// to P·V in runs of crossRun consecutive positions of one head: the keys
-// that every row of a run sees (the intersection of their ranges) go
-// through one block P·V with a column offset; only the ragged remainders on
-// either side go row by row.
-func foldCrossingTile(ws *workspace, rows, np, d, ld, ldS int, vt []float32, ldV int) error {
-	for r := range rows {
-		lo, hi := ws.lo[r], ws.vis[r]
-		ws.alpha[r] = 1
-		if hi <= lo {
-			continue
-		}
-		if err := kernel.OnlineSoftmax(ws.s[r*ldS+lo:], ldS, 1, hi-lo, ws.m[r:], ws.z[r:], ws.alpha[r:]); err != nil {
-			return err
-		}
-	}
-	if err := kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d); err != nil {
-		return err
-	}
-	for h0 := 0; h0 < rows; h0 += np {
-		for r0 := h0; r0 < h0+np; r0 += crossRun {
-			n := min(crossRun, h0+np-r0)
-			// The ranges are monotone in the position, so the intersection
-			// runs from the last row's lo to the first row's hi.
-			cLo, cHi := ws.lo[r0+n-1], ws.vis[r0]
-			if cHi > cLo {
-				if err := kernel.PV(ws.o[r0*ld:], ld, ws.s[r0*ldS+cLo:], ldS, vt[cLo*ldV:], ldV, n, cHi-cLo, d); err != nil {
-					return err
-				}
-			} else {
-				cLo, cHi = 0, 0
-			}
-			for r := r0; r < r0+n; r++ {
-				lo, hi := ws.lo[r], ws.vis[r]
-				if hi <= lo {
-					continue
-				}
-				if cHi <= cLo { // no common part: the row's whole range
-					if err := rowPV(ws, r, lo, hi, d, ld, ldS, vt, ldV); err != nil {
-						return err
-					}
-					continue
-				}
-				if err := rowPV(ws, r, lo, cLo, d, ld, ldS, vt, ldV); err != nil {
-					return err
-				}
-				if err := rowPV(ws, r, cHi, hi, d, ld, ldS, vt, ldV); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// rowPV accumulates keys [lo, hi) of the tile into output row r.
-func rowPV(ws *workspace, r, lo, hi, d, ld, ldS int, vt []float32, ldV int) error {
-	if hi <= lo {
-		return nil
-	}
-	return kernel.PV(ws.o[r*ld:], ld, ws.s[r*ldS+lo:], ldS, vt[lo*ldV:], ldV, 1, hi-lo, d)
-}
-
-// crossRun is the number of consecutive query positions of a crossing tile
-// that share one block P·V over their common visible keys.
-const crossRun = 8

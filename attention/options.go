@@ -72,6 +72,7 @@ type call struct {
 	causal       bool
 	group        int  // query heads per K/V head
 	direct       bool // read K and V rows in place (few query rows; see directRows)
+	math         tileMath
 
 	topLeft    bool
 	window     bool

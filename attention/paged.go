@@ -315,40 +315,6 @@ func (p *pagedRead) table(b int) ([]int32, int) {
 	return s.blocks, s.n
 }
 
-// packPagedK packs keys [j0, j0+bc) of K/V head hk of a sequence with
-// block table blocks into the K panel (transposed, leading dimension ldS).
-// A tile may span several blocks: each block's run of positions is packed
-// at its column of the panel, straight from the cache, with no
-// intermediate copy.
-func packPagedK(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ldS int) error {
-	for j := j0; j < j0+bc; {
-		blk, pos, n := c.run(blocks, j, j0+bc)
-		if err := packK(ws.kt[j-j0:], ldS, &c.k, c.k.Offset(blk, hk, pos), n, d); err != nil {
-			return err
-		}
-		j += n
-	}
-	return nil
-}
-
-// packPagedV packs values [j0, j0+bc) of K/V head hk into the V panel
-// (leading dimension ld), unless they are float32 at consecutive rows (one
-// run), which are read in place (rows Dim apart) as the contiguous path
-// does. It returns the V tile to use and its leading dimension.
-func packPagedV(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, d, ld int) ([]float32, int, error) {
-	if blk, pos, n := c.run(blocks, j0, j0+bc); c.v.dtype == F32 && n == bc {
-		return c.v.f32[c.v.Offset(blk, hk, pos):], d, nil
-	}
-	for j := j0; j < j0+bc; {
-		blk, pos, n := c.run(blocks, j, j0+bc)
-		if err := packV(ws.v[(j-j0)*ld:], ld, &c.v, c.v.Offset(blk, hk, pos), n, d); err != nil {
-			return nil, 0, err
-		}
-		j += n
-	}
-	return ws.v, ld, nil
-}
-
 // run returns where position j of a sequence with block table blocks lies
 // (block blk, position pos in it) and how many positions n from j up to end
 // follow it at consecutive rows of every head: the rest of its block and
@@ -363,31 +329,6 @@ func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
 		n += bs
 	}
 	return blk, pos, min(n, end-j)
-}
-
-// qkPaged is qkDirect over keys [j0, j0+bc) of a paged sequence, a call per
-// run of consecutive rows (runAhead).
-func qkPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int, scale float32) error {
-	for j := j0; j < j0+bc; {
-		off, n, ahead := c.runAhead(blocks, hk, j, j0+bc)
-		if err := qkDirect(ws.s[j-j0:], ldS, ws.q, ld, &c.k, off, n, rows, d, scale, ahead); err != nil {
-			return err
-		}
-		j += n
-	}
-	return nil
-}
-
-// pvPaged is pvDirect over keys [j0, j0+bc) of a paged sequence.
-func pvPaged(ws *workspace, c *PagedCache, blocks []int32, hk, j0, bc, rows, d, ldS, ld int) error {
-	for j := j0; j < j0+bc; {
-		off, n, ahead := c.runAhead(blocks, hk, j, j0+bc)
-		if err := pvDirect(ws.o, ld, ws.s[j-j0:], ldS, &c.v, off, n, rows, d, ahead); err != nil {
-			return err
-		}
-		j += n
-	}
-	return nil
 }
 
 // runAhead is run for the row kernels: it returns the offset of position

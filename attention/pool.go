@@ -139,6 +139,7 @@ func (e *Engine) threadCount() int {
 // run computes every block of c, spreading them over the pool.
 func (e *Engine) run(c *call, np int) error {
 	c.direct = c.group*c.q.Seq <= directRows && kernel.RowKernels()
+	c.math = f32Math{}
 	j := e.getJob()
 	j.e, j.c, j.np = e, *c, np
 	j.nBlk = (c.q.Seq + np - 1) / np
@@ -196,13 +197,9 @@ func (e *Engine) splitCount(c *call) int {
 		return e.splits
 	}
 	const minSplitKeys, splitBlocks, maxSplits = 512, 64, 32
-	nk := c.k.Seq
-	if c.paged.cache != nil {
-		nk = 0
-		for b := range c.q.Batch {
-			_, n := c.paged.table(b)
-			nk = max(nk, n)
-		}
+	nk := 0
+	for b := range c.q.Batch {
+		nk = max(nk, c.keys(b))
 	}
 	bh := c.q.Batch * c.k.Heads
 	return max(1, min(maxSplits, (splitBlocks+bh-1)/bh, nk/minSplitKeys))
@@ -215,7 +212,6 @@ func (j *job) work() {
 	c := &j.c
 	ws.ensure(c.group*j.np, j.e.blockKV, c.q.Dim)
 	heads := c.k.Heads
-	whole := seg{nq: c.q.Seq, nk: c.k.Seq}
 	// Variable lengths: the blocks are numbered sequence by sequence, and
 	// each worker's block indices only grow, so it finds a block's
 	// sequence by walking forward from the last one it saw.
@@ -234,10 +230,7 @@ func (j *job) work() {
 			blk := j.nBlk - 1 - i/(c.q.Batch*heads)
 			bh := i % (c.q.Batch * heads)
 			p0 := blk * j.np
-			sg := whole
-			if c.paged.cache != nil {
-				_, sg.nk = c.paged.table(bh / heads)
-			}
+			sg := seg{nq: c.q.Seq, nk: c.keys(bh / heads)}
 			err = j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.np, c.q.Seq), sg)
 		} else {
 			var sg seg

@@ -46,10 +46,7 @@ func (j *job) foldPart(ws *workspace, i int) error {
 	heads := c.k.Heads
 	bh, part := i/j.splits, i%j.splits
 	b, hk := bh/heads, bh%heads
-	sg := seg{nq: c.q.Seq, nk: c.k.Seq}
-	if c.paged.cache != nil {
-		_, sg.nk = c.paged.table(b)
-	}
+	sg := seg{nq: c.q.Seq, nk: c.keys(b)}
 	if err := j.e.foldTiles(ws, c, b, hk, 0, c.q.Seq, sg, part, j.splits); err != nil {
 		return err
 	}

@@ -1,0 +1,277 @@
+package attention
+
+import "github.com/flashgo/flashgo/kernel"
+
+// The second seam of the tile loop: how a tile's products are computed. A
+// compute path gathers a block's queries once, then per K/V tile computes
+// the scores and folds the tile into the accumulators; the tile loop
+// (foldTiles) decides which tiles, and which keys of a tile each row sees.
+// f32Math is the float32 FMA kernels (Precision Float32, the default) and
+// bf16Math the bfloat16 ones (Precision BFloat16); a new arithmetic is a
+// new implementation of tileMath, not new branches in the loop.
+type tileMath interface {
+	// loadQ gathers the query rows of the block of np positions from p0
+	// of K/V head hk's group (ws.blk holds the block's geometry).
+	loadQ(ws *workspace, c *call, b, hk, p0, np int)
+	// scores writes the tile's scores scale·Q·Kᵀ for keys [j0, j0+bc) of
+	// ws.blk.src into ws.s.
+	scores(ws *workspace, c *call, j0, bc int) error
+	// foldWhole folds a tile of scores that every row sees entirely:
+	// online softmax, rescale of the accumulators, P·V.
+	foldWhole(ws *workspace, c *call, j0, bc int) error
+	// foldCrossing folds a tile that the edge of some row's range crosses:
+	// row r sees keys [ws.lo[r], ws.vis[r]) of it and no other.
+	foldCrossing(ws *workspace, c *call, j0, bc int) error
+}
+
+// block is the geometry of the block of query rows being folded and the
+// source of its keys.
+type block struct {
+	rows, np, d int      // rows = group × np query positions; d the head dim
+	ld, ldS     int      // row strides of ws.q and ws.o, and of ws.s
+	src         kvSource // where the block's K/V rows lie
+}
+
+// f32Math computes in float32: K and V are converted (exactly, or
+// dequantised) to float32 and every product is a float32 FMA.
+type f32Math struct{}
+
+func (f32Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) { gatherQ(ws, c, b, hk, p0, np) }
+
+// scores reads the K rows where they lie with the row kernels when the
+// call has few rows (c.direct: decode, a few draft tokens); otherwise it
+// packs them into the transposed panel that QKT reuses across many rows.
+func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
+	bl := &ws.blk
+	src := &bl.src
+	if c.direct {
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
+			if err := qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
+				return err
+			}
+			j += r.n
+		}
+		return nil
+	}
+	for j := j0; j < j0+bc; {
+		r := src.run(j, j0+bc)
+		if err := packK(ws.kt[j-j0:], bl.ldS, src.k, r.kOff, r.n, bl.d); err != nil {
+			return err
+		}
+		j += r.n
+	}
+	return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, ws.kt, bl.ldS, bl.rows, bc, bl.d, c.scale)
+}
+
+func (f32Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
+	bl := &ws.blk
+	if c.direct {
+		// P·V from the V rows where they lie.
+		if err := softmaxWholeTile(ws, bl.rows, bc, bl.d, bl.ld, bl.ldS); err != nil {
+			return err
+		}
+		src := &bl.src
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
+			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.d, r.vAhead); err != nil {
+				return err
+			}
+			j += r.n
+		}
+		return nil
+	}
+	vt, ldV, err := valuesF32(ws, j0, bc)
+	if err != nil {
+		return err
+	}
+	return foldWholeTile(ws, bl.rows, bc, bl.d, bl.ld, bl.ldS, vt, ldV)
+}
+
+func (f32Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
+	bl := &ws.blk
+	vt, ldV, err := valuesF32(ws, j0, bc)
+	if err != nil {
+		return err
+	}
+	return foldCrossingTile(ws, bl.rows, bl.np, bl.d, bl.ld, bl.ldS, vt, ldV)
+}
+
+// valuesF32 returns the float32 V tile of keys [j0, j0+bc) and its leading
+// dimension. Float32 values whose rows are consecutive and contiguous are
+// read where they lie. Others are copied or converted into the panel once
+// per tile: P·V re-reads the tile for every strip of rows, and rows a power
+// of two apart (4 KiB in the [batch, seq, heads, dim] layout of an 8-head
+// K/V) would all fall into the same few L1 sets.
+func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
+	bl := &ws.blk
+	src := &bl.src
+	if r := src.run(j0, j0+bc); src.v.dtype == F32 && r.n == bc && src.v.SeqStride == bl.d {
+		return src.v.f32[r.vOff:], bl.d, nil
+	}
+	for j := j0; j < j0+bc; {
+		r := src.run(j, j0+bc)
+		if err := packV(ws.v[(j-j0)*bl.ld:], bl.ld, src.v, r.vOff, r.n, bl.d); err != nil {
+			return nil, 0, err
+		}
+		j += r.n
+	}
+	return ws.v, bl.ld, nil
+}
+
+// directRows is the most rows (query heads of a group × query positions of
+// the call, c.direct) for which a call reads K and V rows in place with kernel.QKRows and
+// kernel.PVRows rather than packing each tile for QKT and PV: the row
+// kernels re-read a tile's rows for every 4 query rows (2 with AVX2), the
+// packed kernels reuse a packed tile across all of them.
+const directRows = 16
+
+// qkDirect writes the scores of rows query rows of ws.q against n keys of
+// k, from element off on, read in place. While it reads a key row it
+// prefetches the row ahead elements further on (kernel.QKRowsPrefetch).
+func qkDirect(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32, ahead int) error {
+	switch k.dtype {
+	case F16:
+		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
+	case BF16:
+		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.bf16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
+	case Q8:
+		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, rows, n, d, scale, ahead)
+	}
+	return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f32[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
+}
+
+// pvDirect accumulates rows probability rows times n value rows of v, from
+// element off on, read in place, prefetching as qkDirect does.
+func pvDirect(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d, ahead int) error {
+	switch v.dtype {
+	case F16:
+		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f16[off:], nil, v.SeqStride, rows, n, d, ahead)
+	case BF16:
+		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.bf16[off:], nil, v.SeqStride, rows, n, d, ahead)
+	case Q8:
+		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, rows, n, d, ahead)
+	}
+	return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f32[off:], nil, v.SeqStride, rows, n, d, ahead)
+}
+
+// packK converts n keys starting at element off of k into the transposed
+// panel dst (leading dimension ld).
+func packK(dst []float32, ld int, k *Tensor, off, n, d int) error {
+	switch k.dtype {
+	case F16:
+		return kernel.PackKTFloat16(dst, ld, k.f16[off:], k.SeqStride, n, d)
+	case BF16:
+		return kernel.PackKTBFloat16(dst, ld, k.bf16[off:], k.SeqStride, n, d)
+	case Q8:
+		packKTQ8(dst, ld, k, off, n, d)
+		return nil
+	}
+	return kernel.PackKT(dst, ld, k.f32[off:], k.SeqStride, n, d)
+}
+
+// packV converts (or copies) n value rows starting at element off of v
+// into the row-major panel dst (leading dimension ld).
+func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
+	switch v.dtype {
+	case F16:
+		return kernel.PackFloat16(dst, ld, v.f16[off:], v.SeqStride, n, d)
+	case BF16:
+		return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
+	case Q8:
+		packQ8(dst, ld, v, off, n, d)
+		return nil
+	}
+	for j := range n {
+		copy(dst[j*ld:j*ld+d], v.f32[off+j*v.SeqStride:][:d])
+	}
+	return nil
+}
+
+// foldWholeTile folds a tile that every row of the block sees entirely.
+func foldWholeTile(ws *workspace, rows, bc, d, ld, ldS int, vt []float32, ldV int) error {
+	if err := softmaxWholeTile(ws, rows, bc, d, ld, ldS); err != nil {
+		return err
+	}
+	return kernel.PV(ws.o, ld, ws.s, ldS, vt, ldV, rows, bc, d)
+}
+
+// softmaxWholeTile is the first half of folding a tile that every row sees
+// entirely: it turns the scores into probabilities against the updated
+// running maxima and rescales the accumulators, leaving P·V to the caller.
+func softmaxWholeTile(ws *workspace, rows, bc, d, ld, ldS int) error {
+	if err := kernel.OnlineSoftmax(ws.s, ldS, rows, bc, ws.m, ws.z, ws.alpha); err != nil {
+		return err
+	}
+	return kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d)
+}
+
+// foldCrossingTile folds a tile that the edge of some row's visible range
+// crosses: row r sees the tile's keys [ws.lo[r], ws.vis[r]). Keys outside
+// the range are left out of the softmax and of P·V rather than weighted by
+// zero, so that a NaN in a value a row cannot see never reaches it. Rows go
+// to P·V in runs of crossRun consecutive positions of one head: the keys
+// that every row of a run sees (the intersection of their ranges) go
+// through one block P·V with a column offset; only the ragged remainders on
+// either side go row by row.
+func foldCrossingTile(ws *workspace, rows, np, d, ld, ldS int, vt []float32, ldV int) error {
+	for r := range rows {
+		lo, hi := ws.lo[r], ws.vis[r]
+		ws.alpha[r] = 1
+		if hi <= lo {
+			continue
+		}
+		if err := kernel.OnlineSoftmax(ws.s[r*ldS+lo:], ldS, 1, hi-lo, ws.m[r:], ws.z[r:], ws.alpha[r:]); err != nil {
+			return err
+		}
+	}
+	if err := kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d); err != nil {
+		return err
+	}
+	for h0 := 0; h0 < rows; h0 += np {
+		for r0 := h0; r0 < h0+np; r0 += crossRun {
+			n := min(crossRun, h0+np-r0)
+			// The ranges are monotone in the position, so the intersection
+			// runs from the last row's lo to the first row's hi.
+			cLo, cHi := ws.lo[r0+n-1], ws.vis[r0]
+			if cHi > cLo {
+				if err := kernel.PV(ws.o[r0*ld:], ld, ws.s[r0*ldS+cLo:], ldS, vt[cLo*ldV:], ldV, n, cHi-cLo, d); err != nil {
+					return err
+				}
+			} else {
+				cLo, cHi = 0, 0
+			}
+			for r := r0; r < r0+n; r++ {
+				lo, hi := ws.lo[r], ws.vis[r]
+				if hi <= lo {
+					continue
+				}
+				if cHi <= cLo { // no common part: the row's whole range
+					if err := rowPV(ws, r, lo, hi, d, ld, ldS, vt, ldV); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := rowPV(ws, r, lo, cLo, d, ld, ldS, vt, ldV); err != nil {
+					return err
+				}
+				if err := rowPV(ws, r, cHi, hi, d, ld, ldS, vt, ldV); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// rowPV accumulates keys [lo, hi) of the tile into output row r.
+func rowPV(ws *workspace, r, lo, hi, d, ld, ldS int, vt []float32, ldV int) error {
+	if hi <= lo {
+		return nil
+	}
+	return kernel.PV(ws.o[r*ld:], ld, ws.s[r*ldS+lo:], ldS, vt[lo*ldV:], ldV, 1, hi-lo, d)
+}
+
+// crossRun is the number of consecutive query positions of a crossing tile
+// that share one block P·V over their common visible keys.
+const crossRun = 8

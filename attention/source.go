@@ -1,0 +1,80 @@
+package attention
+
+import "github.com/flashgo/flashgo/kernel"
+
+// The first seam of the tile loop: where K and V rows come from. A call
+// reads them from tensor views (Forward) or through the block tables of a
+// paged cache (ForwardPaged); the loop sees neither, only a kvSource that
+// hands out the keys of a tile as runs of rows lying one after the other in
+// memory. A contiguous view is one run; a paged sequence is a run per
+// stretch of consecutive blocks. This is the only place that tells the two
+// apart.
+
+// kvSource is where the keys and values of one (batch entry, K/V head) lie.
+type kvSource struct {
+	k, v         *Tensor // the storage: the call's tensors or the cache's
+	kBase, vBase int     // tensor view: offsets of the sequence's key 0
+	cache        *PagedCache
+	blocks       []int32 // paged: the sequence's block table
+	hk           int     // paged: the K/V head
+}
+
+// kvRun is a run of n keys whose K rows start at element kOff of the
+// source's k and whose V rows start at vOff of its v, SeqStride apart.
+// kAhead and vAhead are the distances, in elements, from a row to the row
+// the decode kernels prefetch while reading it.
+type kvRun struct {
+	kOff, vOff, n  int
+	kAhead, vAhead int
+}
+
+// keys returns the number of keys of batch entry b: the K/V sequence
+// length, or the paged sequence's length.
+func (c *call) keys(b int) int {
+	if c.paged.cache != nil {
+		_, n := c.paged.table(b)
+		return n
+	}
+	return c.k.Seq
+}
+
+// source returns where the keys of sequence sg of batch entry b, K/V head
+// hk, lie.
+func (c *call) source(b, hk int, sg seg) kvSource {
+	if p := &c.paged; p.cache != nil {
+		blocks, _ := p.table(b)
+		return kvSource{k: &p.cache.k, v: &p.cache.v, cache: p.cache, blocks: blocks, hk: hk}
+	}
+	return kvSource{k: &c.k, v: &c.v, kBase: c.k.Offset(b, hk, sg.kv0), vBase: c.v.Offset(b, hk, sg.kv0)}
+}
+
+// run returns the run of keys that starts at key j and ends at end or
+// where the rows stop being consecutive, for the packs.
+func (s *kvSource) run(j, end int) kvRun {
+	if s.cache == nil {
+		return s.viewRun(j, end)
+	}
+	blk, pos, n := s.cache.run(s.blocks, j, end)
+	off := s.k.Offset(blk, s.hk, pos)
+	return kvRun{kOff: off, vOff: off, n: n}
+}
+
+// rowRun is run for the decode kernels, which read rows in place and
+// prefetch ahead of them: in a paged sequence the run also ends where the
+// rows kernel.PrefetchRows further on stop being consecutive, and the
+// prefetch distance goes through the block table to where the sequence
+// continues (0 past its last block).
+func (s *kvSource) rowRun(j, end int) kvRun {
+	if s.cache == nil {
+		return s.viewRun(j, end)
+	}
+	off, n, ahead := s.cache.runAhead(s.blocks, s.hk, j, end)
+	return kvRun{kOff: off, vOff: off, n: n, kAhead: ahead, vAhead: ahead}
+}
+
+func (s *kvSource) viewRun(j, end int) kvRun {
+	return kvRun{
+		kOff: s.kBase + j*s.k.SeqStride, vOff: s.vBase + j*s.v.SeqStride, n: end - j,
+		kAhead: kernel.PrefetchRows * s.k.SeqStride, vAhead: kernel.PrefetchRows * s.v.SeqStride,
+	}
+}
