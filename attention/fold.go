@@ -230,4 +230,3 @@ func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
 		}
 	}
 }
-
