@@ -30,6 +30,7 @@ type block struct {
 	rows, np, d int      // rows = group × np query positions; d the head dim
 	ld, ldS     int      // row strides of ws.q and ws.o, and of ws.s
 	src         kvSource // where the block's K/V rows lie
+	scaled      bool     // bf16Math: ws.s holds scale·Q·Kᵀ (else Q·Kᵀ, scaled by the softmax)
 }
 
 // f32Math computes in float32: K and V are converted (exactly, or

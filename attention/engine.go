@@ -138,6 +138,10 @@ type Options struct {
 	// BoolMask are indexed by the packed positions. The work is shared out
 	// by (sequence, K/V head, block of queries).
 	CuSeqQ, CuSeqKV []int
+	// Precision is the arithmetic of the products Q·Kᵀ and P·V:
+	// PrecisionFloat32 (the zero value) or PrecisionBFloat16, several
+	// times faster where the CPU has AMX or AVX512-BF16. See Precision.
+	Precision Precision
 }
 
 // Engine computes attention with the tiled online softmax. It owns the

@@ -4,6 +4,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/flashgo/flashgo/fp16"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -12,6 +13,7 @@ import (
 // position p0 + pi.
 type workspace struct {
 	rows, cols, dim int
+	bf16            bool // the bf16 buffers are sized too
 
 	q     []float32 // rows × dim: the tile's query rows, gathered
 	kt    []float32 // dim × cols: the K tile, transposed and in float32
@@ -22,6 +24,12 @@ type workspace struct {
 	alpha []float32 // rows: the current tile's rescale factors
 	lo    []int     // rows: first key of the current tile that each row sees
 	vis   []int     // rows: one past the last key of the tile each row sees
+
+	// Precision BFloat16 (leading dimensions from bf16Strides).
+	qb []fp16.BFloat16 // rows: the block's queries, rounded
+	kp []fp16.BFloat16 // the K tile's pair panel
+	pb []fp16.BFloat16 // rows: the probabilities, rounded
+	vp []fp16.BFloat16 // the V tile's pair panel
 
 	blk block // the block being folded
 }
@@ -44,13 +52,14 @@ func (e *Engine) putWorkspace(ws *workspace) {
 	e.mu.Unlock()
 }
 
-// ensure grows the buffers to hold a tile of rows × cols with head dim dim.
-// It allocates only when a shape exceeds every earlier one.
-func (ws *workspace) ensure(rows, cols, dim int) {
-	if rows <= ws.rows && cols <= ws.cols && dim <= ws.dim {
+// ensure grows the buffers to hold a tile of rows × cols with head dim dim,
+// and the bf16 buffers too if bf16 is set. It allocates only when a shape
+// exceeds every earlier one.
+func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
+	if rows <= ws.rows && cols <= ws.cols && dim <= ws.dim && (ws.bf16 || !bf16) {
 		return
 	}
-	ws.rows, ws.cols, ws.dim = max(rows, ws.rows), max(cols, ws.cols), max(dim, ws.dim)
+	ws.rows, ws.cols, ws.dim, ws.bf16 = max(rows, ws.rows), max(cols, ws.cols), max(dim, ws.dim), ws.bf16 || bf16
 	rows, cols, ld := ws.rows, ws.cols, padRow(ws.dim)
 	ws.q = alignedFloats(rows * ld)
 	ws.kt = alignedFloats(ld * cols)
@@ -62,6 +71,13 @@ func (ws *workspace) ensure(rows, cols, dim int) {
 	ws.alpha = make([]float32, rows)
 	ws.lo = make([]int, rows)
 	ws.vis = make([]int, rows)
+	if ws.bf16 {
+		ldQ, ldK, ldP, ldV := bf16Strides(cols, ws.dim)
+		ws.qb = alignedBF16(rows * ldQ)
+		ws.kp = alignedBF16(ldQ / 2 * ldK)
+		ws.pb = alignedBF16(rows * ldP)
+		ws.vp = alignedBF16(ldP / 2 * ldV)
+	}
 }
 
 // padRow returns the row stride used for rows of n floats in the scratch

@@ -200,6 +200,20 @@ func (pr *problem) build() {
 	pr.vT = pr.kvTensor(pr.v)
 	pr.outView = makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
 	pr.opts = optionsFor(p, pr.maskType)
+	pr.opts.Precision = precisionUnderTest
+}
+
+// precisionUnderTest is the Precision of every problem built (the tests of
+// this package run one after another); inPrecision sets it for a test.
+var precisionUnderTest = attention.PrecisionFloat32
+
+func inPrecision(p attention.Precision, f func(t *testing.T)) func(t *testing.T) {
+	return func(t *testing.T) {
+		prev := precisionUnderTest
+		precisionUnderTest = p
+		defer func() { precisionUnderTest = prev }()
+		f(t)
+	}
 }
 
 // optionsFor returns the engine options that implement the features of p.
@@ -303,12 +317,30 @@ func (pr *problem) oracle(t testing.TB) ([]float64, []float64) {
 	return out, lse
 }
 
-// naiveError is the error of the float32 baseline a user would write, the
-// yardstick of the pass rule.
+// oracleBF16QK returns the float64 reference of the problem with Q and K
+// rounded to bfloat16, as Precision BFloat16 reads them.
+func (pr *problem) oracleBF16QK(t testing.TB) ([]float64, []float64) {
+	t.Helper()
+	r := func(x []float32) []float64 {
+		y := make([]float64, len(x))
+		for i, v := range x {
+			y[i] = float64(fp16.BFloat16FromFloat32(v).Float32())
+		}
+		return y
+	}
+	out, lse, err := reference.Attention(pr.p, r(pr.q), r(pr.k), reference.Float64s(pr.v))
+	require.NoError(t, err)
+	return out, lse
+}
+
+// naiveError is the error of the baseline a user would write, the
+// yardstick of the pass rule: naive float32 attention, or with Precision
+// BFloat16 naive bfloat16 attention (operands rounded at the same points,
+// float32 accumulation).
 func (pr *problem) naiveError(t testing.TB, want []float64) reference.Errors {
 	t.Helper()
 	got := make([]float32, pr.p.QLen())
-	var n reference.Naive
+	n := reference.Naive{BFloat16: pr.opts.Precision == attention.PrecisionBFloat16}
 	require.NoError(t, n.Attention(pr.p, got, pr.q, pr.k, pr.v))
 	return reference.Compare(got, want)
 }

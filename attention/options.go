@@ -64,6 +64,41 @@ type BoolMask struct {
 	Data []bool
 }
 
+// Precision is the arithmetic of attention's two products, S = Q·Kᵀ and
+// P·V. Whatever the precision, the online softmax, its running maxima and
+// sums, and the output accumulators are float32.
+type Precision uint8
+
+const (
+	// PrecisionFloat32 computes both products in float32 (FMA): K and V
+	// of every storage type are converted to float32 exactly, or
+	// dequantised. It is the default.
+	PrecisionFloat32 Precision = iota
+	// PrecisionBFloat16 computes both products with bfloat16 operands and
+	// float32 accumulation, which AMX (TDPBF16PS) and AVX512-BF16
+	// (VDPBF16PS) run several times faster than float32 FMA: Q is rounded
+	// to bfloat16 once per block of queries, K and V are used as bfloat16
+	// (float32, fp16 and q8 values are rounded when a tile is packed;
+	// bfloat16 ones are exact), the scores accumulate in float32, the
+	// softmax is float32, and its probabilities are rounded to bfloat16
+	// for P·V, which accumulates in float32. docs/math.md gives the error
+	// this adds. Every option has the same meaning as in float32. On a
+	// machine without AMX or AVX512-BF16 the bfloat16 products run as
+	// portable Go (kernel.BF16Implementation says which), to the same
+	// rounding points and slower than float32.
+	PrecisionBFloat16
+)
+
+func (p Precision) String() string {
+	switch p {
+	case PrecisionFloat32:
+		return "float32"
+	case PrecisionBFloat16:
+		return "bfloat16"
+	}
+	return fmt.Sprintf("Precision(%d)", uint8(p))
+}
+
 // call is one validated attention problem.
 type call struct {
 	out, q, k, v Tensor
@@ -72,7 +107,8 @@ type call struct {
 	causal       bool
 	group        int  // query heads per K/V head
 	direct       bool // read K and V rows in place (few query rows; see directRows)
-	math         tileMath
+	precision    Precision
+	math         tileMath // how the tiles' products are computed (set by run)
 
 	topLeft    bool
 	window     bool
@@ -125,6 +161,12 @@ func (c *call) keyRange(sg seg, il int) (lo, hi int) {
 // records them in c. The shapes of q, k and out have been checked.
 func validateOptions(c *call, opts *Options) error {
 	q := &c.q
+	switch opts.Precision {
+	case PrecisionFloat32, PrecisionBFloat16:
+		c.precision = opts.Precision
+	default:
+		return fmt.Errorf("attention: Options.Precision is %v; want PrecisionFloat32 or PrecisionBFloat16", opts.Precision)
+	}
 	switch opts.CausalAlign {
 	case BottomRight:
 	case TopLeft:

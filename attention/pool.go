@@ -140,6 +140,9 @@ func (e *Engine) threadCount() int {
 func (e *Engine) run(c *call, np int) error {
 	c.direct = c.group*c.q.Seq <= directRows && kernel.RowKernels()
 	c.math = f32Math{}
+	if c.precision == PrecisionBFloat16 {
+		c.math = bf16Math{}
+	}
 	j := e.getJob()
 	j.e, j.c, j.np = e, *c, np
 	j.nBlk = (c.q.Seq + np - 1) / np
@@ -161,7 +164,7 @@ func (e *Engine) run(c *call, np int) error {
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
-	e.reserveWorkspaces(1+max(0, helpers), c.group*np, e.blockKV, c.q.Dim)
+	e.reserveWorkspaces(1+max(0, helpers), c.group*np, e.blockKV, c.q.Dim, c.precision == PrecisionBFloat16)
 	if helpers > 0 {
 		p := e.pool
 		p.grow(helpers)
@@ -210,7 +213,7 @@ func (j *job) work() {
 	ws := j.e.getWorkspace()
 	defer j.e.putWorkspace(ws)
 	c := &j.c
-	ws.ensure(c.group*j.np, j.e.blockKV, c.q.Dim)
+	ws.ensure(c.group*j.np, j.e.blockKV, c.q.Dim, c.precision == PrecisionBFloat16)
 	heads := c.k.Heads
 	// Variable lengths: the blocks are numbered sequence by sequence, and
 	// each worker's block indices only grow, so it finds a block's
@@ -283,15 +286,15 @@ func (e *Engine) putJob(j *job) {
 // for a tile of rows × cols with head dim dim from the free list without
 // allocating, so that the number of helpers that happen to join a call
 // never decides whether it allocates.
-func (e *Engine) reserveWorkspaces(n, rows, cols, dim int) {
+func (e *Engine) reserveWorkspaces(n, rows, cols, dim int, bf16 bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, ws := range e.free {
-		ws.ensure(rows, cols, dim)
+		ws.ensure(rows, cols, dim, bf16)
 	}
 	for len(e.free) < n {
 		ws := new(workspace)
-		ws.ensure(rows, cols, dim)
+		ws.ensure(rows, cols, dim, bf16)
 		e.free = append(e.free, ws)
 	}
 }

@@ -3,6 +3,7 @@ package reference
 import (
 	"math"
 
+	"github.com/flashgo/flashgo/fp16"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -31,8 +32,28 @@ import (
 // itself spawns goroutines, which allocate, once a product spans at least
 // four 64×64 output blocks (e.g. SeqQ and SeqKV both above 128); the
 // allocation-free property covers Naive's own work only.
+//
+// With BFloat16 set it is the naive bfloat16 attention, the yardstick of
+// flashgo's bf16 compute precision: it rounds Q, K and V to bfloat16
+// (nearest even) before the products, and each key's weight exp(s − m)
+// relative to the row maximum m before the division by the row sum (which
+// adds the unrounded weights), and accumulates both products in float32:
+// the rounding points of flashgo's bf16 compute precision. The rounded copies
+// of Q, K and V are allocated per call.
 type Naive struct {
+	// BFloat16 rounds the operands of both products to bfloat16.
+	BFloat16 bool
+
 	scores []float32 // SeqQ×SeqKV scratch, reused across heads and calls
+}
+
+// roundedBF16 returns a copy of x rounded to bfloat16.
+func roundedBF16(x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		y[i] = fp16.BFloat16FromFloat32(v).Float32()
+	}
+	return y
 }
 
 // Attention writes softmax(scale·Q·Kᵀ + mask)·V into out (layout [batch,
@@ -67,6 +88,9 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 		return nil
 	}
 
+	if n.BFloat16 {
+		q, k, v = roundedBF16(q[:p.QLen()]), roundedBF16(k[:p.KVLen()]), roundedBF16(v[:p.KVLen()])
+	}
 	d := p.Dim
 	nq, nk := p.SeqQ, p.SeqKV
 	if cap(n.scores) < nq*nk {
@@ -130,8 +154,13 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 				}
 				for j, x := range row[lo:hi] {
 					e := float32(math.Exp(float64(x - m)))
-					row[lo+j] = e
 					sum += e
+					if n.BFloat16 {
+						// Rounded where the fused kernel rounds: the weight
+						// relative to the row maximum, before the division.
+						e = fp16.BFloat16FromFloat32(e).Float32()
+					}
+					row[lo+j] = e
 				}
 				// Masked keys inside [lo, hi) hold −Inf and got exp = 0; the
 				// ones outside were never exponentiated.

@@ -1,0 +1,33 @@
+package attention_test
+
+import (
+	"testing"
+
+	"github.com/flashgo/flashgo/attention"
+)
+
+// The bf16 compute precision must pass the same tests as float32, under
+// its own rule (checkAgainstOracle): max abs and RMS error against the
+// float64 oracle on the original inputs <= 2 × those of naive bfloat16
+// attention (Q, K, V and P rounded at the same points, float32
+// accumulation) + 1e-6, and the log-sum-exp within float32 accumulation
+// error of the oracle of the rounded Q and K. Each test runs on every
+// kernel implementation this machine has.
+
+func inBF16(f func(t *testing.T)) func(t *testing.T) {
+	return func(t *testing.T) { forEachImpl(t, inPrecision(attention.PrecisionBFloat16, f)) }
+}
+
+func TestBF16Grid(t *testing.T)               { inBF16(testGrid)(t) }
+func TestBF16FullProduct(t *testing.T)        { inBF16(testFullProduct)(t) }
+func TestBF16GroupedQuery(t *testing.T)       { inBF16(testGroupedQuery)(t) }
+func TestBF16Window(t *testing.T)             { inBF16(testWindow)(t) }
+func TestBF16CausalAlignment(t *testing.T)    { inBF16(testCausalAlignment)(t) }
+func TestBF16SoftCapALiBiSinks(t *testing.T)  { inBF16(testSoftCapALiBiSinks)(t) }
+func TestBF16Masks(t *testing.T)              { inBF16(testMasks)(t) }
+func TestBF16Varlen(t *testing.T)             { inBF16(testVarlen)(t) }
+func TestBF16FeatureCombination(t *testing.T) { inBF16(testFeatureCombination)(t) }
+func TestBF16BlindRows(t *testing.T)          { inBF16(testBlindRows)(t) }
+func TestBF16WindowHidesNaN(t *testing.T)     { inBF16(testWindowHidesNaN)(t) }
+func TestBF16ThreadsBitwise(t *testing.T)     { inBF16(testFeaturesThreadsBitwise)(t) }
+func TestBF16NoAllocations(t *testing.T)      { inBF16(testFeaturesNoAllocations)(t) }

@@ -1,0 +1,255 @@
+package attention
+
+import (
+	"unsafe"
+
+	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// bf16Math computes the products with bfloat16 operands and float32
+// accumulation (Precision BFloat16; docs/math.md has the error model):
+//
+//	Q̃ = bf16(Q) once per block;  K̃, Ṽ = bf16(K), bf16(V) per tile
+//	S = Q̃·K̃ᵀ in float32;  online softmax in float32;  P̃ = bf16(P)
+//	O = α·O + P̃·Ṽ in float32
+//
+// The row sums z add P before rounding, as the float32 path does. K and V
+// of any storage type are packed into the pair panels of kernel.QKTBF16
+// and kernel.PVBF16 (rounding float32, fp16 and dequantised q8 values);
+// bfloat16 K and V are exact there. In a call of few rows (c.direct:
+// decode), bfloat16 K and V are instead read where they lie by the
+// float32 row kernels, which gives the same rounding points: the rounded
+// queries and probabilities times bfloat16 values are exact float32
+// products, accumulated in float32.
+type bf16Math struct{}
+
+// bf16Strides returns the leading dimensions of the bf16 scratch of a
+// block of cols keys and head dim d: the queries (rows of 64 bytes or
+// more), the K pair panel (cols rounded up to 16 keys), the probabilities
+// and the V pair panel (d rounded up to 16 columns).
+func bf16Strides(cols, d int) (ldQ, ldK, ldP, ldV int) {
+	return roundUp(d, 32), 2 * roundUp(cols, 16), roundUp(cols, 32), 2 * roundUp(d, 16)
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// alignedBF16 returns n zeroed bfloat16s starting on a 64-byte boundary.
+func alignedBF16(n int) []fp16.BFloat16 {
+	buf := make([]fp16.BFloat16, n+31)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) % 64 / 2)
+	return buf[off : off+n : off+n]
+}
+
+// readsInPlace reports whether the row kernels read t where it lies in
+// this call: few rows, and bfloat16 values, which need no rounding.
+func readsInPlace(c *call, t *Tensor) bool { return c.direct && t.dtype == BF16 }
+
+func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
+	gatherQ(ws, c, b, hk, p0, np)
+	bl := &ws.blk
+	d, ld := bl.d, bl.ld
+	ldQ, _, _, _ := bf16Strides(bl.ldS, d)
+	// The arguments fit the workspace by construction.
+	_ = kernel.RoundRowsBF16(ws.qb, ldQ, ws.q, ld, bl.rows, d)
+	for r := range bl.rows {
+		qb := ws.qb[r*ldQ:]
+		if d%2 == 1 {
+			qb[d] = 0 // the zero partner of the last component
+		}
+		// The row kernels read the rounded queries as float32.
+		for k, x := range qb[:d] {
+			ws.q[r*ld+k] = x.Float32()
+		}
+	}
+}
+
+func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
+	bl := &ws.blk
+	src := &bl.src
+	if readsInPlace(c, src.k) {
+		bl.scaled = true
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
+			if err := qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
+				return err
+			}
+			j += r.n
+		}
+		return nil
+	}
+	ldQ, ldK, _, _ := bf16Strides(bl.ldS, bl.d)
+	for j := j0; j < j0+bc; {
+		r := src.run(j, j0+bc)
+		if err := packKPairs(ws.kp[2*(j-j0):], ldK, src.k, r.kOff, r.n, bl.d); err != nil {
+			return err
+		}
+		j += r.n
+	}
+	// Without per-element terms the softmax applies the scale, in the same
+	// pass as its maximum (one multiplication, the same bits).
+	scale := float32(1)
+	if bl.scaled = c.terms; bl.scaled {
+		scale = c.scale
+	}
+	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, ws.kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
+}
+
+func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
+	bl := &ws.blk
+	src := &bl.src
+	if readsInPlace(c, src.v) && bl.scaled {
+		if err := softmaxWholeTile(ws, bl.rows, bc, bl.d, bl.ld, bl.ldS); err != nil {
+			return err
+		}
+		for r := range bl.rows {
+			row := ws.s[r*bl.ldS:][:bc]
+			for j, x := range row {
+				row[j] = kernel.RoundBF16(x).Float32()
+			}
+		}
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
+			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.d, r.vAhead); err != nil {
+				return err
+			}
+			j += r.n
+		}
+		return nil
+	}
+	if err := softmaxBF16(ws, c, bc); err != nil {
+		return err
+	}
+	finite, err := packVPairsTile(ws, j0, bc)
+	if err != nil {
+		return err
+	}
+	_ = finite // a whole tile's values are all read, as in float32 (see Options)
+	_, _, ldP, ldV := bf16Strides(bl.ldS, bl.d)
+	return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, ws.vp, ldV, bl.rows, bc+bc%2, bl.d)
+}
+
+// foldCrossing hides the keys outside each row's range by a −Inf score, so
+// that their probabilities are exactly 0, and multiplies the whole tile.
+// 0 times a finite value adds nothing; if the tile holds a value that is
+// not finite, the rows are multiplied over their own ranges only, so that
+// such a value never reaches a row that cannot see it (as in float32).
+func (bf16Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
+	bl := &ws.blk
+	for r := range bl.rows {
+		row := ws.s[r*bl.ldS:][:bc]
+		lo, hi := ws.lo[r], ws.vis[r]
+		for j := range lo {
+			row[j] = negInf
+		}
+		for j := hi; j < bc; j++ {
+			row[j] = negInf
+		}
+	}
+	if err := softmaxBF16(ws, c, bc); err != nil {
+		return err
+	}
+	finite, err := packVPairsTile(ws, j0, bc)
+	if err != nil {
+		return err
+	}
+	_, _, ldP, ldV := bf16Strides(bl.ldS, bl.d)
+	if finite {
+		return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, ws.vp, ldV, bl.rows, bc+bc%2, bl.d)
+	}
+	for r := range bl.rows {
+		o, p := ws.o[r*bl.ld:][:bl.d], ws.pb[r*ldP:]
+		for j := ws.lo[r]; j < ws.vis[r]; j++ {
+			pj := p[j].Float32()
+			v := ws.vp[(j/2)*ldV+j%2:]
+			for k := range o {
+				o[k] += pj * v[2*k].Float32()
+			}
+		}
+	}
+	return nil
+}
+
+// softmaxBF16 folds the tile's scores into the running maxima and sums,
+// writes the probabilities rounded to bfloat16 into ws.pb (with a zero
+// partner after an odd last key) and rescales the accumulators.
+func softmaxBF16(ws *workspace, c *call, bc int) error {
+	bl := &ws.blk
+	scale := float32(1)
+	if !bl.scaled {
+		scale = c.scale
+	}
+	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
+	if err := kernel.OnlineSoftmaxBF16(ws.s, bl.ldS, ws.pb, ldP, bl.rows, bc, scale, ws.m, ws.z, ws.alpha); err != nil {
+		return err
+	}
+	if bc%2 == 1 {
+		for r := range bl.rows {
+			ws.pb[r*ldP+bc] = 0
+		}
+	}
+	return kernel.ScaleRows(ws.o, bl.ld, ws.alpha, bl.rows, bl.d)
+}
+
+// packVPairsTile packs the values of keys [j0, j0+bc) into the V pair
+// panel ws.vp, run by run, and reports whether all of them are finite. A
+// run that starts at an odd key shares its first pair row with the run
+// before: its first key is written into the odd slots one by one.
+func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
+	bl := &ws.blk
+	src := &bl.src
+	_, _, _, ldV := bf16Strides(bl.ldS, bl.d)
+	all := true
+	for j := j0; j < j0+bc; {
+		r := src.run(j, j0+bc)
+		off, n := r.vOff, r.n
+		if t := j - j0; t%2 == 1 {
+			if err := packV(ws.v, bl.ld, src.v, off, 1, bl.d); err != nil {
+				return false, err
+			}
+			dst := ws.vp[(t/2)*ldV+1:]
+			for k, x := range ws.v[:bl.d] {
+				b := kernel.RoundBF16(x)
+				all = all && b&0x7f80 != 0x7f80
+				dst[2*k] = b
+			}
+			j, off, n = j+1, off+src.v.SeqStride, n-1
+			if n == 0 {
+				continue
+			}
+		}
+		finite, err := packVPairs(ws.vp[((j-j0)/2)*ldV:], ldV, src.v, off, n, bl.d)
+		if err != nil {
+			return false, err
+		}
+		all = all && finite
+		j += n
+	}
+	return all, nil
+}
+
+// packKPairs packs n keys from element off of k into the K pair panel.
+func packKPairs(dst []fp16.BFloat16, ld int, k *Tensor, off, n, d int) error {
+	switch k.dtype {
+	case F16:
+		return kernel.PackKPairs(dst, ld, k.f16[off:], nil, k.SeqStride, n, d)
+	case BF16:
+		return kernel.PackKPairs(dst, ld, k.bf16[off:], nil, k.SeqStride, n, d)
+	case Q8:
+		return kernel.PackKPairs(dst, ld, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, n, d)
+	}
+	return kernel.PackKPairs(dst, ld, k.f32[off:], nil, k.SeqStride, n, d)
+}
+
+// packVPairs packs n value rows from element off of v into a V pair panel.
+func packVPairs(dst []fp16.BFloat16, ld int, v *Tensor, off, n, d int) (bool, error) {
+	switch v.dtype {
+	case F16:
+		return kernel.PackVPairs(dst, ld, v.f16[off:], nil, v.SeqStride, n, d)
+	case BF16:
+		return kernel.PackVPairs(dst, ld, v.bf16[off:], nil, v.SeqStride, n, d)
+	case Q8:
+		return kernel.PackVPairs(dst, ld, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, n, d)
+	}
+	return kernel.PackVPairs(dst, ld, v.f32[off:], nil, v.SeqStride, n, d)
+}
