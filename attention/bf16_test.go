@@ -18,16 +18,19 @@ func inBF16(f func(t *testing.T)) func(t *testing.T) {
 	return func(t *testing.T) { forEachImpl(t, inPrecision(attention.PrecisionBFloat16, f)) }
 }
 
-func TestBF16Grid(t *testing.T)               { inBF16(testGrid)(t) }
-func TestBF16FullProduct(t *testing.T)        { inBF16(testFullProduct)(t) }
-func TestBF16GroupedQuery(t *testing.T)       { inBF16(testGroupedQuery)(t) }
-func TestBF16Window(t *testing.T)             { inBF16(testWindow)(t) }
-func TestBF16CausalAlignment(t *testing.T)    { inBF16(testCausalAlignment)(t) }
-func TestBF16SoftCapALiBiSinks(t *testing.T)  { inBF16(testSoftCapALiBiSinks)(t) }
-func TestBF16Masks(t *testing.T)              { inBF16(testMasks)(t) }
-func TestBF16Varlen(t *testing.T)             { inBF16(testVarlen)(t) }
-func TestBF16FeatureCombination(t *testing.T) { inBF16(testFeatureCombination)(t) }
-func TestBF16BlindRows(t *testing.T)          { inBF16(testBlindRows)(t) }
-func TestBF16WindowHidesNaN(t *testing.T)     { inBF16(testWindowHidesNaN)(t) }
-func TestBF16ThreadsBitwise(t *testing.T)     { inBF16(testFeaturesThreadsBitwise)(t) }
-func TestBF16NoAllocations(t *testing.T)      { inBF16(testFeaturesNoAllocations)(t) }
+func TestBF16Grid(t *testing.T)                   { inBF16(testGrid)(t) }
+func TestBF16FullProduct(t *testing.T)            { inBF16(testFullProduct)(t) }
+func TestBF16GroupedQuery(t *testing.T)           { inBF16(testGroupedQuery)(t) }
+func TestBF16Window(t *testing.T)                 { inBF16(testWindow)(t) }
+func TestBF16CausalAlignment(t *testing.T)        { inBF16(testCausalAlignment)(t) }
+func TestBF16SoftCapALiBiSinks(t *testing.T)      { inBF16(testSoftCapALiBiSinks)(t) }
+func TestBF16Masks(t *testing.T)                  { inBF16(testMasks)(t) }
+func TestBF16Varlen(t *testing.T)                 { inBF16(testVarlen)(t) }
+func TestBF16FeatureCombination(t *testing.T)     { inBF16(testFeatureCombination)(t) }
+func TestBF16BlindRows(t *testing.T)              { inBF16(testBlindRows)(t) }
+func TestBF16WindowHidesNaN(t *testing.T)         { inBF16(testWindowHidesNaN)(t) }
+func TestBF16ThreadsBitwise(t *testing.T)         { inBF16(testFeaturesThreadsBitwise)(t) }
+func TestBF16NoAllocations(t *testing.T)          { inBF16(testFeaturesNoAllocations)(t) }
+func TestBF16PagedMatchesContiguous(t *testing.T) { inBF16(testPagedMatchesContiguous)(t) }
+func TestBF16PagedOracle(t *testing.T)            { inBF16(testPagedOracle)(t) }
+func TestBF16SplitKVDecode(t *testing.T)          { inBF16(testSplitKVDecode)(t) }

@@ -365,3 +365,31 @@ func forEachImpl(t *testing.T, f func(t *testing.T)) {
 		})
 	}
 }
+
+// checkPrecisionError applies the pass rule of the precision under test to
+// a result got of problem p (q, k, v canonical, [B, H, S, D]) against the
+// float64 oracle: max abs error <= tol32 in float32; in bf16, <= 2 × the
+// error of naive bfloat16 attention + 1e-6, and the log-sum-exp (if
+// gotLSE is not nil) within lseTol of the oracle of the rounded Q and K.
+func checkPrecisionError(t *testing.T, what string, p reference.Params, q, k, v, got, gotLSE []float32, tol32, lseTol float64) {
+	t.Helper()
+	want, wantLSE, err := reference.Attention(p, reference.Float64s(q), reference.Float64s(k), reference.Float64s(v))
+	require.NoError(t, err)
+	tol := tol32
+	if precisionUnderTest == attention.PrecisionBFloat16 {
+		naive := make([]float32, p.QLen())
+		n := reference.Naive{BFloat16: true}
+		require.NoError(t, n.Attention(p, naive, q, k, v))
+		tol = 2*reference.Compare(naive, want).MaxAbs + 1e-6
+		pr := problem{p: p, q: q, k: k, v: v}
+		_, wantLSE = pr.oracleBF16QK(t)
+	}
+	if errs := reference.Compare(got, want); errs.MaxAbs > tol {
+		t.Errorf("%s: %v; want max abs <= %.3g", what, errs, tol)
+	}
+	if gotLSE != nil {
+		if errs := lseErrors(gotLSE, wantLSE); errs.MaxAbs > lseTol {
+			t.Errorf("%s: lse %v", what, errs)
+		}
+	}
+}
