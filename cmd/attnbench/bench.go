@@ -16,6 +16,7 @@ import (
 type result struct {
 	shape   shape
 	kv      attention.DType
+	prec    attention.Precision
 	threads int
 	kernel  string
 	flash   timing
@@ -46,8 +47,9 @@ type accuracy struct {
 
 func (a accuracy) pass() bool { return a.errs.MaxAbs <= a.tolerance }
 
-// tolerance is the project's accuracy rule: at most twice the naive float32
-// baseline's error, plus 1e-6.
+// tolerance is the project's accuracy rule: at most twice the error of
+// the naive baseline in the same precision (float32, or bfloat16 operands
+// with float32 accumulation), plus 1e-6.
 func tolerance(naiveMaxAbs float64) float64 { return 2*naiveMaxAbs + 1e-6 }
 
 // report is a whole benchmark run.
@@ -55,11 +57,14 @@ type report struct {
 	start   time.Time
 	machine machine
 	kernel  string
-	reps    int
-	results []result
-	notes   []string
-	llc     llcInfo // the last-level cache assumed
-	warm    bool    // -warm: decode runs reuse one K/V cache
+	// bf16Kernel runs the products of the bf16 rows: amx, avx512bf16, or
+	// generic (portable Go).
+	bf16Kernel string
+	reps       int
+	results    []result
+	notes      []string
+	llc        llcInfo // the last-level cache assumed
+	warm       bool    // -warm: decode runs reuse one K/V cache
 }
 
 // peakTime is how long the FMA peak is measured (tests shorten it).
@@ -88,7 +93,7 @@ func bench(c config, prog *progress) (*report, error) {
 		}
 		defer restore()
 	}
-	rep.kernel = kernel.Implementation()
+	rep.kernel, rep.bf16Kernel = kernel.Implementation(), kernel.BF16Implementation()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 
 	for _, n := range c.threads {
@@ -157,7 +162,7 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 			calls[i] = cl
 		}
 		var want []float64
-		var naiveErr float64
+		naiveErr := map[attention.Precision]float64{}
 		if c.check {
 			prog.phase(fmt.Sprintf("%s %v: float64 oracle", s.name, dt))
 			sp := sub.params(s)
@@ -167,16 +172,23 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 			if err != nil {
 				return err
 			}
-			var n reference.Naive
-			nout := make([]float32, sp.QLen())
-			if err := n.Attention(sp, nout, sq, sk, sv); err != nil {
-				return err
+			for _, prec := range c.precisions {
+				// The yardstick of each precision: naive attention in it.
+				n := reference.Naive{BFloat16: prec == attention.PrecisionBFloat16}
+				nout := make([]float32, sp.QLen())
+				if err := n.Attention(sp, nout, sq, sk, sv); err != nil {
+					return err
+				}
+				naiveErr[prec] = reference.Compare(nout, want).MaxAbs
 			}
-			naiveErr = reference.Compare(nout, want).MaxAbs
 		}
 
-		for _, threads := range c.threads {
-			label := fmt.Sprintf("%s %v %dT", s.name, dt, threads)
+		for _, cs := range cases(c.precisions, c.threads) {
+			prec, threads := cs.prec, cs.threads
+			for _, cl := range calls {
+				cl.opts.Precision = prec
+			}
+			label := fmt.Sprintf("%s %v %s %dT", s.name, dt, precName(prec), threads)
 			// GOMAXPROCS follows the thread count for both paths, so that the
 			// naive baseline (gonum spreads large products over goroutines)
 			// gets the same cores as the engine.
@@ -185,7 +197,11 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 			if err != nil {
 				return err
 			}
-			r := result{shape: s, kv: dt, threads: threads, kernel: kernel.Implementation(), peak: rep.machine.threadPeak(threads), caches: len(calls), capped: capped}
+			kern := kernel.Implementation()
+			if prec == attention.PrecisionBFloat16 {
+				kern = kernel.BF16Implementation()
+			}
+			r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: capped}
 			if s.decode() {
 				r.bw = rep.machine.bandwidth[threads]
 			}
@@ -213,7 +229,7 @@ func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) err
 						return err
 					}
 				}
-				r.acc = &accuracy{sub: sub, errs: reference.Compare(sub.subQ(s, out), want), naiveMaxAbs: naiveErr, tolerance: tolerance(naiveErr)}
+				r.acc = &accuracy{sub: sub, errs: reference.Compare(sub.subQ(s, out), want), naiveMaxAbs: naiveErr[prec], tolerance: tolerance(naiveErr[prec])}
 			}
 			if c.naive {
 				if naiveTimes[threads] == nil {
@@ -242,4 +258,23 @@ func (m machine) threadPeak(threads int) float64 {
 		cores = min(threads, m.cpus)
 	}
 	return m.peak * float64(cores)
+}
+
+// precThreads is one (precision, thread count) case of a shape and K/V
+// type.
+type precThreads struct {
+	prec    attention.Precision
+	threads int
+}
+
+// cases lists the precisions × thread counts in run order: every thread
+// count of a precision, then the next precision.
+func cases(precs []attention.Precision, threads []int) []precThreads {
+	var cs []precThreads
+	for _, p := range precs {
+		for _, t := range threads {
+			cs = append(cs, precThreads{p, t})
+		}
+	}
+	return cs
 }

@@ -108,15 +108,17 @@ func (o checkOutcome) String() string {
 	return fmt.Sprintf("%s: max abs %.2e, tolerance %.2e (2 × naive %.2e + 1e-6), max rel %.2e", o.name, o.errs.MaxAbs, o.tolerance, o.naiveMaxAbs, o.errs.MaxRel)
 }
 
-const checkUsage = `usage: attnbench check [-short] [-kernel NAMES] [-threads N] [-v]
+const checkUsage = `usage: attnbench check [-short] [-kernel NAMES] [-precision LIST] [-threads N] [-v]
 
 check runs the engine on a grid of shapes against the float64 oracle:
 Nq and Nkv that are not multiples of the tiles (1 included, in both
 orders), head dimensions 8, 40, 64 and 128, multi-head, grouped-query and
 multi-query heads, causal and not, causal sliding windows (some with a
-logit soft-cap), f32, f16 and bf16 K/V, with every kernel
-implementation the machine can run. A case passes when its max abs error is
-at most 2 × that of the naive float32 baseline on the same inputs, + 1e-6.
+logit soft-cap), f32, f16 and bf16 K/V, in float32 and bfloat16 compute
+precision, with every kernel implementation the machine can run. A case
+passes when its max abs error is at most 2 × that of the naive baseline in
+the same precision on the same inputs (float32; or bfloat16 operands
+rounded where the engine rounds them, with float32 accumulation), + 1e-6.
 It prints every failing case and by how much it failed, and exits 1 if any
 did.
 
@@ -130,6 +132,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {}
 	short := fs.Bool("short", false, "run a small grid (a few seconds less thorough: d 8 and 40, GQA 4:1, three length pairs, three windows)")
 	impls := fs.String("kernel", strings.Join(kernel.Implementations(), ","), "comma-separated kernel implementations to check")
+	precList := fs.String("precision", "f32,bf16", "comma-separated compute `precisions` to check: f32 and bf16")
 	threads := fs.Int("threads", 0, "threads of the engine (0: GOMAXPROCS)")
 	verbose := fs.Bool("v", false, "print every case, not only the failures")
 	if err := fs.Parse(args); err != nil {
@@ -167,6 +170,11 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	precs, err := parsePrecisions(*precList)
+	if err != nil {
+		fmt.Fprintln(stderr, "attnbench check:", err)
+		return 2
+	}
 	eng, err := attention.NewEngine(attention.Config{Threads: *threads})
 	if err != nil {
 		fmt.Fprintln(stderr, "attnbench check:", err)
@@ -174,11 +182,15 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	grid := checkGrid(*short)
 	kvs := []attention.DType{attention.F32, attention.F16, attention.BF16}
-	fmt.Fprintf(stdout, "check: %d shapes × %d K/V types × %d kernels (%s) = %d cases against the float64 oracle\n",
-		len(grid), len(kvs), len(names), strings.Join(names, ", "), len(grid)*len(kvs)*len(names))
+	var pn []string
+	for _, p := range precs {
+		pn = append(pn, precName(p))
+	}
+	fmt.Fprintf(stdout, "check: %d shapes × %d K/V types × %d precisions (%s) × %d kernels (%s) = %d cases against the float64 oracle\n",
+		len(grid), len(kvs), len(precs), strings.Join(pn, ", "), len(names), strings.Join(names, ", "), len(grid)*len(kvs)*len(precs)*len(names))
 	prog := newProgress(stderr)
 	prog.setTotal(len(grid))
-	results, err := checkAll(eng, grid, kvs, names, prog)
+	results, err := checkAll(eng, grid, kvs, precs, names, prog)
 	prog.stop()
 	if err != nil {
 		fmt.Fprintln(stderr, "attnbench check:", err)
@@ -189,7 +201,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 
 // checkAll runs every shape of the grid with every K/V type and kernel
 // implementation, and returns the outcomes by implementation.
-func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, impls []string, prog *progress) (map[string][]checkOutcome, error) {
+func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, precs []attention.Precision, impls []string, prog *progress) (map[string][]checkOutcome, error) {
 	results := map[string][]checkOutcome{}
 	for i, s := range grid {
 		p := s.params()
@@ -198,7 +210,7 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, i
 		qLayout := attention.BHSD(s.batch, s.heads, s.nq, s.dim)
 		kvLayout := attention.BHSD(s.batch, s.kvHeads, s.nkv, s.dim)
 		prog.beginCase(1)
-		prog.start(s.String(), len(kvs)*len(impls))
+		prog.start(s.String(), len(kvs)*len(precs)*len(impls))
 		for _, dt := range kvs {
 			k, v, err := storeKVPair(k32, v32, dt, kvLayout)
 			if err != nil {
@@ -208,23 +220,27 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, i
 			if err != nil {
 				return nil, fmt.Errorf("%v %v: oracle: %w", dt, s, err)
 			}
-			var n reference.Naive
-			nout := make([]float32, p.QLen())
-			if err := n.Attention(p, nout, q, k.values, v.values); err != nil {
-				return nil, fmt.Errorf("%v %v: naive: %w", dt, s, err)
-			}
-			naiveErr := reference.Compare(nout, want).MaxAbs
-			for _, impl := range impls {
-				name := fmt.Sprintf("%s %v %v", impl, dt, s)
-				errs, err := checkOne(eng, impl, &call{
-					out: make([]float32, p.QLen()), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t,
-					opts: s.shape().options(),
-				}, qLayout, want)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", name, err)
+			for _, prec := range precs {
+				// The yardstick: naive attention in the same precision.
+				n := reference.Naive{BFloat16: prec == attention.PrecisionBFloat16}
+				nout := make([]float32, p.QLen())
+				if err := n.Attention(p, nout, q, k.values, v.values); err != nil {
+					return nil, fmt.Errorf("%v %v: naive: %w", dt, s, err)
 				}
-				results[impl] = append(results[impl], checkOutcome{name: name, errs: errs, naiveMaxAbs: naiveErr, tolerance: tolerance(naiveErr)})
-				prog.tick()
+				naiveErr := reference.Compare(nout, want).MaxAbs
+				opts := s.shape().options()
+				opts.Precision = prec
+				for _, impl := range impls {
+					name := fmt.Sprintf("%s %v %s %v", impl, dt, precName(prec), s)
+					errs, err := checkOne(eng, impl, &call{
+						out: make([]float32, p.QLen()), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t, opts: opts,
+					}, qLayout, want)
+					if err != nil {
+						return nil, fmt.Errorf("%s: %w", name, err)
+					}
+					results[impl] = append(results[impl], checkOutcome{name: name, errs: errs, naiveMaxAbs: naiveErr, tolerance: tolerance(naiveErr)})
+					prog.tick()
+				}
 			}
 		}
 		prog.done()
@@ -293,6 +309,6 @@ func reportCheck(results map[string][]checkOutcome, impls []string, verbose bool
 		fmt.Fprintf(w, "check FAILED: %d of %d cases outside the tolerance\n", failed, total)
 		return 1
 	}
-	fmt.Fprintf(w, "check passed: %d cases within the tolerance (max abs <= 2 × naive float32 + 1e-6)\n", total)
+	fmt.Fprintf(w, "check passed: %d cases within the tolerance (max abs <= 2 × naive in the same precision + 1e-6)\n", total)
 	return 0
 }

@@ -29,7 +29,8 @@ type config struct {
 	sweep      []int  // sequence lengths, or nil
 	plot       string // output file of the sweep plot, or ""
 	cpuprofile string
-	kernel     string // kernel implementation to switch to, or "" for the default
+	kernel     string                // kernel implementation to switch to, or "" for the default
+	precisions []attention.Precision // -precision: the compute precisions each case runs in
 
 	// warm times every decode run on one K/V cache (-warm) rather than
 	// rotating over copies that together exceed twice llc (see kvCaches).
@@ -68,11 +69,11 @@ func (c config) kvFor(s shape) []attention.DType {
 }
 
 // cases is the number of rows the run measures: shapes × their K/V types ×
-// thread counts.
+// precisions × thread counts.
 func (c config) cases() int {
 	n := 0
 	for _, s := range c.shapes {
-		n += len(c.kvFor(s)) * len(c.threads)
+		n += len(c.kvFor(s)) * len(c.precisions) * len(c.threads)
 	}
 	return n
 }
@@ -109,7 +110,7 @@ var (
 )
 
 const usageHead = `usage: attnbench [flags]
-       attnbench check [-short] [-kernel NAMES] [-threads N] [-v]
+       attnbench check [-short] [-kernel NAMES] [-precision LIST] [-threads N] [-v]
        attnbench generate -model FILE [flags]
 
 attnbench measures flashgo's fused attention engine: for each shape, K/V
@@ -148,6 +149,7 @@ Examples:
   attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
   attnbench -mode decode -kv f16,q8 -warm
   attnbench -shape D2 -kv f16 -paged 16
+  attnbench -shape P1,P3 -kv bf16 -precision f32,bf16 -threads 1
   attnbench -shape custom -heads 16 -kv-heads 4 -dim 64 -nq 1 -nkv 4096
   attnbench -preset llama3-8b,gemma2-9b -mode decode
   attnbench -shape P1,D1 -window 512
@@ -208,6 +210,8 @@ func parse(args []string, help io.Writer) (config, error) {
 	window := fs.Int("window", 0, "apply a causal sliding window of `N` keys, the query's own included (key j is hidden from query\n"+
 		"i iff i' - j >= N, i' = i + Nkv - Nq), to every shape, a preset's own included; GFLOP/s then counts\n"+
 		"the visible query-key pairs exactly and GB/s the keys some query sees (default: none)")
+	precList := fs.String("precision", "f32", "comma-separated compute `precisions` of the products Q·Kᵀ and P·V: f32 (float32 FMA) and bf16\n"+
+		"(bfloat16 operands, float32 accumulation: AMX or AVX512-BF16 where the CPU has them); each runs every case")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.
@@ -243,6 +247,9 @@ func parse(args []string, help io.Writer) (config, error) {
 	} else {
 		c.kv, _ = parseDTypes(defaultKV)
 		c.decodeKV, _ = parseDTypes(defaultDecodeKV)
+	}
+	if c.precisions, err = parsePrecisions(*precList); err != nil {
+		return config{}, err
 	}
 	if c.threads, err = parseThreads(*threadList, maxThreads); err != nil {
 		return config{}, err
@@ -490,4 +497,37 @@ func sweepShapes(shapes []shape, lengths []int) ([]shape, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// parsePrecisions reads a comma-separated list of compute precisions: f32
+// (or float32) and bf16 (or bfloat16), each at most once.
+func parsePrecisions(list string) ([]attention.Precision, error) {
+	var ps []attention.Precision
+	for _, name := range splitList(list) {
+		var p attention.Precision
+		switch strings.ToLower(name) {
+		case "f32", "float32":
+			p = attention.PrecisionFloat32
+		case "bf16", "bfloat16":
+			p = attention.PrecisionBFloat16
+		default:
+			return nil, fmt.Errorf("-precision has %q; want f32 or bf16", name)
+		}
+		if slices.Contains(ps, p) {
+			return nil, fmt.Errorf("-precision names %s twice", precName(p))
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("-precision is empty; want f32, bf16 or both")
+	}
+	return ps, nil
+}
+
+// precName is the short name of a precision in flags and tables.
+func precName(p attention.Precision) string {
+	if p == attention.PrecisionBFloat16 {
+		return "bf16"
+	}
+	return "f32"
 }

@@ -45,6 +45,8 @@
 package main
 
 import (
+	"github.com/flashgo/flashgo/kernel"
+
 	"errors"
 	"flag"
 	"fmt"
@@ -60,6 +62,12 @@ func main() {
 // run is the whole command: it returns the exit status (0 success, 1 a
 // failed run or accuracy check, 2 a bad command line).
 func run(args []string, stdout, stderr io.Writer) int {
+	// A benchmark of a kernel other than the one asked for would be
+	// quietly wrong: an unusable FLASHGO_KERNEL is fatal here.
+	if err := kernel.EnvError(); err != nil {
+		fmt.Fprintln(stderr, "attnbench:", err)
+		return 2
+	}
 	if len(args) > 0 && args[0] == "check" {
 		return runCheck(args[1:], stdout, stderr)
 	}

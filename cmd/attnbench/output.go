@@ -151,8 +151,8 @@ func (rep *report) header() []string {
 		}
 		l2 += "; streaming read " + strings.Join(bw, ", ")
 	}
-	l3 := fmt.Sprintf("kernel %s (this machine has %s); ms: median of %d runs after a warm-up (fastest-slowest)",
-		rep.kernel, strings.Join(kernel.Implementations(), ", "), rep.reps)
+	l3 := fmt.Sprintf("kernel %s, bf16 products %s (this machine has %s); ms: median of %d runs after a warm-up (fastest-slowest)",
+		rep.kernel, rep.bf16Kernel, strings.Join(kernel.Implementations(), ", "), rep.reps)
 	ls := []string{l1, l2, l3}
 	if l := rep.cacheLine(); l != "" {
 		ls = append(ls, l)
@@ -257,9 +257,9 @@ func writeTable(c config, rep *report, w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	io.WriteString(tw, "shape\tNq\tNkv\tK/V\tthreads\tkernel\tms (min-max)\tGFLOP/s\t%FMA\tGB/s\t%BW\tvs naive\tmax abs\tmax rel\t\n")
+	io.WriteString(tw, "shape\tNq\tNkv\tK/V\tprec\tthreads\tkernel\tms (min-max)\tGFLOP/s\t%FMA\tGB/s\t%BW\tvs naive\tmax abs\tmax rel\t\n")
 	for _, r := range rep.results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%s\t%s (%s-%s)\t%.1f\t", r.shape.name, r.shape.nq, r.shape.nkv, r.kv, r.threads, r.kernel,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%s\t%d\t%s\t%s (%s-%s)\t%.1f\t", r.shape.name, r.shape.nq, r.shape.nkv, r.kv, precName(r.prec), r.threads, r.kernel,
 			fmtMs(r.flash.median), fmtMs(r.flash.min), fmtMs(r.flash.max), r.gflops())
 		if r.shape.decode() {
 			fmt.Fprintf(tw, "-\t%.1f\t%s\t", r.gbps(), pct(r.gbps(), r.bw))
@@ -408,6 +408,7 @@ type (
 		Window       *int       `json:"window"`  // keys, the query's own included; null: none
 		SoftCap      *float64   `json:"softcap"` // null: none
 		KV           string     `json:"kv"`
+		Precision    string     `json:"precision"` // f32 or bf16: the arithmetic of the products
 		Threads      int        `json:"threads"`
 		Kernel       string     `json:"kernel"`
 		Time         jsonTiming `json:"time_ms"`
@@ -474,7 +475,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 		jr := jsonResult{
 			Shape: s.name, Description: s.what, Mode: s.mode(), Scaled: s.scaled,
 			Batch: s.batch, Heads: s.heads, KVHeads: s.kvHeads, Dim: s.dim, Nq: s.nq, Nkv: s.nkv, Causal: s.causal,
-			KV: r.kv.String(), Threads: r.threads, Kernel: r.kernel, Time: jsonTime(r.flash),
+			KV: r.kv.String(), Precision: precName(r.prec), Threads: r.threads, Kernel: r.kernel, Time: jsonTime(r.flash),
 			FLOPs: s.flops(), GFLOPs: r.gflops(), KVBytes: s.kvBytes(r.kv), KVCaches: r.caches,
 		}
 		if s.window > 0 {
@@ -507,7 +508,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 
 // csvHeader names the CSV columns; empty cells mean "does not apply".
 var csvHeader = []string{
-	"shape", "mode", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv", "threads", "kernel",
+	"shape", "mode", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv", "precision", "threads", "kernel",
 	"median_ms", "min_ms", "max_ms", "runs", "gflops", "pct_peak", "gbps", "pct_bandwidth", "kv_caches",
 	"naive_median_ms", "naive_runs", "speedup", "max_abs", "max_rel", "rms", "tolerance", "pass",
 }
@@ -537,7 +538,7 @@ func writeCSV(rep *report, w io.Writer) error {
 	for _, r := range rep.results {
 		s := r.shape
 		row := []string{s.name, s.mode(), strconv.Itoa(s.batch), strconv.Itoa(s.heads), strconv.Itoa(s.kvHeads), strconv.Itoa(s.dim),
-			strconv.Itoa(s.nq), strconv.Itoa(s.nkv), strconv.FormatBool(s.causal), optInt(s.window), optFloat(float64(s.softCap)), r.kv.String(), strconv.Itoa(r.threads), r.kernel,
+			strconv.Itoa(s.nq), strconv.Itoa(s.nkv), strconv.FormatBool(s.causal), optInt(s.window), optFloat(float64(s.softCap)), r.kv.String(), precName(r.prec), strconv.Itoa(r.threads), r.kernel,
 			f(ms(r.flash.median)), f(ms(r.flash.min)), f(ms(r.flash.max)), strconv.Itoa(r.flash.n), f(r.gflops())}
 		if s.decode() {
 			bw := ""

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // quick shrinks the start-up measurements so that a test run takes a
@@ -52,7 +54,7 @@ func TestRunTable(t *testing.T) {
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); isRow(f) {
 			rows++
-			assert.Len(t, f, 15, "row %q", l) // the time column holds two fields: "1.23 (1.20-1.30)"
+			assert.Len(t, f, 16, "row %q", l) // the time column holds two fields: "1.23 (1.20-1.30)"
 			assert.NotContains(t, l, "!", "row outside tolerance: %q", l)
 		}
 	}
@@ -98,7 +100,7 @@ func TestRunJSONSchema(t *testing.T) {
 	results := doc["results"].([]any)
 	require.Len(t, results, 8)
 	keys := []string{"shape", "description", "mode", "scaled", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv",
-		"threads", "kernel", "time_ms", "flops", "gflops", "pct_peak", "kv_bytes", "gbps", "pct_bandwidth", "kv_caches", "naive", "check"}
+		"precision", "threads", "kernel", "time_ms", "flops", "gflops", "pct_peak", "kv_bytes", "gbps", "pct_bandwidth", "kv_caches", "naive", "check"}
 	for _, r := range results {
 		r := r.(map[string]any)
 		for _, k := range keys {
@@ -268,24 +270,50 @@ func TestCheckShortPasses(t *testing.T) {
 	out := stdout.String()
 	assert.Contains(t, out, "check passed: ")
 	assert.NotContains(t, out, "FAIL")
-	for _, impl := range strings.Split(strings.TrimSpace(strings.SplitN(strings.SplitN(out, "(", 2)[1], ")", 2)[0]), ", ") {
-		assert.Contains(t, out, impl+": 54 cases, 0 failed")
+	for _, impl := range strings.Split(strings.TrimSpace(strings.SplitN(strings.SplitN(out, "kernels (", 2)[1], ")", 2)[0]), ", ") {
+		assert.Contains(t, out, impl+": 108 cases, 0 failed") // 18 shapes × 3 K/V types × 2 precisions
 	}
 }
 
 func TestCheckFailsOnBrokenKernel(t *testing.T) {
 	perturb(t, attention.F16)
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"check", "-short", "-kernel", "generic"}, &stdout, &stderr)
+	code := run([]string{"check", "-short", "-kernel", "generic", "-precision", "f32"}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	out := stdout.String()
 	assert.Contains(t, out, "check FAILED: 18 of 54 cases outside the tolerance")
 	// Each failure names the case (implementation, K/V type, shape) and says by how much it failed.
-	assert.Contains(t, out, "FAIL generic f16 B1 Hq8 Hkv2 d8 Nq1 Nkv77 full: max abs 1.00e-03, tolerance")
+	assert.Contains(t, out, "FAIL generic f16 f32 B1 Hq8 Hkv2 d8 Nq1 Nkv77 full: max abs 1.00e-03, tolerance")
 	assert.Contains(t, out, "× the tolerance)")
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "FAIL") {
 			assert.Contains(t, l, " f16 ")
+		}
+	}
+}
+
+// TestCheckFailsOnBrokenBF16 breaks only the bf16 precision, by more than
+// its looser tolerance, and watches check catch exactly those cases.
+func TestCheckFailsOnBrokenBF16(t *testing.T) {
+	real := forward
+	t.Cleanup(func() { forward = real })
+	forward = func(eng *attention.Engine, c *call) error {
+		if err := real(eng, c); err != nil {
+			return err
+		}
+		if c.opts.Precision == attention.PrecisionBFloat16 {
+			c.out[len(c.out)-1] += 0.1
+		}
+		return nil
+	}
+	var stdout bytes.Buffer
+	var stderr bytes.Buffer
+	assert.Equal(t, 1, run([]string{"check", "-short", "-kernel", "generic"}, &stdout, &stderr))
+	out := stdout.String()
+	assert.Contains(t, out, "check FAILED: 54 of 108 cases outside the tolerance")
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "FAIL") {
+			assert.Contains(t, l, " bf16 B1 ")
 		}
 	}
 }
@@ -343,4 +371,29 @@ func TestRunPaged(t *testing.T) {
 	assert.NotContains(t, out, "!")
 	assert.Positive(t, paged)
 	assert.Zero(t, plain)
+}
+
+// TestRunPrecisions runs both precisions: each case gets a row per
+// precision, within its own tolerance, and a bf16 row names the
+// implementation of its products.
+func TestRunPrecisions(t *testing.T) {
+	quick(t)
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, 0, run(append(tiny, "-precision", "f32,bf16"), &stdout, &stderr), "stderr: %s", stderr.String())
+	out := stdout.String()
+	assert.Contains(t, out, "bf16 products "+kernel.BF16Implementation())
+	rows := map[string]int{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); isRow(f) {
+			rows[f[4]]++
+			assert.NotContains(t, l, "!", "row outside tolerance: %q", l)
+			if f[4] == "bf16" {
+				assert.Equal(t, kernel.BF16Implementation(), f[6], "row %q", l)
+			}
+		}
+	}
+	assert.Equal(t, map[string]int{"f32": 8, "bf16": 8}, rows)
+	for _, bad := range []string{"f64", "bf16,bf16", ""} {
+		assert.Equal(t, 2, run([]string{"-precision", bad}, io.Discard, io.Discard), "-precision %q", bad)
+	}
 }
