@@ -411,8 +411,14 @@ type SessionOptions struct {
 	// (int8 with a float32 scale per attention.Q8Block values, which needs
 	// a head dimension that is a multiple of attention.Q8Block) cuts it to
 	// about 28%, at the price of that rounding in the logits. Projections,
-	// queries and the attention arithmetic stay float32.
+	// queries and the attention arithmetic stay float32 (but see
+	// Precision).
 	KVType attention.DType
+	// Precision is the arithmetic of attention's products Q·Kᵀ and P·V:
+	// attention.PrecisionFloat32 (the zero value) or
+	// attention.PrecisionBFloat16 (bfloat16 operands, float32
+	// accumulation; see attention.Precision). The projections stay float32.
+	Precision attention.Precision
 }
 
 // Session is one sequence being decoded: a KV cache, whose length is the
@@ -432,6 +438,7 @@ type Session struct {
 	m        *Model
 	eng      *attention.Engine
 	threads  int // 0: GOMAXPROCS at each call
+	prec     attention.Precision
 	capacity int
 	batch    int
 
@@ -468,6 +475,8 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("model: SessionOptions.Batch is %d; want >= 1, or 0 for %d", opts.Batch, DefaultBatch)
 	case kvType != attention.F32 && kvType != attention.F16 && kvType != attention.BF16 && kvType != attention.Q8:
 		return nil, fmt.Errorf("model: SessionOptions.KVType is %v; want attention.F32, F16, BF16 or Q8, or 0 for F32", kvType)
+	case opts.Precision != attention.PrecisionFloat32 && opts.Precision != attention.PrecisionBFloat16:
+		return nil, fmt.Errorf("model: SessionOptions.Precision is %v; want attention.PrecisionFloat32 or PrecisionBFloat16", opts.Precision)
 	case kvType == attention.Q8 && c.HeadDim%attention.Q8Block != 0:
 		return nil, fmt.Errorf("model: SessionOptions.KVType is q8, which needs a head dimension that is a multiple of %d; the model's head dimension is %d (use f32, f16 or bf16)",
 			attention.Q8Block, c.HeadDim)
@@ -491,7 +500,7 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 		}
 		return nil, fmt.Errorf("model: %v", err)
 	}
-	s := &Session{m: m, eng: eng, threads: opts.Threads, capacity: capacity, batch: batch}
+	s := &Session{m: m, eng: eng, threads: opts.Threads, prec: opts.Precision, capacity: capacity, batch: batch}
 	s.caches = make([]*attention.KVCache, c.BlockCount)
 	for l := range s.caches {
 		if s.caches[l], err = attention.NewKVCache(kvType, c.HeadCountKV, capacity, c.HeadDim); err != nil {
@@ -746,7 +755,7 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 		if err := cache.Append(kNew, vNew); err != nil {
 			return fmt.Errorf("model: block %d KV cache: %w", l, err)
 		}
-		if err := s.eng.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true}); err != nil {
+		if err := s.eng.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true, Precision: s.prec}); err != nil {
 			return fmt.Errorf("model: block %d attention: %w", l, err)
 		}
 		if err := s.matmul(h, dim, att, qDim, &b.wo, n); err != nil {

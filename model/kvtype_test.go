@@ -304,3 +304,50 @@ func TestSessionSizeKVType(t *testing.T) {
 	assert.Error(t, sessionSize(c, 5_000_000_000, 1, attention.F16))
 	assert.NoError(t, sessionSize(c, 5_000_000_000, 1, attention.Q8))
 }
+
+// TestStoriesBF16Precision runs stories260K with attention in bfloat16
+// compute precision. It reports, not asserts, how many of the 80 greedy
+// ids from BOS equal the float32 run's (the measure of the mode on
+// a real model); it asserts that the mode is in effect (the logits over a
+// 60-token text differ from float32's) and that they stay within what
+// rounding Q, K, V and P to bfloat16 explains.
+func TestStoriesBF16Precision(t *testing.T) {
+	f := openStories(t)
+	m, err := Load(f)
+	require.NoError(t, err)
+	greedy := func(p attention.Precision) []int {
+		s := newSession(t, m, SessionOptions{Precision: p})
+		st, err := s.Generate(context.Background(), "", 80, Sampler{}, nil)
+		require.NoError(t, err)
+		return st.Tokens
+	}
+	want, got := greedy(attention.PrecisionFloat32), greedy(attention.PrecisionBFloat16)
+	require.Len(t, want, 80)
+	same := 0
+	for i := range min(len(got), len(want)) {
+		if got[i] == want[i] {
+			same++
+		}
+	}
+	first := len(want)
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			first = i
+			break
+		}
+	}
+	t.Logf("bf16 precision: %d of %d greedy ids from BOS equal the float32 run's (first difference at %d)", same, len(want), first)
+
+	ids := m.Tokenizer.Encode(storiesKnownAnswer, true)
+	f32, err := newSession(t, m, SessionOptions{}).ForwardAll(ids)
+	require.NoError(t, err)
+	bf, err := newSession(t, m, SessionOptions{Precision: attention.PrecisionBFloat16}).ForwardAll(ids)
+	require.NoError(t, err)
+	d := worstDiff(t, bf, f32)
+	t.Logf("bf16 precision: max |Δlogit| %.3g against float32 over %d tokens", d, len(ids))
+	assert.Positive(t, d, "the precision does round")
+	assert.LessOrEqual(t, d, 0.5)
+
+	_, err = m.NewSession(SessionOptions{Precision: 7})
+	assert.ErrorContains(t, err, "SessionOptions.Precision is Precision(7)")
+}

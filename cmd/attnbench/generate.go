@@ -51,6 +51,7 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 	fs.Uint64Var(&c.sampler.Seed, "seed", 0, "seed of the sampler's random draws")
 	fs.IntVar(&c.session.Threads, "threads", 0, "goroutines for attention and projections (0: GOMAXPROCS)")
 	fs.IntVar(&c.session.MaxContext, "ctx", 0, "KV cache positions (0: the model's context length)")
+	prec := fs.String("precision", "f32", "compute precision of attention's products: f32 or bf16")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -72,6 +73,14 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 	case c.session.MaxContext < 0:
 		return c, fmt.Errorf("-ctx is %d; want >= 0", c.session.MaxContext)
 	}
+	ps, err := parsePrecisions(*prec)
+	if err != nil {
+		return c, err
+	}
+	if len(ps) != 1 {
+		return c, fmt.Errorf("-precision is %q; want one of f32 and bf16", *prec)
+	}
+	c.session.Precision = ps[0]
 	if err := c.sampler.Validate(); err != nil {
 		return c, err
 	}
