@@ -13,6 +13,9 @@ var (
 
 func available() []impl {
 	var a []impl
+	if hasAVX512 && cpu.X86.HasAVX512BF16 {
+		a = append(a, implAVX512BF16)
+	}
 	if hasAVX512 {
 		a = append(a, implAVX512)
 	}

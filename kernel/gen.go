@@ -9,3 +9,4 @@ package kernel
 //go:generate sh -c "cd _asm && go run ./vec -out ../vec_amd64.s -stubs ../vec_amd64.go -pkg kernel"
 //go:generate sh -c "cd _asm && go run ./decode -out ../decode_amd64.s -stubs ../decode_amd64.go -pkg kernel"
 //go:generate sh -c "cd _asm && go run ./amx -out ../amx_amd64.s -stubs ../amx_stubs_amd64.go -pkg kernel"
+//go:generate sh -c "cd _asm && go run ./bf16 -out ../bf16_avx512_amd64.s -stubs ../bf16_avx512_stubs_amd64.go -pkg kernel"

@@ -1,0 +1,80 @@
+package kernel
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// BenchmarkQKTBF16 and BenchmarkPVBF16 run the engine's tile (64 query
+// rows, 64 keys, d = 128) through QKTBF16 and PVBF16 with each bf16
+// implementation the machine has (generic, avx512bf16, amx), and report
+// GFLOP/s (2·rows·cols·d flops a call), to set next to BenchmarkQKT and
+// BenchmarkPV's float32 figures.
+
+// forEachBF16Impl runs f under each implementation whose bfloat16
+// products differ, named after them.
+func forEachBF16Impl(b *testing.B, f func(b *testing.B)) {
+	var seen []string
+	for _, name := range Implementations() {
+		restore, err := SetImplementation(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bf := BF16Implementation()
+		if !slices.Contains(seen, bf) {
+			seen = append(seen, bf)
+			b.Run(bf, f)
+		}
+		restore()
+	}
+}
+
+func randomBF16(n int, scale float64) []fp16.BFloat16 {
+	rng := rand.New(rand.NewPCG(9, uint64(n)))
+	x := make([]fp16.BFloat16, n)
+	for i := range x {
+		x[i] = RoundBF16(float32(scale * rng.NormFloat64()))
+	}
+	return x
+}
+
+func reportGFLOPs(b *testing.B, flops int) {
+	b.ReportMetric(float64(b.N)*float64(flops)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+func BenchmarkQKTBF16(b *testing.B) {
+	const rows, cols, d = 64, 64, 128
+	forEachBF16Impl(b, func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d", d), func(b *testing.B) {
+			s := make([]float32, rows*cols)
+			q, kp := randomBF16(rows*d, 1), randomBF16(d*cols, 1)
+			for b.Loop() {
+				if err := QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportGFLOPs(b, 2*rows*cols*d)
+		})
+	})
+}
+
+func BenchmarkPVBF16(b *testing.B) {
+	const rows, cols, d = 64, 64, 128
+	forEachBF16Impl(b, func(b *testing.B) {
+		b.Run(fmt.Sprintf("d=%d", d), func(b *testing.B) {
+			o := make([]float32, rows*d)
+			p := randomBF16(rows*cols, 1e-3) // small, so that o grows slowly over the iterations
+			vp := randomBF16(cols*d, 1)
+			for b.Loop() {
+				if err := PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportGFLOPs(b, 2*rows*cols*d)
+		})
+	})
+}
