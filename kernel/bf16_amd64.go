@@ -10,6 +10,9 @@ import "github.com/flashgo/flashgo/fp16"
 
 func qktBF16(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
 	switch activeBF16 {
+	case implAMX:
+		qktBF16AMX(s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
+		return
 	case implAVX512BF16:
 		qktBF16AVX512(&s[0], ldS, (*uint16)(&q[0]), ldQ, (*uint16)(&kp[0]), ldK, rows, cols, d, scale)
 		return
@@ -19,6 +22,9 @@ func qktBF16(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat1
 
 func pvBF16(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
 	switch activeBF16 {
+	case implAMX:
+		pvBF16AMX(o, ldO, p, ldP, vp, ldV, rows, cols, d)
+		return
 	case implAVX512BF16:
 		pvBF16AVX512(&o[0], ldO, (*uint16)(&p[0]), ldP, (*uint16)(&vp[0]), ldV, rows, cols, d)
 		return

@@ -13,6 +13,9 @@ var (
 
 func available() []impl {
 	var a []impl
+	if amxErr == nil { // AMX, AVX-512 with BF16, and the OS's permission
+		a = append(a, implAMX)
+	}
 	if hasAVX512 && cpu.X86.HasAVX512BF16 {
 		a = append(a, implAVX512BF16)
 	}

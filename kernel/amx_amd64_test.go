@@ -1,0 +1,385 @@
+//go:build amd64 && !purego && linux
+
+package kernel
+
+// Tests of the AMX kernel that the implementation-generic tests of
+// bf16_test.go do not make: every partial-tile shape, blocks against
+// inaccessible pages, the tile configuration as the CPU reads it, no tile
+// state left after a call, and many goroutines at once. They skip, naming
+// what is missing, where AMX cannot run (every CI machine so far).
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+func skipWithoutAMX(tb testing.TB) {
+	tb.Helper()
+	if amxErr != nil {
+		tb.Skipf("AMX kernels not testable: %v", amxErr)
+	}
+}
+
+// TestAMXDetection checks what the detection says against CPUID: without
+// AMX the error must say so, and with it only XCR0 or the OS can refuse.
+func TestAMXDetection(t *testing.T) {
+	t.Logf("AMX: %v", amxErr)
+	if amxErr == nil {
+		require.Contains(t, Implementations(), AMX)
+		require.Equal(t, AMX, Implementations()[0])
+		return
+	}
+	require.NotContains(t, Implementations(), AMX)
+}
+
+// bf16Rand fills the elements of a block (rows × width, rows ld apart) of
+// a NaN-filled buffer with random bfloat16s.
+func bf16Rand(rng *rand.Rand, x []fp16.BFloat16, ld, rows, width int) {
+	for i := range rows {
+		for j := range width {
+			x[i*ld+j] = randBF16(rng)
+		}
+	}
+}
+
+// amxCase is one product on operands framed by NaN guards.
+type amxCase struct {
+	rows, cols, d int // QKT: scores rows × cols, reduction d; PV: output rows × d, reduction cols
+	gap           int // extra elements in every leading dimension
+}
+
+// checkAMXBlock fails unless the block of c (rows × width, rows ld apart, in
+// the middle of buf) is near want (float64 sums, with the magnitudes of
+// their terms in mag) and every element of buf outside it is still NaN.
+// It returns how many elements equal the generic twin's, gen, bit for bit.
+func checkAMXBlock(t *testing.T, what string, buf, c []float32, ld, rows, width int, want, mag []float64, gen []float32, n int) (same int) {
+	t.Helper()
+	off := int(uintptr(unsafe.Pointer(&c[0]))-uintptr(unsafe.Pointer(&buf[0]))) / 4
+	for e, x := range buf {
+		i, j := (e-off)/ld, (e-off)%ld
+		if e < off || i >= rows || j >= width {
+			if !math.IsNaN(float64(x)) {
+				t.Fatalf("%s: element %d outside the block written (%v)", what, e-off, x)
+			}
+			continue
+		}
+		k := i*width + j
+		if !near(x, want[k], mag[k], n) {
+			t.Fatalf("%s: [%d,%d] = %v, want %v (generic %v)", what, i, j, x, want[k], gen[k])
+		}
+		if math.Float32bits(x) == math.Float32bits(gen[k]) {
+			same++
+		}
+	}
+	return same
+}
+
+func testAMXQKT(t *testing.T, rng *rand.Rand, c amxCase) (same, total int) {
+	rows, cols, d := c.rows, c.cols, c.d
+	ldS, ldQ, ldK := cols+c.gap, d+c.gap, 2*cols+c.gap
+	sBuf, s := guarded((rows-1)*ldS + cols)
+	_, q := guardedBF16((rows-1)*ldQ + d)
+	_, kp := guardedBF16((d/2-1)*ldK + 2*cols)
+	bf16Rand(rng, q, ldQ, rows, d)
+	bf16Rand(rng, kp, ldK, d/2, 2*cols)
+	const scale = 0.37
+	want, mag := make([]float64, rows*cols), make([]float64, rows*cols)
+	for i := range rows {
+		for j := range cols {
+			for k := range d {
+				p := float64(q[i*ldQ+k].Float32()) * float64(kp[(k/2)*ldK+2*j+k%2].Float32())
+				want[i*cols+j] += scale * p
+				mag[i*cols+j] += scale * math.Abs(p)
+			}
+		}
+	}
+	gen := make([]float32, rows*cols)
+	qktBF16Generic(gen, cols, q, ldQ, kp, ldK, rows, cols, d, scale)
+	qktBF16AMX(s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
+	what := fmt.Sprintf("QKT rows %d cols %d d %d gap %d", rows, cols, d, c.gap)
+	return checkAMXBlock(t, what, sBuf, s, ldS, rows, cols, want, mag, gen, d), rows * cols
+}
+
+func testAMXPV(t *testing.T, rng *rand.Rand, c amxCase) (same, total int) {
+	rows, cols, d := c.rows, c.cols, c.d
+	ldO, ldP, ldV := d+c.gap, cols+c.gap, 2*d+c.gap
+	oBuf, o := guarded((rows-1)*ldO + d)
+	_, p := guardedBF16((rows-1)*ldP + cols)
+	_, vp := guardedBF16((cols/2-1)*ldV + 2*d)
+	bf16Rand(rng, p, ldP, rows, cols)
+	bf16Rand(rng, vp, ldV, cols/2, 2*d)
+	want, mag := make([]float64, rows*d), make([]float64, rows*d)
+	gen := make([]float32, rows*d)
+	for i := range rows {
+		for c := range d {
+			x := float32(rng.NormFloat64())
+			o[i*ldO+c], gen[i*d+c] = x, x
+			want[i*d+c], mag[i*d+c] = float64(x), math.Abs(float64(x))
+			for j := range cols {
+				y := float64(p[i*ldP+j].Float32()) * float64(vp[(j/2)*ldV+2*c+j%2].Float32())
+				want[i*d+c] += y
+				mag[i*d+c] += math.Abs(y)
+			}
+		}
+	}
+	pvBF16Generic(gen, d, p, ldP, vp, ldV, rows, cols, d)
+	pvBF16AMX(o, ldO, p, ldP, vp, ldV, rows, cols, d)
+	what := fmt.Sprintf("PV rows %d cols %d d %d gap %d", rows, cols, d, c.gap)
+	return checkAMXBlock(t, what, oBuf, o, ldO, rows, d, want, mag, gen, cols+1), rows * d
+}
+
+// TestAMXEdgeShapes runs every tile shape the kernel can meet: rows 1–40
+// (0–2 whole row tiles and every partial one) by 1–70 columns (0–4 whole
+// column tiles and every partial one), each with a reduction length that
+// walks the even numbers 2–130 (0–4 whole k steps and every partial one)
+// and with 64, against float64 sums and the generic twin.
+func TestAMXEdgeShapes(t *testing.T) {
+	skipWithoutAMX(t)
+	rng := rand.New(rand.NewPCG(11, 11))
+	var qSame, qTotal, pSame, pTotal int
+	for rows := 1; rows <= 40; rows++ {
+		for cols := 1; cols <= 70; cols++ {
+			walk := 2 + 2*((rows*7+cols*3)%65)
+			for _, k := range []int{walk, 64} {
+				gap := (rows + cols) % 2 * 3
+				s, n := testAMXQKT(t, rng, amxCase{rows: rows, cols: cols, d: k, gap: gap})
+				qSame, qTotal = qSame+s, qTotal+n
+				// PV: cols is the output's d, k (even) the keys.
+				s, n = testAMXPV(t, rng, amxCase{rows: rows, cols: k, d: cols, gap: gap})
+				pSame, pTotal = pSame+s, pTotal+n
+			}
+		}
+	}
+	t.Logf("bitwise equal to the generic twin: QKT %d of %d, PV %d of %d", qSame, qTotal, pSame, pTotal)
+}
+
+// bf16Block returns n bfloat16s (set to 1/2) that start right after the
+// arena's leading guard page or, with atEnd, end right before the trailing
+// one.
+func (a *guardedArena) bf16Block(n int, atEnd bool) []fp16.BFloat16 {
+	off := 0
+	if atEnd {
+		off = len(a.data) - 2*n
+	}
+	x := unsafe.Slice((*fp16.BFloat16)(unsafe.Pointer(&a.data[off])), n)
+	for i := range x {
+		x[i] = 0x3f00
+	}
+	return x
+}
+
+// TestAMXGuardPages runs the kernel on blocks whose first or last element
+// touches an inaccessible page, with tight and loose leading dimensions: a
+// tile row read or written one element too far faults.
+func TestAMXGuardPages(t *testing.T) {
+	skipWithoutAMX(t)
+	var arenas [6]*guardedArena
+	for i := range arenas {
+		arenas[i] = newGuardedArena(t, 1<<18)
+	}
+	for _, atEnd := range []bool{false, true} {
+		for _, gap := range []int{0, 3} {
+			for _, rows := range []int{1, 2, 15, 16, 17, 31, 32, 33} {
+				for _, cols := range []int{1, 2, 15, 16, 17, 31, 32, 33, 47, 64, 65} {
+					for _, d := range []int{2, 4, 30, 32, 34, 64, 66, 128, 130} {
+						ldS, ldQ, ldK := cols+gap, d+gap, 2*cols+gap
+						s := arenas[0].block((rows-1)*ldS+cols, atEnd)
+						q := arenas[1].bf16Block((rows-1)*ldQ+d, atEnd)
+						kp := arenas[2].bf16Block((d/2-1)*ldK+2*cols, atEnd)
+						qktBF16AMX(s, ldS, q, ldQ, kp, ldK, rows, cols, d, 1)
+						require.Equal(t, float32(d)/4, s[(rows-1)*ldS+cols-1])
+						// PV: d output columns (here cols), reduction d keys.
+						ldO, ldP, ldV := cols+gap, d+gap, 2*cols+gap
+						o := arenas[3].block((rows-1)*ldO+cols, atEnd)
+						p := arenas[4].bf16Block((rows-1)*ldP+d, atEnd)
+						vp := arenas[5].bf16Block((d/2-1)*ldV+2*cols, atEnd)
+						pvBF16AMX(o, ldO, p, ldP, vp, ldV, rows, d, cols)
+						require.Equal(t, 0.5+float32(d)/4, o[(rows-1)*ldO+cols-1])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAMXConfig loads configurations built by amxConfig and reads back
+// what the CPU holds (STTILECFG): the layout is the CPU's, and nothing is
+// left configured once the tiles are released.
+func TestAMXConfig(t *testing.T) {
+	skipWithoutAMX(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var zero, out [64]byte
+	for _, sh := range [][3]int{{16, 16, 16}, {1, 1, 1}, {5, 16, 3}, {16, 7, 16}} {
+		cfg := amxConfig(sh[0], sh[1], sh[2])
+		amxConfigRoundTrip(&cfg, &out)
+		require.Equal(t, cfg, out, "configuration %v as the CPU holds it", sh)
+		amxStoreConfig(&out)
+		require.Equal(t, zero, out, "configuration after TILERELEASE")
+	}
+}
+
+// TestAMXReleasesTiles checks that a kernel call leaves the thread's tiles
+// unconfigured (their initial state: STTILECFG stores zeros), so no tile
+// state outlives a call or costs the OS a larger context switch.
+func TestAMXReleasesTiles(t *testing.T) {
+	skipWithoutAMX(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rng := rand.New(rand.NewPCG(12, 12))
+	var zero, out [64]byte
+	for _, c := range []amxCase{{rows: 33, cols: 64, d: 64}, {rows: 7, cols: 34, d: 6}} {
+		testAMXQKT(t, rng, c)
+		amxStoreConfig(&out)
+		require.Equal(t, zero, out, "after QKT %+v", c)
+		testAMXPV(t, rng, c)
+		amxStoreConfig(&out)
+		require.Equal(t, zero, out, "after PV %+v", c)
+	}
+}
+
+// TestAMXConcurrent runs products from many goroutines at once (more than
+// there are threads, so goroutines migrate and share threads between
+// calls): each result must equal, bit for bit, the same product computed
+// alone.
+func TestAMXConcurrent(t *testing.T) {
+	skipWithoutAMX(t)
+	type job struct {
+		rows, cols, d int
+		q, kp, p, vp  []fp16.BFloat16
+		o0            []float32
+		s, o          []float32 // computed alone
+	}
+	rng := rand.New(rand.NewPCG(13, 13))
+	jobs := make([]*job, 64)
+	for i := range jobs {
+		j := &job{rows: 1 + rng.IntN(80), cols: 2 + 2*rng.IntN(40), d: 2 + 2*rng.IntN(70)}
+		mk := func(n int) []fp16.BFloat16 {
+			x := make([]fp16.BFloat16, n)
+			for k := range x {
+				x[k] = randBF16(rng)
+			}
+			return x
+		}
+		j.q, j.kp = mk(j.rows*j.d), mk(j.d*j.cols)
+		j.p, j.vp = mk(j.rows*j.cols), mk(j.cols*j.d)
+		j.o0 = make([]float32, j.rows*j.d)
+		fill(rng, j.o0)
+		j.s = make([]float32, j.rows*j.cols)
+		qktBF16AMX(j.s, j.cols, j.q, j.d, j.kp, 2*j.cols, j.rows, j.cols, j.d, 0.5)
+		j.o = append([]float32(nil), j.o0...)
+		pvBF16AMX(j.o, j.d, j.p, j.cols, j.vp, 2*j.d, j.rows, j.cols, j.d)
+		jobs[i] = j
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*runtime.GOMAXPROCS(0))
+	for g := range cap(errs) {
+		wg.Go(func() {
+			for it := range 40 {
+				j := jobs[(g*7+it)%len(jobs)]
+				s := make([]float32, len(j.s))
+				qktBF16AMX(s, j.cols, j.q, j.d, j.kp, 2*j.cols, j.rows, j.cols, j.d, 0.5)
+				o := append([]float32(nil), j.o0...)
+				runtime.Gosched()
+				pvBF16AMX(o, j.d, j.p, j.cols, j.vp, 2*j.d, j.rows, j.cols, j.d)
+				for k := range s {
+					if math.Float32bits(s[k]) != math.Float32bits(j.s[k]) {
+						errs <- fmt.Errorf("goroutine %d: QKT %d×%d×%d element %d = %v, alone %v", g, j.rows, j.cols, j.d, k, s[k], j.s[k])
+						return
+					}
+				}
+				for k := range o {
+					if math.Float32bits(o[k]) != math.Float32bits(j.o[k]) {
+						errs <- fmt.Errorf("goroutine %d: PV %d×%d×%d element %d = %v, alone %v", g, j.rows, j.cols, j.d, k, o[k], j.o[k])
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// BenchmarkAMX times QKTBF16 and PVBF16 on the engine's tile shapes (query
+// blocks of 64 and 256 rows, 64 keys, d = 64 and 128) under each bf16
+// implementation this machine has, and the float32 kernels of the same
+// shape under avx512 for comparison; one core, GFLOP/s at 2·rows·cols·d
+// flops a call.
+func BenchmarkAMX(b *testing.B) {
+	var bf16 []string
+	for _, name := range Implementations() {
+		if name == AMX || name == AVX512BF16 {
+			bf16 = append(bf16, name)
+		}
+	}
+	rng := rand.New(rand.NewPCG(14, 14))
+	mk := func(n int) []fp16.BFloat16 {
+		x := make([]fp16.BFloat16, n)
+		for k := range x {
+			x[k] = randBF16(rng)
+		}
+		return x
+	}
+	const cols = 64
+	for _, rows := range []int{64, 256} {
+		for _, d := range []int{64, 128} {
+			flops := float64(2 * rows * cols * d)
+			report := func(b *testing.B) {
+				b.ReportMetric(float64(b.N)*flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			}
+			q, kp := mk(rows*d), mk(d*cols)
+			p, vp := mk(rows*cols), mk(cols*d)
+			s, o := make([]float32, rows*cols), make([]float32, rows*d)
+			shape := fmt.Sprintf("rows=%d/d=%d", rows, d)
+			for _, name := range bf16 {
+				restore, err := SetImplementation(name)
+				require.NoError(b, err)
+				b.Run("QKT/"+shape+"/"+name, func(b *testing.B) {
+					for b.Loop() {
+						_ = QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125)
+					}
+					report(b)
+				})
+				b.Run("PV/"+shape+"/"+name, func(b *testing.B) {
+					clear(o)
+					for b.Loop() {
+						_ = PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d)
+					}
+					report(b)
+				})
+				restore()
+			}
+			if !hasAVX512 {
+				continue
+			}
+			qf, kt := gemmRandom(rows*d, 1), gemmRandom(d*cols, 1)
+			pf, v := gemmRandom(rows*cols, 1e-3), gemmRandom(cols*d, 1)
+			b.Run("QKT/"+shape+"/f32-avx512", func(b *testing.B) {
+				for b.Loop() {
+					qktAVX512(&s[0], cols, &qf[0], d, &kt[0], cols, rows, cols, d, 0.125)
+				}
+				report(b)
+			})
+			b.Run("PV/"+shape+"/f32-avx512", func(b *testing.B) {
+				clear(o)
+				for b.Loop() {
+					pvAVX512(&o[0], d, &pf[0], cols, &v[0], d, rows, cols, d)
+				}
+				report(b)
+			})
+		}
+	}
+}
