@@ -9,8 +9,10 @@ import (
 
 // The bfloat16 kernels: the products of attention's bf16 compute precision.
 // Their operands are bfloat16 and their accumulators float32, which is what
-// AMX (TDPBF16PS) and AVX512-BF16 (VDPBF16PS) compute at two to sixteen
-// times the float32 FMA rate.
+// AMX (TDPBF16PS) and AVX512-BF16 (VDPBF16PS) compute: AMX at several
+// times the float32 FMA rate of a core (3–6× measured on the engine's
+// tiles on a Sapphire Rapids Xeon), VDPBF16PS at twice the FMA rate on
+// AMD Zen 4 and at half of it on that Xeon (BenchmarkVDPBF16PSPeak).
 //
 // Both instructions multiply pairs: the right-hand operand holds, for each
 // output column n, the two bfloat16 elements k = 2t and 2t+1 of the
