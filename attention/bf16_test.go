@@ -3,7 +3,10 @@ package attention_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // The bf16 compute precision must pass the same tests as float32, under
@@ -14,8 +17,23 @@ import (
 // error of the oracle of the rounded Q and K. Each test runs on every
 // kernel implementation this machine has.
 
+//
+// With -short (CI's emulated arm64 run) they run on the best implementation
+// only: the others run the same bf16 products as portable Go.
 func inBF16(f func(t *testing.T)) func(t *testing.T) {
-	return func(t *testing.T) { forEachImpl(t, inPrecision(attention.PrecisionBFloat16, f)) }
+	return func(t *testing.T) {
+		if testing.Short() {
+			best := kernel.Implementations()[0]
+			t.Run(best, func(t *testing.T) {
+				restore, err := kernel.SetImplementation(best)
+				require.NoError(t, err)
+				defer restore()
+				inPrecision(attention.PrecisionBFloat16, f)(t)
+			})
+			return
+		}
+		forEachImpl(t, inPrecision(attention.PrecisionBFloat16, f))
+	}
 }
 
 func TestBF16Grid(t *testing.T)                   { inBF16(testGrid)(t) }
