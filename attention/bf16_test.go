@@ -17,7 +17,6 @@ import (
 // error of the oracle of the rounded Q and K. Each test runs on every
 // kernel implementation this machine has.
 
-//
 // With -short (CI's emulated arm64 run) they run on the best implementation
 // only: the others run the same bf16 products as portable Go.
 func inBF16(f func(t *testing.T)) func(t *testing.T) {
