@@ -57,9 +57,11 @@ func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
 		if d%2 == 1 {
 			qb[d] = 0 // the zero partner of the last component
 		}
-		// The row kernels read the rounded queries as float32.
-		for k, x := range qb[:d] {
-			ws.q[r*ld+k] = x.Float32()
+		if readsInPlace(c, bl.src.k) {
+			// The row kernels read the rounded queries as float32.
+			for k, x := range qb[:d] {
+				ws.q[r*ld+k] = x.Float32()
+			}
 		}
 	}
 }
