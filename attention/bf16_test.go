@@ -1,11 +1,13 @@
 package attention_test
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -51,3 +53,15 @@ func TestBF16NoAllocations(t *testing.T)          { inBF16(testFeaturesNoAllocat
 func TestBF16PagedMatchesContiguous(t *testing.T) { inBF16(testPagedMatchesContiguous)(t) }
 func TestBF16PagedOracle(t *testing.T)            { inBF16(testPagedOracle)(t) }
 func TestBF16SplitKVDecode(t *testing.T)          { inBF16(testSplitKVDecode)(t) }
+
+// TestBF16NegativeScale checks a negative Options.Scale, which flips the
+// order of the scores, in a tile that the causal mask crosses.
+func TestBF16NegativeScale(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+		t.Run(prec.String(), inPrecision(prec, func(t *testing.T) {
+			p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqKV: 70, Dim: 16, Causal: true, Scale: -0.3}
+			checkAgainstOracle(t, mustEngine(t, attention.Config{BlockKV: 16}), newProblem(rng, p, attention.BF16, bhsd))
+		}))
+	}
+}

@@ -89,9 +89,11 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 		j += r.n
 	}
 	// Without per-element terms the softmax applies the scale, in the same
-	// pass as its maximum (one multiplication, the same bits).
+	// pass as its maximum (one multiplication, the same bits). A negative
+	// scale is applied here: the softmax's would turn the −Inf of hidden
+	// keys into +Inf.
 	scale := float32(1)
-	if bl.scaled = c.terms; bl.scaled {
+	if bl.scaled = c.terms || c.scale < 0; bl.scaled {
 		scale = c.scale
 	}
 	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, ws.kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
