@@ -77,13 +77,55 @@ func RoundRowsBF16(dst []fp16.BFloat16, ldDst int, src []float32, ldSrc int, row
 	if err := checkBlock("RoundRowsBF16", "dst", len(dst), ldDst, rows, d); err != nil {
 		return err
 	}
+	if d == 0 {
+		return nil
+	}
 	for i := range rows {
-		s, o := src[i*ldSrc:][:d], dst[i*ldDst:][:d]
-		for k, x := range s {
-			o[k] = RoundBF16(x)
-		}
+		roundRowBF16(dst[i*ldDst:][:d], src[i*ldSrc:][:d])
 	}
 	return nil
+}
+
+func roundRowBF16Generic(dst []fp16.BFloat16, src []float32) {
+	src = src[:len(dst)]
+	for k, x := range src {
+		dst[k] = RoundBF16(x)
+	}
+}
+
+// softmaxBF16Vec is OnlineSoftmaxBF16 made of the vector kernels, for a
+// positive scale: the row maximum (maxOf; scale·max is the maximum of the
+// scaled scores, rounding being monotone), then per chunk of the row the
+// scaled scores (scale), their exponentials and sum (expSum) and the
+// rounding to bfloat16 (roundRowBF16). The probabilities are those of
+// softmaxBF16Generic bit for bit where the vector exponential is the
+// scalar one; the row sum adds them in another order.
+func softmaxBF16Vec(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, sc float32, m, z, alpha []float32) {
+	var buf [256]float32
+	for i := range rows {
+		row := s[i*ldS:][:cols]
+		prow := p[i*ldP:][:cols]
+		mNew := m[i]
+		if cols > 0 {
+			mNew = max(mNew, sc*maxOf(row))
+		}
+		if mNew == negInf {
+			clear(prow)
+			alpha[i] = 1
+			continue
+		}
+		alpha[i] = Exp(m[i] - mNew)
+		var sum float32
+		for j := 0; j < cols; j += len(buf) {
+			n := min(len(buf), cols-j)
+			b := buf[:n]
+			scale(b, row[j:j+n], sc)
+			sum += expSum(b, b, mNew)
+			roundRowBF16(prow[j:j+n], b)
+		}
+		z[i] = alpha[i]*z[i] + sum
+		m[i] = mNew
+	}
 }
 
 // PackKPairs writes n key rows of d elements, read in place as QKRows
@@ -118,7 +160,48 @@ func PackKPairs[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []flo
 	return nil
 }
 
+// canonBF16 is RoundBF16 of a bfloat16 value: itself, but a subnormal
+// becomes a zero of its sign and a NaN is quieted.
+func canonBF16(x fp16.BFloat16) fp16.BFloat16 {
+	switch e := x & 0x7f80; {
+	case e == 0:
+		return x & 0x8000
+	case e == 0x7f80 && x&0x7f != 0:
+		return x | 0x40
+	}
+	return x
+}
+
 func packKPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) {
+	switch x := any(src).(type) {
+	case []fp16.BFloat16:
+		// bfloat16 keys are their own rounding: a transpose of pairs.
+		for j := range n {
+			row := x[j*ldSrc:][:d]
+			for t := range d / 2 {
+				o := dst[t*ldDst+2*j:][:2]
+				o[0], o[1] = canonBF16(row[2*t]), canonBF16(row[2*t+1])
+			}
+			if d%2 == 1 {
+				o := dst[(d/2)*ldDst+2*j:][:2]
+				o[0], o[1] = canonBF16(row[d-1]), 0
+			}
+		}
+		return
+	case []float32:
+		for j := range n {
+			row := x[j*ldSrc:][:d]
+			for t := range d / 2 {
+				o := dst[t*ldDst+2*j:][:2]
+				o[0], o[1] = RoundBF16(row[2*t]), RoundBF16(row[2*t+1])
+			}
+			if d%2 == 1 {
+				o := dst[(d/2)*ldDst+2*j:][:2]
+				o[0], o[1] = RoundBF16(row[d-1]), 0
+			}
+		}
+		return
+	}
 	var buf [qktChunk]float32
 	for j := range n {
 		for c := 0; c < d; c += qktChunk {
@@ -170,6 +253,33 @@ func PackVPairs[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []flo
 }
 
 func packVPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) bool {
+	if x, ok := any(src).([]fp16.BFloat16); ok {
+		// bfloat16 values are their own rounding: an interleave of rows.
+		var or fp16.BFloat16 // the exponent bits of every value, or-ed in pairs
+		for j := 0; j+1 < n; j += 2 {
+			r0, r1 := x[j*ldSrc:][:d], x[(j+1)*ldSrc:][:d]
+			o := dst[(j/2)*ldDst:][:2*d]
+			for c := range d {
+				a, b := canonBF16(r0[c]), canonBF16(r1[c])
+				o[2*c], o[2*c+1] = a, b
+				if a&0x7f80 == 0x7f80 || b&0x7f80 == 0x7f80 {
+					or = 0x7f80
+				}
+			}
+		}
+		if n%2 == 1 {
+			r0 := x[(n-1)*ldSrc:][:d]
+			o := dst[(n/2)*ldDst:][:2*d]
+			for c := range d {
+				a := canonBF16(r0[c])
+				o[2*c], o[2*c+1] = a, 0
+				if a&0x7f80 == 0x7f80 {
+					or = 0x7f80
+				}
+			}
+		}
+		return or == 0
+	}
 	var buf [qktChunk]float32
 	var bad fp16.BFloat16 // exponent bits of every value written, and-ed
 	bad = 0x7f80

@@ -33,5 +33,20 @@ func pvBF16(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16
 }
 
 func softmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
-	softmaxBF16Generic(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
+	if active == implGeneric || !(scale > 0) {
+		softmaxBF16Generic(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
+		return
+	}
+	softmaxBF16Vec(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
+}
+
+// roundRowBF16 rounds len(dst) = len(src) >= 1 float32s to bfloat16
+// (RoundBF16): with VCVTNEPS2BF16 where the bf16 level has AVX512-BF16.
+func roundRowBF16(dst []fp16.BFloat16, src []float32) {
+	switch activeBF16 {
+	case implAMX, implAVX512BF16:
+		roundBF16AVX512(bits16(dst), &src[0], len(dst))
+		return
+	}
+	roundRowBF16Generic(dst, src)
 }

@@ -42368,3 +42368,49 @@ vdpbf16psPeakAVX512_loop:
 vdpbf16psPeakAVX512_done:
 	VZEROUPPER
 	RET
+
+// func roundBF16AVX512(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·roundBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $0x10
+	JL   roundBF16AVX512_tail
+
+roundBF16AVX512_loop:
+	VMOVUPS (SI), Z0
+
+	// VCVTNEPS2BF16 Y0, Z0
+	BYTE    $0x62
+	BYTE    $0xf2
+	BYTE    $0x7e
+	BYTE    $0x48
+	BYTE    $0x72
+	BYTE    $0xc0
+	VMOVDQU Y0, (DI)
+	ADDQ    $0x40, SI
+	ADDQ    $0x20, DI
+	SUBQ    $0x10, CX
+	CMPQ    CX, $0x10
+	JGE     roundBF16AVX512_loop
+
+roundBF16AVX512_tail:
+	TESTQ     CX, CX
+	JE        roundBF16AVX512_done
+	LEAQ      bf16Mask16<>+0(SB), AX
+	KMOVW     -2(AX)(CX*2), K1
+	VMOVUPS.Z (SI), K1, Z0
+
+	// VCVTNEPS2BF16 Y0, Z0
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xc0
+	VMOVDQU16 Y0, K1, (DI)
+
+roundBF16AVX512_done:
+	VZEROUPPER
+	RET

@@ -49,3 +49,12 @@ func pvBF16AVX512(o *float32, ldO int, p *uint16, ldP int, vp *uint16, ldV int, 
 // vdpbf16psPeakAVX512 runs n iterations of 24 independent VDPBF16PS (1536 flops an
 // iteration); it computes nothing useful.
 func vdpbf16psPeakAVX512(n int)
+
+// roundBF16AVX512 rounds n >= 1 float32s to bfloat16 with AVX512-BF16:
+//
+//	for i := 0; i < n; i++ {
+//		dst[i] = RoundBF16(src[i])
+//	}
+//
+//go:noescape
+func roundBF16AVX512(dst *uint16, src *float32, n int)

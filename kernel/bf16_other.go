@@ -18,3 +18,5 @@ func pvBF16(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16
 func softmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
 	softmaxBF16Generic(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
 }
+
+func roundRowBF16(dst []fp16.BFloat16, src []float32) { roundRowBF16Generic(dst, src) }

@@ -335,3 +335,109 @@ func TestBF16Errors(t *testing.T) {
 	assert.ErrorContains(t, OnlineSoftmaxBF16(s, 4, b, 4, 2, 4, 1, s[:1], s, s), "m, z and alpha have 1, 64 and 64 elements; want >= 2")
 	assert.ErrorContains(t, RoundRowsBF16(b, 4, s, 4, -1, 4), "negative size")
 }
+
+// TestRoundRowsBF16 checks the row rounding of every implementation
+// (VCVTNEPS2BF16 where the level has AVX512-BF16) bit for bit against
+// RoundBF16, on random bit patterns (NaNs, infinities and subnormals
+// included) and on every tail length, with guards around each row.
+func TestRoundRowsBF16(t *testing.T) { forEachImpl(t, testRoundRowsBF16) }
+
+func testRoundRowsBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	specials := []uint32{0, 0x80000000, 0x00000001, 0x807fffff, 0x00800000, 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000,
+		0x7f800001, 0xffc00001, 0x3f808000, 0x3f818000, 0x3f7fffff, 0x477fe000}
+	for _, rows := range []int{1, 3} {
+		for d := 1; d <= 70; d++ {
+			ldS, ldD := d+2, d+3
+			src := make([]float32, (rows-1)*ldS+d)
+			for i := range src {
+				if rng.IntN(4) == 0 {
+					src[i] = math.Float32frombits(specials[rng.IntN(len(specials))])
+				} else {
+					src[i] = math.Float32frombits(rng.Uint32())
+				}
+			}
+			buf, dst := guardedBF16((rows-1)*ldD + d)
+			require.NoError(t, RoundRowsBF16(dst, ldD, src, ldS, rows, d))
+			checkGuardsBF16(t, buf, "RoundRowsBF16")
+			for i := range rows {
+				for k := range d {
+					x := src[i*ldS+k]
+					require.Equal(t, RoundBF16(x), dst[i*ldD+k], "rows %d d %d [%d,%d] %#08x", rows, d, i, k, math.Float32bits(x))
+				}
+				for k := d; k < ldD && i < rows-1; k++ {
+					require.Equal(t, fp16.BFloat16(0x7fc0), dst[i*ldD+k], "gap between rows written")
+				}
+			}
+		}
+	}
+}
+
+// TestSoftmaxBF16MatchesGeneric checks the implementations' fused softmax
+// against the generic twin on the same tile: maxima and rescale factors
+// equal, probabilities within one bfloat16 ulp (the vector exponential may
+// differ from the scalar one by a float32 ulp), sums within float32
+// rounding; and the non-positive scales that go to the twin.
+func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	for _, name := range Implementations() {
+		t.Run(name, func(t *testing.T) {
+			restore, err := SetImplementation(name)
+			require.NoError(t, err)
+			defer restore()
+			for _, cols := range []int{1, 15, 16, 17, 64, 255, 256, 257, 600} {
+				for _, sc := range []float32{0.125, 1, -0.5} {
+					rows := 5
+					s := make([]float32, rows*cols)
+					fill(rng, s)
+					s[0] = negInf
+					if cols > 3 {
+						s[cols+2] = 40 // a large score in row 1
+					}
+					m0 := []float32{negInf, 0.5, negInf, 3, -1}
+					z0 := []float32{0, 2, 0, 1.5, 0.25}
+					p, pw := make([]fp16.BFloat16, rows*cols), make([]fp16.BFloat16, rows*cols)
+					m, z, a := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
+					mw, zw, aw := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
+					require.NoError(t, OnlineSoftmaxBF16(s, cols, p, cols, rows, cols, sc, m, z, a))
+					softmaxBF16Generic(s, cols, pw, cols, rows, cols, sc, mw, zw, aw)
+					assert.Equal(t, mw, m, "cols %d scale %v: m", cols, sc)
+					assert.Equal(t, aw, a, "cols %d scale %v: alpha", cols, sc)
+					for i := range z {
+						assert.InDelta(t, zw[i], z[i], 1e-6*float64(cols)*float64(zw[i]), "cols %d scale %v: z[%d]", cols, sc, i)
+					}
+					for i := range p {
+						d := int(p[i]) - int(pw[i])
+						require.True(t, d >= -1 && d <= 1, "cols %d scale %v: p[%d] %#04x, want %#04x", cols, sc, i, p[i], pw[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCanonBF16 checks the packs' shortcut for bfloat16 sources against
+// RoundBF16 of every bfloat16 bit pattern, and the packs on a row of
+// special values.
+func TestCanonBF16(t *testing.T) {
+	for b := range 1 << 16 {
+		x := fp16.BFloat16(b)
+		require.Equal(t, RoundBF16(x.Float32()), canonBF16(x), "%#04x", b)
+	}
+	row := []fp16.BFloat16{0x0001, 0x8040, 0x7f81, 0xff80, 0x3f80, 0x0000, 0x7f80}
+	want := make([]fp16.BFloat16, len(row))
+	for i, x := range row {
+		want[i] = RoundBF16(x.Float32())
+	}
+	kp := make([]fp16.BFloat16, 4*2)
+	require.NoError(t, PackKPairs(kp, 2, row, nil, len(row), 1, len(row)))
+	assert.Equal(t, append(append([]fp16.BFloat16(nil), want...), 0), kp)
+	vp := make([]fp16.BFloat16, 2*len(row))
+	finite, err := PackVPairs(vp, 2*len(row), row, nil, len(row), 1, len(row))
+	require.NoError(t, err)
+	assert.False(t, finite)
+	for c := range row {
+		assert.Equal(t, want[c], vp[2*c])
+		assert.Equal(t, fp16.BFloat16(0), vp[2*c+1])
+	}
+}

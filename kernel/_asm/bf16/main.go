@@ -438,7 +438,54 @@ func main() {
 	qktFunc()
 	pvFunc()
 	peakFunc()
+	roundFunc()
 	Generate()
+}
+
+// roundFunc emits the conversion of float32 to bfloat16 with
+// VCVTNEPS2BF16 (round to nearest even, subnormals flushed to zero, NaN
+// kept NaN: RoundBF16), 16 values at a time, the last partial vector
+// through the opmask K1 (bf16Mask16[n-1]), so that nothing past n is read
+// or written.
+func roundFunc() {
+	name := "roundBF16AVX512"
+	TEXT(name, NOSPLIT, "func(dst *uint16, src *float32, n int)")
+	Pragma("noescape")
+	Doc(
+		name+" rounds n >= 1 float32s to bfloat16 with AVX512-BF16:",
+		"",
+		"	for i := 0; i < n; i++ {",
+		"		dst[i] = RoundBF16(src[i])",
+		"	}",
+	)
+	Load(Param("dst"), RDI)
+	Load(Param("src"), RSI)
+	Load(Param("n"), RCX)
+	cvt := func() {
+		x86enc.Emit("VCVTNEPS2BF16 Y0, Z0", x86enc.VCVTNEPS2BF16(0, 0))
+	}
+	CMPQ(RCX, Imm(lanes))
+	JL(LabelRef(name + "_tail"))
+	Label(name + "_loop")
+	VMOVUPS(Mem{Base: RSI}, Z0)
+	cvt()
+	VMOVDQU(Y0, Mem{Base: RDI})
+	ADDQ(Imm(4*lanes), RSI)
+	ADDQ(Imm(2*lanes), RDI)
+	SUBQ(Imm(lanes), RCX)
+	CMPQ(RCX, Imm(lanes))
+	JGE(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	TESTQ(RCX, RCX)
+	JE(LabelRef(name + "_done"))
+	LEAQ(mask16, RAX) // RIP-relative operands take no index register
+	KMOVW(Mem{Base: RAX, Index: RCX, Scale: 2, Disp: -2}, K1)
+	VMOVUPS_Z(Mem{Base: RSI}, K1, Z0)
+	cvt()
+	VMOVDQU16(Y0, K1, Mem{Base: RDI})
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
 
 func qktFunc() {
