@@ -159,7 +159,7 @@ type Options struct {
 type Engine struct {
 	blockQ, blockKV, threads int
 	blockQSet                bool // Config.BlockQ was given (not the default)
-	splits                   int // KV splits of a decode call (1: none, 0: automatic)
+	splits                   int  // KV splits of a decode call (1: none, 0: automatic)
 
 	mu       sync.Mutex
 	free     []*workspace
