@@ -1,9 +1,11 @@
 package attention_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
@@ -63,5 +65,45 @@ func TestBF16NegativeScale(t *testing.T) {
 			p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 40, SeqKV: 70, Dim: 16, Causal: true, Scale: -0.3}
 			checkAgainstOracle(t, mustEngine(t, attention.Config{BlockKV: 16}), newProblem(rng, p, attention.BF16, bhsd))
 		}))
+	}
+}
+
+// TestBF16PrepackMatchesTiles checks that packing K and V once per call
+// (a prefill of several query blocks) gives bitwise the output of packing
+// every tile,
+// with windows whose tiles start on odd keys, odd tiles, and a NaN value
+// row next to an odd tile that no row may see.
+func TestBF16PrepackMatchesTiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(73, 74))
+	const hq, hkv, d, nq, nk = 4, 2, 16, 64, 77
+	for _, w := range []*attention.Window{nil, {Left: 3, Right: 0}, {Left: 10, Right: 2}} {
+		q := randn(rng, hq*nq*d)
+		k, v := randn(rng, hkv*nk*d), randn(rng, hkv*nk*d)
+		v[(nk-5)*d+3] = float32(math.NaN()) // key nk-5 of head 0
+		// Key 21 of head 1: the partner row of the odd tile [16, 21) that
+		// the causal first block (rows 0-7, keys < 21) ends with.
+		v[(nk+21)*d+5] = float32(math.NaN())
+		kv := attention.BHSD(1, hkv, nk, d)
+		opts := attention.Options{Causal: true, Window: w, Precision: attention.PrecisionBFloat16}
+		kT, vT := attention.F32Tensor(k, kv), attention.F32Tensor(v, kv)
+		run := func(bkv int, pre bool) []float32 {
+			defer attention.SetPrepack(pre)()
+			out := make([]float32, hq*nq*d)
+			e := mustEngine(t, attention.Config{BlockQ: 16, BlockKV: bkv, Threads: 2})
+			require.NoError(t, e.Forward(attention.F32Tensor(out, attention.BHSD(1, hq, nq, d)), attention.F32Tensor(q, attention.BHSD(1, hq, nq, d)), kT, vT, opts))
+			return out
+		}
+		for _, bkv := range []int{16, 22} {
+			tiles, pre := run(bkv, false), run(bkv, true)
+			nan := 0
+			for i := range tiles {
+				require.Equal(t, math.Float32bits(tiles[i]), math.Float32bits(pre[i]), "window %v BlockKV %d: out[%d] %v, want %v", w, bkv, i, pre[i], tiles[i])
+				if math.IsNaN(float64(pre[i])) {
+					nan++
+				}
+			}
+			assert.NotZero(t, nan, "the NaN value reaches the rows that see it")
+			assert.Less(t, nan, len(pre)/4, "and no others")
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package attention
 
-import "github.com/flashgo/flashgo/kernel"
+import (
+	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
+)
 
 // The second seam of the tile loop: how a tile's products are computed. A
 // compute path gathers a block's queries once, then per K/V tile computes
@@ -31,6 +34,11 @@ type block struct {
 	ld, ldS     int      // row strides of ws.q and ws.o, and of ws.s
 	src         kvSource // where the block's K/V rows lie
 	scaled      bool     // bf16Math: ws.s holds scale·Q·Kᵀ (else Q·Kᵀ, scaled by the softmax)
+
+	// bf16Math with c.pre: the whole sequence's pair panels and the
+	// finiteness of each V tile.
+	preK, preV []fp16.BFloat16
+	preBad     []int32 // prefix counts of non-finite V rows (prepack.bad)
 }
 
 // f32Math computes in float32: K and V are converted (exactly, or

@@ -81,12 +81,17 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 		return nil
 	}
 	ldQ, ldK, _, _ := bf16Strides(bl.ldS, bl.d)
-	for j := j0; j < j0+bc; {
-		r := src.run(j, j0+bc)
-		if err := packKPairs(ws.kp[2*(j-j0):], ldK, src.k, r.kOff, r.n, bl.d); err != nil {
-			return err
+	kp := ws.kp
+	if bl.preK != nil {
+		kp, ldK = bl.preK[2*j0:], c.pre.ldK // packed once for the call
+	} else {
+		for j := j0; j < j0+bc; {
+			r := src.run(j, j0+bc)
+			if err := packKPairs(ws.kp[2*(j-j0):], ldK, src.k, r.kOff, r.n, bl.d); err != nil {
+				return err
+			}
+			j += r.n
 		}
-		j += r.n
 	}
 	// Without per-element terms the softmax applies the scale, in the same
 	// pass as its maximum (one multiplication, the same bits). A negative
@@ -96,7 +101,7 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 	if bl.scaled = c.terms || c.scale < 0; bl.scaled {
 		scale = c.scale
 	}
-	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, ws.kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
+	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
 }
 
 func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
@@ -124,13 +129,14 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 	if err := softmaxBF16(ws, c, bc); err != nil {
 		return err
 	}
-	finite, err := packVPairsTile(ws, j0, bc)
+	// A whole tile's values are all read, finite or not, as in float32
+	// (see Options).
+	vp, ldV, _, err := valuesBF16(ws, c, j0, bc)
 	if err != nil {
 		return err
 	}
-	_ = finite // a whole tile's values are all read, as in float32 (see Options)
-	_, _, ldP, ldV := bf16Strides(bl.ldS, bl.d)
-	return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, ws.vp, ldV, bl.rows, bc+bc%2, bl.d)
+	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
+	return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, vp, ldV, bl.rows, bc+bc%2, bl.d)
 }
 
 // foldCrossing hides the keys outside each row's range by a −Inf score, so
@@ -153,25 +159,45 @@ func (bf16Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
 	if err := softmaxBF16(ws, c, bc); err != nil {
 		return err
 	}
-	finite, err := packVPairsTile(ws, j0, bc)
+	vp, ldV, finite, err := valuesBF16(ws, c, j0, bc)
 	if err != nil {
 		return err
 	}
-	_, _, ldP, ldV := bf16Strides(bl.ldS, bl.d)
+	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
 	if finite {
-		return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, ws.vp, ldV, bl.rows, bc+bc%2, bl.d)
+		return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, vp, ldV, bl.rows, bc+bc%2, bl.d)
 	}
 	for r := range bl.rows {
 		o, p := ws.o[r*bl.ld:][:bl.d], ws.pb[r*ldP:]
 		for j := ws.lo[r]; j < ws.vis[r]; j++ {
 			pj := p[j].Float32()
-			v := ws.vp[(j/2)*ldV+j%2:]
+			v := vp[(j/2)*ldV+j%2:]
 			for k := range o {
 				o[k] += pj * v[2*k].Float32()
 			}
 		}
 	}
 	return nil
+}
+
+// valuesBF16 returns the V pair panel of keys [j0, j0+bc), its leading
+// dimension, and whether the tile's values are all finite: a view of the
+// panel packed once for the call where the tile starts a pair row (a
+// window can start tiles anywhere), or the tile packed now.
+func valuesBF16(ws *workspace, c *call, j0, bc int) ([]fp16.BFloat16, int, bool, error) {
+	bl := &ws.blk
+	if bl.preV != nil && j0%2 == 0 {
+		// An odd tile's partner row in the panel is the next key (or the
+		// zero row after the last): its probability is 0, which is
+		// harmless only if its values are finite.
+		bad, nk := bl.preBad, len(bl.preBad)-1
+		if bc%2 == 0 || j0+bc == nk || bad[j0+bc+1] == bad[j0+bc] {
+			return bl.preV[(j0/2)*c.pre.ldV:], c.pre.ldV, bad[j0+bc] == bad[j0], nil
+		}
+	}
+	finite, err := packVPairsTile(ws, j0, bc)
+	_, _, _, ldV := bf16Strides(bl.ldS, bl.d)
+	return ws.vp, ldV, finite, err
 }
 
 // softmaxBF16 folds the tile's scores into the running maxima and sums,

@@ -129,6 +129,12 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
 	np := p1 - p0
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, ld: padRow(c.q.Dim), ldS: e.blockKV, src: c.source(b, hk, sg)}
+	if c.pre != nil {
+		var err error
+		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
+			return err
+		}
+	}
 	m := c.math
 	m.loadQ(ws, c, b, hk, p0, np)
 	rows, ld := ws.blk.rows, ws.blk.ld

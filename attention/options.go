@@ -109,6 +109,7 @@ type call struct {
 	direct       bool // read K and V rows in place (few query rows; see directRows)
 	precision    Precision
 	math         tileMath // how the tiles' products are computed (set by run)
+	pre          *prepack // bf16 K/V packed once per call, or nil (set by run)
 
 	topLeft    bool
 	window     bool

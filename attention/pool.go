@@ -48,6 +48,9 @@ type job struct {
 	splits int
 	parts  splitParts
 
+	// pre holds the K/V pair panels of a bf16 prefill, packed once.
+	pre prepack
+
 	// Guarded by the pool's mutex.
 	done   sync.Cond // signalled when the last helper leaves a closed job
 	closed bool      // the caller has finished: no helper may take the job
@@ -160,6 +163,10 @@ func (e *Engine) run(c *call, np int) error {
 	if j.splits > 1 {
 		j.total *= j.splits
 		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.q.Dim)
+	}
+	j.pre.setup(c, j.nBlk, e.blockKV)
+	if j.pre.on {
+		j.c.pre = &j.pre
 	}
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
