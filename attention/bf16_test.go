@@ -107,3 +107,25 @@ func TestBF16PrepackMatchesTiles(t *testing.T) {
 		}
 	}
 }
+
+// TestBF16PrefillNoAllocations checks that a warm bf16 prefill, whose job
+// packs K and V once per call, allocates nothing.
+func TestBF16PrefillNoAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(75, 76))
+	const hq, hkv, d, nq, nk = 8, 2, 64, 100, 130
+	q := attention.F32Tensor(randn(rng, hq*nq*d), attention.BHSD(1, hq, nq, d))
+	kv := attention.BHSD(1, hkv, nk, d)
+	k, v := attention.F32Tensor(randn(rng, hkv*nk*d), kv), attention.F32Tensor(randn(rng, hkv*nk*d), kv)
+	out := attention.F32Tensor(make([]float32, hq*nq*d), q.Layout)
+	e := mustEngine(t, attention.Config{Threads: 1, BlockQ: 64})
+	opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
+	for range 3 {
+		require.NoError(t, e.Forward(out, q, k, v, opts))
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := e.Forward(out, q, k, v, opts); err != nil {
+			panic(err)
+		}
+	})
+	assert.Zero(t, allocs)
+}
