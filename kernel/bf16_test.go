@@ -374,8 +374,8 @@ func testRoundRowsBF16(t *testing.T) {
 }
 
 // TestSoftmaxBF16MatchesGeneric checks the implementations' fused softmax
-// against the generic twin on the same tile: maxima and rescale factors
-// equal, probabilities within one bfloat16 ulp (the vector exponential may
+// against the generic twin on the same tile: maxima equal, rescale factors
+// within a float32 ulp, probabilities within one bfloat16 ulp (the vector exponential may
 // differ from the scalar one by a float32 ulp), sums within float32
 // rounding; and the non-positive scales that go to the twin.
 func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
@@ -402,7 +402,10 @@ func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
 					require.NoError(t, OnlineSoftmaxBF16(s, cols, p, cols, rows, cols, sc, m, z, a))
 					softmaxBF16Generic(s, cols, pw, cols, rows, cols, sc, mw, zw, aw)
 					assert.Equal(t, mw, m, "cols %d scale %v: m", cols, sc)
-					assert.Equal(t, aw, a, "cols %d scale %v: alpha", cols, sc)
+					for i := range a {
+						// One vector exponential for all rows: within an ulp.
+						assert.LessOrEqual(t, ulps(aw[i], a[i]), int64(1), "cols %d scale %v: alpha[%d] %v, want %v", cols, sc, i, a[i], aw[i])
+					}
 					for i := range z {
 						assert.InDelta(t, zw[i], z[i], 1e-6*float64(cols)*float64(zw[i]), "cols %d scale %v: z[%d]", cols, sc, i)
 					}
