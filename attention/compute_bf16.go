@@ -93,15 +93,11 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 			j += r.n
 		}
 	}
-	// Without per-element terms the softmax applies the scale, in the same
-	// pass as its maximum (one multiplication, the same bits). A negative
-	// scale is applied here: the softmax's would turn the −Inf of hidden
-	// keys into +Inf.
-	scale := float32(1)
-	if bl.scaled = c.terms || c.scale < 0; bl.scaled {
-		scale = c.scale
-	}
-	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
+	// The product applies the scale, in one pass over the tile (the
+	// softmax could, in the same multiplication and so the same bits, but
+	// a pass per row of the tile costs more than one per tile).
+	bl.scaled = true
+	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, c.scale)
 }
 
 func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {

@@ -129,8 +129,12 @@ func softmaxBF16Vec(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols
 		for j := 0; j < cols; j += len(buf) {
 			n := min(len(buf), cols-j)
 			b := buf[:n]
-			scale(b, row[j:j+n], sc)
-			sum += expSum(b, b, m[i])
+			if sc == 1 {
+				sum += expSum(b, row[j:j+n], m[i])
+			} else {
+				scale(b, row[j:j+n], sc)
+				sum += expSum(b, b, m[i])
+			}
 			roundRowBF16(prow[j:j+n], b)
 		}
 		z[i] = alpha[i]*z[i] + sum
