@@ -100,34 +100,38 @@ func BenchmarkNaive(b *testing.B) {
 }
 
 // BenchmarkBF16 reports effective GFLOP/s of the bf16 compute precision on
-// the prefill shapes with bf16 K/V, for query blocks of BlockQ rows (the
-// K/V tiles are packed into pair panels once per block, so larger blocks
-// pack less often); -cpu 1,16 runs it at one and sixteen threads.
+// the prefill shapes with bf16 K/V, for query blocks of BlockQ rows and
+// tiles of BlockKV keys (K and V are packed into pair panels once per
+// call, so the sizes trade the tile's working set against the calls and
+// the output's trips through the cache); -cpu 1,16 runs it at one and
+// sixteen threads.
 func BenchmarkBF16(b *testing.B) {
 	for _, s := range benchShapes[:2] {
-		for _, bq := range []int{256, 512, 1024} {
-			b.Run(fmt.Sprintf("%s/blockq=%d", s.name, bq), func(b *testing.B) {
-				p := s.p
-				rng := rand.New(rand.NewPCG(1, 1))
-				q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
-				kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
-				k := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-				v := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-				out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
-				e := mustEngine(b, attention.Config{BlockQ: bq})
-				opts := attention.Options{Causal: p.Causal, Precision: attention.PrecisionBFloat16}
-				if err := e.Forward(out, q, k, v, opts); err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for range b.N {
+		for _, bq := range []int{64, 128, 256, 512} {
+			for _, bkv := range []int{64, 128, 256} {
+				b.Run(fmt.Sprintf("%s/blockq=%d/blockkv=%d", s.name, bq, bkv), func(b *testing.B) {
+					p := s.p
+					rng := rand.New(rand.NewPCG(1, 1))
+					q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
+					kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
+					k := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+					v := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+					out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+					e := mustEngine(b, attention.Config{BlockQ: bq, BlockKV: bkv})
+					opts := attention.Options{Causal: p.Causal, Precision: attention.PrecisionBFloat16}
 					if err := e.Forward(out, q, k, v, opts); err != nil {
 						b.Fatal(err)
 					}
-				}
-				b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+					b.ReportAllocs()
+					b.ResetTimer()
+					for range b.N {
+						if err := e.Forward(out, q, k, v, opts); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
 		}
 	}
 }

@@ -11,12 +11,15 @@ import (
 const (
 	DefaultBlockQ  = 256
 	DefaultBlockKV = 64
-	// DefaultBlockQBF16 is the default BlockQ of calls in
-	// PrecisionBFloat16: a bf16 K/V tile is packed into pair panels once
-	// per block, and the AMX products are fast enough for the pack to
-	// matter, so a block shares it among more rows (P1 on one Xeon core:
-	// 72 GFLOP/s with 256 rows, 137 with 512; BenchmarkBF16).
-	DefaultBlockQBF16 = 512
+	// DefaultBlockQBF16 and DefaultBlockKVBF16 are the default BlockQ
+	// and BlockKV of calls in PrecisionBFloat16. The AMX products are fast
+	// enough for the per-tile costs to matter (a softmax call, the output's
+	// trip through the cache in P·V): wider tiles share them among more
+	// keys (BenchmarkBF16, P1 on the device Xeon, 2026-11-24: one core
+	// 142–144 GFLOP/s with 512 × 64 tiles, 168–170 with 256 × 256;
+	// sixteen 1782 and 2117).
+	DefaultBlockQBF16  = 256
+	DefaultBlockKVBF16 = 256
 )
 
 // Config sets up an Engine. The zero Config is valid and picks the defaults.
@@ -26,7 +29,8 @@ type Config struct {
 	// grouped-query attention the rows of a tile come from all the query
 	// heads that share a K/V head.
 	BlockQ int
-	// BlockKV is the number of keys in a tile (Bc), 0 for DefaultBlockKV.
+	// BlockKV is the number of keys in a tile (Bc), 0 for DefaultBlockKV
+	// (DefaultBlockKVBF16 in bf16 precision).
 	BlockKV int
 	// Threads is the number of goroutines a call may use, 0 for
 	// runtime.GOMAXPROCS(0) at the time of the call. The output does not
@@ -158,7 +162,7 @@ type Options struct {
 // its own from the engine's free list.
 type Engine struct {
 	blockQ, blockKV, threads int
-	blockQSet                bool // Config.BlockQ was given (not the default)
+	blockQSet, blockKVSet    bool // Config.BlockQ, BlockKV were given (not the defaults)
 	splits                   int  // KV splits of a decode call (1: none, 0: automatic)
 
 	mu       sync.Mutex
@@ -185,7 +189,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	// The helpers hold only the pool; once the Engine is unreachable they
 	// are told to exit.
 	runtime.AddCleanup(e, func(p *pool) { close(p.wake) }, e.pool)
-	e.blockQSet = e.blockQ != 0
+	e.blockQSet, e.blockKVSet = e.blockQ != 0, e.blockKV != 0
 	if e.blockQ == 0 {
 		e.blockQ = DefaultBlockQ
 	}
@@ -245,13 +249,17 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 // packing of each K/V tile over more rows, but a call must also have enough
 // blocks to keep every thread busy to the end under a causal mask, so the
 // block shrinks (down to 16 positions) until there are at least 8 per
-// thread.
+// thread. It also sets c.bkv, the keys of a tile.
 func (e *Engine) positionsPerBlock(c *call) int {
 	bq := e.blockQ
 	if c.precision == PrecisionBFloat16 && !e.blockQSet {
 		bq = DefaultBlockQBF16
 	}
 	np := max(1, bq/c.group)
+	c.bkv = e.blockKV
+	if c.precision == PrecisionBFloat16 && !e.blockKVSet {
+		c.bkv = DefaultBlockKVBF16
+	}
 	threads := e.threadCount()
 	for np > 16 && c.q.Batch*c.k.Heads*((c.q.Seq+np-1)/np) < 8*threads {
 		np /= 2

@@ -128,7 +128,7 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 // path's (c.math: float32 or bfloat16).
 func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
 	np := p1 - p0
-	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, ld: padRow(c.q.Dim), ldS: e.blockKV, src: c.source(b, hk, sg)}
+	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, ld: padRow(c.q.Dim), ldS: c.bkv, src: c.source(b, hk, sg)}
 	if c.pre != nil {
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
@@ -156,11 +156,11 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 	allLo, _ := c.keyRange(sg, il1)
 	_, allHi := c.keyRange(sg, il0)
 	if parts > 1 && kEnd > kBeg {
-		nT := (kEnd - kBeg + e.blockKV - 1) / e.blockKV
-		kBeg, kEnd = kBeg+part*nT/parts*e.blockKV, min(kEnd, kBeg+(part+1)*nT/parts*e.blockKV)
+		nT := (kEnd - kBeg + c.bkv - 1) / c.bkv
+		kBeg, kEnd = kBeg+part*nT/parts*c.bkv, min(kEnd, kBeg+(part+1)*nT/parts*c.bkv)
 	}
-	for j0 := kBeg; j0 < kEnd; j0 += e.blockKV {
-		bc := min(e.blockKV, kEnd-j0)
+	for j0 := kBeg; j0 < kEnd; j0 += c.bkv {
+		bc := min(c.bkv, kEnd-j0)
 		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
 			continue // a mask hides the whole tile: nothing to pack or compute
 		}

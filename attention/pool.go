@@ -164,14 +164,14 @@ func (e *Engine) run(c *call, np int) error {
 		j.total *= j.splits
 		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.q.Dim)
 	}
-	j.pre.setup(c, j.nBlk, e.blockKV)
+	j.pre.setup(c, j.nBlk, c.bkv)
 	if j.pre.on {
 		j.c.pre = &j.pre
 	}
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
-	e.reserveWorkspaces(1+max(0, helpers), c.group*np, e.blockKV, c.q.Dim, c.precision == PrecisionBFloat16)
+	e.reserveWorkspaces(1+max(0, helpers), c.group*np, c.bkv, c.q.Dim, c.precision == PrecisionBFloat16)
 	if helpers > 0 {
 		p := e.pool
 		p.grow(helpers)
@@ -220,7 +220,7 @@ func (j *job) work() {
 	ws := j.e.getWorkspace()
 	defer j.e.putWorkspace(ws)
 	c := &j.c
-	ws.ensure(c.group*j.np, j.e.blockKV, c.q.Dim, c.precision == PrecisionBFloat16)
+	ws.ensure(c.group*j.np, c.bkv, c.q.Dim, c.precision == PrecisionBFloat16)
 	heads := c.k.Heads
 	// Variable lengths: the blocks are numbered sequence by sequence, and
 	// each worker's block indices only grow, so it finds a block's

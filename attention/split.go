@@ -66,7 +66,7 @@ func (e *Engine) mergeParts(j *job) {
 	rows, ld, d, S := p.rows, p.ld, c.q.Dim, j.splits
 	ws := e.getWorkspace()
 	defer e.putWorkspace(ws)
-	ws.ensure(rows, e.blockKV, d, false)
+	ws.ensure(rows, c.bkv, d, false)
 	for bh := range c.q.Batch * c.k.Heads {
 		base := bh * S
 		for r := range rows {

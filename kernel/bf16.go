@@ -94,7 +94,7 @@ func roundRowBF16Generic(dst []fp16.BFloat16, src []float32) {
 }
 
 // softmaxBF16Vec is OnlineSoftmaxBF16 made of the vector kernels, for a
-// positive scale: the row maximum (maxOf; scale·max is the maximum of the
+// positive finite scale: the row maximum (maxOf; scale·max is the maximum of the
 // scaled scores, rounding being monotone), then per chunk of the row the
 // scaled scores (scale), their exponentials and sum (expSum) and the
 // rounding to bfloat16 (roundRowBF16). The probabilities are those of

@@ -2,7 +2,11 @@
 
 package kernel
 
-import "github.com/flashgo/flashgo/fp16"
+import (
+	"math"
+
+	"github.com/flashgo/flashgo/fp16"
+)
 
 // The bf16 entry points pick the bf16 implementation chosen at start-up
 // (activeBF16, see cpu.go). Arguments are checked by the exported wrappers
@@ -33,7 +37,15 @@ func pvBF16(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16
 }
 
 func softmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
-	if active == implGeneric || !(scale > 0) {
+	// The vector paths take the maximum of the scores before scaling
+	// them, so they need a scale that keeps the order and makes no NaN
+	// (+Inf·0): a positive finite one.
+	finite := scale > 0 && scale <= math.MaxFloat32
+	if (activeBF16 == implAMX || activeBF16 == implAVX512BF16) && finite && cols > 0 {
+		softmaxBF16AVX512(&s[0], ldS, bits16(p), ldP, rows, cols, scale, &m[0], &z[0], &alpha[0])
+		return
+	}
+	if active == implGeneric || !finite {
 		softmaxBF16Generic(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
 		return
 	}

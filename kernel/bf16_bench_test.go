@@ -78,3 +78,33 @@ func BenchmarkPVBF16(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkOnlineSoftmaxBF16 runs the bf16 softmax of one tile (64 query
+// rows of 64 or 256 keys) with each bf16 implementation and reports the
+// nanoseconds per score, next to the products' time per score
+// (BenchmarkQKTBF16, BenchmarkPVBF16: 2·d flops a score each).
+func BenchmarkOnlineSoftmaxBF16(b *testing.B) {
+	const rows = 64
+	forEachBF16Impl(b, func(b *testing.B) {
+		for _, cols := range []int{64, 256} {
+			b.Run(fmt.Sprintf("cols=%d", cols), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(3, uint64(cols)))
+				s := make([]float32, rows*cols)
+				for i := range s {
+					s[i] = float32(rng.NormFloat64())
+				}
+				p := make([]fp16.BFloat16, rows*cols)
+				m, z, alpha := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+				for b.Loop() {
+					for i := range m {
+						m[i], z[i] = 4, 1 // the same work every call
+					}
+					if err := OnlineSoftmaxBF16(s, cols, p, cols, rows, cols, 0.125, m, z, alpha); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(rows*cols), "ns/score")
+			})
+		}
+	})
+}

@@ -419,6 +419,71 @@ func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
 	}
 }
 
+// TestSoftmaxBF16NaN checks the special rows of the fused softmax of every
+// implementation: a NaN score (at every position of rows of several widths,
+// and one that only the scale makes: +Inf times 0) makes the row's maximum,
+// rescale factor, sum and every probability NaN, as in the loop; a NaN
+// running maximum does the same; a row whose scores and maximum are all −Inf
+// gets zero probabilities and alpha 1 and keeps its m and z; and the other
+// rows are those of the generic twin.
+func TestSoftmaxBF16NaN(t *testing.T) {
+	nan := float32(math.NaN())
+	isNaN := func(b fp16.BFloat16) bool { return b&0x7f80 == 0x7f80 && b&0x7f != 0 }
+	forEachImpl(t, func(t *testing.T) {
+		for _, cols := range []int{1, 16, 17, 64, 65, 100} {
+			for pos := 0; pos < cols; pos += 1 + cols/7 {
+				for _, sc := range []float32{0.5, float32(math.Inf(1))} {
+					const rows = 4
+					s := make([]float32, rows*cols)
+					for i := range s {
+						s[i] = float32(i%13) - 6
+					}
+					if sc > 1 {
+						s[pos] = 0 // +Inf · 0 = NaN
+						for i := range cols {
+							s[3*cols+i] = negInf
+						}
+					} else {
+						s[pos] = nan
+						for i := range cols {
+							s[3*cols+i] = negInf
+						}
+					}
+					m := []float32{0.5, 1, nan, negInf}
+					z := []float32{1, 2, 3, 4}
+					a := make([]float32, rows)
+					p := make([]fp16.BFloat16, rows*cols)
+					for i := range p {
+						p[i] = 0x1234
+					}
+					require.NoError(t, OnlineSoftmaxBF16(s, cols, p, cols, rows, cols, sc, m, z, a))
+					for _, i := range []int{0, 2} {
+						assert.True(t, m[i] != m[i] && a[i] != a[i] && z[i] != z[i], "cols %d pos %d scale %v row %d: m %v alpha %v z %v, want NaN", cols, pos, sc, i, m[i], a[i], z[i])
+						for j := range cols {
+							require.True(t, isNaN(p[i*cols+j]), "cols %d pos %d row %d: p[%d] %#04x, want NaN", cols, pos, i, j, p[i*cols+j])
+						}
+					}
+					if sc > 1 {
+						continue // row 1's scaled scores are ±Inf
+					}
+					mw, zw, aw := []float32{1}, []float32{2}, []float32{0}
+					pw := make([]fp16.BFloat16, cols)
+					softmaxBF16Generic(s[cols:], cols, pw, cols, 1, cols, sc, mw, zw, aw)
+					assert.Equal(t, mw[0], m[1])
+					assert.LessOrEqual(t, ulps(aw[0], a[1]), int64(1))
+					assert.InDelta(t, zw[0], z[1], 1e-6*float64(cols)*float64(zw[0]))
+					for j := range cols {
+						d := int(p[cols+j]) - int(pw[j])
+						require.True(t, d >= -1 && d <= 1, "cols %d row 1: p[%d] %#04x, want %#04x", cols, j, p[cols+j], pw[j])
+					}
+					assert.Equal(t, []float32{negInf, 4, 1}, []float32{m[3], z[3], a[3]}, "row 3: m, z, alpha")
+					assert.Equal(t, make([]fp16.BFloat16, cols), p[3*cols:], "row 3: p")
+				}
+			}
+		}
+	})
+}
+
 // TestCanonBF16 checks the packs' shortcut for bfloat16 sources against
 // RoundBF16 of every bfloat16 bit pattern, and the packs on a row of
 // special values.

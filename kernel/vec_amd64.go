@@ -90,6 +90,43 @@ func scaleAVX512(dst *float32, src *float32, n int, a float32)
 //go:noescape
 func scaleAVX2(dst *float32, src *float32, n int, a float32)
 
+// softmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
+// whole tile, with AVX-512 and AVX512-BF16 (rows, cols >= 1, finite scale > 0,
+// leading dimensions in elements, p bfloat16):
+//
+//	for i := 0; i < rows; i++ {
+//		row := s[i*ldS : i*ldS+cols]
+//		mNew := max(m[i], scale*Max(row))   // NaN if any score is NaN
+//		if mNew == −Inf {
+//			p[i*ldP : i*ldP+cols] = 0
+//			alpha[i] = 1
+//			continue
+//		}
+//		alpha[i] = Exp(m[i] − mNew)
+//		var sum float32
+//		for j, x := range row {
+//			e := Exp(scale*x − mNew)
+//			sum += e
+//			p[i*ldP+j] = RoundBF16(e)
+//		}
+//		z[i] = alpha[i]*z[i] + sum
+//		m[i] = mNew
+//	}
+//
+// Each row takes two passes over its scores: the maximum of the scaled
+// scores (VMAXPS, with an unordered compare ORed into a NaN flag, as in
+// maxAVX512; a NaN sends the row to a scalar scan for the first NaN, which
+// scaled is the row's new maximum), then the exponentials (expSumAVX512's,
+// the same bits), their sum, and their rounding to bfloat16
+// (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic for it)
+// stored straight into p. alpha's exponential is the same vector
+// exponential taken of m[i] broadcast. The last partial vector of a row is
+// read and written through an opmask, so nothing past cols is touched. The
+// order of the additions of the sum differs from the loop.
+//
+//go:noescape
+func softmaxBF16AVX512(s *float32, ldS int, p *uint16, ldP int, rows int, cols int, scale float32, m *float32, z *float32, alpha *float32)
+
 // packKTAVX512 is the AVX-512 kernel of PackKT: it packs n key rows of d components into a transposed panel,
 //
 //	for j := 0; j < n; j++ {

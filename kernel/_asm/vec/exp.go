@@ -37,6 +37,11 @@ n >= 1; dst may equal src. The order of the additions differs from the loop.`
 type exp512 struct {
 	max, log2e, hi, lo, one, min, clamp VecVirtual
 	p                                   [6]VecVirtual
+
+	// nonPositive says every argument v − max is <= 0 or NaN (v is never
+	// above max, as in a softmax over the row maximum): the clamp, which
+	// only matters above expMax, is left out, with the same results.
+	nonPositive bool
 }
 
 func newExp512(max VecVirtual) *exp512 {
@@ -53,6 +58,20 @@ func newExp512(max VecVirtual) *exp512 {
 	return e
 }
 
+// newExp512NonPositive is newExp512 for arguments v − max <= 0 or NaN.
+func newExp512NonPositive(max VecVirtual) *exp512 {
+	e := &exp512{max: max, nonPositive: true}
+	e.log2e = broadcast512(cLog2e)
+	e.hi = broadcast512(cLn2Hi)
+	e.lo = broadcast512(cLn2Lo)
+	for i := range e.p {
+		e.p[i] = broadcast512(cP0 + i)
+	}
+	e.one = broadcast512(cOne)
+	e.min = broadcast512(cExpMin)
+	return e
+}
+
 // exp computes Exp(v − max) into a new register. Lanes outside the opmask
 // tail (when not nil) come out 0.
 func (e *exp512) exp(v VecVirtual, tail Register) VecVirtual {
@@ -64,7 +83,9 @@ func (e *exp512) exp(v VecVirtual, tail Register) VecVirtual {
 	} else {
 		VCMPPS(U8(5), e.min, x, keep)
 	}
-	VMINPS(x, e.clamp, x) // min(clamp, x); NaN x stays x
+	if !e.nonPositive {
+		VMINPS(x, e.clamp, x) // min(clamp, x); NaN x stays x
+	}
 	n := ZMM()
 	VMULPS(e.log2e, x, n)
 	VRNDSCALEPS(U8(0), n, n) // round to nearest even

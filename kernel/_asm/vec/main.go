@@ -157,6 +157,7 @@ func main() {
 	genMaxAVX2()
 	genScaleAVX512()
 	genScaleAVX2()
+	genSoftmaxBF16AVX512()
 
 	for _, t := range []elemType{f32, f16, bf16} {
 		genPackKT(true, t)

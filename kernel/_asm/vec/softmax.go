@@ -1,0 +1,288 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
+)
+
+const softmaxBF16Doc = `softmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
+whole tile, with AVX-512 and AVX512-BF16 (rows, cols >= 1, finite scale > 0,
+leading dimensions in elements, p bfloat16):
+
+	for i := 0; i < rows; i++ {
+		row := s[i*ldS : i*ldS+cols]
+		mNew := max(m[i], scale*Max(row))   // NaN if any score is NaN
+		if mNew == −Inf {
+			p[i*ldP : i*ldP+cols] = 0
+			alpha[i] = 1
+			continue
+		}
+		alpha[i] = Exp(m[i] − mNew)
+		var sum float32
+		for j, x := range row {
+			e := Exp(scale*x − mNew)
+			sum += e
+			p[i*ldP+j] = RoundBF16(e)
+		}
+		z[i] = alpha[i]*z[i] + sum
+		m[i] = mNew
+	}
+
+Each row takes two passes over its scores: the maximum of the scaled
+scores (VMAXPS, with an unordered compare ORed into a NaN flag, as in
+maxAVX512; a NaN sends the row to a scalar scan for the first NaN, which
+scaled is the row's new maximum), then the exponentials (expSumAVX512's,
+the same bits), their sum, and their rounding to bfloat16
+(VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic for it)
+stored straight into p. alpha's exponential is the same vector
+exponential taken of m[i] broadcast. The last partial vector of a row is
+read and written through an opmask, so nothing past cols is touched. The
+order of the additions of the sum differs from the loop.`
+
+// genSoftmaxBF16AVX512 emits softmaxBF16AVX512 (softmaxBF16Doc). The
+// conversion to bfloat16 goes through Z30 (VCVTNEPS2BF16 Y30, Z30): a
+// physical register written by a VMOVAPS and read by the store after the
+// instruction's bytes, so that the register allocator, which cannot see
+// inside the bytes, keeps it live across them.
+func genSoftmaxBF16AVX512() {
+	TEXT("softmaxBF16AVX512", NOSPLIT, "func(s *float32, ldS int, p *uint16, ldP int, rows, cols int, scale float32, m, z, alpha *float32)")
+	Pragma("noescape")
+	doc(softmaxBF16Doc)
+	s := Load(Param("s"), GP64())
+	ldS := Load(Param("ldS"), GP64())
+	p := Load(Param("p"), GP64())
+	ldP := Load(Param("ldP"), GP64())
+	rows := Load(Param("rows"), GP64())
+	cols := Load(Param("cols"), GP64())
+	m := Load(Param("m"), GP64())
+	z := Load(Param("z"), GP64())
+	alpha := Load(Param("alpha"), GP64())
+	scx := Load(Param("scale"), XMM())
+	SHLQ(U8(2), ldS)
+	SHLQ(U8(1), ldP)
+
+	sc := ZMM()
+	VBROADCASTSS(scx, sc)
+	negInf := broadcast512(cNegInf)
+	vmax := ZMM()
+	e := newExp512NonPositive(vmax) // scores minus their maximum: <= 0 or NaN
+
+	// The opmask of the last partial vector of a row, the same for every
+	// row: cols mod 16 lanes (none when cols is a multiple of 16).
+	rem := GP64()
+	MOVQ(cols, rem)
+	ANDQ(U8(15), rem)
+	tail := mask16(rem)
+	full := GP64() // cols rounded down to a multiple of 16
+	MOVQ(cols, full)
+	ANDQ(I32(-16), full)
+
+	x := GP64()  // the current scores
+	pp := GP64() // the current probabilities
+	j := GP64()  // lanes left
+
+	Label("row")
+	// Pass 1: the maximum of the scaled scores, and a NaN flag.
+	var acc [4]VecVirtual
+	for i := range acc {
+		acc[i] = ZMM()
+		VMOVAPS(negInf, acc[i])
+	}
+	knan := K()
+	KXORW(knan, knan, knan)
+	MOVQ(s, x)
+	MOVQ(full, j)
+	Label("max4")
+	CMPQ(j, U32(64))
+	JL(LabelRef("max1"))
+	for i := range acc {
+		v := ZMM()
+		VMULPS(Mem{Base: x}.Offset(64*i), sc, v)
+		VMAXPS(v, acc[i], acc[i])
+		k := K()
+		VCMPPS(U8(3), v, v, k) // unordered: NaN
+		KORW(k, knan, knan)
+	}
+	ADDQ(U32(256), x)
+	SUBQ(U32(64), j)
+	JMP(LabelRef("max4"))
+	Label("max1")
+	TESTQ(j, j)
+	JE(LabelRef("maxtail"))
+	v := ZMM()
+	VMULPS(Mem{Base: x}, sc, v)
+	VMAXPS(v, acc[0], acc[0])
+	k := K()
+	VCMPPS(U8(3), v, v, k)
+	KORW(k, knan, knan)
+	ADDQ(U32(64), x)
+	SUBQ(U32(16), j)
+	JMP(LabelRef("max1"))
+	Label("maxtail")
+	TESTQ(rem, rem)
+	JE(LabelRef("maxreduce"))
+	v = ZMM()
+	VMOVAPS(negInf, v)
+	VMOVUPS(Mem{Base: x}, tail, v) // lanes past cols stay −Inf
+	VMULPS(v, sc, v)
+	VMAXPS(v, acc[1], acc[1])
+	k = K()
+	VCMPPS(U8(3), v, v, k)
+	KORW(k, knan, knan)
+
+	Label("maxreduce")
+	rmax := XMM()
+	KORTESTW(knan, knan)
+	JNE(LabelRef("nan"))
+	VMAXPS(acc[1], acc[0], acc[0])
+	VMAXPS(acc[3], acc[2], acc[2])
+	VMAXPS(acc[2], acc[0], acc[0])
+	y := ZMM()
+	VEXTRACTF64X4(U8(1), acc[0], y.AsY())
+	VMAXPS(y.AsY(), acc[0].AsY(), y.AsY())
+	r := ZMM()
+	VEXTRACTF32X4(U8(1), y.AsY(), r.AsX())
+	VMAXPS(r.AsX(), y.AsX(), r.AsX())
+	t := ZMM()
+	VPERMILPS(U8(0x4e), r.AsX(), t.AsX())
+	VMAXPS(t.AsX(), r.AsX(), r.AsX())
+	VPERMILPS(U8(0xb1), r.AsX(), t.AsX())
+	VMAXPS(t.AsX(), r.AsX(), rmax)
+	JMP(LabelRef("newmax"))
+
+	// A NaN score: the row's maximum is the first one, scaled (the loop's
+	// mNew, since max(m, NaN) is NaN).
+	Label("nan")
+	MOVQ(s, x)
+	Label("scan")
+	VMOVSS(Mem{Base: x}, rmax)
+	VMULSS(scx, rmax, rmax) // scaled: the flag came from scaled scores
+	VUCOMISS(rmax, rmax)
+	JPS(LabelRef("nanfound"))
+	ADDQ(U32(4), x)
+	JMP(LabelRef("scan"))
+
+	Label("newmax")
+	// mNew = max(m[i], rmax): VMAXSS returns its second source, m[i], when
+	// either is NaN, so a NaN m[i] stays NaN (rmax is not NaN here).
+	mOld := XMM()
+	VMOVSS(Mem{Base: m}, mOld)
+	mNew := rmax
+	VMAXSS(mOld, rmax, mNew)
+	JMP(LabelRef("special"))
+	Label("nanfound")
+	VMOVSS(Mem{Base: m}, mOld) // mNew is the scaled NaN
+	Label("special")
+	VUCOMISS(negInf.AsX(), mNew) // equal: mNew is −Inf (ZF), unordered sets ZF and PF
+	JNE(LabelRef("live"))
+	JPS(LabelRef("live"))
+
+	// A row that has seen no key yet: p = 0, alpha = 1, m and z unchanged.
+	MOVQ(p, pp)
+	MOVQ(full, j)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	Label("clear")
+	TESTQ(j, j)
+	JE(LabelRef("cleartail"))
+	VMOVDQU16(zero.AsY(), Mem{Base: pp})
+	ADDQ(U32(32), pp)
+	SUBQ(U32(16), j)
+	JMP(LabelRef("clear"))
+	Label("cleartail")
+	TESTQ(rem, rem)
+	JE(LabelRef("clearone"))
+	VMOVDQU16(zero.AsY(), tail, Mem{Base: pp})
+	Label("clearone")
+	VMOVSS(e.one.AsX(), Mem{Base: alpha})
+	JMP(LabelRef("next"))
+
+	Label("live")
+	VMOVSS(mNew, Mem{Base: m})
+	VBROADCASTSS(mNew, vmax)
+	// alpha = Exp(m[i] − mNew), the vector exponential of m[i] broadcast.
+	vo := ZMM()
+	VBROADCASTSS(mOld, vo)
+	VMOVSS(e.exp(vo, nil).AsX(), Mem{Base: alpha})
+
+	// Pass 2: exponentials, their sum, and their rounding into p.
+	sum := ZMM()
+	VPXORD(sum, sum, sum)
+	MOVQ(s, x)
+	MOVQ(p, pp)
+	MOVQ(full, j)
+	store := func(y VecVirtual, off int, mask Register) {
+		VMOVAPS(y, Z30)
+		x86enc.Emit("VCVTNEPS2BF16 Y30, Z30", x86enc.VCVTNEPS2BF16(30, 30))
+		if mask != nil {
+			VMOVDQU16(Y30, mask, Mem{Base: pp})
+		} else {
+			VMOVDQU16(Y30, Mem{Base: pp}.Offset(off))
+		}
+	}
+	const unroll = 4
+	Label("exp4")
+	CMPQ(j, U32(16*unroll))
+	JL(LabelRef("exp1"))
+	var ys [unroll]VecVirtual
+	for i := range ys {
+		w := ZMM()
+		VMULPS(Mem{Base: x}.Offset(64*i), sc, w)
+		ys[i] = e.exp(w, nil)
+	}
+	for i, y := range ys {
+		store(y, 32*i, nil)
+	}
+	VADDPS(ys[0], ys[1], ys[0])
+	VADDPS(ys[2], ys[3], ys[2])
+	VADDPS(ys[0], sum, sum)
+	VADDPS(ys[2], sum, sum)
+	ADDQ(U32(64*unroll), x)
+	ADDQ(U32(32*unroll), pp)
+	SUBQ(U32(16*unroll), j)
+	JMP(LabelRef("exp4"))
+	Label("exp1")
+	TESTQ(j, j)
+	JE(LabelRef("exptail"))
+	w := ZMM()
+	VMULPS(Mem{Base: x}, sc, w)
+	y = e.exp(w, nil)
+	store(y, 0, nil)
+	VADDPS(y, sum, sum)
+	ADDQ(U32(64), x)
+	ADDQ(U32(32), pp)
+	SUBQ(U32(16), j)
+	JMP(LabelRef("exp1"))
+	Label("exptail")
+	TESTQ(rem, rem)
+	JE(LabelRef("rowsum"))
+	w = ZMM()
+	VMOVUPS_Z(Mem{Base: x}, tail, w)
+	VMULPS(w, sc, w)
+	y = e.exp(w, tail)
+	store(y, 0, tail)
+	VADDPS(y, sum, sum)
+
+	Label("rowsum")
+	// z[i] = alpha[i]·z[i] + sum, rounded after each operation as in Go.
+	h := hsum512(sum)
+	zi := XMM()
+	VMOVSS(Mem{Base: z}, zi)
+	VMULSS(Mem{Base: alpha}, zi, zi)
+	VADDSS(h, zi, zi)
+	VMOVSS(zi, Mem{Base: z})
+
+	Label("next")
+	ADDQ(ldS, s)
+	ADDQ(ldP, p)
+	ADDQ(U32(4), m)
+	ADDQ(U32(4), z)
+	ADDQ(U32(4), alpha)
+	DECQ(rows)
+	JNE(LabelRef("row"))
+	VZEROUPPER()
+	RET()
+}
