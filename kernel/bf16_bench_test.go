@@ -9,8 +9,8 @@ import (
 	"github.com/flashgo/flashgo/fp16"
 )
 
-// BenchmarkQKTBF16 and BenchmarkPVBF16 run the engine's tile (64 query
-// rows, 64 keys, d = 128) through QKTBF16 and PVBF16 with each bf16
+// BenchmarkQKTBF16 and BenchmarkPVBF16 run tiles of the engine's shapes
+// (64 or 256 query rows, as many keys, d = 128) through QKTBF16 and PVBF16 with each bf16
 // implementation the machine has (generic, avx512bf16, amx), and report
 // GFLOP/s (2·rows·cols·d flops a call), to set next to BenchmarkQKT and
 // BenchmarkPV's float32 figures.
@@ -47,35 +47,41 @@ func reportGFLOPs(b *testing.B, flops int) {
 }
 
 func BenchmarkQKTBF16(b *testing.B) {
-	const rows, cols, d = 64, 64, 128
+	const d = 128
 	forEachBF16Impl(b, func(b *testing.B) {
-		b.Run(fmt.Sprintf("d=%d", d), func(b *testing.B) {
-			s := make([]float32, rows*cols)
-			q, kp := randomBF16(rows*d, 1), randomBF16(d*cols, 1)
-			for b.Loop() {
-				if err := QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125); err != nil {
-					b.Fatal(err)
+		for _, sz := range [][2]int{{64, 64}, {256, 256}} {
+			rows, cols := sz[0], sz[1]
+			b.Run(fmt.Sprintf("%dx%dxd=%d", rows, cols, d), func(b *testing.B) {
+				s := make([]float32, rows*cols)
+				q, kp := randomBF16(rows*d, 1), randomBF16(d*cols, 1)
+				for b.Loop() {
+					if err := QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			reportGFLOPs(b, 2*rows*cols*d)
-		})
+				reportGFLOPs(b, 2*rows*cols*d)
+			})
+		}
 	})
 }
 
 func BenchmarkPVBF16(b *testing.B) {
-	const rows, cols, d = 64, 64, 128
+	const d = 128
 	forEachBF16Impl(b, func(b *testing.B) {
-		b.Run(fmt.Sprintf("d=%d", d), func(b *testing.B) {
-			o := make([]float32, rows*d)
-			p := randomBF16(rows*cols, 1e-3) // small, so that o grows slowly over the iterations
-			vp := randomBF16(cols*d, 1)
-			for b.Loop() {
-				if err := PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d); err != nil {
-					b.Fatal(err)
+		for _, sz := range [][2]int{{64, 64}, {256, 256}} {
+			rows, cols := sz[0], sz[1]
+			b.Run(fmt.Sprintf("%dx%dxd=%d", rows, cols, d), func(b *testing.B) {
+				o := make([]float32, rows*d)
+				p := randomBF16(rows*cols, 1e-3) // small, so that o grows slowly over the iterations
+				vp := randomBF16(cols*d, 1)
+				for b.Loop() {
+					if err := PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			reportGFLOPs(b, 2*rows*cols*d)
-		})
+				reportGFLOPs(b, 2*rows*cols*d)
+			})
+		}
 	})
 }
 
