@@ -1,6 +1,7 @@
 package attention
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/flashgo/flashgo/fp16"
@@ -93,11 +94,17 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 			j += r.n
 		}
 	}
-	// The product applies the scale, in one pass over the tile (the
-	// softmax could, in the same multiplication and so the same bits, but
-	// a pass per row of the tile costs more than one per tile).
-	bl.scaled = true
-	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, c.scale)
+	// The softmax applies the scale as it reads the scores (the same
+	// multiplication, so the same bits), which saves the AMX product its
+	// pass over the tile. The per-element terms need scaled scores, and
+	// foldCrossing's −Inf for hidden keys stays −Inf only under a positive
+	// finite scale: otherwise the product applies it.
+	bl.scaled = c.terms || !(c.scale > 0 && c.scale <= math.MaxFloat32)
+	scale := float32(1)
+	if bl.scaled {
+		scale = c.scale
+	}
+	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
 }
 
 func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {

@@ -115,7 +115,7 @@ func qktBF16AMX(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFlo
 				if i > 0 {
 					flags |= amxLoadC
 				}
-				if i == nt-1 {
+				if i == nt-1 && scale != 1 { // 1·x is x: no pass
 					flags |= amxScale
 				}
 				cfg := amxConfig(r.size, c.size, t.size)
