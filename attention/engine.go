@@ -228,7 +228,7 @@ func (e *Engine) Forward(out, q, k, v Tensor, opts Options) error {
 // out [B, Hq, Nq] contiguously. A row that sees no key gets −Inf.
 func (e *Engine) ForwardLSE(out Tensor, lse []float32, q, k, v Tensor, opts Options) error {
 	if lse == nil {
-		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %d elements", q.Batch*q.Heads*q.Seq)
+		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %s elements", rowCountText(q.Layout))
 	}
 	return e.forward(out, lse, q, k, v, opts)
 }
@@ -358,9 +358,9 @@ func checkOutputs(prefix string, out Tensor, lse []float32, q Tensor, inputs ...
 	if err != nil || lse == nil {
 		return err
 	}
-	need := q.Batch * q.Heads * q.Seq
-	if len(lse) < need {
-		return fmt.Errorf("%slse has %d elements; want >= B·Hq·Nq = %d", prefix, len(lse), need)
+	need, ok := rowCount(q.Layout)
+	if !ok || len(lse) < need {
+		return fmt.Errorf("%slse has %d elements; want >= B·Hq·Nq = %s", prefix, len(lse), rowCountText(q.Layout))
 	}
 	llo, lhi := floatsRange(lse[:need])
 	err = all(func(name string, t *Tensor) error {

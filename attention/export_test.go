@@ -8,3 +8,22 @@ func SetPrepack(on bool) (restore func()) {
 	prepackEnabled = on
 	return func() { prepackEnabled = prev }
 }
+
+// SetBlockRefs sets the reference count of block b of c and returns the
+// previous count, for tests of the count's limit (2^31 − 1 forks would
+// take too long).
+func SetBlockRefs(c *PagedCache, b int, n int32) int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.ref[b]
+	c.ref[b] = n
+	return prev
+}
+
+// PagedStorage returns the slices behind an F32 paged cache's keys and
+// values, so that a test can check that a failed call wrote nothing.
+func PagedStorage(c *PagedCache) (k, v []float32) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.k.f32, c.v.f32
+}

@@ -117,7 +117,7 @@ func (c *KVCache) Append(k, v Tensor) error {
 		return err
 	}
 	n := k.Seq
-	if c.n+n > c.capacity {
+	if n > c.capacity-c.n { // c.n+n could overflow
 		return fmt.Errorf("attention: KVCache.Append: %d positions to a cache holding %d of %d; want at most %d", n, c.n, c.capacity, c.capacity-c.n)
 	}
 	for h := range c.heads {

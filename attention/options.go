@@ -185,7 +185,7 @@ func validateOptions(c *call, opts *Options) error {
 		}
 		// A bound past every key reaches as far as unbounded does; clamping
 		// keeps i' ± w from overflowing (|i'| <= Nq + Nkv).
-		reach := q.Seq + c.k.Seq + 1
+		reach := satAdd(satAdd(q.Seq, c.k.Seq), 1)
 		c.window, c.winL, c.winR = true, w.Left, w.Right
 		if c.winL > reach {
 			c.winL = reach

@@ -2,6 +2,7 @@ package attention
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/flashgo/flashgo/kernel"
@@ -64,7 +65,7 @@ func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCac
 	// consecutive blocks has each head's rows one after the other, as a
 	// contiguous cache has, and the kernels read them in one run.
 	l := Layout{Batch: numBlocks, Heads: heads, Seq: blockSize, Dim: dim,
-		BatchStride: blockSize * dim, HeadStride: numBlocks * blockSize * dim, SeqStride: dim}
+		BatchStride: satMul(blockSize, dim), HeadStride: satMul(numBlocks, blockSize, dim), SeqStride: dim}
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("attention: NewPagedCache: %w", err)
 	}
@@ -142,6 +143,11 @@ func (c *PagedCache) Fork(src SeqID) (SeqID, error) {
 		return 0, err
 	}
 	for _, b := range s.blocks {
+		if c.ref[b] == math.MaxInt32 {
+			return 0, fmt.Errorf("attention: PagedCache.Fork: block %d of sequence %d is shared by %d sequences already; want fewer than 2^31-1 sharers", b, src, c.ref[b])
+		}
+	}
+	for _, b := range s.blocks {
 		c.ref[b]++
 	}
 	c.nextID++
@@ -185,7 +191,7 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 	if n < 0 || n > s.n {
 		return fmt.Errorf("attention: PagedCache.Truncate(%d, %d) on a sequence of %d positions; want 0 <= n <= %d", id, n, s.n, s.n)
 	}
-	keep := (n + c.blockSize - 1) / c.blockSize
+	keep := ceilDiv(n, c.blockSize)
 	c.release(s.blocks[keep:])
 	clear(s.blocks[keep:])
 	s.blocks, s.n = s.blocks[:keep], n
@@ -216,7 +222,13 @@ func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
 	}
 	bs := c.blockSize
 	have := len(s.blocks)
-	need := (s.n+m+bs-1)/bs - have // new blocks
+	// New blocks: those the positions past the room left in the last
+	// block take, counted without forming s.n+m, which a view claiming
+	// nearly math.MaxInt positions would overflow.
+	need := 0
+	if slack := have*bs - s.n; m > slack {
+		need = ceilDiv(m-slack, bs)
+	}
 	cow := s.n%bs != 0 && c.ref[s.blocks[have-1]] > 1
 	if cow {
 		need++
@@ -274,7 +286,7 @@ func (c *PagedCache) Check() error {
 	defer c.mu.RUnlock()
 	count := make([]int32, c.numBlocks)
 	for id, s := range c.seqs {
-		if want := (s.n + c.blockSize - 1) / c.blockSize; len(s.blocks) != want {
+		if want := ceilDiv(s.n, c.blockSize); len(s.blocks) != want {
 			return fmt.Errorf("attention: PagedCache: sequence %d of %d positions has %d blocks; want %d", id, s.n, len(s.blocks), want)
 		}
 		for i, b := range s.blocks {
@@ -380,7 +392,7 @@ func (e *Engine) ForwardPaged(out, q Tensor, cache *PagedCache, seqs []SeqID, op
 // into lse, laid out [len(seqs), Hq, Nq] contiguously, as ForwardLSE does.
 func (e *Engine) ForwardPagedLSE(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
 	if lse == nil {
-		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %d elements", q.Batch*q.Heads*q.Seq)
+		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %s elements", rowCountText(q.Layout))
 	}
 	return e.forwardPaged(out, lse, q, cache, seqs, opts)
 }

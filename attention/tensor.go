@@ -68,21 +68,26 @@ type Layout struct {
 	BatchStride, HeadStride, SeqStride int
 }
 
-// BHSD returns the contiguous layout [batch, heads, seq, dim].
+// BHSD returns the contiguous layout [batch, heads, seq, dim]. A shape
+// with more elements than an int can count gets strides that Validate
+// rejects (a stride that does not fit is math.MaxInt), never strides that
+// wrapped around.
 func BHSD(batch, heads, seq, dim int) Layout {
 	return Layout{
 		Batch: batch, Heads: heads, Seq: seq, Dim: dim,
-		BatchStride: heads * seq * dim, HeadStride: seq * dim, SeqStride: dim,
+		BatchStride: satMul(heads, seq, dim), HeadStride: satMul(seq, dim), SeqStride: dim,
 	}
 }
 
 // BSHD returns the contiguous layout [batch, seq, heads, dim], the one in
 // which a projection x·W writes the heads of a token side by side. The
 // Layout still reports the dimensions in the order batch, heads, seq, dim.
+// Like BHSD, a shape too large for an int gets strides that Validate
+// rejects.
 func BSHD(batch, seq, heads, dim int) Layout {
 	return Layout{
 		Batch: batch, Heads: heads, Seq: seq, Dim: dim,
-		BatchStride: seq * heads * dim, HeadStride: dim, SeqStride: heads * dim,
+		BatchStride: satMul(seq, heads, dim), HeadStride: dim, SeqStride: satMul(heads, dim),
 	}
 }
 
@@ -224,7 +229,7 @@ func (t Tensor) Validate() error {
 		if t.Dim%Q8Block != 0 || t.SeqStride%Q8Block != 0 || t.HeadStride%Q8Block != 0 || t.BatchStride%Q8Block != 0 {
 			return fmt.Errorf("q8 view has dim %d and strides [%d %d %d 1]; want multiples of %d", t.Dim, t.BatchStride, t.HeadStride, t.SeqStride, Q8Block)
 		}
-		if n, need := len(t.q8s), (t.Span()+Q8Block-1)/Q8Block; n < need {
+		if n, need := len(t.q8s), ceilDiv(t.Span(), Q8Block); n < need {
 			return fmt.Errorf("q8 scales have %d elements; want >= %d (one per %d values)", n, need, Q8Block)
 		}
 	}
@@ -263,7 +268,7 @@ func (t Tensor) scaleRange() (lo, hi uintptr) {
 	if t.dtype != Q8 {
 		return 0, 0
 	}
-	return floatsRange(t.q8s[:(t.Span()+Q8Block-1)/Q8Block])
+	return floatsRange(t.q8s[:ceilDiv(t.Span(), Q8Block)])
 }
 
 func floatsRange(x []float32) (lo, hi uintptr) {
