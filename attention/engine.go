@@ -214,11 +214,16 @@ func Forward(out, q, k, v Tensor, opts Options) error {
 // float32; k and v are [B, Hkv, Nkv, D] in F32, F16, BF16 or Q8 (they may
 // differ). Hq must be a multiple of Hkv: query head h reads K/V head
 // h/(Hq/Hkv), which covers multi-head, grouped-query and multi-query
-// attention. B, Nq and Nkv may be 0.
+// attention. B, Nq and Nkv may be 0. The rows of k and of v must not
+// overlap: with Nkv >= 2 their SeqStride must be at least D (with one
+// position the stride is never stepped, and any value, 0 included, reads
+// as the dense one). q may repeat rows (SeqStride 0 broadcasts one query);
+// out must have distinct elements.
 //
-// A misuse (mismatched shapes, a short slice, an output that overlaps an
-// input, a bad option) returns an error that names the argument, and
-// nothing is written. The inputs are never modified.
+// A misuse (mismatched shapes, a short slice, overlapping K or V rows, an
+// output that overlaps an input, a bad option) returns an error that names
+// the argument, and nothing is written: every argument is checked before
+// the first output element is. The inputs are never modified.
 func (e *Engine) Forward(out, q, k, v Tensor, opts Options) error {
 	return e.forward(out, nil, q, k, v, opts)
 }
@@ -300,6 +305,15 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 	if q.Heads%k.Heads != 0 {
 		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want a multiple (grouped-query attention)", q.Heads, k.Heads)
 	}
+	for _, t := range [...]namedTensor{{"k", k}, {"v", v}} {
+		// The kernels read K and V rows SeqStride apart as the rows of a
+		// matrix, which must not overlap. With one position the stride
+		// steps nowhere: denseRows makes it Dim below.
+		if t.t.Seq >= 2 && t.t.SeqStride < t.t.Dim {
+			return call{}, fmt.Errorf("attention: %s has SeqStride %d with %d positions of head dim %d; want SeqStride >= %d (the head dim), so that its rows do not overlap",
+				t.name, t.t.SeqStride, t.t.Seq, t.t.Dim, t.t.Dim)
+		}
+	}
 	if err := checkOutputs("attention: ", out, lse, q, namedTensor{"k", k}, namedTensor{"v", v}); err != nil {
 		return call{}, err
 	}
@@ -307,11 +321,22 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 	if err != nil {
 		return call{}, err
 	}
-	c := call{out: out, q: q, k: k, v: v, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}
+	c := call{out: out, q: q, k: denseRows(k), v: denseRows(v), lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}
 	if err := validateOptions(&c, opts); err != nil {
 		return call{}, err
 	}
 	return c, nil
+}
+
+// denseRows returns the K or V view t with SeqStride Dim when it has at
+// most one position, so that a stride that steps nowhere (0 in a Layout
+// literal that sets only the sizes) reaches the kernels as the dense one.
+// The elements the view reaches are the same.
+func denseRows(t Tensor) Tensor {
+	if t.Seq <= 1 {
+		t.SeqStride = t.Dim
+	}
+	return t
 }
 
 // namedTensor is an input that an output must not overlap, with the name an
