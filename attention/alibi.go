@@ -6,6 +6,11 @@ import (
 	"math/bits"
 )
 
+// MaxALiBiHeads is the most heads ALiBiSlopes gives slopes for (4 MiB of
+// them), far more than any model has: a larger n is an error rather than
+// an allocation that would take the process down.
+const MaxALiBiHeads = 1 << 20
+
 // ALiBiSlopes returns the per-head slopes of ALiBi (Press, Smith and Lewis,
 // "Train Short, Test Long: Attention with Linear Biases Enables Input Length
 // Extrapolation", 2022) for n heads, in the schedule of the paper's code, of
@@ -25,10 +30,10 @@ import (
 // the query's position on the diagonal (i + Nkv − Nq with the bottom-right
 // alignment); for the keys a causal row sees that is slope[h]·(j − i') <= 0.
 //
-// It returns an error for n < 1.
+// It returns an error for n < 1 and for n > MaxALiBiHeads.
 func ALiBiSlopes(n int) ([]float32, error) {
-	if n < 1 {
-		return nil, fmt.Errorf("attention: ALiBiSlopes: n is %d heads; want >= 1", n)
+	if n < 1 || n > MaxALiBiHeads {
+		return nil, fmt.Errorf("attention: ALiBiSlopes: n is %d heads; want 1 to MaxALiBiHeads (%d)", n, MaxALiBiHeads)
 	}
 	m := 1 << (bits.Len(uint(n)) - 1)
 	s := make([]float32, n)

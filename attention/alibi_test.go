@@ -75,11 +75,16 @@ func TestALiBiSlopesMatchRecursion(t *testing.T) {
 }
 
 func TestALiBiSlopesErrors(t *testing.T) {
-	for _, n := range []int{0, -1, math.MinInt} {
+	// Too many heads is an error too, not an allocation that takes the
+	// process down.
+	for _, n := range []int{0, -1, math.MinInt, attention.MaxALiBiHeads + 1, 1 << 40, math.MaxInt} {
 		s, err := attention.ALiBiSlopes(n)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "attention: ALiBiSlopes: n is")
-		assert.Contains(t, err.Error(), "heads; want >= 1")
+		assert.Contains(t, err.Error(), "heads; want 1 to MaxALiBiHeads (1048576)")
 		assert.Nil(t, s)
 	}
+	s, err := attention.ALiBiSlopes(attention.MaxALiBiHeads)
+	require.NoError(t, err)
+	assert.Len(t, s, attention.MaxALiBiHeads)
 }

@@ -22,19 +22,33 @@ const (
 	DefaultBlockKVBF16 = 256
 )
 
+// Limits of Config: NewEngine refuses larger settings. A call's scratch
+// memory grows with BlockQ·BlockKV per thread and, in split-KV decoding,
+// with KVSplits; within these limits a call never sizes its scratch past
+// what its problem needs (a tile is never larger than the default or the
+// problem, whichever is larger, and a decode call never has more runs than
+// its keys have tiles, or 32).
+const (
+	MaxBlockQ   = 4096
+	MaxBlockKV  = 4096
+	MaxKVSplits = 256
+	MaxThreads  = 4096
+)
+
 // Config sets up an Engine. The zero Config is valid and picks the defaults.
 type Config struct {
 	// BlockQ is the number of query rows in a tile (Br), 0 for
 	// DefaultBlockQ (DefaultBlockQBF16 in bf16 precision). With
 	// grouped-query attention the rows of a tile come from all the query
-	// heads that share a K/V head.
+	// heads that share a K/V head. At most MaxBlockQ.
 	BlockQ int
 	// BlockKV is the number of keys in a tile (Bc), 0 for DefaultBlockKV
-	// (DefaultBlockKVBF16 in bf16 precision).
+	// (DefaultBlockKVBF16 in bf16 precision). At most MaxBlockKV.
 	BlockKV int
 	// Threads is the number of goroutines a call may use, 0 for
 	// runtime.GOMAXPROCS(0) at the time of the call. The output does not
-	// depend on it: every thread count gives bitwise the same result.
+	// depend on it: every thread count gives bitwise the same result. At
+	// most MaxThreads.
 	Threads int
 	// KVSplits sets split-KV decoding (flash-decoding): in a call whose
 	// query positions fit one block (decode, a few draft tokens; not a
@@ -47,10 +61,11 @@ type Config struct {
 	// 0 chooses the number of runs from the shape alone (as
 	// FlashAttention's num_splits = 0): enough for about 64 (batch, head,
 	// run) blocks, each of at least 512 keys, at most 32 runs; 1 turns
-	// splitting off; 2 or more is that many runs. The output depends on the
-	// number of runs (it is rounded differently) but never on Threads: a
-	// given shape and KVSplits give bitwise the same result for every thread
-	// count.
+	// splitting off; 2 or more (at most MaxKVSplits) is that many runs,
+	// of which those past the number of key tiles are empty. The output
+	// depends on the number of runs (it is rounded differently) but never
+	// on Threads: a given shape and KVSplits give bitwise the same result
+	// for every thread count.
 	KVSplits int
 }
 
@@ -173,17 +188,17 @@ type Engine struct {
 
 // NewEngine returns an engine with the given configuration.
 func NewEngine(cfg Config) (*Engine, error) {
-	if cfg.BlockQ < 0 {
-		return nil, fmt.Errorf("attention: Config.BlockQ is %d; want >= 1, or 0 for the default %d", cfg.BlockQ, DefaultBlockQ)
+	if cfg.BlockQ < 0 || cfg.BlockQ > MaxBlockQ {
+		return nil, fmt.Errorf("attention: Config.BlockQ is %d; want 1 to MaxBlockQ (%d), or 0 for the default %d", cfg.BlockQ, MaxBlockQ, DefaultBlockQ)
 	}
-	if cfg.BlockKV < 0 {
-		return nil, fmt.Errorf("attention: Config.BlockKV is %d; want >= 1, or 0 for the default %d", cfg.BlockKV, DefaultBlockKV)
+	if cfg.BlockKV < 0 || cfg.BlockKV > MaxBlockKV {
+		return nil, fmt.Errorf("attention: Config.BlockKV is %d; want 1 to MaxBlockKV (%d), or 0 for the default %d", cfg.BlockKV, MaxBlockKV, DefaultBlockKV)
 	}
-	if cfg.KVSplits < 0 {
-		return nil, fmt.Errorf("attention: Config.KVSplits is %d; want 0 (automatic), 1 (no split-KV decoding) or a number of splits >= 2", cfg.KVSplits)
+	if cfg.KVSplits < 0 || cfg.KVSplits > MaxKVSplits {
+		return nil, fmt.Errorf("attention: Config.KVSplits is %d; want 0 (automatic), 1 (no split-KV decoding) or a number of splits from 2 to MaxKVSplits (%d)", cfg.KVSplits, MaxKVSplits)
 	}
-	if cfg.Threads < 0 {
-		return nil, fmt.Errorf("attention: Config.Threads is %d; want >= 1, or 0 for GOMAXPROCS", cfg.Threads)
+	if cfg.Threads < 0 || cfg.Threads > MaxThreads {
+		return nil, fmt.Errorf("attention: Config.Threads is %d; want 1 to MaxThreads (%d), or 0 for GOMAXPROCS", cfg.Threads, MaxThreads)
 	}
 	e := &Engine{blockQ: cfg.BlockQ, blockKV: cfg.BlockKV, threads: cfg.Threads, splits: cfg.KVSplits, pool: &pool{wake: make(chan struct{}, poolQueue)}}
 	// The helpers hold only the pool; once the Engine is unreachable they
@@ -261,10 +276,19 @@ func (e *Engine) positionsPerBlock(c *call) int {
 		bq = DefaultBlockQBF16
 	}
 	np := max(1, bq/c.group)
+	// A block bigger than the defaults shrinks to the queries there are
+	// (halving keeps it a single block, as it was), so that a large BlockQ
+	// never sizes the scratch past the problem.
+	for np > max(DefaultBlockQ, DefaultBlockQBF16) && np/2 >= c.q.Seq {
+		np /= 2
+	}
 	c.bkv = e.blockKV
 	if c.precision == PrecisionBFloat16 && !e.blockKVSet {
 		c.bkv = DefaultBlockKVBF16
 	}
+	// Likewise a tile bigger than the defaults never exceeds the keys
+	// there are: a problem of fewer keys has one tile either way.
+	c.bkv = min(c.bkv, max(DefaultBlockKV, DefaultBlockKVBF16, c.k.Seq))
 	threads := e.threadCount()
 	for np > 16 && c.q.Batch*c.k.Heads*((c.q.Seq+np-1)/np) < 8*threads {
 		np /= 2

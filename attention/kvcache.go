@@ -31,8 +31,15 @@ type KVCache struct {
 	k, v                    Tensor // [1, heads, capacity, dim]
 }
 
+// MaxCacheBytes is the most storage NewKVCache and NewPagedCache allocate
+// for one cache (256 GiB): keys and values together, with the Q8 scales. A
+// larger shape is an error, not an allocation that would take the process
+// down.
+const MaxCacheBytes = 1 << 38
+
 // NewKVCache returns an empty cache of heads × capacity × dim keys and as
-// many values, stored as dtype (F32, F16, BF16 or Q8).
+// many values, stored as dtype (F32, F16, BF16 or Q8). Their storage must
+// fit in MaxCacheBytes.
 func NewKVCache(dtype DType, heads, capacity, dim int) (*KVCache, error) {
 	if err := checkCacheShape("NewKVCache", dtype, heads, dim); err != nil {
 		return nil, err
@@ -43,6 +50,9 @@ func NewKVCache(dtype DType, heads, capacity, dim int) (*KVCache, error) {
 	l := BHSD(1, heads, capacity, dim)
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("attention: NewKVCache: %w", err)
+	}
+	if err := checkCacheBytes("NewKVCache", dtype, l); err != nil {
+		return nil, err
 	}
 	c := &KVCache{heads: heads, capacity: capacity, dim: dim}
 	c.k = newStorage(dtype, l)
@@ -64,6 +74,23 @@ func checkCacheShape(fn string, dtype DType, heads, dim int) error {
 		return fmt.Errorf("attention: %s: head dim %d with q8 storage; want a multiple of %d", fn, dim, Q8Block)
 	}
 	return nil
+}
+
+// checkCacheBytes checks that the keys and values of a cache of layout l
+// (a valid one) stored as dtype fit in MaxCacheBytes.
+func checkCacheBytes(fn string, dtype DType, l Layout) error {
+	n := uint64(l.Span())   // elements of the keys, and of the values
+	if n <= MaxCacheBytes { // then nothing below overflows
+		bytes := n * uint64(dtype.Size())
+		if dtype == Q8 {
+			bytes += n / Q8Block * 4 // the scales
+		}
+		if 2*bytes <= MaxCacheBytes {
+			return nil
+		}
+	}
+	return fmt.Errorf("attention: %s: keys and values of %d elements each, stored as %v, take more than MaxCacheBytes (%d bytes); want a smaller cache",
+		fn, n, dtype, uint64(MaxCacheBytes))
 }
 
 // newStorage allocates a zeroed tensor of layout l.

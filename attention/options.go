@@ -110,7 +110,7 @@ type call struct {
 	precision    Precision
 	math         tileMath // how the tiles' products are computed (set by run)
 	pre          *prepack // bf16 K/V packed once per call, or nil (set by run)
-	bkv          int      // keys in a tile: Config.BlockKV or its default (set by positionsPerBlock)
+	bkv          int      // keys in a tile: Config.BlockKV or its default, bounded by the problem (set by positionsPerBlock)
 
 	topLeft    bool
 	window     bool

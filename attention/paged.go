@@ -49,7 +49,8 @@ type pagedSeq struct {
 
 // NewPagedCache returns an empty cache of numBlocks blocks of blockSize
 // positions, for heads K/V heads of dimension dim stored as dtype (F32,
-// F16, BF16 or Q8). All the storage is allocated here.
+// F16, BF16 or Q8). All the storage is allocated here, and must fit in
+// MaxCacheBytes.
 func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCache, error) {
 	if err := checkCacheShape("NewPagedCache", dtype, heads, dim); err != nil {
 		return nil, err
@@ -68,6 +69,9 @@ func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCac
 		BatchStride: satMul(blockSize, dim), HeadStride: satMul(numBlocks, blockSize, dim), SeqStride: dim}
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("attention: NewPagedCache: %w", err)
+	}
+	if err := checkCacheBytes("NewPagedCache", dtype, l); err != nil {
+		return nil, err
 	}
 	c := &PagedCache{
 		heads: heads, dim: dim, blockSize: blockSize, numBlocks: numBlocks,

@@ -203,13 +203,17 @@ func (e *Engine) run(c *call, np int) error {
 // thread count: runs of at least minSplitKeys keys, until there are
 // splitBlocks blocks in all, and at most maxSplits runs.
 func (e *Engine) splitCount(c *call) int {
-	if e.splits != 0 {
-		return e.splits
-	}
 	const minSplitKeys, splitBlocks, maxSplits = 512, 64, 32
 	nk := 0
 	for b := range c.q.Batch {
 		nk = max(nk, c.keys(b))
+	}
+	if e.splits != 0 {
+		// More runs than tiles leave runs empty: capping them at the
+		// tiles of the longest sequence (or maxSplits) changes no run's
+		// tiles, hence no bit of the result, and bounds the partial
+		// results by the problem.
+		return min(e.splits, max(maxSplits, ceilDiv(nk, c.bkv)))
 	}
 	bh := c.q.Batch * c.k.Heads
 	return max(1, min(maxSplits, (splitBlocks+bh-1)/bh, nk/minSplitKeys))
