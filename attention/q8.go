@@ -6,11 +6,19 @@ import (
 )
 
 // QuantizeQ8 quantises src to Q8 as llama.cpp's Q8_0 does, block by block
-// of Q8Block values: with a the largest |x| of the block, the scale is
-// a/127 and each value becomes round(x·127/a) (half away from zero), so
-// the largest keeps its magnitude and every value is within half a step,
-// a/254, of the original. A block of zeros gets scale 0. A NaN or ±Inf in a
-// block makes the whole block NaN. It writes len(src) values to dst and
+// of Q8Block values: with a the largest |x| of the block, the scale is d =
+// a/127 rounded to float32 and each value becomes round(x·(1/d)) (half away
+// from zero; 1/d and the product in float32, as Q8_0). So every value is
+// within half a step, d/2, of the original (up to the rounding of that
+// product), and the largest becomes ±127, which dequantises to 127·d,
+// within one float32 ulp of a: never ±Inf, since where 127·d would round
+// past MaxFloat32 (a = MaxFloat32) d is the next float32 below a/127.
+// Blocks so small that a/127 is subnormal (a < 127·2^−126, about 1.5e−36)
+// have a scale of less precision: there d is a/127 rounded up far enough
+// that no value exceeds 127.5 steps, each value becomes round(x/d) in
+// float64 (at most 127 in magnitude), and each is within d/2 of the
+// original. A block of zeros gets scale 0. A NaN or ±Inf in a block makes
+// the whole block NaN. It writes len(src) values to dst and
 // len(src)/Q8Block scales; len(src) must be a multiple of Q8Block and dst
 // and scales at least that long, or it returns an error and writes
 // nothing.
@@ -78,12 +86,30 @@ func quantizeQ8(dst []int8, scales []float32, src []float32) {
 			continue
 		}
 		d := amax / 127
+		if d < 0x1p-126 { // subnormal (or 0): see QuantizeQ8
+			for float64(amax) > 127.5*float64(d) {
+				d = math.Nextafter32(d, float32(math.Inf(1)))
+			}
+			scales[g] = d
+			for i, v := range x {
+				q[i] = clampQ8(math.Round(float64(v) / float64(d)))
+			}
+			continue
+		}
+		if math.IsInf(float64(127*d), 1) { // the largest would dequantise to ±Inf
+			d = math.Nextafter32(d, 0)
+		}
 		id := 1 / d
 		scales[g] = d
 		for i, v := range x {
-			q[i] = int8(math.Round(float64(v * id)))
+			q[i] = clampQ8(math.Round(float64(v * id)))
 		}
 	}
+}
+
+// clampQ8 converts a rounded quotient to int8, at most 127 in magnitude.
+func clampQ8(x float64) int8 {
+	return int8(max(-127, min(127, x)))
 }
 
 func abs32(x float32) float32 {

@@ -154,3 +154,91 @@ func TestQuantisationError(t *testing.T) {
 		assert.Less(t, errs.MaxAbs, c.bound, "%v", c.dt)
 	}
 }
+
+// TestQuantizeQ8Extremes checks QuantizeQ8's promises at the ends of the
+// float32 range: the largest magnitude of a block becomes ±127 and
+// dequantises to within one ulp of itself (never ±Inf, as MaxFloat32 once
+// did), and in blocks whose scale is subnormal every value stays within
+// half a step.
+func TestQuantizeQ8Extremes(t *testing.T) {
+	const B = attention.Q8Block
+	ulps := func(a, b float32) int64 {
+		d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
+		return max(d, -d)
+	}
+	check := func(t *testing.T, x []float32) {
+		t.Helper()
+		q := make([]int8, len(x))
+		s := make([]float32, len(x)/B)
+		require.NoError(t, attention.QuantizeQ8(q, s, x))
+		back := make([]float32, len(x))
+		require.NoError(t, attention.DequantizeQ8(back, q, s))
+		for g := range s {
+			blk := x[g*B : (g+1)*B]
+			var a float32
+			for _, v := range blk {
+				a = max(a, abs32(v))
+			}
+			d := s[g]
+			require.False(t, math.IsInf(float64(d), 0) || d < 0 || d != d, "block %d (max %g): scale %v", g, a, d)
+			for i, v := range blk {
+				got := back[g*B+i]
+				require.False(t, math.IsInf(float64(got), 0), "block %d value %d (%g): dequantised to %v", g, i, v, got)
+				if abs32(v) == a && a >= 127*0x1p-126 {
+					require.Equal(t, int8(127), max(q[g*B+i], -q[g*B+i]), "block %d: largest %g", g, v)
+					require.LessOrEqual(t, ulps(got, v), int64(1), "block %d: largest %g dequantised to %g", g, v, got)
+				}
+				tol := float64(d) * (0.5 + 1e-5)
+				if a >= 127*0x1p-126 {
+					tol += float64(a) * 0x1p-23 // the rounding of the dequantised value
+				}
+				require.LessOrEqual(t, math.Abs(float64(got)-float64(v)), tol, "block %d value %d: %g -> %d·%g", g, i, v, q[g*B+i], d)
+			}
+		}
+	}
+	maxF := float32(math.MaxFloat32)
+	var x []float32
+	block := func(vals ...float32) {
+		b := make([]float32, B)
+		copy(b, vals)
+		x = append(x, b...)
+	}
+	block(maxF, -maxF, maxF/2, 1, -1e38)
+	block(-maxF)
+	block(math.Nextafter32(maxF, 0), 3e38)
+	block(127*0x1p-126, -1e-37, 0x1p-149)
+	block(0x1p-149)                      // the smallest subnormal: scale 2^-149, q 1
+	block(-0x1p-149, 0x1p-149)           // ±1 step
+	block(5e-45, 1e-45, -3e-45)          // a few subnormal steps
+	block(1e-40, -7e-41, 3e-41, 1e-45)   // a subnormal scale
+	block(1.4e-36, -1e-36, 1e-38, 1e-43) // just under 127·2^-126
+	check(t, x)
+	q := make([]int8, 2*B)
+	s := make([]float32, 2)
+	require.NoError(t, attention.QuantizeQ8(q, s, x[:2*B]))
+	require.Equal(t, []int8{127, -127}, q[:2])
+	require.Equal(t, int8(-127), q[B])
+	require.NoError(t, attention.QuantizeQ8(q[:B], s[:1], x[4*B:5*B]))
+	require.Equal(t, float32(0x1p-149), s[0])
+	require.Equal(t, int8(1), q[0])
+
+	// Random blocks over the whole finite range: a largest magnitude of
+	// random bits, the rest fractions of it.
+	rng := rand.New(rand.NewPCG(143, 144))
+	x = x[:0]
+	for range 20000 {
+		a := math.Float32frombits(rng.Uint32N(0x7f800000-1) + 1)
+		b := make([]float32, B)
+		for i := range b {
+			b[i] = a * float32(rng.Float64()*2-1)
+		}
+		b[rng.IntN(B)] = a
+		if rng.IntN(2) == 0 {
+			b[rng.IntN(B)] = -a
+		}
+		x = append(x, b...)
+	}
+	check(t, x)
+}
+
+func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
