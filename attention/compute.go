@@ -240,9 +240,13 @@ func foldCrossingTile(ws *workspace, rows, np, d, ld, ldS int, vt []float32, ldV
 	for h0 := 0; h0 < rows; h0 += np {
 		for r0 := h0; r0 < h0+np; r0 += crossRun {
 			n := min(crossRun, h0+np-r0)
-			// The ranges are monotone in the position, so the intersection
-			// runs from the last row's lo to the first row's hi.
-			cLo, cHi := ws.lo[r0+n-1], ws.vis[r0]
+			// The intersection of the rows' ranges: from the last row's lo
+			// to the first row's hi, as the ranges are monotone in the
+			// position, unless a mask trimmed some (trimMasked).
+			cLo, cHi := ws.lo[r0], ws.vis[r0]
+			for r := r0 + 1; r < r0+n; r++ {
+				cLo, cHi = max(cLo, ws.lo[r]), min(cHi, ws.vis[r])
+			}
 			if cHi > cLo {
 				if err := kernel.PV(ws.o[r0*ld:], ld, ws.s[r0*ldS+cLo:], ldS, vt[cLo*ldV:], ldV, n, cHi-cLo, d); err != nil {
 					return err

@@ -41,6 +41,8 @@
 // logits of any finite magnitude are safe, because every exponent is taken
 // relative to the row's running maximum; a NaN in an input reaches only the
 // rows whose computation reads it (a key or value that the causal mask, a
-// window or the sequence bounds hide from a row is never read for that row;
-// one hidden only by Mask or BoolMask is read with weight 0, see Options).
+// window or the sequence bounds hide from a row is never read for that row,
+// nor is one that Mask or BoolMask hides before the row's first visible key
+// or after its last, such as padding; one that they hide between visible
+// keys may be read with weight 0, see Options).
 package attention

@@ -100,13 +100,20 @@ type Config struct {
 // from a whole block of queries are neither converted nor computed, so a
 // sliding window of w keys costs in proportion to w, not to Nkv. Keys that
 // those structural masks hide from a row are left out of its P·V entirely,
-// so a NaN or Inf in their K or V rows never reaches it. Keys hidden only by
-// Mask or BoolMask are skipped with their whole tile when the mask hides
-// every key of that tile from every row of a block; otherwise they get
-// probability exactly 0 but are still read by P·V when they lie between
-// visible keys of the row's range: a NaN or ±Inf in such a value row turns
-// the row into NaN (0·NaN). Keep masked value rows finite (e.g. zero a KV
-// cache's unused slots), or hide them with a window or with CuSeqKV instead.
+// so a NaN or Inf in their K or V rows never reaches it.
+//
+// Keys hidden by Mask or BoolMask: of the keys the structural masks leave
+// a row, those that Mask or BoolMask hides before the row's first visible
+// key or after its last visible key are never read for that row either,
+// whatever their K and V rows hold: the padding of a key-padding mask, at
+// the end or at the start of each sequence, may be uninitialised memory.
+// A key that the mask hides between two keys the row sees gets
+// probability exactly 0 but may still be read by P·V: a NaN or ±Inf in its
+// value row may turn the row into NaN (0·NaN), so keep such value rows
+// finite, or hide them with a window or CuSeqKV instead. (A NaN or ±Inf in
+// the K row of a hidden key never matters: its score is replaced by −Inf,
+// not added to.) A tile of keys that the mask hides from every row of a
+// block of queries is skipped whole, like one outside every window.
 type Options struct {
 	// Scale multiplies Q·Kᵀ before the softmax; 0 means 1/sqrt(Dim). It
 	// must be finite.
@@ -151,7 +158,9 @@ type Options struct {
 	// not survive). A NaN or +Inf entry of a visible key makes the row NaN.
 	Mask Tensor
 	// BoolMask, when its Data is non-nil, is a boolean mask (true keeps the
-	// key), broadcast like Mask; see BoolMask.
+	// key), broadcast like Mask; see BoolMask. Keys it hides at either end
+	// of a row's range are never read (see above), so a key-padding mask
+	// may hide uninitialised padding.
 	BoolMask BoolMask
 	// CuSeqQ and CuSeqKV, when non-nil, make the call a variable-length
 	// batch, as flash_attn_varlen_func: the batch must be 1 and the

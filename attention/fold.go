@@ -186,6 +186,9 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 				}
 			}
 		}
+		if (c.mask.dtype != 0 || c.bmask.Data != nil) && !trimMasked(ws, c, b, hk, p0, np, j0, sg) {
+			whole = false // keys a mask hides at the edge of a row's range are not read for it
+		}
 		if c.terms {
 			applyTerms(ws, c, b, hk, p0, np, j0, ws.blk.ldS, sg)
 		}

@@ -58,7 +58,9 @@ type Window struct {
 // Nkv). Broadcasting: Batch may be 1 (one mask for every batch entry),
 // Heads may be 1 (one mask for every head), and SeqStride may be 0 (one row
 // of keys for every query, as a key-padding mask is); Seq must be Nq and
-// Dim must be Nkv. The zero BoolMask (nil Data) is no mask.
+// Dim must be Nkv. The zero BoolMask (nil Data) is no mask. The keys it
+// hides at either end of a row's range are never read for that row (see
+// Options), so a key-padding mask may hide uninitialised padding.
 type BoolMask struct {
 	Layout
 	Data []bool
@@ -490,6 +492,50 @@ func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
 		}
 	}
 	return true
+}
+
+// trimMasked narrows the range [ws.lo[r], ws.vis[r]) of each row of the
+// block in the tile of keys [j0, j0+bc) to run from the row's first to its
+// last key there that Mask and BoolMask leave visible, so that the keys
+// they hide at the edges of a row's range are never read for it, whatever
+// their values (a key-padding mask's padding may be uninitialised
+// memory). It reports whether every range stayed as it was. The scan stops
+// at the first visible key from either end, which for an ordinary row is
+// the one at the end.
+func trimMasked(ws *workspace, c *call, b, hk, p0, np, j0 int, sg seg) bool {
+	same := true
+	kj := sg.kv0 + j0 // packed key of the tile's column 0
+	for hi := range c.group {
+		h := hk*c.group + hi
+		for pi := range np {
+			r := hi*np + pi
+			lo, e := ws.lo[r], ws.vis[r]
+			i := p0 + pi
+			for lo < e && maskHides(c, b, h, i, kj+lo) {
+				lo++
+			}
+			for e > lo && maskHides(c, b, h, i, kj+e-1) {
+				e--
+			}
+			if lo != ws.lo[r] || e != ws.vis[r] {
+				ws.lo[r], ws.vis[r] = lo, e
+				same = false
+			}
+		}
+	}
+	return same
+}
+
+// maskHides reports whether Mask or BoolMask hides packed key j from query
+// i of head h, batch entry b.
+func maskHides(c *call, b, h, i, j int) bool {
+	if m := &c.bmask; m.Data != nil && !m.Data[m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j] {
+		return true
+	}
+	if m := &c.mask; m.dtype != 0 {
+		return maskAllNegInf(m, m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j, 1)
+	}
+	return false
 }
 
 // maskIndex maps a batch or head index onto a mask dimension of size n,
