@@ -25,9 +25,9 @@ const (
 // Limits of Config: NewEngine refuses larger settings. A call's scratch
 // memory grows with BlockQ·BlockKV per thread and, in split-KV decoding,
 // with KVSplits; within these limits a call never sizes its scratch past
-// what its problem needs (a tile is never larger than the default or the
-// problem, whichever is larger, and a decode call never has more runs than
-// its keys have tiles, or 32).
+// what its problem needs: a tile or a block of queries is never larger
+// than the largest default or the problem, whichever is larger, and a
+// decode call never has more runs than its keys have tiles, or 32.
 const (
 	MaxBlockQ   = 4096
 	MaxBlockKV  = 4096
