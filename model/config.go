@@ -53,6 +53,9 @@ type Config struct {
 // errors wrapping [ErrNotFound], values of the wrong type or out of range
 // ones wrapping [ErrFormat].
 func ReadConfig(f *File) (Config, error) {
+	if f == nil {
+		return Config{}, errors.New("model: ReadConfig: nil *File; want a file from Open or Read")
+	}
 	var c Config
 	var err error
 	if c.Architecture, err = f.String("general.architecture"); err != nil {

@@ -96,6 +96,9 @@ func Load(f *File) (*Model, error) {
 // wrapping [ErrNotFound], a tensor of the wrong shape one wrapping
 // [ErrFormat].
 func LoadWith(f *File, opts LoadOptions) (*Model, error) {
+	if f == nil {
+		return nil, errors.New("model: Load: nil *File; want a file from Open or Read")
+	}
 	c, err := ReadConfig(f)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
@@ -459,6 +462,9 @@ type Session struct {
 // NewSession starts an empty session: position 0, a zeroed KV cache of
 // opts.MaxContext positions of opts.KVType and the RoPE table for them.
 func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
+	if m == nil {
+		return nil, errors.New("model: NewSession on a nil *Model; want one from Load")
+	}
 	c := m.Config
 	kvType := opts.KVType
 	if kvType == 0 {

@@ -84,6 +84,9 @@ func Open(path string) (*File, error) {
 // Read parses a GGUF file of size bytes read through r. Tensor data is not
 // read until asked for, so r must stay usable for as long as the File is.
 func Read(r io.ReaderAt, size int64) (*File, error) {
+	if r == nil {
+		return nil, errors.New("model: Read: nil io.ReaderAt; want a reader of the GGUF file")
+	}
 	if size < 0 {
 		return nil, fmt.Errorf("%w: negative size %d", ErrFormat, size)
 	}

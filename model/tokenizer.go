@@ -2,6 +2,7 @@ package model
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -46,6 +47,9 @@ type Tokenizer struct {
 // 2 and 0, as in llama.cpp; ids outside the vocabulary are ignored) and
 // tokenizer.ggml.add_space_prefix (default true).
 func NewTokenizer(f *File) (*Tokenizer, error) {
+	if f == nil {
+		return nil, errors.New("model: NewTokenizer: nil *File; want a file from Open or Read")
+	}
 	kind, err := f.String("tokenizer.ggml.model")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
