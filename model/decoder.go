@@ -17,9 +17,9 @@ import (
 var (
 	// ErrContextOverflow reports tokens that do not fit in what is left of
 	// a session's KV cache.
-	ErrContextOverflow = errors.New("model: context overflow")
+	ErrContextOverflow = errors.New("context overflow")
 	// ErrBadToken reports a token id outside the vocabulary.
-	ErrBadToken = errors.New("model: token id out of range")
+	ErrBadToken = errors.New("token id out of range")
 )
 
 // LoadOptions adjusts how [LoadWith] reads a model.
@@ -101,7 +101,7 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 	}
 	c, err := ReadConfig(f)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, err
 	}
 	mode := opts.RoPE
 	switch {
@@ -128,7 +128,7 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 			}
 			m.Tokenizer = tok
 		case kind == "llama":
-			return nil, fmt.Errorf("model: %w", err)
+			return nil, err
 		}
 	}
 
@@ -234,7 +234,7 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	if f.Has(p + "type") {
 		var err error
 		if kind, err = f.String(p + "type"); err != nil {
-			return r, fmt.Errorf("model: %w", err)
+			return r, err
 		}
 	}
 	factor := float32(1)
@@ -242,13 +242,13 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	case f.Has(p + "factor"):
 		v, err := f.Float32(p + "factor")
 		if err != nil {
-			return r, fmt.Errorf("model: %w", err)
+			return r, err
 		}
 		factor = v
 	case f.Has(c.Architecture + ".rope.scale_linear"): // the older key
 		v, err := f.Float32(c.Architecture + ".rope.scale_linear")
 		if err != nil {
-			return r, fmt.Errorf("model: %w", err)
+			return r, err
 		}
 		factor, kind = v, "linear"
 	}
@@ -285,7 +285,7 @@ func readTensor(f *File, name string, dims ...int) ([]float32, error) {
 	}
 	v, err := f.Float32s(name)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, err
 	}
 	return v, nil
 }
@@ -680,11 +680,11 @@ func (s *Session) check(tokens []int) error {
 	vocab := s.m.Config.VocabSize
 	for i, id := range tokens {
 		if id < 0 || id >= vocab {
-			return fmt.Errorf("model: token %d (index %d): %w: vocabulary of %d", id, i, ErrBadToken, vocab)
+			return fmt.Errorf("model: %w: token %d at index %d; want 0 <= id < %d, the vocabulary size", ErrBadToken, id, i, vocab)
 		}
 	}
 	if pos := s.Pos(); len(tokens) > s.capacity-pos {
-		return fmt.Errorf("model: %w: %d tokens at position %d, cache of %d", ErrContextOverflow, len(tokens), pos, s.capacity)
+		return fmt.Errorf("model: %w: %d tokens at position %d of a %d-position cache; want at most %d", ErrContextOverflow, len(tokens), pos, s.capacity, s.capacity-pos)
 	}
 	return nil
 }
@@ -762,7 +762,7 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 			return fmt.Errorf("model: block %d KV cache: %w", l, err)
 		}
 		if err := s.eng.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true, Precision: s.prec}); err != nil {
-			return fmt.Errorf("model: block %d attention: %w", l, err)
+			return fmt.Errorf("model: block %d: %w", l, err)
 		}
 		if err := s.matmul(h, dim, att, qDim, &b.wo, n); err != nil {
 			return err

@@ -12,18 +12,20 @@ import (
 	"slices"
 )
 
-// Errors returned (wrapped) by the GGUF reader. Test with [errors.Is].
+// Errors returned (wrapped) by the GGUF reader and the decoder. Test with
+// [errors.Is]. Their own texts carry no package prefix: every error the
+// package returns starts with "model: " once, whatever it wraps.
 var (
 	// ErrFormat reports a file that is not valid GGUF: a bad magic number,
 	// truncated data, counts, lengths or offsets that do not fit the file,
 	// unknown type codes, duplicate names or metadata of an unexpected type.
-	ErrFormat = errors.New("model: invalid GGUF")
+	ErrFormat = errors.New("invalid GGUF")
 	// ErrUnsupported reports a valid feature this package does not handle:
 	// GGUF version 1 or a version newer than 3, big-endian files, or
 	// dequantising a tensor type other than F32, F16, BF16 and Q8_0.
-	ErrUnsupported = errors.New("model: unsupported GGUF feature")
+	ErrUnsupported = errors.New("unsupported GGUF feature")
 	// ErrNotFound reports a metadata key or tensor name that the file lacks.
-	ErrNotFound = errors.New("model: not found")
+	ErrNotFound = errors.New("not found")
 )
 
 const (
@@ -65,17 +67,17 @@ type File struct {
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("model: %w", err)
 	}
 	st, err := fh.Stat()
 	if err != nil {
 		fh.Close()
-		return nil, err
+		return nil, fmt.Errorf("model: %w", err)
 	}
-	f, err := Read(fh, st.Size())
+	f, err := read(fh, st.Size())
 	if err != nil {
 		fh.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("model: %s: %w", path, err)
 	}
 	f.closer = fh
 	return f, nil
@@ -87,6 +89,15 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 	if r == nil {
 		return nil, errors.New("model: Read: nil io.ReaderAt; want a reader of the GGUF file")
 	}
+	f, err := read(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return f, nil
+}
+
+// read is Read with errors that lack the package prefix.
+func read(r io.ReaderAt, size int64) (*File, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("%w: negative size %d", ErrFormat, size)
 	}
@@ -99,7 +110,7 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 		var re *readError
 		if errors.As(err, &re) {
 			// Not the file's fault: report the I/O error alone.
-			return nil, fmt.Errorf("model: reading GGUF header at byte %d: %w", d.pos, re.err)
+			return nil, fmt.Errorf("reading GGUF header at byte %d: %w", d.pos, re.err)
 		}
 		return nil, err
 	}

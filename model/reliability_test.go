@@ -1,8 +1,16 @@
 package model
 
 import (
+	"bytes"
 	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/flashgo/flashgo/attention"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,3 +50,140 @@ func TestNilArguments(t *testing.T) {
 	_, err = s.Generate(context.Background(), "the", 2, Sampler{}, nil)
 	assert.NoError(t, err)
 }
+
+// prefixWord matches a word that ends an error prefix, as in "model: ".
+var prefixWord = regexp.MustCompile(`\b(\w+): `)
+
+// repeatsPrefix reports whether msg has a prefix twice in a row, with at
+// most one word between, as in "attention: attention:" or "model: block 0
+// model:".
+func repeatsPrefix(msg string) bool {
+	m := prefixWord.FindAllStringSubmatchIndex(msg, -1)
+	for i := 1; i < len(m); i++ {
+		prev, cur := msg[m[i-1][2]:m[i-1][3]], msg[m[i][2]:m[i][3]]
+		between := msg[m[i-1][1]:m[i][0]]
+		if prev == cur && strings.Count(between, " ") <= 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// assertPrefixedOnce checks that err names the package once, at its start
+// (after a file name for Open), and repeats no other prefix.
+func assertPrefixedOnce(t *testing.T, err error, what string) {
+	t.Helper()
+	if !assert.Error(t, err, what) {
+		return
+	}
+	msg := err.Error()
+	assert.Equal(t, 1, strings.Count(msg, "model:"), "%s: %q names the package more than once", what, msg)
+	assert.True(t, strings.HasPrefix(msg, "model: "), "%s: %q does not start with the package", what, msg)
+	assert.False(t, repeatsPrefix(msg), "%s: %q repeats a prefix", what, msg)
+}
+
+// TestErrorsNamePackageOnce collects the errors of every layer (reader,
+// metadata, tensors, config, tokenizer, loader, session, sampler) and checks
+// that none repeats "model:" as "model: model: context overflow" did (issue
+// 14).
+func TestErrorsNamePackageOnce(t *testing.T) {
+	errs := map[string]error{}
+	add := func(name string, err error) { errs[name] = err }
+
+	// The reader.
+	add("Read nil", errOf(Read(nil, 1)))
+	add("Read negative size", errOf(Read(bytes.NewReader(nil), -1)))
+	add("Read bad magic", errOf(Read(bytes.NewReader([]byte("GGUX\x03\x00\x00\x00")), 8)))
+	data := sampleFile()
+	add("Read failing reader", errOf(Read(errReaderAt{data, 40}, int64(len(data)))))
+	add("Open missing", errOf(Open(filepath.Join(t.TempDir(), "missing.gguf"))))
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	require.NoError(t, os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00"), 0o644))
+	add("Open bad", errOf(Open(bad)))
+	for name, c := range brokenFiles() {
+		add("broken "+name, errOf(readBytes(c.data)))
+	}
+
+	// Metadata and tensors.
+	f := mustRead(t, data)
+	add("String missing", errOf(f.String("nope")))
+	add("Int string", errOf(f.Int("t.string")))
+	add("StringArray int", errOf(f.StringArray("t.u8")))
+	add("Float32s missing", errOf(f.Float32s("nope")))
+	add("Float32s Q4_K", errOf(f.Float32s("q4k.weight")))
+	add("RawData missing", errOf(f.RawData("nope")))
+
+	// Config and tokenizer.
+	add("ReadConfig nil", errOf(ReadConfig(nil)))
+	add("ReadConfig no arch", errOf(readConfig(t, withoutKey(configKVs(), "general.architecture"))))
+	add("ReadConfig string heads", errOf(readConfig(t, configKVs(kv{"llama.attention.head_count", ValueString, "8"}))))
+	add("ReadConfig zero vocab", errOf(readConfig(t, configKVs(kv{"llama.vocab_size", ValueUint32, uint32(0)}))))
+	base := tokenizerKVs([]string{"a"}, []float32{0})
+	add("NewTokenizer nil", errOf(NewTokenizer(nil)))
+	add("NewTokenizer no model", errOf(NewTokenizer(mustRead(t, builder{kvs: withoutKey(base, "tokenizer.ggml.model")}.bytes()))))
+	add("NewTokenizer gpt2", errOf(NewTokenizer(mustRead(t, builder{kvs: append(withoutKey(base, "tokenizer.ggml.model"),
+		kv{"tokenizer.ggml.model", ValueString, "gpt2"})}.bytes()))))
+	add("NewTokenizer int tokens", errOf(NewTokenizer(mustRead(t, builder{kvs: []kv{{"tokenizer.ggml.model", ValueString, "llama"},
+		{"tokenizer.ggml.tokens", ValueArray, arr{ValueInt32, []any{int32(1)}}}}}.bytes()))))
+
+	// The loader.
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	add("Load nil", errOf(Load(nil)))
+	for name, s := range map[string]tinySpec{
+		"missing tensor":  func(s tinySpec) tinySpec { s.dropTensor = "blk.0.ffn_up.weight"; return s }(spec),
+		"wrong shape":     func(s tinySpec) tinySpec { s.badShape = "blk.0.attn_k.weight"; return s }(spec),
+		"unknown arch":    func(s tinySpec) tinySpec { s.arch = "mamba"; return s }(spec),
+		"yarn":            func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "yarn", 4; return s }(spec),
+		"vocab disagrees": func(s tinySpec) tinySpec { s.extra = []kv{{"llama.vocab_size", ValueUint32, uint32(300)}}; return s }(spec),
+		"string blocks":   func(s tinySpec) tinySpec { s.extra = []kv{{"llama.block_count", ValueString, "two"}}; return s }(spec),
+		"bad tokenizer": func(s tinySpec) tinySpec {
+			s.extra = []kv{{"tokenizer.ggml.scores", ValueString, "x"}}
+			return s
+		}(spec),
+		"string rope type": func(s tinySpec) tinySpec {
+			s.extra = []kv{{"llama.rope.scaling.type", ValueUint32, uint32(1)}}
+			return s
+		}(spec),
+	} {
+		add("Load "+name, errOf(Load(s.file(t, 2))))
+	}
+	add("Load Q4_K", errOf(Load(mustRead(t, builder{kvs: append(configKVs(kv{"llama.embedding_length", ValueUint32, uint32(256)}),
+		kv{"llama.vocab_size", ValueUint32, uint32(8)}), tensors: []tensorSpec{rawTensor("token_embd.weight", TypeQ4_K, 256, 8)}}.bytes()))))
+
+	// Sessions.
+	m, err := Load(spec.file(t, 1))
+	require.NoError(t, err)
+	var nilModel *Model
+	add("NewSession nil", errOf(nilModel.NewSession(SessionOptions{})))
+	add("NewSession MaxContext", errOf(m.NewSession(SessionOptions{MaxContext: 17})))
+	add("NewSession KVType", errOf(m.NewSession(SessionOptions{KVType: attention.Q8})))
+	huge := spec
+	huge.extra = []kv{{"llama.context_length", ValueUint64, uint64(1 << 61)}}
+	mh, err := Load(huge.file(t, 1))
+	require.NoError(t, err)
+	add("NewSession huge context", errOf(mh.NewSession(SessionOptions{})))
+	s := newSession(t, m, SessionOptions{MaxContext: 4})
+	add("Forward overflow", errOf(s.Forward(make([]int, 5))))
+	add("Forward bad token", errOf(s.Forward([]int{-1})))
+	add("Forward nothing", errOf(s.Forward(nil)))
+	add("ForwardAll bad token", errOf(s.ForwardAll([]int{1 << 40})))
+	add("ForwardInto short", errOf(s.ForwardInto(make([]float32, 3), []int{1})))
+	errs["Truncate"] = s.Truncate(9)
+	add("Generate overflow", errOf(s.Generate(context.Background(), "the cat sat on the mat", 3, Sampler{}, nil)))
+	add("Generate n", errOf(s.Generate(context.Background(), "the", -1, Sampler{}, nil)))
+	add("Generate sampler", errOf(s.Generate(context.Background(), "the", 1, Sampler{TopK: -1}, nil)))
+	add("Sample NaN", errOf((&Sampler{}).Sample([]float32{float32(math.NaN())})))
+
+	for name, err := range errs {
+		assertPrefixedOnce(t, err, name)
+	}
+	// The sentinels still match through the rewording.
+	assert.ErrorIs(t, errs["Forward overflow"], ErrContextOverflow)
+	assert.ErrorIs(t, errs["Forward bad token"], ErrBadToken)
+	assert.ErrorIs(t, errs["Load missing tensor"], ErrNotFound)
+	assert.ErrorIs(t, errs["Open bad"], ErrFormat)
+	assert.ErrorIs(t, errs["Load yarn"], ErrUnsupported)
+}
+
+// errOf returns the error of a two-result call.
+func errOf[T any](_ T, err error) error { return err }

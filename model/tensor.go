@@ -182,7 +182,7 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 func (f *File) tensor(name string) (*TensorInfo, error) {
 	i, ok := f.byName[name]
 	if !ok {
-		return nil, fmt.Errorf("tensor %q: %w", name, ErrNotFound)
+		return nil, fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
 	}
 	return &f.tensors[i], nil
 }
@@ -194,11 +194,11 @@ func (f *File) RawData(name string) ([]byte, error) {
 		return nil, err
 	}
 	if t.size > math.MaxInt {
-		return nil, fmt.Errorf("tensor %q: %d bytes do not fit in memory", name, t.size)
+		return nil, fmt.Errorf("model: tensor %q: %d bytes do not fit in memory", name, t.size)
 	}
 	b := make([]byte, t.size)
 	if err := f.readAt(b, t.Offset); err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", name, err)
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
 	return b, nil
 }
@@ -214,11 +214,11 @@ func (f *File) Float32s(name string) ([]float32, error) {
 		return nil, err
 	}
 	if !t.Type.CanDequantize() {
-		return nil, fmt.Errorf("tensor %q: dequantising %v: %w", name, t.Type, ErrUnsupported)
+		return nil, fmt.Errorf("model: tensor %q: dequantising %v: %w", name, t.Type, ErrUnsupported)
 	}
 	out := make([]float32, t.n)
 	if err := f.dequantize(t, out); err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", name, err)
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
 	return out, nil
 }

@@ -52,27 +52,27 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 	}
 	kind, err := f.String("tokenizer.ggml.model")
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
 	if kind != "llama" {
-		return nil, fmt.Errorf("tokenizer: model %q: %w (only \"llama\" SentencePiece vocabularies)", kind, ErrUnsupported)
+		return nil, fmt.Errorf("model: tokenizer: model %q: %w (only \"llama\" SentencePiece vocabularies)", kind, ErrUnsupported)
 	}
 	tokens, err := f.StringArray("tokenizer.ggml.tokens")
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
 	n := len(tokens)
 	if n == 0 {
-		return nil, fmt.Errorf("tokenizer: %w: empty vocabulary", ErrFormat)
+		return nil, fmt.Errorf("model: tokenizer: %w: empty vocabulary", ErrFormat)
 	}
 	t := &Tokenizer{tokens: tokens, addSpacePrefix: true}
 
 	if f.Has("tokenizer.ggml.scores") {
 		if t.scores, err = f.Float32Array("tokenizer.ggml.scores"); err != nil {
-			return nil, fmt.Errorf("tokenizer: %w", err)
+			return nil, err
 		}
 		if len(t.scores) != n {
-			return nil, fmt.Errorf("tokenizer: %w: %d scores for %d tokens", ErrFormat, len(t.scores), n)
+			return nil, fmt.Errorf("model: tokenizer: %w: %d scores for %d tokens", ErrFormat, len(t.scores), n)
 		}
 	} else {
 		t.scores = make([]float32, n)
@@ -83,7 +83,7 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 	t.unk = t.specialID(f, "tokenizer.ggml.unknown_token_id", 0)
 	if f.Has("tokenizer.ggml.add_space_prefix") {
 		if t.addSpacePrefix, err = f.Bool("tokenizer.ggml.add_space_prefix"); err != nil {
-			return nil, fmt.Errorf("tokenizer: %w", err)
+			return nil, err
 		}
 	}
 
@@ -91,10 +91,10 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 	if f.Has("tokenizer.ggml.token_type") {
 		types, err := f.Int32Array("tokenizer.ggml.token_type")
 		if err != nil {
-			return nil, fmt.Errorf("tokenizer: %w", err)
+			return nil, err
 		}
 		if len(types) != n {
-			return nil, fmt.Errorf("tokenizer: %w: %d token types for %d tokens", ErrFormat, len(types), n)
+			return nil, fmt.Errorf("model: tokenizer: %w: %d token types for %d tokens", ErrFormat, len(types), n)
 		}
 		for i, ty := range types {
 			t.types[i] = TokenType(ty)
