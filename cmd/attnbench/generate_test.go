@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,4 +59,39 @@ func TestGenerateErrors(t *testing.T) {
 	assert.Equal(t, 1, run([]string{"generate", "-model", filepath.Join(t.TempDir(), "missing.gguf")}, &stdout, &stderr))
 	assert.Equal(t, 0, run([]string{"generate", "-h"}, &stdout, &stderr))
 	assert.Contains(t, stdout.String(), "usage: attnbench generate")
+}
+
+// TestGenerateFailure checks that a generation that fails prints its error
+// and no rates: it once printed "stop: length, 0 tokens/s" (issue 14).
+func TestGenerateFailure(t *testing.T) {
+	needStories(t)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"generate", "-model", storiesModel, "-ctx", "4", "-prompt", "Once upon a time, there was a girl", "-threads", "1"}, &stdout, &stderr)
+	assert.Equal(t, 1, code, "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "attnbench generate: model: context overflow")
+	for _, unwanted := range []string{"stop:", "tokens/s", "prefill:"} {
+		assert.NotContains(t, stderr.String(), unwanted)
+	}
+	assert.Equal(t, 1, strings.Count(stderr.String(), "model:"), "stderr: %s", stderr.String())
+}
+
+// TestGenerateInterrupted checks that an interrupted generation still
+// prints the rates, says it was interrupted rather than giving a stop
+// reason it did not reach, and exits 1.
+func TestGenerateInterrupted(t *testing.T) {
+	needStories(t)
+	old := generateContext
+	t.Cleanup(func() { generateContext = old })
+	generateContext = func() (context.Context, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"generate", "-model", storiesModel, "-n", "5", "-threads", "1"}, &stdout, &stderr)
+	assert.Equal(t, 1, code, "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "prefill:")
+	assert.Contains(t, stderr.String(), "stop: interrupted")
+	assert.NotContains(t, stderr.String(), "stop: length")
+	assert.Contains(t, stderr.String(), "attnbench generate: interrupted")
 }
