@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,6 +70,34 @@ func TestRunBadOutputDir(t *testing.T) {
 		assert.Contains(t, stderr.String(), "missing")
 		assert.Empty(t, stdout.String())
 	}
+}
+
+// TestRunUnwritableOutput checks that an output path that exists but
+// cannot be written (a directory, a read-only directory's entry) fails
+// before the run, with status 2, rather than after the sweep (issue 14).
+func TestRunUnwritableOutput(t *testing.T) {
+	dir := t.TempDir()
+	isDir := filepath.Join(dir, "taken.svg")
+	require.NoError(t, os.Mkdir(isDir, 0o755))
+	cases := [][]string{
+		{"-shape", "P2", "-sweep", "16", "-plot", isDir},
+		{"-cpuprofile", isDir},
+	}
+	if os.Geteuid() != 0 { // root writes through permissions
+		ro := filepath.Join(dir, "ro")
+		require.NoError(t, os.Mkdir(ro, 0o555))
+		cases = append(cases, []string{"-shape", "P2", "-sweep", "16", "-plot", filepath.Join(ro, "x.svg")})
+	}
+	for _, args := range cases {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		assert.Equal(t, 2, code, "%v: stderr: %s", args, stderr.String())
+		assert.Contains(t, stderr.String(), "may not be written", "%v", args)
+		assert.Empty(t, stdout.String(), "%v", args)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, len(cases)-1, "the check leaves no file behind")
 }
 
 func TestThreadPeak(t *testing.T) {
