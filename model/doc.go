@@ -16,7 +16,7 @@
 // The reader treats its input as hostile: every count, length, dimension and
 // offset is checked against the bytes that remain in the file before anything
 // is allocated, array nesting is capped at [MaxArrayDepth], and tensor data
-// must lie, aligned, inside the file. A broken file gives an error wrapping
+// must lie, aligned, inside the file, no two tensors sharing bytes. A broken file gives an error wrapping
 // [ErrFormat] (or [ErrUnsupported] for well-formed features that the package
 // does not handle; a failing reader gives its own error); it never causes a
 // panic, and the memory allocated is bounded by a small multiple of the file

@@ -2,6 +2,7 @@ package model
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -247,6 +248,23 @@ func (f *File) parse(d *decoder) error {
 				ErrFormat, t.Name, t.size, rel, max(room, 0))
 		}
 		t.Offset = f.dataOffset + int64(rel)
+	}
+	// No two tensors may share bytes (as in llama.cpp, whose tensors lie
+	// one after another): a tensor's data is then read once, and what
+	// reading every tensor allocates is bounded by the file's size.
+	order := make([]int, 0, len(f.tensors))
+	for i := range f.tensors {
+		if f.tensors[i].size > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(f.tensors[i].Offset, f.tensors[j].Offset) })
+	for k := 1; k < len(order); k++ {
+		a, b := &f.tensors[order[k-1]], &f.tensors[order[k]]
+		if a.Offset+a.size > b.Offset {
+			return fmt.Errorf("%w: tensor %q (%d bytes at data offset %d) overlaps tensor %q at data offset %d; want tensors that share no bytes",
+				ErrFormat, a.Name, a.size, a.Offset-f.dataOffset, b.Name, b.Offset-f.dataOffset)
+		}
 	}
 	return nil
 }

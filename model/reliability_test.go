@@ -3,10 +3,12 @@ package model
 import (
 	"bytes"
 	"context"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -187,3 +189,32 @@ func TestErrorsNamePackageOnce(t *testing.T) {
 
 // errOf returns the error of a two-result call.
 func errOf[T any](_ T, err error) error { return err }
+
+// allocated returns the bytes that f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestLyingSizeTensorRead reads a tensor that the size given to Read
+// covers but the reader does not hold: Float32s and RawData fail before
+// allocating the tensor's size.
+func TestLyingSizeTensorRead(t *testing.T) {
+	const n = 1 << 26 // 256 MiB of F32
+	data := oneTensor("t", []uint64{n}, uint32(TypeF32), 0, 64)
+	f, err := Read(bytes.NewReader(data), int64(len(data))+4*n)
+	require.NoError(t, err, "the tensor fits the size Read was given")
+	for name, read := range map[string]func() error{
+		"Float32s": func() error { _, err := f.Float32s("t"); return err },
+		"RawData":  func() error { _, err := f.RawData("t"); return err },
+	} {
+		var err error
+		mem := allocated(func() { err = read() })
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, name)
+		assert.Less(t, mem, uint64(1<<20), "%s allocated %d bytes for a tensor the reader does not hold", name, mem)
+	}
+}
