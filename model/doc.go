@@ -56,7 +56,9 @@
 // one GEMM (the kernel package's SIMD kernel.QKT), its output columns split
 // across threads. A [Session] owns one contiguous
 // [attention.KVCache] per layer, holding keys and values as float32 or, with
-// [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8); each layer
+// [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8), grown by
+// doubling as tokens arrive, so that a session's memory follows what it
+// runs rather than the context length a file claims; each layer
 // appends the new tokens' keys and values to its cache, and its attention
 // is one call of the attention engine with the new tokens' queries and the
 // cache's views of the cached keys and values, so a prompt is prefilled in

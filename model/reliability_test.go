@@ -218,3 +218,173 @@ func TestLyingSizeTensorRead(t *testing.T) {
 		assert.Less(t, mem, uint64(1<<20), "%s allocated %d bytes for a tensor the reader does not hold", name, mem)
 	}
 }
+
+// baseModel is the model that the hostile-metadata tests and FuzzModel
+// edit: stories260K when the shared copy is there, else a small model
+// written here (with the tiny vocabulary, so it has a tokenizer too).
+func baseModel(t testing.TB) []byte {
+	t.Helper()
+	if data, err := os.ReadFile(storiesPath); err == nil {
+		return data
+	}
+	return tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 128}.bytes(7)
+}
+
+// loadAndRun reads data, loads it and runs a default session over two
+// tokens, returning the first error and the bytes allocated.
+func loadAndRun(data []byte, opts SessionOptions) (mem uint64, err error) {
+	mem = allocated(func() {
+		var f *File
+		if f, err = Read(bytes.NewReader(data), int64(len(data))); err != nil {
+			return
+		}
+		var m *Model
+		if m, err = Load(f); err != nil {
+			return
+		}
+		var s *Session
+		if s, err = m.NewSession(opts); err != nil {
+			return
+		}
+		_, err = s.Forward([]int{1, 2})
+	})
+	return mem, err
+}
+
+// hostileBound is what loading and running a file of n bytes may
+// allocate: weights widened to float32 and transposed (twice the file's
+// F32 bytes, 7.5 times its Q8_0 bytes), the session's caches and scratch
+// for a few tokens and a little more.
+func hostileBound(n int) uint64 { return 16*uint64(n) + 8<<20 }
+
+// TestHostileMetadata edits one metadata value of a valid model at a time
+// to a size far beyond what the file holds: loading and starting a
+// session must give an error or work, allocating memory bounded by the
+// file, never the size the metadata claims (issue 14).
+func TestHostileMetadata(t *testing.T) {
+	base := baseModel(t)
+	f := mustRead(t, base)
+	arch, err := f.String("general.architecture")
+	require.NoError(t, err)
+	mem, err := loadAndRun(base, SessionOptions{})
+	require.NoError(t, err)
+	t.Logf("the base model (%d bytes) allocates %d bytes", len(base), mem)
+	bound := hostileBound(len(base))
+
+	for _, c := range []struct {
+		key  string
+		val  uint64
+		want error // nil: loads and runs
+	}{
+		// 2^20 blocks took 232 MiB before the fix, 2^30 the whole machine.
+		{"block_count", 1 << 20, ErrFormat},
+		{"block_count", 1 << 30, ErrFormat},
+		{"block_count", 1 << 62, ErrFormat},
+		// A context of 2^18 took 340 MiB of KV cache up front, 2^29 64 GiB.
+		{"context_length", 1 << 18, nil},
+		{"context_length", 1 << 29, nil},
+		{"context_length", 1 << 40, ErrFormat},
+		{"embedding_length", 1 << 30, ErrFormat},
+		{"feed_forward_length", 1 << 30, ErrFormat},
+		{"attention.head_count", 1 << 30, ErrFormat},
+		{"attention.head_count_kv", 1 << 30, ErrFormat},
+		{"attention.key_length", 1 << 30, ErrFormat},
+		{"rope.dimension_count", 1 << 30, ErrFormat},
+		{"vocab_size", 1 << 30, ErrFormat},
+	} {
+		key := arch + "." + c.key
+		data, err := rebuild(f, setKV(key, ValueUint64, c.val))
+		require.NoError(t, err)
+		var mem uint64
+		require.NotPanics(t, func() { mem, err = loadAndRun(data, SessionOptions{}) }, "%s = %d", key, c.val)
+		require.Less(t, mem, bound, "%s = %d: %v", key, c.val, err)
+		if c.want == nil {
+			assert.NoError(t, err, "%s = %d", key, c.val)
+		} else {
+			assert.ErrorIs(t, err, c.want, "%s = %d", key, c.val)
+		}
+	}
+
+	// An explicit MaxContext as large as the claimed context is allocated
+	// as the positions arrive, not up front.
+	data, err := rebuild(f, setKV(arch+".context_length", ValueUint64, uint64(1<<29)))
+	require.NoError(t, err)
+	mem, err = loadAndRun(data, SessionOptions{MaxContext: 1 << 29})
+	assert.NoError(t, err)
+	assert.Less(t, mem, bound)
+}
+
+// TestHostileShapes loads valid models whose every weight is in the file
+// but whose scratch rows or cache positions are huge next to the
+// embedding width: a session allocates for the tokens it runs, not for a
+// whole batch or context up front (issue 14).
+func TestHostileShapes(t *testing.T) {
+	for name, spec := range map[string]tinySpec{
+		// 512 rows of a 2^16-wide feed-forward scratch took 256 MiB.
+		"wide feed-forward": {dim: 2, ff: 1 << 16, layers: 1, heads: 1, kvHeads: 1, wtype: TypeF32, ctx: 512},
+		// 4096 positions of 2^14-wide keys and values took 512 MiB.
+		"wide heads": {dim: 2, ff: 2, layers: 1, heads: 1, kvHeads: 1, headDim: 1 << 14, ropeDims: 2, wtype: TypeF32, ctx: 4096},
+	} {
+		data := spec.bytes(3)
+		var mem uint64
+		var err error
+		require.NotPanics(t, func() { mem, err = loadAndRun(data, SessionOptions{}) }, name)
+		assert.NoError(t, err, name)
+		assert.Less(t, mem, hostileBound(len(data)), "%s: %d bytes for a %d-byte file", name, mem, len(data))
+	}
+}
+
+// TestSessionGrowth decodes a sequence a token at a time through a cache
+// that grows (and is copied) several times on the way, with several cache
+// types, and compares each position's logits with those of a session whose
+// cache was sized for the whole context before the first token (the same
+// bits) and with one prefill of the whole sequence.
+func TestSessionGrowth(t *testing.T) {
+	// A position takes 2 blocks × 2 KV heads × 2048 × 2 (K and V) × 4
+	// bytes = 64 KiB as F32, so the caches start at 16 positions and
+	// double to 32, 64 and 128 (from 32 as F16, from 64 as Q8).
+	spec := tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 2048, wtype: TypeF32, ctx: 128}
+	m, err := Load(spec.file(t, 5))
+	require.NoError(t, err)
+	ids := make([]int, 70)
+	for i := range ids {
+		ids[i] = (i*37 + 11) % m.Config.VocabSize
+	}
+	for _, typ := range []attention.DType{attention.F32, attention.F16, attention.Q8} {
+		prefill, err := newSession(t, m, SessionOptions{KVType: typ}).ForwardAll(ids)
+		require.NoError(t, err)
+
+		sized := newSession(t, m, SessionOptions{KVType: typ})
+		require.NoError(t, sized.reserve(128, 1))
+		s := newSession(t, m, SessionOptions{KVType: typ})
+		assert.Equal(t, 128, s.Capacity())
+		assert.Zero(t, s.caches[0].Cap(), "%v: nothing allocated before the first token", typ)
+		var caps []int
+		for i, id := range ids {
+			logits, err := s.Forward([]int{id})
+			require.NoError(t, err)
+			want, err := sized.Forward([]int{id})
+			require.NoError(t, err)
+			require.Equal(t, want, logits, "%v: position %d", typ, i)
+			if typ == attention.F32 { // the others round K and V differently in a prefill
+				require.LessOrEqual(t, maxAbsDiff(t, logits, prefill[i]), 1e-4, "%v: position %d", typ, i)
+			}
+			if c := s.caches[0].Cap(); len(caps) == 0 || caps[len(caps)-1] != c {
+				caps = append(caps, c)
+			}
+		}
+		want := map[attention.DType][]int{attention.F32: {16, 32, 64, 128}, attention.F16: {32, 64, 128}, attention.Q8: {64, 128}}[typ]
+		assert.Equal(t, want, caps, "%v: the cache doubles from 1 MiB up to the capacity", typ)
+
+		// Back to position 5 and forward again over a grown cache.
+		require.NoError(t, s.Truncate(5))
+		require.NoError(t, sized.Truncate(5))
+		rows, err := s.ForwardAll(ids[5:9])
+		require.NoError(t, err)
+		wantRows, err := sized.ForwardAll(ids[5:9])
+		require.NoError(t, err)
+		assert.Equal(t, wantRows, rows, "%v: after Truncate", typ)
+		_, err = s.Forward(make([]int, 128-9+1))
+		assert.ErrorIs(t, err, ErrContextOverflow, "the capacity still bounds the growth")
+	}
+}
