@@ -355,9 +355,12 @@ func (t *Tokenizer) Piece(prev, id int) string {
 }
 
 // Decode turns token ids back into text: the concatenation of
-// [Tokenizer.Piece] over the sequence. For any text s,
-// Decode(Encode(s, true)) == s when every byte of s is representable (a
-// vocabulary with byte tokens).
+// [Tokenizer.Piece] over the sequence. Decode(Encode(s, true)) == s for
+// any valid UTF-8 text s without "▁" when the vocabulary has byte tokens
+// and "▁": Encode writes a space as "▁", so a "▁" in the text comes back
+// as a space, and it splits the text by UTF-8 lead bytes as llama.cpp
+// does, so an invalid lead byte can take in the "▁" of a space after it,
+// which then comes back as the bytes of "▁".
 func (t *Tokenizer) Decode(ids []int) string {
 	var b strings.Builder
 	prev := -1

@@ -362,23 +362,20 @@ func writerValue(v Value) (ValueType, any) {
 	return ValueArray, a
 }
 
-// rebuild writes f again, with its metadata passed through edit (which may
-// change, drop or add pairs) and its tensors as they are, laid out afresh.
-func rebuild(f *File, edit func([]kv) []kv) ([]byte, error) {
+// splitFile returns the builder that writes f again: its metadata in the
+// writer's form and its tensors as they are, laid out afresh.
+func splitFile(f *File) (builder, error) {
 	var kvs []kv
 	for _, key := range f.Keys() {
 		v, _ := f.Value(key)
 		typ, x := writerValue(v)
 		kvs = append(kvs, kv{key, typ, x})
 	}
-	if edit != nil {
-		kvs = edit(kvs)
-	}
 	var tensors []tensorSpec
 	for _, ti := range f.Tensors() {
 		data, err := f.RawData(ti.Name)
 		if err != nil {
-			return nil, err
+			return builder{}, err
 		}
 		dims := make([]uint64, len(ti.Dims))
 		for i, d := range ti.Dims {
@@ -386,7 +383,18 @@ func rebuild(f *File, edit func([]kv) []kv) ([]byte, error) {
 		}
 		tensors = append(tensors, tensorSpec{name: ti.Name, typ: ti.Type, dims: dims, data: data})
 	}
-	return builder{version: f.Version(), alignment: int(f.Alignment()), kvs: kvs, tensors: tensors}.bytes(), nil
+	return builder{version: f.Version(), alignment: int(f.Alignment()), kvs: kvs, tensors: tensors}, nil
+}
+
+// rebuild writes f again, with its metadata passed through edit (which may
+// change, drop or add pairs).
+func rebuild(f *File, edit func([]kv) []kv) ([]byte, error) {
+	b, err := splitFile(f)
+	if err != nil {
+		return nil, err
+	}
+	b.kvs = edit(b.kvs)
+	return b.bytes(), nil
 }
 
 // setKV returns an edit for rebuild that sets key to a value of type typ,
