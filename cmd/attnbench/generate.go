@@ -57,7 +57,7 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 	topP := fs.Float64("top-p", 0, "sample from the nucleus of this probability (0 or 1: all)")
 	fs.Uint64Var(&c.sampler.Seed, "seed", 0, "seed of the sampler's random draws")
 	fs.IntVar(&c.session.Threads, "threads", 0, "goroutines for attention and projections (0: GOMAXPROCS)")
-	fs.IntVar(&c.session.MaxContext, "ctx", 0, "KV cache positions (0: the model's context length)")
+	fs.IntVar(&c.session.MaxContext, "ctx", 0, "most KV cache positions (0: the model's context length); the cache grows as tokens arrive")
 	prec := fs.String("precision", "f32", "compute precision of attention's products: f32 or bf16")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

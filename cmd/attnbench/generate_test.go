@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -94,4 +96,34 @@ func TestGenerateInterrupted(t *testing.T) {
 	assert.Contains(t, stderr.String(), "stop: interrupted")
 	assert.NotContains(t, stderr.String(), "stop: length")
 	assert.Contains(t, stderr.String(), "attnbench generate: interrupted")
+}
+
+// TestGenerateHostileContext runs generate with the default -ctx on
+// stories260K whose llama.context_length claims 2^29 positions: the KV
+// cache, once allocated whole up front (64 GiB), now grows with the tokens
+// (issue 14).
+func TestGenerateHostileContext(t *testing.T) {
+	needStories(t)
+	data, err := os.ReadFile(storiesModel)
+	require.NoError(t, err)
+	// The pair is the key's length and bytes, the type code 4 (uint32) and
+	// the value.
+	key := "llama.context_length"
+	at := bytes.Index(data, []byte(key))
+	require.Positive(t, at, "the key is in the file")
+	at += len(key)
+	require.Equal(t, uint32(4), binary.LittleEndian.Uint32(data[at:]), "a uint32 value")
+	binary.LittleEndian.PutUint32(data[at+4:], 1<<29)
+	path := filepath.Join(t.TempDir(), "hostile.gguf")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+
+	var stdout, stderr bytes.Buffer
+	var code int
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code = run([]string{"generate", "-model", path, "-n", "5", "-threads", "1"}, &stdout, &stderr)
+	runtime.ReadMemStats(&after)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	assert.Contains(t, stderr.String(), "stop: length")
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "bytes allocated")
 }
