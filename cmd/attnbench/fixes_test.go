@@ -114,3 +114,27 @@ func TestNaiveMarked(t *testing.T) {
 	assert.False(t, naiveMarked(result{naive: &timing{n: 1}}, 1))
 	assert.True(t, naiveMarked(result{naive: &timing{n: 1, cold: true}}, 1), "a cold single run under -reps 1")
 }
+
+// TestErrorsPrefixedOnce checks that failing command lines name each
+// prefix ("attnbench", "model") at most once a line (issue 14 found
+// "model: model: context overflow").
+func TestErrorsPrefixedOnce(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	require.NoError(t, os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00"), 0o644))
+	for _, args := range [][]string{
+		{"-shape", "X"},
+		{"-kv", "q9"},
+		{"-shape", "P2", "-sweep", "16", "-plot", filepath.Join(t.TempDir(), "missing", "x.svg")},
+		{"check", "-kernel", "nope"},
+		{"generate", "-model", bad},
+		{"generate", "-model", filepath.Join(t.TempDir(), "missing.gguf")},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.NotZero(t, run(args, &stdout, &stderr), "%v", args)
+		for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+			for _, prefix := range []string{"attnbench", "model:"} {
+				assert.LessOrEqual(t, strings.Count(line, prefix), 1, "%v: %q", args, line)
+			}
+		}
+	}
+}
