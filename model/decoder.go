@@ -445,13 +445,13 @@ type SessionOptions struct {
 //
 // Each block has its own [attention.KVCache] of HeadCountKV heads, room for
 // up to MaxContext positions (grown as they arrive) and HeadDim components,
-// stored as [SessionOptions].KVType. A forward pass appends the keys (after RoPE) and
-// values of its tokens to each block's cache and calls the attention engine
-// once per block with the queries of the new tokens and the cache's views
-// K() and V() of its first pos+n positions, with Options{Causal: true}: the
-// causal mask is aligned to the bottom right, so query i of n sees key j
-// iff j <= pos + i, which makes a prefill of a whole prompt and the
-// decoding of one token the same call.
+// stored as [SessionOptions].KVType. A forward pass appends the keys (after
+// RoPE) and values of its tokens to each block's cache and calls the
+// attention engine once per block with the queries of the new tokens and
+// the cache's views K() and V() of its first pos+n positions, with
+// Options{Causal: true}: the causal mask is aligned to the bottom right, so
+// query i of n sees key j iff j <= pos + i, which makes a prefill of a
+// whole prompt and the decoding of one token the same call.
 type Session struct {
 	m        *Model
 	eng      *attention.Engine
