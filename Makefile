@@ -4,8 +4,13 @@ GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH       ?= .
 BENCHTIME   ?= 1s
+# make fuzz: each Fuzz target of FUZZPKGS for FUZZTIME, one after another.
+FUZZPKGS    ?= ./...
+FUZZTIME    ?= 1m
+FUZZMINIMIZETIME ?= 10s
+FUZZFLAGS   ?=
 
-.PHONY: all help test test-race test-purego bench lint fmt generate attnbench
+.PHONY: all help test test-race test-purego bench fuzz lint fmt generate attnbench
 
 all: lint test
 
@@ -14,6 +19,7 @@ help:
 	@echo "make test-race    go test -race ./attention/... ./kernel/..."
 	@echo "make test-purego  go test -tags purego ./..."
 	@echo "make bench        go test -run XXX -bench \$$BENCH ./... (BENCHTIME=$(BENCHTIME))"
+	@echo "make fuzz         every Fuzz target of $(FUZZPKGS), each for FUZZTIME=$(FUZZTIME) (FUZZFLAGS: e.g. -parallel 2)"
 	@echo "make lint         gofmt -l, go vet, staticcheck (pinned)"
 	@echo "make generate     regenerate the generated sources (go generate ./...)"
 	@echo "make attnbench    run the default benchmark"
@@ -29,6 +35,17 @@ test-purego:
 
 bench:
 	$(GO) test -run XXX -bench '$(BENCH)' -benchtime $(BENCHTIME) ./...
+
+# The targets are listed by go test -list, so those of every build
+# (architecture, tags) that compiles here are found; the seed corpora
+# (testdata/fuzz and f.Add) run first, as in go test.
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(FUZZPKGS)); do \
+		for name in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "=== $$name ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $(FUZZFLAGS) $$pkg; \
+		done; \
+	done
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -53,13 +53,16 @@ type Config struct {
 // errors wrapping [ErrNotFound], values of the wrong type or out of range
 // ones wrapping [ErrFormat].
 func ReadConfig(f *File) (Config, error) {
+	if f == nil {
+		return Config{}, errors.New("model: ReadConfig: nil *File; want a file from Open or Read")
+	}
 	var c Config
 	var err error
 	if c.Architecture, err = f.String("general.architecture"); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, err
 	}
 	if c.Architecture == "" {
-		return Config{}, fmt.Errorf("config: %w: empty general.architecture", ErrFormat)
+		return Config{}, fmt.Errorf("model: config: %w: empty general.architecture", ErrFormat)
 	}
 	p := c.Architecture + "."
 	required := []struct {
@@ -74,11 +77,11 @@ func ReadConfig(f *File) (Config, error) {
 	}
 	for _, r := range required {
 		if *r.dst, err = f.Int(p + r.key); err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, err
 		}
 	}
 	if c.RMSNormEpsilon, err = f.Float32(p + "attention.layer_norm_rms_epsilon"); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, err
 	}
 
 	optional := func(key string, dst *int, def func() int) error {
@@ -89,7 +92,7 @@ func ReadConfig(f *File) (Config, error) {
 		case errors.Is(err, ErrNotFound):
 			*dst = def()
 		default:
-			return fmt.Errorf("config: %w", err)
+			return err
 		}
 		return nil
 	}
@@ -110,14 +113,14 @@ func ReadConfig(f *File) (Config, error) {
 	c.RopeFreqBase = DefaultRopeFreqBase
 	if f.Has(p + "rope.freq_base") {
 		if c.RopeFreqBase, err = f.Float32(p + "rope.freq_base"); err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, err
 		}
 	}
 
 	switch {
 	case f.Has(p + "vocab_size"):
 		if c.VocabSize, err = f.Int(p + "vocab_size"); err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+			return Config{}, err
 		}
 	case f.Has("tokenizer.ggml.tokens"):
 		c.VocabSize = f.values["tokenizer.ggml.tokens"].Len()
@@ -140,7 +143,7 @@ func ReadConfig(f *File) (Config, error) {
 // ε and θ. Errors wrap [ErrFormat].
 func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("config: %w: "+format, append([]any{ErrFormat}, args...)...)
+		return fmt.Errorf("model: config: %w: "+format, append([]any{ErrFormat}, args...)...)
 	}
 	if c.Architecture == "" {
 		return bad("empty architecture")

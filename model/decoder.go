@@ -17,9 +17,9 @@ import (
 var (
 	// ErrContextOverflow reports tokens that do not fit in what is left of
 	// a session's KV cache.
-	ErrContextOverflow = errors.New("model: context overflow")
+	ErrContextOverflow = errors.New("context overflow")
 	// ErrBadToken reports a token id outside the vocabulary.
-	ErrBadToken = errors.New("model: token id out of range")
+	ErrBadToken = errors.New("token id out of range")
 )
 
 // LoadOptions adjusts how [LoadWith] reads a model.
@@ -77,6 +77,10 @@ type block struct {
 	down              matrix    // [ff][dim]
 }
 
+// tensorsPerBlock is the number of tensors every transformer block has:
+// two norms, four attention projections and three feed-forward ones.
+const tensorsPerBlock = 9
+
 // Load reads the model in f with the default [LoadOptions]. See [LoadWith].
 func Load(f *File) (*Model, error) {
 	return LoadWith(f, LoadOptions{})
@@ -96,9 +100,12 @@ func Load(f *File) (*Model, error) {
 // wrapping [ErrNotFound], a tensor of the wrong shape one wrapping
 // [ErrFormat].
 func LoadWith(f *File, opts LoadOptions) (*Model, error) {
+	if f == nil {
+		return nil, errors.New("model: Load: nil *File; want a file from Open or Read")
+	}
 	c, err := ReadConfig(f)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, err
 	}
 	mode := opts.RoPE
 	switch {
@@ -125,7 +132,7 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 			}
 			m.Tokenizer = tok
 		case kind == "llama":
-			return nil, fmt.Errorf("model: %w", err)
+			return nil, err
 		}
 	}
 
@@ -160,6 +167,13 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Every size here is checked against a tensor of the file before it is
+	// allocated; the block count is checked against the tensor count, so
+	// that the blocks' table is no larger than the file's directory.
+	if c.BlockCount > len(f.tensors)/tensorsPerBlock {
+		return nil, fmt.Errorf("model: %w: %s.block_count is %d, but the file's %d tensors make at most %d blocks of %d tensors",
+			ErrFormat, c.Architecture, c.BlockCount, len(f.tensors), len(f.tensors)/tensorsPerBlock, tensorsPerBlock)
 	}
 	m.blocks = make([]block, c.BlockCount)
 	for l := range m.blocks {
@@ -231,7 +245,7 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	if f.Has(p + "type") {
 		var err error
 		if kind, err = f.String(p + "type"); err != nil {
-			return r, fmt.Errorf("model: %w", err)
+			return r, err
 		}
 	}
 	factor := float32(1)
@@ -239,13 +253,13 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	case f.Has(p + "factor"):
 		v, err := f.Float32(p + "factor")
 		if err != nil {
-			return r, fmt.Errorf("model: %w", err)
+			return r, err
 		}
 		factor = v
 	case f.Has(c.Architecture + ".rope.scale_linear"): // the older key
 		v, err := f.Float32(c.Architecture + ".rope.scale_linear")
 		if err != nil {
-			return r, fmt.Errorf("model: %w", err)
+			return r, err
 		}
 		factor, kind = v, "linear"
 	}
@@ -282,7 +296,7 @@ func readTensor(f *File, name string, dims ...int) ([]float32, error) {
 	}
 	v, err := f.Float32s(name)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, err
 	}
 	return v, nil
 }
@@ -387,11 +401,14 @@ const DefaultBatch = 512
 
 // SessionOptions configures a [Session].
 type SessionOptions struct {
-	// MaxContext is the number of positions the KV cache holds, 0 for the
-	// model's context length; it may not exceed it. The cache is allocated
-	// up front: 2·BlockCount·HeadCountKV·HeadDim·KVType.Size() bytes a
-	// position (keys and values), plus for Q8 a float32 scale per
-	// attention.Q8Block values (2.25 bytes a value in all).
+	// MaxContext is the most positions the KV cache holds, 0 for the
+	// model's context length; it may not exceed it. The cache is not
+	// allocated up front: it grows as tokens arrive, doubling (from at
+	// least 1 MiB in all) up to MaxContext, so that its memory follows the
+	// positions in use rather than the context a file claims. It takes
+	// 2·BlockCount·HeadCountKV·HeadDim·KVType.Size() bytes a position
+	// (keys and values), plus for Q8 a float32 scale per attention.Q8Block
+	// values (2.25 bytes a value in all).
 	MaxContext int
 	// Threads is the number of goroutines a forward pass may use for
 	// attention and for the projections, 0 for runtime.GOMAXPROCS(0) at
@@ -399,9 +416,10 @@ type SessionOptions struct {
 	Threads int
 	// Batch is the most tokens one pass through the model takes, 0 for
 	// DefaultBatch (or the context, if smaller). It bounds the scratch
-	// memory; longer inputs are run in chunks, with the same result up to
-	// float32 rounding (a chunk of a few rows runs the attention engine's
-	// decode kernels, a long one its prefill kernels).
+	// memory, which grows with the longest pass run so far; longer inputs
+	// are run in chunks, with the same result up to float32 rounding (a
+	// chunk of a few rows runs the attention engine's decode kernels, a
+	// long one its prefill kernels).
 	Batch int
 	// KVType is the element type in which the KV cache stores keys and
 	// values: attention.F32, F16, BF16 or Q8; 0 (the zero value) means
@@ -425,27 +443,29 @@ type SessionOptions struct {
 // position, and scratch memory. A Session is not safe for concurrent use;
 // run one per goroutine (they may share the Model).
 //
-// Each block has its own [attention.KVCache] of HeadCountKV heads,
-// MaxContext positions and HeadDim components, stored as
-// [SessionOptions].KVType. A forward pass appends the keys (after RoPE) and
-// values of its tokens to each block's cache and calls the attention engine
-// once per block with the queries of the new tokens and the cache's views
-// K() and V() of its first pos+n positions, with Options{Causal: true}: the
-// causal mask is aligned to the bottom right, so query i of n sees key j
-// iff j <= pos + i, which makes a prefill of a whole prompt and the
-// decoding of one token the same call.
+// Each block has its own [attention.KVCache] of HeadCountKV heads, room for
+// up to MaxContext positions (grown as they arrive) and HeadDim components,
+// stored as [SessionOptions].KVType. A forward pass appends the keys (after
+// RoPE) and values of its tokens to each block's cache and calls the
+// attention engine once per block with the queries of the new tokens and
+// the cache's views K() and V() of its first pos+n positions, with
+// Options{Causal: true}: the causal mask is aligned to the bottom right, so
+// query i of n sees key j iff j <= pos + i, which makes a prefill of a
+// whole prompt and the decoding of one token the same call.
 type Session struct {
 	m        *Model
 	eng      *attention.Engine
 	threads  int // 0: GOMAXPROCS at each call
 	prec     attention.Precision
-	capacity int
-	batch    int
+	capacity int // the most positions: MaxContext, or the model's context
+	batch    int // the most rows of a pass
+	minGrow  int // the fewest positions the caches grow to: 1 MiB of them
+	rows     int // the rows the scratch holds, at most batch
 
 	caches []*attention.KVCache // per block; all hold the same positions
-	rope   rope
+	rope   rope                 // for the positions the caches have room for
 
-	// Scratch, batch rows each.
+	// Scratch, rows rows each.
 	x   []float32 // residual stream [n][dim]
 	h   []float32 // normed input or projection output [n][dim]
 	qkv []float32 // [n][Hq·d + 2·Hkv·d]
@@ -456,9 +476,13 @@ type Session struct {
 	logits []float32 // [vocab]: Generate's logits, reused at every step
 }
 
-// NewSession starts an empty session: position 0, a zeroed KV cache of
-// opts.MaxContext positions of opts.KVType and the RoPE table for them.
+// NewSession starts an empty session: position 0, with room for
+// opts.MaxContext positions of opts.KVType. It allocates no KV cache and
+// no scratch: both grow as tokens arrive (see [SessionOptions]).
 func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
+	if m == nil {
+		return nil, errors.New("model: NewSession on a nil *Model; want one from Load")
+	}
 	c := m.Config
 	kvType := opts.KVType
 	if kvType == 0 {
@@ -501,22 +525,57 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("model: %v", err)
 	}
 	s := &Session{m: m, eng: eng, threads: opts.Threads, prec: opts.Precision, capacity: capacity, batch: batch}
+	// Bytes a position takes in all the caches (sessionSize checked that
+	// this fits an int).
+	perPosition := 2 * c.BlockCount * c.HeadCountKV * c.HeadDim * kvType.Size()
+	s.minGrow = max(1, minCacheBytes/perPosition)
 	s.caches = make([]*attention.KVCache, c.BlockCount)
 	for l := range s.caches {
-		if s.caches[l], err = attention.NewKVCache(kvType, c.HeadCountKV, capacity, c.HeadDim); err != nil {
-			return nil, fmt.Errorf("model: the %v KV cache of block %d (%d heads × %d positions × head dimension %d): %w",
-				kvType, l, c.HeadCountKV, capacity, c.HeadDim, err)
+		if s.caches[l], err = attention.NewKVCache(kvType, c.HeadCountKV, 0, c.HeadDim); err != nil {
+			return nil, fmt.Errorf("model: the %v KV cache of block %d (%d heads × head dimension %d): %w",
+				kvType, l, c.HeadCountKV, c.HeadDim, err)
 		}
 	}
-	s.rope = newRope(m.rope, capacity)
-	dim, qDim, kvDim := c.EmbeddingLength, c.HeadCount*c.HeadDim, c.HeadCountKV*c.HeadDim
-	s.x = make([]float32, batch*dim)
-	s.h = make([]float32, batch*dim)
-	s.qkv = make([]float32, batch*(qDim+2*kvDim))
-	s.att = make([]float32, batch*qDim)
-	s.gu = make([]float32, batch*2*c.FeedForwardLength)
+	s.rope = newRope(m.rope, 0)
 	s.e = make([]float32, c.FeedForwardLength)
 	return s, nil
+}
+
+// minCacheBytes is the least memory that a session's KV caches grow to,
+// together: small caches double in fewer steps, and a model whose
+// positions are huge (a hostile file's) still starts with a few.
+const minCacheBytes = 1 << 20
+
+// reserve grows the KV caches and the RoPE table to room for at least
+// positions positions (at most the capacity), doubling so that a sequence
+// that grows a token at a time copies its cache a logarithmic number of
+// times, and the scratch to at least rows rows (at most the batch).
+func (s *Session) reserve(positions, rows int) error {
+	if have := s.caches[0].Cap(); positions > have {
+		grown := min(s.capacity, max(positions, 2*have, s.minGrow))
+		for l, old := range s.caches {
+			c, err := attention.NewKVCache(old.DType(), old.Heads(), grown, old.Dim())
+			if err == nil && old.Len() > 0 {
+				err = c.Append(old.K(), old.V())
+			}
+			if err != nil {
+				return fmt.Errorf("model: growing the KV cache of block %d to %d positions: %w", l, grown, err)
+			}
+			s.caches[l] = c
+		}
+		s.rope.grow(s.m.rope, grown)
+	}
+	if rows > s.rows {
+		c := s.m.Config
+		s.rows = min(s.batch, max(rows, 2*s.rows))
+		dim, qDim, kvDim := c.EmbeddingLength, c.HeadCount*c.HeadDim, c.HeadCountKV*c.HeadDim
+		s.x = make([]float32, s.rows*dim)
+		s.h = make([]float32, s.rows*dim)
+		s.qkv = make([]float32, s.rows*(qDim+2*kvDim))
+		s.att = make([]float32, s.rows*qDim)
+		s.gu = make([]float32, s.rows*2*c.FeedForwardLength)
+	}
+	return nil
 }
 
 // maxSessionBytes bounds the memory a session allocates (its KV cache,
@@ -577,7 +636,8 @@ func (s *Session) Model() *Model { return s.m }
 // token will take.
 func (s *Session) Pos() int { return s.caches[0].Len() }
 
-// Capacity returns the number of positions the KV cache holds.
+// Capacity returns the most positions the KV cache holds: MaxContext, or
+// the model's context length. The cache grows to it as tokens arrive.
 func (s *Session) Capacity() int { return s.capacity }
 
 // KVType returns the element type of the KV cache (attention.F32 when
@@ -674,11 +734,11 @@ func (s *Session) check(tokens []int) error {
 	vocab := s.m.Config.VocabSize
 	for i, id := range tokens {
 		if id < 0 || id >= vocab {
-			return fmt.Errorf("model: token %d (index %d): %w: vocabulary of %d", id, i, ErrBadToken, vocab)
+			return fmt.Errorf("model: %w: token %d at index %d; want 0 <= id < %d, the vocabulary size", ErrBadToken, id, i, vocab)
 		}
 	}
 	if pos := s.Pos(); len(tokens) > s.capacity-pos {
-		return fmt.Errorf("model: %w: %d tokens at position %d, cache of %d", ErrContextOverflow, len(tokens), pos, s.capacity)
+		return fmt.Errorf("model: %w: %d tokens at position %d of a %d-position cache; want at most %d", ErrContextOverflow, len(tokens), pos, s.capacity, s.capacity-pos)
 	}
 	return nil
 }
@@ -691,6 +751,9 @@ func (s *Session) forward(tokens []int, logits []float32, all bool) error {
 	}
 	vocab := s.m.Config.VocabSize
 	start := s.Pos()
+	if err := s.reserve(start+len(tokens), min(s.batch, len(tokens))); err != nil {
+		return err
+	}
 	for c0 := 0; c0 < len(tokens); c0 += s.batch {
 		c1 := min(c0+s.batch, len(tokens))
 		var dst []float32
@@ -756,7 +819,7 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 			return fmt.Errorf("model: block %d KV cache: %w", l, err)
 		}
 		if err := s.eng.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true, Precision: s.prec}); err != nil {
-			return fmt.Errorf("model: block %d attention: %w", l, err)
+			return fmt.Errorf("model: block %d: %w", l, err)
 		}
 		if err := s.matmul(h, dim, att, qDim, &b.wo, n); err != nil {
 			return err

@@ -16,7 +16,7 @@
 // The reader treats its input as hostile: every count, length, dimension and
 // offset is checked against the bytes that remain in the file before anything
 // is allocated, array nesting is capped at [MaxArrayDepth], and tensor data
-// must lie, aligned, inside the file. A broken file gives an error wrapping
+// must lie, aligned, inside the file, no two tensors sharing bytes. A broken file gives an error wrapping
 // [ErrFormat] (or [ErrUnsupported] for well-formed features that the package
 // does not handle; a failing reader gives its own error); it never causes a
 // panic, and the memory allocated is bounded by a small multiple of the file
@@ -56,7 +56,9 @@
 // one GEMM (the kernel package's SIMD kernel.QKT), its output columns split
 // across threads. A [Session] owns one contiguous
 // [attention.KVCache] per layer, holding keys and values as float32 or, with
-// [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8); each layer
+// [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8), grown by
+// doubling as tokens arrive, so that a session's memory follows what it
+// runs rather than the context length a file claims; each layer
 // appends the new tokens' keys and values to its cache, and its attention
 // is one call of the attention engine with the new tokens' queries and the
 // cache's views of the cached keys and values, so a prompt is prefilled in

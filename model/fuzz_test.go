@@ -2,7 +2,13 @@ package model
 
 import (
 	"bytes"
+	"context"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // fuzzSeeds are the generated seed corpus of FuzzGGUF: valid files of every
@@ -16,6 +22,7 @@ func fuzzSeeds() [][]byte {
 		builder{kvs: tokKVs, tensors: []tensorSpec{f32Tensor("token_embd.weight", 32, 4), q8Tensor("blk.0.attn_q.weight", 32, 2)}}.bytes(),
 		builder{kvs: configKVs()}.bytes(),
 		builder{}.bytes(),
+		fuzzTinyModel(),
 	}
 	seeds := append([][]byte(nil), valid...)
 	for _, c := range brokenFiles() {
@@ -37,10 +44,18 @@ func fuzzSeeds() [][]byte {
 	return seeds
 }
 
-// FuzzGGUF feeds arbitrary bytes to Read. It asserts only that nothing
-// panics and that when Read succeeds, every accessor works: metadata
-// getters return without panicking, every tensor of a dequantisable type
-// reads in full, and a tokenizer or config built from the file behaves.
+// fuzzTinyModel is a complete model small enough for a seed: one block of
+// width 8, F16 weights, the tiny vocabulary.
+func fuzzTinyModel() []byte {
+	return tinySpec{dim: 8, ff: 16, layers: 1, heads: 2, kvHeads: 1, wtype: TypeF16, ctx: 32}.bytes(1)
+}
+
+// FuzzGGUF feeds arbitrary bytes to Read. It asserts that nothing panics,
+// that when Read succeeds every accessor works (metadata getters return
+// without panicking, every tensor of a dequantisable type reads in full, a
+// tokenizer or config built from the file behaves), and that loading the
+// file as a model and running a session over two tokens either fails or
+// works, allocating no more than a small multiple of the file's size.
 func FuzzGGUF(f *testing.F) {
 	for _, s := range fuzzSeeds() {
 		f.Add(s)
@@ -51,6 +66,250 @@ func FuzzGGUF(f *testing.F) {
 			return
 		}
 		exercise(t, file)
+		if mem, err := loadAndRun(data, SessionOptions{}); mem > hostileBound(len(data)) {
+			t.Fatalf("loading and running a %d-byte file allocated %d bytes (%v)", len(data), mem, err)
+		}
+	})
+}
+
+// Edits of FuzzModel.
+const (
+	editSet     = iota // a scalar of type typ from bits (or s)
+	editDelete         // drop the pair
+	editValue          // the same type, a new value: bits, s, or an array resized to bits mod (2·len+2)
+	editElement        // array element bits>>32 mod len set from uint32(bits) (or s)
+	edits
+)
+
+// fuzzScalar converts the fuzzer's bits, or s for strings, to a value of
+// type t (an array type gives a string).
+func fuzzScalar(t ValueType, bits uint64, s string) (ValueType, any) {
+	switch t {
+	case ValueUint8:
+		return t, uint8(bits)
+	case ValueInt8:
+		return t, int8(bits)
+	case ValueUint16:
+		return t, uint16(bits)
+	case ValueInt16:
+		return t, int16(bits)
+	case ValueUint32:
+		return t, uint32(bits)
+	case ValueInt32:
+		return t, int32(bits)
+	case ValueFloat32:
+		return t, math.Float32frombits(uint32(bits))
+	case ValueBool:
+		return t, bits&1 == 1
+	case ValueUint64:
+		return t, bits
+	case ValueInt64:
+		return t, int64(bits)
+	case ValueFloat64:
+		return t, math.Float64frombits(bits)
+	}
+	return ValueString, s
+}
+
+// fuzzEdit applies one edit to the pair named key of kvs (or, if there is
+// none, adds it as a scalar), returning new pairs; kvs is not modified.
+func fuzzEdit(kvs []kv, key string, op, typ uint8, bits uint64, s string) []kv {
+	out := slices.Clone(kvs)
+	i := slices.IndexFunc(out, func(p kv) bool { return p.key == key })
+	if i < 0 {
+		t, x := fuzzScalar(ValueType(typ%13), bits, s)
+		return append(out, kv{key, t, x})
+	}
+	p := &out[i]
+	switch op % edits {
+	case editSet:
+		p.typ, p.val = fuzzScalar(ValueType(typ%13), bits, s)
+	case editDelete:
+		return slices.Delete(out, i, i+1)
+	case editValue:
+		if p.typ != ValueArray {
+			p.typ, p.val = fuzzScalar(p.typ, bits, s)
+			break
+		}
+		a := p.val.(arr)
+		n := int(bits % uint64(2*len(a.items)+2))
+		items := make([]any, n)
+		for j := range items {
+			if len(a.items) == 0 {
+				_, items[j] = fuzzScalar(a.elem, bits, s)
+				if a.elem == ValueArray {
+					items[j] = arr{elem: ValueUint8}
+				}
+			} else {
+				items[j] = a.items[j%len(a.items)]
+			}
+		}
+		p.val = arr{elem: a.elem, items: items}
+	case editElement:
+		a, ok := p.val.(arr)
+		if !ok || len(a.items) == 0 || a.elem == ValueArray {
+			break
+		}
+		items := slices.Clone(a.items)
+		_, items[(bits>>32)%uint64(len(items))] = fuzzScalar(a.elem, uint64(uint32(bits)), s)
+		p.val = arr{elem: a.elem, items: items}
+	}
+	return out
+}
+
+// fuzzKeys are the keys that FuzzModel edits: the model's own and the
+// optional ones that the config, the RoPE settings and the tokenizer read.
+func fuzzKeys(kvs []kv, arch string) []string {
+	keys := []string{"general.alignment", "tokenizer.ggml.add_space_prefix", "tokenizer.ggml.scores",
+		"tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+		"tokenizer.ggml.unknown_token_id"}
+	for _, k := range []string{"vocab_size", "attention.key_length", "attention.head_count_kv", "rope.dimension_count",
+		"rope.freq_base", "rope.scaling.type", "rope.scaling.factor", "rope.scale_linear"} {
+		keys = append(keys, arch+"."+k)
+	}
+	for _, p := range kvs {
+		keys = append(keys, p.key)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// FuzzModel edits one metadata pair of a valid model (stories260K when the
+// shared copy is there, else one written here): key names the pair (one of
+// fuzzKeys, or else the one its hash picks, so that mutated names still
+// hit keys that matter; a key the model lacks is added), op picks the edit
+// (set a scalar of type typ, delete, change the value or an array's
+// length, change an array element) and bits and s give the new value. The
+// edited file is read, loaded, and run for two tokens and a short
+// generation; nothing may panic, and the memory allocated must stay within
+// a small multiple of the file's size whatever sizes the metadata claims.
+func FuzzModel(f *testing.F) {
+	data := baseModel(f)
+	file, err := Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	base, err := splitFile(file)
+	if err != nil {
+		f.Fatal(err)
+	}
+	arch, _ := file.String("general.architecture")
+	keys := fuzzKeys(base.kvs, arch)
+	// Every key, edited every way.
+	for _, key := range keys {
+		for op := range uint8(edits) {
+			f.Add(key, op, uint8(ValueUint64), uint64(1)<<30, "x")
+		}
+	}
+	// The sizes of issue 14.
+	f.Add(arch+".block_count", uint8(editValue), uint8(0), uint64(1)<<30, "")
+	f.Add(arch+".context_length", uint8(editValue), uint8(0), uint64(1)<<29, "")
+	f.Fuzz(func(t *testing.T, key string, op, typ uint8, bits uint64, s string) {
+		if _, ok := slices.BinarySearch(keys, key); !ok {
+			h := fnv.New32a()
+			h.Write([]byte(key))
+			key = keys[h.Sum32()%uint32(len(keys))]
+		}
+		b := base
+		b.kvs = fuzzEdit(base.kvs, key, op, typ, bits, s)
+		data := b.bytes()
+		var err error
+		mem := allocated(func() {
+			var f *File
+			if f, err = Read(bytes.NewReader(data), int64(len(data))); err != nil {
+				return
+			}
+			var m *Model
+			if m, err = Load(f); err != nil {
+				return
+			}
+			var sess *Session
+			if sess, err = m.NewSession(SessionOptions{Threads: 1}); err != nil {
+				return
+			}
+			if _, err = sess.Forward([]int{1 % m.Config.VocabSize, 2 % m.Config.VocabSize}); err != nil {
+				return
+			}
+			if m.Tokenizer != nil {
+				_, err = sess.Generate(context.Background(), "Once upon", 2, Sampler{}, nil)
+			}
+		})
+		if mem > hostileBound(len(data)) {
+			t.Fatalf("%s edited (op %d): a %d-byte file allocated %d bytes (%v)", key, op%edits, len(data), mem, err)
+		}
+	})
+}
+
+// fuzzTokenizers are the vocabularies of FuzzTokenizer: the tiny one with
+// "▁" and a few merges, and stories260K's when it is there.
+func fuzzTokenizers(tb testing.TB) []*Tokenizer {
+	pieces := []string{"▁", "▁the", "▁cat", "▁sat", "at", "th", "he", "e", "a", "t", "é", "🙂"}
+	scores := make([]float32, len(pieces))
+	for i := range scores {
+		scores[i] = float32(-i)
+	}
+	data := builder{kvs: tokenizerKVs(pieces, scores)}.bytes()
+	f, err := Read(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tiny, err := NewTokenizer(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	toks := []*Tokenizer{tiny}
+	if sf, err := Open(storiesPath); err == nil {
+		defer sf.Close()
+		if st, err := NewTokenizer(sf); err == nil {
+			toks = append(toks, st)
+		}
+	}
+	return toks
+}
+
+// FuzzTokenizer encodes arbitrary text. The ids must lie in the
+// vocabulary, start with BOS, match the quadratic reference encoder (on
+// texts short enough for it), and decode back to the text when the text
+// is valid UTF-8 without "▁" (see Tokenizer.Decode for why those two
+// conditions). Decoding arbitrary ids, out-of-range ones included, must
+// not panic.
+func FuzzTokenizer(f *testing.F) {
+	for _, s := range []string{"", " ", "  ", "a", "the cat sat", " leading", "trailing ", "héllo 🙂",
+		"<s> </s> <unk> <0x41>", "\x00\xff\xe2\x28", "\xe2\x96", "▁", "a▁b", "\n\t\r"} {
+		f.Add(s)
+	}
+	toks := fuzzTokenizers(f)
+	f.Fuzz(func(t *testing.T, text string) {
+		for _, tok := range toks {
+			ids := tok.Encode(text, true)
+			if len(ids) == 0 || ids[0] != tok.BOS() {
+				t.Fatalf("Encode(%q) = %v: want BOS %d first", text, ids, tok.BOS())
+			}
+			for _, id := range ids {
+				if id < 0 || id >= tok.VocabSize() {
+					t.Fatalf("Encode(%q) gave id %d outside [0, %d)", text, id, tok.VocabSize())
+				}
+			}
+			if plain := tok.Encode(text, false); !slices.Equal(plain, ids[1:]) {
+				t.Fatalf("Encode(%q, false) = %v, want Encode(%q, true)[1:] = %v", text, plain, text, ids[1:])
+			}
+			if len(text) <= 256 {
+				if want := referenceEncode(tok, text); !slices.Equal(want, ids[1:]) {
+					t.Fatalf("Encode(%q) = %v, the reference encoder %v", text, ids[1:], want)
+				}
+			}
+			if utf8.ValidString(text) && !strings.Contains(text, spaceEscape) {
+				if got := tok.Decode(ids); got != text {
+					t.Fatalf("Decode(Encode(%q)) = %q (ids %v)", text, got, ids)
+				}
+			}
+			// Ids from the text's bytes, some out of range.
+			raw := make([]int, 0, len(text))
+			for i := 0; i+1 < len(text); i += 2 {
+				raw = append(raw, int(int8(text[i]))*int(text[i+1]))
+			}
+			_ = tok.Decode(raw)
+		}
 	})
 }
 

@@ -78,6 +78,9 @@ func rate(n int, d time.Duration) float64 {
 // The returned Stats are filled in on error too, as far as generation got.
 func (s *Session) Generate(ctx context.Context, prompt string, n int, sampler Sampler, emit func(piece string) bool) (Stats, error) {
 	var st Stats
+	if ctx == nil {
+		return st, errors.New("model: Generate: nil context.Context; want context.Background() or another context")
+	}
 	tok := s.m.Tokenizer
 	if tok == nil {
 		return st, errors.New("model: Generate: the model has no tokenizer")

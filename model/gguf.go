@@ -2,6 +2,7 @@ package model
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,18 +13,20 @@ import (
 	"slices"
 )
 
-// Errors returned (wrapped) by the GGUF reader. Test with [errors.Is].
+// Errors returned (wrapped) by the GGUF reader and the decoder. Test with
+// [errors.Is]. Their own texts carry no package prefix: every error the
+// package returns starts with "model: " once, whatever it wraps.
 var (
 	// ErrFormat reports a file that is not valid GGUF: a bad magic number,
 	// truncated data, counts, lengths or offsets that do not fit the file,
 	// unknown type codes, duplicate names or metadata of an unexpected type.
-	ErrFormat = errors.New("model: invalid GGUF")
+	ErrFormat = errors.New("invalid GGUF")
 	// ErrUnsupported reports a valid feature this package does not handle:
 	// GGUF version 1 or a version newer than 3, big-endian files, or
 	// dequantising a tensor type other than F32, F16, BF16 and Q8_0.
-	ErrUnsupported = errors.New("model: unsupported GGUF feature")
+	ErrUnsupported = errors.New("unsupported GGUF feature")
 	// ErrNotFound reports a metadata key or tensor name that the file lacks.
-	ErrNotFound = errors.New("model: not found")
+	ErrNotFound = errors.New("not found")
 )
 
 const (
@@ -65,17 +68,17 @@ type File struct {
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("model: %w", err)
 	}
 	st, err := fh.Stat()
 	if err != nil {
 		fh.Close()
-		return nil, err
+		return nil, fmt.Errorf("model: %w", err)
 	}
-	f, err := Read(fh, st.Size())
+	f, err := read(fh, st.Size())
 	if err != nil {
 		fh.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("model: %s: %w", path, err)
 	}
 	f.closer = fh
 	return f, nil
@@ -84,6 +87,18 @@ func Open(path string) (*File, error) {
 // Read parses a GGUF file of size bytes read through r. Tensor data is not
 // read until asked for, so r must stay usable for as long as the File is.
 func Read(r io.ReaderAt, size int64) (*File, error) {
+	if r == nil {
+		return nil, errors.New("model: Read: nil io.ReaderAt; want a reader of the GGUF file")
+	}
+	f, err := read(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	return f, nil
+}
+
+// read is Read with errors that lack the package prefix.
+func read(r io.ReaderAt, size int64) (*File, error) {
 	if size < 0 {
 		return nil, fmt.Errorf("%w: negative size %d", ErrFormat, size)
 	}
@@ -96,7 +111,7 @@ func Read(r io.ReaderAt, size int64) (*File, error) {
 		var re *readError
 		if errors.As(err, &re) {
 			// Not the file's fault: report the I/O error alone.
-			return nil, fmt.Errorf("model: reading GGUF header at byte %d: %w", d.pos, re.err)
+			return nil, fmt.Errorf("reading GGUF header at byte %d: %w", d.pos, re.err)
 		}
 		return nil, err
 	}
@@ -233,6 +248,23 @@ func (f *File) parse(d *decoder) error {
 				ErrFormat, t.Name, t.size, rel, max(room, 0))
 		}
 		t.Offset = f.dataOffset + int64(rel)
+	}
+	// No two tensors may share bytes (as in llama.cpp, whose tensors lie
+	// one after another): a tensor's data is then read once, and what
+	// reading every tensor allocates is bounded by the file's size.
+	order := make([]int, 0, len(f.tensors))
+	for i := range f.tensors {
+		if f.tensors[i].size > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(f.tensors[i].Offset, f.tensors[j].Offset) })
+	for k := 1; k < len(order); k++ {
+		a, b := &f.tensors[order[k-1]], &f.tensors[order[k]]
+		if a.Offset+a.size > b.Offset {
+			return fmt.Errorf("%w: tensor %q (%d bytes at data offset %d) overlaps tensor %q at data offset %d; want tensors that share no bytes",
+				ErrFormat, a.Name, a.size, a.Offset-f.dataOffset, b.Name, b.Offset-f.dataOffset)
+		}
 	}
 	return nil
 }

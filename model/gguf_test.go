@@ -443,6 +443,23 @@ func brokenFiles() map[string]struct {
 	m["q8 row not whole blocks"] = c{oneTensor("t", []uint64{16, 2}, uint32(TypeQ8_0), 0, 64), ErrFormat}
 	m["q8 scalar"] = c{oneTensor("t", nil, uint32(TypeQ8_0), 0, 64), ErrFormat}
 	m["duplicate tensor"] = c{builder{tensors: []tensorSpec{f32Tensor("t", 2), f32Tensor("t", 2)}}.bytes(), ErrFormat}
+	// Tensors whose data overlap: every tensor of a file could name the
+	// same bytes, and loading would then allocate each of them afresh.
+	m["overlapping tensors"] = c{func() []byte {
+		e := header(3, 2, 0)
+		for _, t := range []struct {
+			name   string
+			offset uint64
+		}{{"a", 0}, {"b", 32}} {
+			e.str(t.name)
+			e.u32(1)
+			e.u64(16) // 64 bytes of F32
+			e.u32(uint32(TypeF32))
+			e.u64(t.offset)
+		}
+		e.b = append(e.b, make([]byte, int(alignUp(uint64(len(e.b)), 32))-len(e.b)+96)...)
+		return e.b
+	}(), ErrFormat}
 	m["tensor name past end"] = c{func() []byte {
 		e := header(3, 1, 0)
 		e.u64(1 << 40)

@@ -247,16 +247,16 @@ func (f *File) Has(key string) bool {
 func (f *File) lookup(key string) (Value, error) {
 	v, ok := f.values[key]
 	if !ok {
-		return Value{}, fmt.Errorf("metadata key %q: %w", key, ErrNotFound)
+		return Value{}, fmt.Errorf("model: metadata key %q: %w", key, ErrNotFound)
 	}
 	return v, nil
 }
 
 func typeError(key string, v Value, want string) error {
 	if v.typ == ValueArray {
-		return fmt.Errorf("%w: metadata %q is an array of %v, want %s", ErrFormat, key, v.elem, want)
+		return fmt.Errorf("model: %w: metadata %q is an array of %v, want %s", ErrFormat, key, v.elem, want)
 	}
-	return fmt.Errorf("%w: metadata %q is %v %v, want %s", ErrFormat, key, v.typ, v, want)
+	return fmt.Errorf("model: %w: metadata %q is %v %v, want %s", ErrFormat, key, v.typ, v, want)
 }
 
 // String returns the string stored under key. A missing key gives an error

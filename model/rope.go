@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // RopeMode says how rotary position embedding (RoPE) pairs the dimensions of
@@ -52,7 +53,7 @@ var archRopeModes = map[string]RopeMode{
 	"qwen2": RopeNeoX,
 }
 
-// rope holds the rotation angles of every position a session can reach.
+// rope holds the rotation angles of the positions a session has room for.
 type rope struct {
 	mode RopeMode
 	dims int       // rotated dimensions per head, even; the rest pass through
@@ -84,16 +85,30 @@ func newRope(r ropeParams, positions int) rope {
 	if r.mode == RopeNone || r.dims == 0 {
 		return rope{mode: RopeNone}
 	}
-	half := r.dims / 2
-	t := rope{mode: r.mode, dims: r.dims, cos: make([]float32, positions*half), sin: make([]float32, positions*half)}
-	for p := range positions {
+	t := rope{mode: r.mode, dims: r.dims}
+	t.grow(r, positions)
+	return t
+}
+
+// grow extends the table to positions positions, if it holds fewer.
+func (t *rope) grow(r ropeParams, positions int) {
+	if t.mode == RopeNone {
+		return
+	}
+	half := t.dims / 2
+	have := len(t.cos) / half
+	if positions <= have {
+		return
+	}
+	t.cos = slices.Grow(t.cos, (positions-have)*half)
+	t.sin = slices.Grow(t.sin, (positions-have)*half)
+	for p := have; p < positions; p++ {
 		for i := range half {
 			s, c := math.Sincos(r.theta(p, i))
-			t.cos[p*half+i] = float32(c)
-			t.sin[p*half+i] = float32(s)
+			t.cos = append(t.cos, float32(c))
+			t.sin = append(t.sin, float32(s))
 		}
 	}
-	return t
 }
 
 // apply rotates the first dims dimensions of each of the heads of one token

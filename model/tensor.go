@@ -182,7 +182,7 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 func (f *File) tensor(name string) (*TensorInfo, error) {
 	i, ok := f.byName[name]
 	if !ok {
-		return nil, fmt.Errorf("tensor %q: %w", name, ErrNotFound)
+		return nil, fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
 	}
 	return &f.tensors[i], nil
 }
@@ -194,11 +194,14 @@ func (f *File) RawData(name string) ([]byte, error) {
 		return nil, err
 	}
 	if t.size > math.MaxInt {
-		return nil, fmt.Errorf("tensor %q: %d bytes do not fit in memory", name, t.size)
+		return nil, fmt.Errorf("model: tensor %q: %d bytes do not fit in memory", name, t.size)
+	}
+	if err := f.probe(t); err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
 	b := make([]byte, t.size)
 	if err := f.readAt(b, t.Offset); err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", name, err)
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
 	return b, nil
 }
@@ -214,11 +217,14 @@ func (f *File) Float32s(name string) ([]float32, error) {
 		return nil, err
 	}
 	if !t.Type.CanDequantize() {
-		return nil, fmt.Errorf("tensor %q: dequantising %v: %w", name, t.Type, ErrUnsupported)
+		return nil, fmt.Errorf("model: tensor %q: dequantising %v: %w", name, t.Type, ErrUnsupported)
+	}
+	if err := f.probe(t); err != nil {
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
 	out := make([]float32, t.n)
 	if err := f.dequantize(t, out); err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", name, err)
+		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
 	}
 	return out, nil
 }
@@ -282,6 +288,17 @@ func dequantizeQ8_0(dst []float32, raw []byte) {
 		}
 		raw = raw[34:]
 	}
+}
+
+// probe reads the last byte of t's data, so that a reader holding fewer
+// bytes than the size given to Read fails before memory is allocated for
+// the whole tensor.
+func (f *File) probe(t *TensorInfo) error {
+	if t.size == 0 {
+		return nil
+	}
+	var b [1]byte
+	return f.readAt(b[:], t.Offset+t.size-1)
 }
 
 // readAt fills b from offset off of the file.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -46,29 +47,32 @@ type Tokenizer struct {
 // 2 and 0, as in llama.cpp; ids outside the vocabulary are ignored) and
 // tokenizer.ggml.add_space_prefix (default true).
 func NewTokenizer(f *File) (*Tokenizer, error) {
+	if f == nil {
+		return nil, errors.New("model: NewTokenizer: nil *File; want a file from Open or Read")
+	}
 	kind, err := f.String("tokenizer.ggml.model")
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
 	if kind != "llama" {
-		return nil, fmt.Errorf("tokenizer: model %q: %w (only \"llama\" SentencePiece vocabularies)", kind, ErrUnsupported)
+		return nil, fmt.Errorf("model: tokenizer: model %q: %w (only \"llama\" SentencePiece vocabularies)", kind, ErrUnsupported)
 	}
 	tokens, err := f.StringArray("tokenizer.ggml.tokens")
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
 	n := len(tokens)
 	if n == 0 {
-		return nil, fmt.Errorf("tokenizer: %w: empty vocabulary", ErrFormat)
+		return nil, fmt.Errorf("model: tokenizer: %w: empty vocabulary", ErrFormat)
 	}
 	t := &Tokenizer{tokens: tokens, addSpacePrefix: true}
 
 	if f.Has("tokenizer.ggml.scores") {
 		if t.scores, err = f.Float32Array("tokenizer.ggml.scores"); err != nil {
-			return nil, fmt.Errorf("tokenizer: %w", err)
+			return nil, err
 		}
 		if len(t.scores) != n {
-			return nil, fmt.Errorf("tokenizer: %w: %d scores for %d tokens", ErrFormat, len(t.scores), n)
+			return nil, fmt.Errorf("model: tokenizer: %w: %d scores for %d tokens", ErrFormat, len(t.scores), n)
 		}
 	} else {
 		t.scores = make([]float32, n)
@@ -79,7 +83,7 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 	t.unk = t.specialID(f, "tokenizer.ggml.unknown_token_id", 0)
 	if f.Has("tokenizer.ggml.add_space_prefix") {
 		if t.addSpacePrefix, err = f.Bool("tokenizer.ggml.add_space_prefix"); err != nil {
-			return nil, fmt.Errorf("tokenizer: %w", err)
+			return nil, err
 		}
 	}
 
@@ -87,10 +91,10 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 	if f.Has("tokenizer.ggml.token_type") {
 		types, err := f.Int32Array("tokenizer.ggml.token_type")
 		if err != nil {
-			return nil, fmt.Errorf("tokenizer: %w", err)
+			return nil, err
 		}
 		if len(types) != n {
-			return nil, fmt.Errorf("tokenizer: %w: %d token types for %d tokens", ErrFormat, len(types), n)
+			return nil, fmt.Errorf("model: tokenizer: %w: %d token types for %d tokens", ErrFormat, len(types), n)
 		}
 		for i, ty := range types {
 			t.types[i] = TokenType(ty)
@@ -351,9 +355,12 @@ func (t *Tokenizer) Piece(prev, id int) string {
 }
 
 // Decode turns token ids back into text: the concatenation of
-// [Tokenizer.Piece] over the sequence. For any text s,
-// Decode(Encode(s, true)) == s when every byte of s is representable (a
-// vocabulary with byte tokens).
+// [Tokenizer.Piece] over the sequence. Decode(Encode(s, true)) == s for
+// any valid UTF-8 text s without "▁" when the vocabulary has byte tokens
+// and "▁": Encode writes a space as "▁", so a "▁" in the text comes back
+// as a space, and it splits the text by UTF-8 lead bytes as llama.cpp
+// does, so an invalid lead byte can take in the "▁" of a space after it,
+// which then comes back as the bytes of "▁".
 func (t *Tokenizer) Decode(ids []int) string {
 	var b strings.Builder
 	prev := -1

@@ -348,3 +348,60 @@ func withoutKey(kvs []kv, key string) []kv {
 	}
 	return out
 }
+
+// writerValue converts a metadata value read from a file back to the
+// writer's form: its type and a Go value (arr for arrays).
+func writerValue(v Value) (ValueType, any) {
+	if v.Type() != ValueArray {
+		return v.Type(), v.Any()
+	}
+	a := arr{elem: v.ElemType(), items: make([]any, v.Len())}
+	for i := range a.items {
+		_, a.items[i] = writerValue(v.index(i))
+	}
+	return ValueArray, a
+}
+
+// splitFile returns the builder that writes f again: its metadata in the
+// writer's form and its tensors as they are, laid out afresh.
+func splitFile(f *File) (builder, error) {
+	var kvs []kv
+	for _, key := range f.Keys() {
+		v, _ := f.Value(key)
+		typ, x := writerValue(v)
+		kvs = append(kvs, kv{key, typ, x})
+	}
+	var tensors []tensorSpec
+	for _, ti := range f.Tensors() {
+		data, err := f.RawData(ti.Name)
+		if err != nil {
+			return builder{}, err
+		}
+		dims := make([]uint64, len(ti.Dims))
+		for i, d := range ti.Dims {
+			dims[i] = uint64(d)
+		}
+		tensors = append(tensors, tensorSpec{name: ti.Name, typ: ti.Type, dims: dims, data: data})
+	}
+	return builder{version: f.Version(), alignment: int(f.Alignment()), kvs: kvs, tensors: tensors}, nil
+}
+
+// rebuild writes f again, with its metadata passed through edit (which may
+// change, drop or add pairs).
+func rebuild(f *File, edit func([]kv) []kv) ([]byte, error) {
+	b, err := splitFile(f)
+	if err != nil {
+		return nil, err
+	}
+	b.kvs = edit(b.kvs)
+	return b.bytes(), nil
+}
+
+// setKV returns an edit for rebuild that sets key to a value of type typ,
+// adding the pair if the file lacks it.
+func setKV(key string, typ ValueType, x any) func([]kv) []kv {
+	return func(kvs []kv) []kv {
+		out := withoutKey(kvs, key)
+		return append(out, kv{key, typ, x})
+	}
+}

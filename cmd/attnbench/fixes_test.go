@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,6 +72,34 @@ func TestRunBadOutputDir(t *testing.T) {
 	}
 }
 
+// TestRunUnwritableOutput checks that an output path that exists but
+// cannot be written (a directory, a read-only directory's entry) fails
+// before the run, with status 2, rather than after the sweep (issue 14).
+func TestRunUnwritableOutput(t *testing.T) {
+	dir := t.TempDir()
+	isDir := filepath.Join(dir, "taken.svg")
+	require.NoError(t, os.Mkdir(isDir, 0o755))
+	cases := [][]string{
+		{"-shape", "P2", "-sweep", "16", "-plot", isDir},
+		{"-cpuprofile", isDir},
+	}
+	if os.Geteuid() != 0 { // root writes through permissions
+		ro := filepath.Join(dir, "ro")
+		require.NoError(t, os.Mkdir(ro, 0o555))
+		cases = append(cases, []string{"-shape", "P2", "-sweep", "16", "-plot", filepath.Join(ro, "x.svg")})
+	}
+	for _, args := range cases {
+		var stdout, stderr bytes.Buffer
+		code := run(args, &stdout, &stderr)
+		assert.Equal(t, 2, code, "%v: stderr: %s", args, stderr.String())
+		assert.Contains(t, stderr.String(), "may not be written", "%v", args)
+		assert.Empty(t, stdout.String(), "%v", args)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, len(cases)-1, "the check leaves no file behind")
+}
+
 func TestThreadPeak(t *testing.T) {
 	m := machine{peak: 10, cpus: 2}
 	assert.Equal(t, 10.0, m.threadPeak(1))
@@ -84,4 +113,28 @@ func TestNaiveMarked(t *testing.T) {
 	assert.False(t, naiveMarked(result{naive: &timing{n: 3}}, 3))
 	assert.False(t, naiveMarked(result{naive: &timing{n: 1}}, 1))
 	assert.True(t, naiveMarked(result{naive: &timing{n: 1, cold: true}}, 1), "a cold single run under -reps 1")
+}
+
+// TestErrorsPrefixedOnce checks that failing command lines name each
+// prefix ("attnbench", "model") at most once a line (issue 14 found
+// "model: model: context overflow").
+func TestErrorsPrefixedOnce(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	require.NoError(t, os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00"), 0o644))
+	for _, args := range [][]string{
+		{"-shape", "X"},
+		{"-kv", "q9"},
+		{"-shape", "P2", "-sweep", "16", "-plot", filepath.Join(t.TempDir(), "missing", "x.svg")},
+		{"check", "-kernel", "nope"},
+		{"generate", "-model", bad},
+		{"generate", "-model", filepath.Join(t.TempDir(), "missing.gguf")},
+	} {
+		var stdout, stderr bytes.Buffer
+		assert.NotZero(t, run(args, &stdout, &stderr), "%v", args)
+		for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+			for _, prefix := range []string{"attnbench", "model:"} {
+				assert.LessOrEqual(t, strings.Count(line, prefix), 1, "%v: %q", args, line)
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -323,7 +324,7 @@ func parse(args []string, help io.Writer) (config, error) {
 		if f.path == "" {
 			continue
 		}
-		if err := checkDir(f.path); err != nil {
+		if err := checkWritable(f.path); err != nil {
 			return config{}, fmt.Errorf("%s %q: %w", f.flag, f.path, err)
 		}
 	}
@@ -342,18 +343,39 @@ func parse(args []string, help io.Writer) (config, error) {
 	return c, nil
 }
 
-// checkDir reports whether the directory that would hold the file path
-// exists, so that a bad output path fails before the run rather than after.
-func checkDir(path string) error {
+// checkWritable reports whether the file path may be written, so that a
+// bad output path fails before the run rather than after it: its directory
+// must exist, and the file must be one that opens for writing (an existing
+// one is left as it is) or, if there is none, one that can be created there
+// (it is created and removed).
+func checkWritable(path string) error {
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return fmt.Errorf("directory %s: %w", dir, err)
+		return fmt.Errorf("may not be written: directory %s: %w", dir, err)
 	}
 	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
+		return fmt.Errorf("may not be written: %s is not a directory", dir)
 	}
-	return nil
+	fi, err = os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return errors.New("may not be written: it is a directory; want a file name")
+	case err == nil:
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("may not be written: %w", err)
+		}
+		return f.Close()
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("may not be written: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return fmt.Errorf("may not be written: %w", err)
+	}
+	f.Close()
+	return os.Remove(path)
 }
 
 // parseThreads reads a comma-separated list of thread counts; "max" stands

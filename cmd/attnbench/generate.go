@@ -23,11 +23,18 @@ the model in one prefill, then samples up to N tokens one at a time (greedy
 unless -temp is positive), stopping early at the end-of-sequence token. The
 prompt and then each token are printed to stdout as they are produced; the
 prefill and decode rates follow on stderr (after a warm-up pass of one
-token, which they leave out). Interrupting stops the generation and still
-prints the rates.
+token, which they leave out). Interrupting stops the generation, still
+prints the rates (with "stop: interrupted") and exits 1; any other failure
+prints its error alone and exits 1.
 
 Flags:
 `
+
+// generateContext is the context of a generation: cancelled by an
+// interrupt (a variable so that the tests can interrupt).
+var generateContext = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt)
+}
 
 // generateConfig is what the flags of the generate subcommand ask for.
 type generateConfig struct {
@@ -50,7 +57,7 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 	topP := fs.Float64("top-p", 0, "sample from the nucleus of this probability (0 or 1: all)")
 	fs.Uint64Var(&c.sampler.Seed, "seed", 0, "seed of the sampler's random draws")
 	fs.IntVar(&c.session.Threads, "threads", 0, "goroutines for attention and projections (0: GOMAXPROCS)")
-	fs.IntVar(&c.session.MaxContext, "ctx", 0, "KV cache positions (0: the model's context length)")
+	fs.IntVar(&c.session.MaxContext, "ctx", 0, "most KV cache positions (0: the model's context length); the cache grows as tokens arrive")
 	prec := fs.String("precision", "f32", "compute precision of attention's products: f32 or bf16")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -88,7 +95,8 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 }
 
 // runGenerate is the generate subcommand: 0 on success, 1 when the model
-// cannot be loaded or run, 2 for a bad command line.
+// cannot be loaded or run or the run is interrupted, 2 for a bad command
+// line.
 func runGenerate(args []string, stdout, stderr io.Writer) int {
 	c, err := parseGenerate(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
@@ -129,7 +137,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := generateContext()
 	defer stop()
 	fmt.Fprint(stdout, c.prompt)
 	st, err := s.Generate(ctx, c.prompt, c.n, c.sampler, func(piece string) bool {
@@ -137,6 +145,16 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		return werr == nil
 	})
 	fmt.Fprintln(stdout)
+	// An interrupt still reports the rates of what ran; any other failure
+	// reports only its error, since no rate or stop reason describes it.
+	interrupted := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+	if err != nil && !interrupted {
+		return fail(err)
+	}
+	stopReason := st.Stop.String()
+	if interrupted {
+		stopReason = "interrupted"
+	}
 	cfg := m.Config
 	threads := c.session.Threads
 	if threads == 0 {
@@ -147,9 +165,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		load.Round(time.Millisecond), threads, kernel.Implementation())
 	fmt.Fprintf(stderr, "prefill: %d tokens in %v, %.0f tokens/s\n", st.PromptTokens, st.Prefill.Round(time.Microsecond), st.PrefillTokensPerSecond())
 	fmt.Fprintf(stderr, "decode:  %d tokens in %v, %.0f tokens/s (%d generated, stop: %v)\n",
-		st.DecodeSteps, st.Decode.Round(time.Microsecond), st.DecodeTokensPerSecond(), len(st.Tokens), st.Stop)
-	if err != nil {
-		return fail(err)
+		st.DecodeSteps, st.Decode.Round(time.Microsecond), st.DecodeTokensPerSecond(), len(st.Tokens), stopReason)
+	if interrupted {
+		return fail(errors.New("interrupted"))
 	}
 	return 0
 }
