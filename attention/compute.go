@@ -103,7 +103,7 @@ func (f32Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
 	if err != nil {
 		return err
 	}
-	return foldCrossingTile(ws, bl.rows, bl.np, bl.d, bl.ld, bl.ldS, vt, ldV)
+	return foldCrossingTile(ws, bl.rows, bl.d, bl.ld, bl.ldS, vt, ldV)
 }
 
 // valuesF32 returns the float32 V tile of keys [j0, j0+bc) and its leading
@@ -216,65 +216,64 @@ func softmaxWholeTile(ws *workspace, rows, bc, d, ld, ldS int) error {
 }
 
 // foldCrossingTile folds a tile that the edge of some row's visible range
-// crosses: row r sees the tile's keys [ws.lo[r], ws.vis[r]). Keys outside
-// the range are left out of the softmax and of P·V rather than weighted by
-// zero, so that a NaN in a value a row cannot see never reaches it. Rows go
-// to P·V in runs of crossRun consecutive positions of one head: the keys
-// that every row of a run sees (the intersection of their ranges) go
-// through one block P·V with a column offset; only the ragged remainders on
-// either side go row by row.
-func foldCrossingTile(ws *workspace, rows, np, d, ld, ldS int, vt []float32, ldV int) error {
+// crosses: row r sees the tile's keys [ws.lo[r], ws.vis[r]). Each row's
+// softmax takes its own range; the probabilities of the keys outside it are
+// set to 0 and, when every value of the tile is finite, one P·V over the
+// whole tile serves all rows, as for a whole tile. So a row's sums run over
+// the same keys in the same order whichever rows share its block, and the
+// block, which shrinks as threads are added (positionsPerBlock), cannot
+// change a bit (0·v adds nothing). If the tile holds a value that is not
+// finite, each row multiplies its own range only, so that such a value
+// never reaches a row that cannot see it (0·NaN would).
+func foldCrossingTile(ws *workspace, rows, d, ld, ldS int, vt []float32, ldV int) error {
+	bc := 0
+	for r := range rows {
+		bc = max(bc, ws.vis[r])
+	}
 	for r := range rows {
 		lo, hi := ws.lo[r], ws.vis[r]
 		ws.alpha[r] = 1
-		if hi <= lo {
-			continue
+		row := ws.s[r*ldS:]
+		if hi > lo {
+			if err := kernel.OnlineSoftmax(row[lo:], ldS, 1, hi-lo, ws.m[r:], ws.z[r:], ws.alpha[r:]); err != nil {
+				return err
+			}
+		} else {
+			lo, hi = 0, 0
 		}
-		if err := kernel.OnlineSoftmax(ws.s[r*ldS+lo:], ldS, 1, hi-lo, ws.m[r:], ws.z[r:], ws.alpha[r:]); err != nil {
-			return err
-		}
+		clear(row[:lo])
+		clear(row[hi:bc])
 	}
 	if err := kernel.ScaleRows(ws.o, ld, ws.alpha, rows, d); err != nil {
 		return err
 	}
-	for h0 := 0; h0 < rows; h0 += np {
-		for r0 := h0; r0 < h0+np; r0 += crossRun {
-			n := min(crossRun, h0+np-r0)
-			// The intersection of the rows' ranges: from the last row's lo
-			// to the first row's hi, as the ranges are monotone in the
-			// position, unless a mask trimmed some (trimMasked).
-			cLo, cHi := ws.lo[r0], ws.vis[r0]
-			for r := r0 + 1; r < r0+n; r++ {
-				cLo, cHi = max(cLo, ws.lo[r]), min(cHi, ws.vis[r])
-			}
-			if cHi > cLo {
-				if err := kernel.PV(ws.o[r0*ld:], ld, ws.s[r0*ldS+cLo:], ldS, vt[cLo*ldV:], ldV, n, cHi-cLo, d); err != nil {
-					return err
-				}
-			} else {
-				cLo, cHi = 0, 0
-			}
-			for r := r0; r < r0+n; r++ {
-				lo, hi := ws.lo[r], ws.vis[r]
-				if hi <= lo {
-					continue
-				}
-				if cHi <= cLo { // no common part: the row's whole range
-					if err := rowPV(ws, r, lo, hi, d, ld, ldS, vt, ldV); err != nil {
-						return err
-					}
-					continue
-				}
-				if err := rowPV(ws, r, lo, cLo, d, ld, ldS, vt, ldV); err != nil {
-					return err
-				}
-				if err := rowPV(ws, r, cHi, hi, d, ld, ldS, vt, ldV); err != nil {
-					return err
-				}
-			}
+	if bc == 0 {
+		return nil
+	}
+	if finiteRows(vt, ldV, bc, d) {
+		return kernel.PV(ws.o, ld, ws.s, ldS, vt, ldV, rows, bc, d)
+	}
+	for r := range rows {
+		if err := rowPV(ws, r, ws.lo[r], ws.vis[r], d, ld, ldS, vt, ldV); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// finiteRows reports whether the n rows of d values of v (ld apart) are
+// all finite.
+func finiteRows(v []float32, ld, n, d int) bool {
+	for j := range n {
+		var acc float32
+		for _, x := range v[j*ld:][:d] {
+			acc += x - x // 0 for a finite x, NaN for ±Inf and NaN
+		}
+		if acc != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // rowPV accumulates keys [lo, hi) of the tile into output row r.
@@ -284,7 +283,3 @@ func rowPV(ws *workspace, r, lo, hi, d, ld, ldS int, vt []float32, ldV int) erro
 	}
 	return kernel.PV(ws.o[r*ld:], ld, ws.s[r*ldS+lo:], ldS, vt[lo*ldV:], ldV, 1, hi-lo, d)
 }
-
-// crossRun is the number of consecutive query positions of a crossing tile
-// that share one block P·V over their common visible keys.
-const crossRun = 8

@@ -278,7 +278,8 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 // packing of each K/V tile over more rows, but a call must also have enough
 // blocks to keep every thread busy to the end under a causal mask, so the
 // block shrinks (down to 16 positions) until there are at least 8 per
-// thread. It also sets c.bkv, the keys of a tile.
+// thread. It also sets c.bkv, the keys of a tile. The block size may
+// depend on the thread count; no rounding does (see foldTiles).
 func (e *Engine) positionsPerBlock(c *call) int {
 	bq := e.blockQ
 	if c.precision == PrecisionBFloat16 && !e.blockQSet {
@@ -298,6 +299,13 @@ func (e *Engine) positionsPerBlock(c *call) int {
 	// Likewise a tile bigger than the defaults never exceeds the keys
 	// there are: a problem of fewer keys has one tile either way.
 	c.bkv = min(c.bkv, max(DefaultBlockKV, DefaultBlockKVBF16, c.k.Seq))
+	// A call whose queries fit one block of the configured size is split
+	// over its keys when the shape asks for it (splitCount depends only on
+	// the shape and Config): it stays one block whatever the thread
+	// count, so that the thread count never decides whether it is split.
+	if c.cuQ == nil && c.q.Seq <= np && e.splitCount(c) > 1 {
+		return max(1, c.q.Seq)
+	}
 	threads := e.threadCount()
 	for np > 16 && c.q.Batch*c.k.Heads*((c.q.Seq+np-1)/np) < 8*threads {
 		np /= 2

@@ -152,6 +152,12 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 	kBeg, _ := c.keyRange(sg, il0)
 	_, kEnd := c.keyRange(sg, il1)
 	kBeg, kEnd = max(kBeg, 0), min(kEnd, sg.nk)
+	// Tiles start on multiples of the tile width, whatever the block's
+	// first visible key: a row's scores are folded in the same tiles, so
+	// in the same order, whichever block holds it, and blocks shrink with
+	// the thread count (positionsPerBlock). The keys before a row's range
+	// in the first tile are hidden as at any crossing edge.
+	kBeg -= kBeg % c.bkv
 	// Keys [allLo, allHi) are visible to every row of the block.
 	allLo, _ := c.keyRange(sg, il1)
 	_, allHi := c.keyRange(sg, il0)
