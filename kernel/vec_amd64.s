@@ -561,8 +561,8 @@ reduce:
 	VPERMILPS     $0x4e, X1, X0
 	VMAXPS        X0, X1, X1
 	VPERMILPS     $0xb1, X1, X0
-	VMAXPS        X0, X1, X1
-	MOVSS         X1, ret+16(FP)
+	VMAXPS        X0, X1, X0
+	MOVSS         X0, ret+16(FP)
 	VZEROUPPER
 	RET
 

@@ -44,8 +44,10 @@ type exp512 struct {
 	nonPositive bool
 }
 
-func newExp512(max VecVirtual) *exp512 {
-	e := &exp512{max: max}
+// newExp512 broadcasts the constants of the exponential of v − max; with
+// nonPositive the arguments are <= 0 or NaN and the clamp is left out.
+func newExp512(max VecVirtual, nonPositive bool) *exp512 {
+	e := &exp512{max: max, nonPositive: nonPositive}
 	e.log2e = broadcast512(cLog2e)
 	e.hi = broadcast512(cLn2Hi)
 	e.lo = broadcast512(cLn2Lo)
@@ -54,21 +56,9 @@ func newExp512(max VecVirtual) *exp512 {
 	}
 	e.one = broadcast512(cOne)
 	e.min = broadcast512(cExpMin)
-	e.clamp = broadcast512(cClamp)
-	return e
-}
-
-// newExp512NonPositive is newExp512 for arguments v − max <= 0 or NaN.
-func newExp512NonPositive(max VecVirtual) *exp512 {
-	e := &exp512{max: max, nonPositive: true}
-	e.log2e = broadcast512(cLog2e)
-	e.hi = broadcast512(cLn2Hi)
-	e.lo = broadcast512(cLn2Lo)
-	for i := range e.p {
-		e.p[i] = broadcast512(cP0 + i)
+	if !nonPositive {
+		e.clamp = broadcast512(cClamp)
 	}
-	e.one = broadcast512(cOne)
-	e.min = broadcast512(cExpMin)
 	return e
 }
 
@@ -113,7 +103,7 @@ func genExpSumAVX512() {
 	mx := Load(Param("max"), XMM())
 	vmax := ZMM()
 	VBROADCASTSS(mx, vmax)
-	e := newExp512(vmax)
+	e := newExp512(vmax, false)
 	acc := ZMM()
 	VPXORD(acc, acc, acc) // VXORPS on zmm would need AVX512DQ
 

@@ -109,6 +109,18 @@ func genMaxAVX512() {
 	Label("reduce")
 	KORTESTW(knan, knan)
 	JNE(LabelRef("nan"))
+	r := XMM()
+	hmax512(acc, r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+
+	nanScan(base)
+}
+
+// hmax512 writes the largest lane of the four accumulators into dst (an
+// xmm; VMAXPS throughout, so NaN lanes must have been ruled out).
+func hmax512(acc [4]VecVirtual, dst Register) {
 	VMAXPS(acc[1], acc[0], acc[0])
 	VMAXPS(acc[3], acc[2], acc[2])
 	VMAXPS(acc[2], acc[0], acc[0])
@@ -122,12 +134,7 @@ func genMaxAVX512() {
 	VPERMILPS(U8(0x4e), r.AsX(), t.AsX())
 	VMAXPS(t.AsX(), r.AsX(), r.AsX())
 	VPERMILPS(U8(0xb1), r.AsX(), t.AsX())
-	VMAXPS(t.AsX(), r.AsX(), r.AsX())
-	Store(r.AsX(), ReturnIndex(0))
-	VZEROUPPER()
-	RET()
-
-	nanScan(base)
+	VMAXPS(t.AsX(), r.AsX(), dst)
 }
 
 func genMaxAVX2() {

@@ -68,7 +68,7 @@ func genSoftmaxBF16AVX512() {
 	VBROADCASTSS(scx, sc)
 	negInf := broadcast512(cNegInf)
 	vmax := ZMM()
-	e := newExp512NonPositive(vmax) // scores minus their maximum: <= 0 or NaN
+	e := newExp512(vmax, true) // scores minus their maximum: <= 0 or NaN
 
 	// The opmask of the last partial vector of a row, the same for every
 	// row: cols mod 16 lanes (none when cols is a multiple of 16).
@@ -137,20 +137,7 @@ func genSoftmaxBF16AVX512() {
 	rmax := XMM()
 	KORTESTW(knan, knan)
 	JNE(LabelRef("nan"))
-	VMAXPS(acc[1], acc[0], acc[0])
-	VMAXPS(acc[3], acc[2], acc[2])
-	VMAXPS(acc[2], acc[0], acc[0])
-	y := ZMM()
-	VEXTRACTF64X4(U8(1), acc[0], y.AsY())
-	VMAXPS(y.AsY(), acc[0].AsY(), y.AsY())
-	r := ZMM()
-	VEXTRACTF32X4(U8(1), y.AsY(), r.AsX())
-	VMAXPS(r.AsX(), y.AsX(), r.AsX())
-	t := ZMM()
-	VPERMILPS(U8(0x4e), r.AsX(), t.AsX())
-	VMAXPS(t.AsX(), r.AsX(), r.AsX())
-	VPERMILPS(U8(0xb1), r.AsX(), t.AsX())
-	VMAXPS(t.AsX(), r.AsX(), rmax)
+	hmax512(acc, rmax)
 	JMP(LabelRef("newmax"))
 
 	// A NaN score: the row's maximum is the first one, scaled (the loop's
@@ -249,7 +236,7 @@ func genSoftmaxBF16AVX512() {
 	JE(LabelRef("exptail"))
 	w := ZMM()
 	VMULPS(Mem{Base: x}, sc, w)
-	y = e.exp(w, nil)
+	y := e.exp(w, nil)
 	store(y, 0, nil)
 	VADDPS(y, sum, sum)
 	ADDQ(U32(64), x)
