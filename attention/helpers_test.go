@@ -345,6 +345,34 @@ func (pr *problem) naiveError(t testing.TB, want []float64) reference.Errors {
 	return reference.Compare(got, want)
 }
 
+// checkRule applies the pass rule of docs/math.md, Section 5, to errs,
+// the errors of a result against the oracle: max abs and RMS error at most
+// 2 × naive's + 1e-6 + E_κ. cond returns E_κ (reference.LogitCondition);
+// it is called only when the rule without it fails, since it costs a
+// second pass over every score.
+func checkRule(t testing.TB, what string, errs, naive reference.Errors, cond func() float64) {
+	t.Helper()
+	tolAbs, tolRMS := 2*naive.MaxAbs+1e-6, 2*naive.RMS+1e-6
+	if errs.MaxAbs <= tolAbs && errs.RMS <= tolRMS {
+		return
+	}
+	kc := cond()
+	if errs.MaxAbs > tolAbs+kc {
+		t.Errorf("%s: max abs error %.3g exceeds 2 × naive %.3g + 1e-6 + E_κ %.3g", what, errs.MaxAbs, naive.MaxAbs, kc)
+	}
+	if errs.RMS > tolRMS+kc {
+		t.Errorf("%s: RMS error %.3g exceeds 2 × naive %.3g + 1e-6 + E_κ %.3g", what, errs.RMS, naive.RMS, kc)
+	}
+}
+
+// logitCondition returns E_κ of pr (reference.LogitCondition).
+func (pr *problem) logitCondition(t testing.TB) float64 {
+	t.Helper()
+	kc, err := reference.LogitCondition(pr.p, reference.Float64s(pr.q), reference.Float64s(pr.k), reference.Float64s(pr.v))
+	require.NoError(t, err)
+	return kc
+}
+
 func lseErrors(got []float32, want []float64) reference.Errors {
 	g := make([]float64, len(got))
 	for i, x := range got {
