@@ -47,8 +47,9 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // After every operation PagedCache.Check must pass and every length agree;
 // an Append may fail only when the free blocks cannot hold it, and a
 // failed operation must change nothing. A decode (one query per sequence,
-// Nq = 1: the known chunked-prefill discrepancy past 16 positions is left
-// to its own fix) must give, for each sequence, bitwise the output and
+// or 2 to 4 draft tokens; not longer chunks: the known chunked-prefill
+// discrepancy past 16 positions is left to its own fix) must give, for
+// each sequence, bitwise the output and
 // log-sum-exp of Engine.Forward over its KVCache, as ForwardPaged's
 // documentation promises, and for F32, F16 and BF16 storage stay within
 // 1e-4 of the float64 oracle over the model's rows.
@@ -109,9 +110,13 @@ func FuzzCaches(f *testing.F) {
 			return ids[r.intn(len(ids))]
 		}
 		decode := func() {
+			nq := 1
+			if r.intn(4) == 0 {
+				nq = 1 + r.intn(4) // a few draft tokens
+			}
 			var seqs []attention.SeqID
 			for _, id := range ids {
-				if len(live[id].k) > 0 {
+				if len(live[id].k) >= nq {
 					seqs = append(seqs, id)
 				}
 			}
@@ -132,31 +137,31 @@ func FuzzCaches(f *testing.F) {
 			if r.bool() {
 				opts.Sinks = make([]float32, hq)
 			}
-			ql := attention.BHSD(len(seqs), hq, 1, d)
+			ql := attention.BHSD(len(seqs), hq, nq, d)
 			q := randn(r.rng, ql.Span())
 			out := nanBuffer(ql.Span(), outGuard)
-			lse := nanBuffer(len(seqs)*hq, outGuard)
+			lse := nanBuffer(len(seqs)*hq*nq, outGuard)
 			if err := e.ForwardPagedLSE(attention.F32Tensor(out, ql), lse, attention.F32Tensor(q, ql), pc, seqs, opts); err != nil {
 				t.Fatalf("ForwardPagedLSE %v: %v", seqs, err)
 			}
-			bl := attention.BHSD(1, hq, 1, d)
+			bl := attention.BHSD(1, hq, nq, d)
 			for b, id := range seqs {
 				m := live[id]
-				qb := q[b*hq*d:][:hq*d]
-				want := make([]float32, hq*d)
-				wantLSE := make([]float32, hq)
+				qb := q[b*hq*nq*d:][:hq*nq*d]
+				want := make([]float32, hq*nq*d)
+				wantLSE := make([]float32, hq*nq)
 				if err := e.ForwardLSE(attention.F32Tensor(want, bl), wantLSE, attention.F32Tensor(qb, bl), m.kv.K(), m.kv.V(), opts); err != nil {
 					t.Fatalf("ForwardLSE over the KVCache: %v", err)
 				}
-				if !sameBits(out[b*hq*d:][:hq*d], want) || !sameBits(lse[b*hq:][:hq], wantLSE) {
-					t.Fatalf("%v cfg %+v opts %+v: ForwardPaged of sequence %v (batch entry %d, %d positions, block size %d) differs from Forward over its KVCache:\n%v\n%v\nlse %v vs %v",
-						dt, cfg, opts, id, b, len(m.k), bs, out[b*hq*d:][:hq*d], want, lse[b*hq:][:hq], wantLSE)
+				if !sameBits(out[b*hq*nq*d:][:hq*nq*d], want) || !sameBits(lse[b*hq*nq:][:hq*nq], wantLSE) {
+					t.Fatalf("%v cfg %+v opts %+v: ForwardPaged of sequence %v (batch entry %d, %d positions, Nq %d, block size %d) differs from Forward over its KVCache:\n%v\n%v\nlse %v vs %v",
+						dt, cfg, opts, id, b, len(m.k), nq, bs, out[b*hq*nq*d:][:hq*nq*d], want, lse[b*hq*nq:][:hq*nq], wantLSE)
 				}
 				if dt == attention.Q8 {
 					continue
 				}
 				n := len(m.k)
-				p := reference.Params{Batch: 1, HeadsQ: hq, HeadsKV: hkv, SeqQ: 1, SeqKV: n, Dim: d, Causal: opts.Causal, SoftCap: float64(opts.SoftCap)}
+				p := reference.Params{Batch: 1, HeadsQ: hq, HeadsKV: hkv, SeqQ: nq, SeqKV: n, Dim: d, Causal: opts.Causal, SoftCap: float64(opts.SoftCap)}
 				if opts.Window != nil {
 					p.Window, p.WindowLeft, p.WindowRight = true, opts.Window.Left, opts.Window.Right
 				}
