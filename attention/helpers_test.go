@@ -75,6 +75,9 @@ func scatter[T any](v view, dst []T, src []float32, conv func(float32) T) {
 func gather(v view, src []float32) []float32 {
 	l := v.lay
 	out := make([]float32, l.Batch*l.Heads*l.Seq*l.Dim)
+	if l.Dim == 0 { // the offsets of empty rows may point past the buffer
+		return out
+	}
 	for b := range l.Batch {
 		for h := range l.Heads {
 			for s := range l.Seq {

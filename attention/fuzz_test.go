@@ -1,0 +1,292 @@
+package attention_test
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// fuzzReader decodes a fuzz input into the choices of a test case: each
+// call consumes a byte (0 once the input is exhausted), so every input is
+// valid and short inputs are the simple cases. The random data of a case
+// (Q, K, V values and the like) come from rng, seeded by the first eight
+// bytes, so that the fuzzer steers the structure and the seeds the values.
+type fuzzReader struct {
+	b   []byte
+	rng *rand.Rand
+}
+
+func newFuzzReader(data []byte) *fuzzReader {
+	var seed [8]byte
+	copy(seed[:], data)
+	if len(data) > 8 {
+		data = data[8:]
+	} else {
+		data = nil
+	}
+	return &fuzzReader{b: data, rng: rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:]), 14))}
+}
+
+func (r *fuzzReader) byte() byte {
+	if len(r.b) == 0 {
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+// intn returns a choice in [0, n).
+func (r *fuzzReader) intn(n int) int { return int(r.byte()) % n }
+
+func (r *fuzzReader) bool() bool { return r.byte()&1 == 1 }
+
+// sameBits reports whether x and y hold the same float32 bit patterns
+// (so NaN guards compare equal to themselves).
+func sameBits(x, y []float32) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue reports whether x and y are equal or both NaN.
+func sameValue(x, y float32) bool { return x == y || (x != x && y != y) }
+
+// mergeSpecials are the log-sum-exps FuzzMerge draws besides random ones.
+var mergeSpecials = []float32{
+	float32(math.Inf(-1)), float32(math.Inf(1)), float32(math.NaN()), 0, 1e30, -1e30, 88, -88, 1e-30,
+}
+
+// elementSpecials are the output elements FuzzMerge draws besides random ones.
+var elementSpecials = []float32{
+	float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, -math.MaxFloat32, 1e-40, 0,
+}
+
+// FuzzMerge merges two parts of random shape, layout and log-sum-exps
+// (−Inf, +Inf, NaN, huge, empty parts) and checks the result row by row
+// against the documented rule evaluated in float64: a part with lse −Inf is
+// ignored (the other copied bit for bit), a NaN lse gives a NaN lse, two
+// +Inf give NaN, one +Inf takes all the weight, and otherwise out =
+// e^(lseA−lse)·a + e^(lseB−lse)·b within 1e-6 of the magnitude of its terms
+// (the float32 rounding of the result is 6e-8) and lse within 1e-6·(1+|lse|).
+// It also checks that the merge is commutative bit for bit, that nothing
+// outside out and lse is written, that the inputs are not modified, and
+// that a misuse returns an error and writes nothing.
+func FuzzMerge(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x01\x02\x03\x04\x05\x06\x07\x08\x01\x02\x03\x05\x01\x00\x00\x00"))
+	f.Add([]byte("seedseed\x00\x02\x03\x08\x02\x01\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09"))
+	f.Add([]byte("inplace!\x01\x01\x01\x04\x00\x00\x01\x03\x00\x01\x02"))
+	f.Add([]byte("misuse..\x01\x01\x01\x04\x00\x00\x00\x01\x01\x01\x01"))
+	f.Add([]byte("misuse..\x01\x01\x01\x04\x00\x00\x00\x03\x01\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newFuzzReader(data)
+		nb, nh, ns, nd := 1+r.intn(2), 1+r.intn(3), r.intn(5), r.intn(10)
+		kindO, kindA, kindB := layoutKind(r.intn(3)), layoutKind(r.intn(3)), layoutKind(r.intn(3))
+		inPlace := r.intn(4) == 0
+		misuse := r.intn(8)
+		rows := nb * nh * ns
+
+		mk := func(kind layoutKind) (view, []float32, []float32) {
+			v := makeView(kind, nb, nh, ns, nd)
+			buf := nanBuffer(v.size, guard)
+			canon := make([]float32, rows*nd)
+			for i := range canon {
+				if r.intn(16) == 0 {
+					canon[i] = elementSpecials[r.intn(len(elementSpecials))]
+				} else {
+					canon[i] = float32(r.rng.NormFloat64())
+				}
+			}
+			scatter(v, buf, canon, func(x float32) float32 { return x })
+			return v, buf, canon
+		}
+		av, abuf, aval := mk(kindA)
+		bv, bbuf, bval := mk(kindB)
+		lseOf := func() []float32 {
+			x := nanBuffer(rows+2, guard)
+			for i := range rows {
+				if r.bool() {
+					x[1+i] = mergeSpecials[r.intn(len(mergeSpecials))]
+				} else {
+					x[1+i] = float32(r.rng.NormFloat64() * 10)
+				}
+			}
+			return x
+		}
+		lseAbuf, lseBbuf := lseOf(), lseOf()
+		a := attention.F32Tensor(abuf[av.pre:], av.lay)
+		b := attention.F32Tensor(bbuf[bv.pre:], bv.lay)
+		lseA, lseB := lseAbuf[1:1+rows], lseBbuf[1:1+rows]
+
+		ov := makeView(kindO, nb, nh, ns, nd)
+		obuf := nanBuffer(ov.size, outGuard)
+		out := attention.F32Tensor(obuf[ov.pre:], ov.lay)
+		lsebuf := nanBuffer(rows+2, outGuard)
+		lse := lsebuf[1 : 1+rows]
+		if inPlace {
+			ov, obuf, out, lsebuf, lse = av, abuf, a, lseAbuf, lseA
+		}
+		wantErr := true
+		switch misuse {
+		case 1: // b of another shape
+			l := b.Layout
+			l.Dim++
+			b = attention.F32Tensor(make([]float32, l.Span()+1), l)
+		case 2: // short lseB
+			if rows == 0 {
+				wantErr = false
+				break
+			}
+			lseB = lseB[:rows-1]
+		case 3: // out is b
+			if nd == 0 || rows == 0 {
+				wantErr = false
+				break
+			}
+			out, obuf = b, bbuf
+		case 4: // a is not F32
+			a = attention.F16Tensor(make([]fp16.Float16, av.lay.Span()+1), av.lay)
+		default:
+			wantErr = false
+		}
+		a0, b0 := append([]float32(nil), abuf...), append([]float32(nil), bbuf...)
+		la0, lb0 := append([]float32(nil), lseAbuf...), append([]float32(nil), lseBbuf...)
+		o0, l0 := append([]float32(nil), obuf...), append([]float32(nil), lsebuf...)
+		err := attention.Merge(out, lse, a, lseA, b, lseB)
+		if wantErr {
+			if err == nil {
+				t.Fatalf("misuse %d: Merge returned no error", misuse)
+			}
+			if !sameBits(obuf, o0) || !sameBits(lsebuf, l0) || !sameBits(abuf, a0) || !sameBits(bbuf, b0) ||
+				!sameBits(lseAbuf, la0) || !sameBits(lseBbuf, lb0) {
+				t.Fatalf("misuse %d: Merge failed (%v) but wrote", misuse, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Merge [%d %d %d %d] %v/%v/%v in place %v: %v", nb, nh, ns, nd, kindO, kindA, kindB, inPlace, err)
+		}
+		if !inPlace && (!sameBits(abuf, a0) || !sameBits(lseAbuf, la0)) {
+			t.Fatal("Merge modified a or lseA")
+		}
+		if !sameBits(bbuf, b0) || !sameBits(lseBbuf, lb0) {
+			t.Fatal("Merge modified b or lseB")
+		}
+		in := inView(ov)
+		for i, x := range obuf {
+			if !in[i] && math.Float32bits(x) != math.Float32bits(o0[i]) {
+				t.Fatalf("Merge wrote out's buffer element %d outside the view", i)
+			}
+		}
+		if !sameBits(lsebuf[:1], l0[:1]) || !sameBits(lsebuf[rows+1:], l0[rows+1:]) {
+			t.Fatal("Merge wrote outside lse")
+		}
+		got := gather(ov, obuf)
+		negInf := math.Inf(-1)
+		for i := range rows {
+			la, lb := float64(la0[1+i]), float64(lb0[1+i])
+			gl := lse[i]
+			ga, xa, xb := got[i*nd:][:nd], aval[i*nd:][:nd], bval[i*nd:][:nd]
+			switch {
+			case la == negInf && lb == negInf:
+				if gl != float32(negInf) {
+					t.Fatalf("row %d: both lse −Inf: lse %v", i, gl)
+				}
+				for c, x := range ga {
+					if math.Float32bits(x) != 0 {
+						t.Fatalf("row %d: both lse −Inf: out[%d] = %v, want +0", i, c, x)
+					}
+				}
+			case la == negInf || lb == negInf:
+				keep, kl := xa, la0[1+i]
+				if la == negInf {
+					keep, kl = xb, lb0[1+i]
+				}
+				if math.Float32bits(gl) != math.Float32bits(kl) {
+					t.Fatalf("row %d: lse (%v, %v): lse %v, want the other part's %v", i, la, lb, gl, kl)
+				}
+				if kl != kl {
+					continue // a NaN lse against −Inf: the rules disagree on the row, only lse is fixed.
+				}
+				if !sameBits(ga, keep) {
+					t.Fatalf("row %d: lse (%v, %v): out %v, want the other part %v copied", i, la, lb, ga, keep)
+				}
+			case la != la || lb != lb || (math.IsInf(la, 1) && math.IsInf(lb, 1)):
+				if gl == gl {
+					t.Fatalf("row %d: lse (%v, %v): lse %v, want NaN", i, la, lb, gl)
+				}
+				for c, x := range ga {
+					if x == x {
+						t.Fatalf("row %d: lse (%v, %v): out[%d] = %v, want NaN", i, la, lb, c, x)
+					}
+				}
+			default:
+				var wa, wb, wl float64
+				switch {
+				case math.IsInf(la, 1):
+					wa, wl = 1, la
+				case math.IsInf(lb, 1):
+					wb, wl = 1, lb
+				default:
+					// The weights e^(la−lse) and e^(lb−lse), written so
+					// that a huge lse does not swallow ln 2.
+					m := math.Max(la, lb)
+					wl = m + math.Log(math.Exp(la-m)+math.Exp(lb-m))
+					wa, wb = 1/(1+math.Exp(lb-la)), 1/(1+math.Exp(la-lb))
+				}
+				if math.IsInf(wl, 0) {
+					if float64(gl) != wl {
+						t.Fatalf("row %d: lse (%v, %v): lse %v, want %v", i, la, lb, gl, wl)
+					}
+				} else if d := math.Abs(float64(gl) - wl); !(d <= 1e-6*(1+math.Abs(wl))) {
+					t.Fatalf("row %d: lse (%v, %v): lse %v, want %v", i, la, lb, gl, wl)
+				}
+				for c := range ga {
+					ta, tb := wa*float64(xa[c]), wb*float64(xb[c])
+					want := ta + tb
+					w32 := float32(want)
+					g := ga[c]
+					if math.IsNaN(want) || math.IsInf(float64(w32), 0) {
+						if !sameValue(g, w32) {
+							t.Fatalf("row %d: lse (%v, %v): out[%d] = %v from %v and %v, want %v", i, la, lb, c, g, xa[c], xb[c], w32)
+						}
+						continue
+					}
+					if d := math.Abs(float64(g) - want); !(d <= 1e-6*(math.Abs(ta)+math.Abs(tb))+1e-44) {
+						t.Fatalf("row %d: lse (%v, %v): out[%d] = %v from %v and %v, want %v (weights %v, %v)", i, la, lb, c, g, xa[c], xb[c], want, wa, wb)
+					}
+				}
+			}
+		}
+		if inPlace {
+			return
+		}
+		// Commutativity.
+		obuf2 := nanBuffer(ov.size, outGuard)
+		lse2 := make([]float32, rows)
+		if err := attention.Merge(attention.F32Tensor(obuf2[ov.pre:], ov.lay), lse2, b, lseB, a, lseA); err != nil {
+			t.Fatalf("swapped Merge: %v", err)
+		}
+		for i := range obuf {
+			if !sameValue(obuf[i], obuf2[i]) || (obuf[i] == obuf[i] && math.Float32bits(obuf[i]) != math.Float32bits(obuf2[i])) {
+				t.Fatalf("Merge not commutative: out element %d %v vs %v", i, obuf[i], obuf2[i])
+			}
+		}
+		for i := range lse2 {
+			if !sameValue(lse[i], lse2[i]) {
+				t.Fatalf("Merge not commutative: lse %d %v vs %v", i, lse[i], lse2[i])
+			}
+		}
+	})
+}
