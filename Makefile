@@ -5,6 +5,9 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 BENCH       ?= .
 BENCHTIME   ?= 1s
 # make fuzz: each Fuzz target of FUZZPKGS for FUZZTIME, one after another.
+# FUZZTIME may be a duration (1m) or a count of inputs (20000x, what CI
+# uses: a count is not subject to the deadline races of the fuzz
+# coordinator).
 FUZZPKGS    ?= ./...
 FUZZTIME    ?= 1m
 FUZZMINIMIZETIME ?= 10s

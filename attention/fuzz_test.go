@@ -216,9 +216,6 @@ func FuzzMerge(f *testing.F) {
 				if math.Float32bits(gl) != math.Float32bits(kl) {
 					t.Fatalf("row %d: lse (%v, %v): lse %v, want the other part's %v", i, la, lb, gl, kl)
 				}
-				if kl != kl {
-					continue // a NaN lse against −Inf: the rules disagree on the row, only lse is fixed.
-				}
 				if !sameBits(ga, keep) {
 					t.Fatalf("row %d: lse (%v, %v): out %v, want the other part %v copied", i, la, lb, ga, keep)
 				}

@@ -32,7 +32,8 @@ import (
 //   - a part whose lse is −Inf (it saw no key) is ignored: its output row is
 //     not read, and the result is the other part exactly, bit for bit (its
 //     output row and lse copied). When both are −Inf the row is zeros and
-//     its lse −Inf.
+//     its lse −Inf. This rule comes first: against a −Inf part, even a
+//     part whose lse is NaN is copied as it is, row and NaN lse.
 //   - merging a result with itself gives the same output and lse + ln 2
 //     (up to rounding): every key counts twice.
 //   - otherwise plain arithmetic rules: a NaN lse gives a NaN output row and
