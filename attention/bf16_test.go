@@ -108,6 +108,40 @@ func TestBF16PrepackMatchesTiles(t *testing.T) {
 	}
 }
 
+// TestBF16FusedMatchesUnfused checks that folding a tile's rows a chunk at
+// a time (product, softmax, P·V per chunk) gives bitwise the output of
+// folding the whole tile at each step, with odd chunks, odd tiles, odd d,
+// windows and a NaN value row, with and without the prepacked panels.
+func TestBF16FusedMatchesUnfused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(77, 78))
+	const hq, hkv, d, nq, nk = 6, 2, 33, 70, 91
+	for _, w := range []*attention.Window{nil, {Left: 9, Right: 2}} {
+		q := randn(rng, hq*nq*d)
+		k, v := randn(rng, hkv*nk*d), randn(rng, hkv*nk*d)
+		v[(nk-7)*d+3] = float32(math.NaN())
+		kv := attention.BHSD(1, hkv, nk, d)
+		opts := attention.Options{Causal: true, Window: w, Precision: attention.PrecisionBFloat16}
+		kT, vT := attention.F32Tensor(k, kv), attention.F32Tensor(v, kv)
+		for _, pre := range []bool{false, true} {
+			run := func(rows int) []float32 {
+				defer attention.SetFuseRows(rows)()
+				defer attention.SetPrepack(pre)()
+				out := make([]float32, hq*nq*d)
+				e := mustEngine(t, attention.Config{BlockQ: 48, BlockKV: 22, Threads: 2})
+				require.NoError(t, e.Forward(attention.F32Tensor(out, attention.BHSD(1, hq, nq, d)), attention.F32Tensor(q, attention.BHSD(1, hq, nq, d)), kT, vT, opts))
+				return out
+			}
+			want := run(0)
+			for _, rows := range []int{1, 5, 32} {
+				got := run(rows)
+				for i := range want {
+					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "window %v prepack %v chunks of %d rows: out[%d] %v, want %v", w, pre, rows, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 // TestBF16PrefillNoAllocations checks that a warm bf16 prefill, whose job
 // packs K and V once per call, allocates nothing.
 func TestBF16PrefillNoAllocations(t *testing.T) {

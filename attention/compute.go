@@ -35,6 +35,12 @@ type block struct {
 	src         kvSource // where the block's K/V rows lie
 	scaled      bool     // bf16Math: ws.s holds scale·Q·Kᵀ (else Q·Kᵀ, scaled by the softmax)
 
+	// bf16Math: the product of the tile is left to the fold (fused), which
+	// computes it chunk by chunk from the K pair panel kp.
+	fused bool
+	kp    []fp16.BFloat16
+	ldK   int
+
 	// bf16Math with c.pre: the whole sequence's pair panels and the
 	// finiteness of each V tile.
 	preK, preV []fp16.BFloat16

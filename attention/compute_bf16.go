@@ -28,10 +28,16 @@ type bf16Math struct{}
 // bf16Strides returns the leading dimensions of the bf16 scratch of a
 // block of cols keys and head dim d: the queries (rows of 64 bytes or
 // more), the K pair panel (cols rounded up to 16 keys), the probabilities
-// and the V pair panel (d rounded up to 16 columns).
+// and the V pair panel (d rounded up to 16 columns). The last three are
+// padded by one cache line (panelPad): the tile products read 16 rows of
+// a tile 64 bytes each, and at a stride that is a multiple of 1 KiB (256
+// keys, d = 128) those rows crowd into a few sets of the L1 cache.
 func bf16Strides(cols, d int) (ldQ, ldK, ldP, ldV int) {
-	return roundUp(d, 32), 2 * roundUp(cols, 16), roundUp(cols, 32), 2 * roundUp(d, 16)
+	return roundUp(d, 32), 2*roundUp(cols, 16) + panelPad, roundUp(cols, 32) + panelPad, 2*roundUp(d, 16) + panelPad
 }
+
+// panelPad is the padding of the bf16 panels' rows: 32 bfloat16s, 64 bytes.
+const panelPad = 32
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
@@ -69,6 +75,7 @@ func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
 
 func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 	bl := &ws.blk
+	bl.fused = false
 	src := &bl.src
 	if readsInPlace(c, src.k) {
 		bl.scaled = true
@@ -100,11 +107,97 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 	// foldCrossing's −Inf for hidden keys stays −Inf only under a positive
 	// finite scale: otherwise the product applies it.
 	bl.scaled = c.terms || !(c.scale > 0 && c.scale <= math.MaxFloat32)
+	// Without per-element terms nothing reads the whole tile's scores
+	// between the product and the softmax: the fold computes them chunk
+	// by chunk (foldFused).
+	if bl.fused = !c.terms && bl.rows > fuseRows; bl.fused {
+		bl.kp, bl.ldK = kp, ldK
+		return nil
+	}
 	scale := float32(1)
 	if bl.scaled {
 		scale = c.scale
 	}
 	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
+}
+
+// fuseRows is the number of rows of a chunk of foldFused: four AMX row
+// tiles, whose scores (64 KiB with 256 keys) and probabilities stay in
+// the core's L2 cache, mostly in L1, between the product that writes them
+// and the next that reads them. On the 16-core Xeon (P1 and P3 in bf16,
+// one thread) 64 rows were 0–25 % faster than 32 and 10–45 % faster than
+// the unfused fold's 256 (docs/benchmarks.md).
+var fuseRows = 64
+
+// foldFused folds a tile fuseRows rows at a time: scores, −Inf for the keys
+// outside each row's range (crossing), softmax, P·V, so that each chunk's
+// scores and probabilities are written and read again while cached, in the
+// first rows of ws.s and ws.pb. Row by row it computes what the unfused
+// fold computes, in the same order: the same bits.
+func foldFused(ws *workspace, c *call, j0, bc int, crossing bool) error {
+	bl := &ws.blk
+	vp, ldV, finite, err := valuesBF16(ws, c, j0, bc)
+	if err != nil {
+		return err
+	}
+	ldQ, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
+	scale := float32(1)
+	if bl.scaled {
+		scale = c.scale
+	}
+	smScale := float32(1)
+	if !bl.scaled {
+		smScale = c.scale
+	}
+	d, ld, ldS := bl.d, bl.ld, bl.ldS
+	for r0 := 0; r0 < bl.rows; r0 += fuseRows {
+		nr := min(fuseRows, bl.rows-r0)
+		if err := kernel.QKTBF16(ws.s, ldS, ws.qb[r0*ldQ:], ldQ, bl.kp, bl.ldK, nr, bc, d+d%2, scale); err != nil {
+			return err
+		}
+		if crossing {
+			for r := range nr {
+				row := ws.s[r*ldS:][:bc]
+				lo, hi := ws.lo[r0+r], ws.vis[r0+r]
+				for j := range lo {
+					row[j] = negInf
+				}
+				for j := hi; j < bc; j++ {
+					row[j] = negInf
+				}
+			}
+		}
+		m, z, alpha := ws.m[r0:r0+nr], ws.z[r0:r0+nr], ws.alpha[r0:r0+nr]
+		if err := kernel.OnlineSoftmaxBF16(ws.s, ldS, ws.pb, ldP, nr, bc, smScale, m, z, alpha); err != nil {
+			return err
+		}
+		if bc%2 == 1 {
+			for r := range nr {
+				ws.pb[r*ldP+bc] = 0
+			}
+		}
+		o := ws.o[r0*ld:]
+		if err := kernel.ScaleRows(o, ld, alpha, nr, d); err != nil {
+			return err
+		}
+		if !crossing || finite {
+			if err := kernel.PVBF16(o, ld, ws.pb, ldP, vp, ldV, nr, bc+bc%2, d); err != nil {
+				return err
+			}
+			continue
+		}
+		for r := range nr {
+			or, p := o[r*ld:][:d], ws.pb[r*ldP:]
+			for j := ws.lo[r0+r]; j < ws.vis[r0+r]; j++ {
+				pj := p[j].Float32()
+				v := vp[(j/2)*ldV+j%2:]
+				for k := range or {
+					or[k] += pj * v[2*k].Float32()
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
@@ -129,6 +222,9 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 		}
 		return nil
 	}
+	if bl.fused {
+		return foldFused(ws, c, j0, bc, false)
+	}
 	if err := softmaxBF16(ws, c, bc); err != nil {
 		return err
 	}
@@ -149,6 +245,9 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 // such a value never reaches a row that cannot see it (as in float32).
 func (bf16Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
 	bl := &ws.blk
+	if bl.fused {
+		return foldFused(ws, c, j0, bc, true)
+	}
 	for r := range bl.rows {
 		row := ws.s[r*bl.ldS:][:bc]
 		lo, hi := ws.lo[r], ws.vis[r]

@@ -27,3 +27,15 @@ func PagedStorage(c *PagedCache) (k, v []float32) {
 	defer c.mu.RUnlock()
 	return c.k.f32, c.v.f32
 }
+
+// SetFuseRows sets the rows of a chunk of the bf16 fused fold (0: never
+// fuse), for tests that compare chunk sizes, and returns the function
+// that restores the setting.
+func SetFuseRows(n int) (restore func()) {
+	prev := fuseRows
+	fuseRows = n
+	if n == 0 {
+		fuseRows = 1 << 30
+	}
+	return func() { fuseRows = prev }
+}

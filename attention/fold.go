@@ -80,6 +80,10 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 	}
 }
 
+// trimStep is the granularity of a crossing tile's trimmed width (two AMX
+// tiles of 16 keys).
+const trimStep = 32
+
 // padRow returns the row stride used for rows of n floats in the scratch
 // buffers: n rounded up to 16 floats (64 bytes), so that with 64-byte
 // aligned buffers every row starts on a cache line and a vector load never
@@ -170,9 +174,6 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
 			continue // a mask hides the whole tile: nothing to pack or compute
 		}
-		if err := m.scores(ws, c, j0, bc); err != nil {
-			return err
-		}
 		// Only a tile that the edge of some row's range crosses is masked
 		// row by row; a tile inside every row's range is visible to all.
 		whole := allLo <= j0 && j0+bc <= allHi
@@ -183,14 +184,24 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 				}
 			}
 		} else {
+			vmax := 0
 			for pi := range np {
 				lo, hi := c.keyRange(sg, il0+pi)
 				lo, hi = min(bc, max(0, lo-j0)), min(bc, max(0, hi-j0))
 				hi = max(hi, lo)
+				vmax = max(vmax, hi)
 				for hi0 := 0; hi0 < rows; hi0 += np {
 					ws.lo[hi0+pi], ws.vis[hi0+pi] = lo, hi
 				}
 			}
+			if c.trim && vmax > 0 {
+				// The keys past every row's range (the diagonal tile of a
+				// causal block) are left out, in steps of trimStep keys.
+				bc = min(bc, roundUp(vmax, trimStep))
+			}
+		}
+		if err := m.scores(ws, c, j0, bc); err != nil {
+			return err
 		}
 		if (c.mask.dtype != 0 || c.bmask.Data != nil) && !trimMasked(ws, c, b, hk, p0, np, j0, sg) {
 			whole = false // keys a mask hides at the edge of a row's range are not read for it

@@ -47,8 +47,8 @@ func (p *prepack) setup(c *call, nBlk, blockKV int) {
 		return
 	}
 	nk, d := c.k.Seq, c.q.Dim
-	p.ldK = 2 * roundUp(nk, 16)
-	p.ldV = 2 * roundUp(d, 16)
+	p.ldK = 2*roundUp(nk, 16) + panelPad // see bf16Strides
+	p.ldV = 2*roundUp(d, 16) + panelPad
 	p.kLen = (d + 1) / 2 * p.ldK
 	p.vLen = (nk + 1) / 2 * p.ldV
 	bh := c.q.Batch * c.k.Heads

@@ -383,3 +383,65 @@ func BenchmarkAMX(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAMXPeak measures TDPBF16PS at its best in this kernel: one
+// amxTiles call of 4 × 4 tiles of 16 × 16 (four 2 × 2 blocks) over 16 k
+// steps whose A and B (20 KiB) stay in the L1 cache. GFLOP/s at
+// 2·64·64·32 flops a k step.
+func BenchmarkAMXPeak(b *testing.B) {
+	if amxErr != nil {
+		b.Skip(amxErr)
+	}
+	const kt = 16
+	cfg := amxConfig(16, 16, 16)
+	c := make([]float32, 64*64)
+	a := make([]uint16, 64*kt*32) // 64 rows of kt·32, rows 64 bytes apart: overlapping, all in 2 KiB + kt·64
+	bb := make([]uint16, kt*16*32+4*32)
+	for b.Loop() {
+		amxTiles(&cfg, &c[0], 64, &a[0], 32, &bb[0], 32, 4, 4, kt, 16, 16, 16, 0, 1)
+	}
+	b.ReportMetric(float64(b.N)*float64(2*64*64*32*kt)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkAMXStrides times the AMX products of a 256 × 256 tile at d =
+// 128 with the leading dimensions the engine uses and with each padded by
+// one cache line, and with the K panel of a whole 1024-key call (a 4 KiB
+// row stride, as attention's prepacked K of P1).
+func BenchmarkAMXStrides(b *testing.B) {
+	if amxErr != nil {
+		b.Skip(amxErr)
+	}
+	const rows, cols, d = 256, 256, 128
+	rng := rand.New(rand.NewPCG(15, 15))
+	mk := func(n int) []fp16.BFloat16 {
+		x := make([]fp16.BFloat16, n)
+		for k := range x {
+			x[k] = randBF16(rng)
+		}
+		return x
+	}
+	flops := float64(2 * rows * cols * d)
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(b.N)*flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	}
+	for _, pad := range []int{0, 1} {
+		for _, wideK := range []int{cols, 1024, 4096} {
+			ldQ, ldK, ldS := d+32*pad, 2*wideK+32*pad, cols+16*pad
+			q, kp, s := mk(rows*ldQ), mk(d/2*ldK), make([]float32, rows*ldS)
+			b.Run(fmt.Sprintf("QKT/pad=%d/ldK=%d", pad, ldK), func(b *testing.B) {
+				for b.Loop() {
+					qktBF16AMX(s, ldS, q, ldQ, kp, ldK, rows, cols, d, 1)
+				}
+				report(b)
+			})
+		}
+		ldP, ldV, ldO := cols+32*pad, 2*d+32*pad, d+16*pad
+		p, vp, o := mk(rows*ldP), mk(cols/2*ldV), make([]float32, rows*ldO)
+		b.Run(fmt.Sprintf("PV/pad=%d", pad), func(b *testing.B) {
+			for b.Loop() {
+				pvBF16AMX(o, ldO, p, ldP, vp, ldV, rows, cols, d)
+			}
+			report(b)
+		})
+	}
+}

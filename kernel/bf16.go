@@ -3,6 +3,7 @@ package kernel
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/flashgo/flashgo/fp16"
 )
@@ -185,32 +186,86 @@ func canonBF16(x fp16.BFloat16) fp16.BFloat16 {
 	return x
 }
 
+// packKPairs32 is packKPairsGeneric for bfloat16 keys of even d whose
+// pairs lie on 4-byte boundaries in src and dst: it moves each pair as one
+// uint32 (4 bytes, in memory order), canonicalising (canonBF16) only the
+// pairs that hold a zero, subnormal, infinite or NaN element. It reports
+// false, doing nothing, when the pairs are not so aligned.
+func packKPairs32(dst []fp16.BFloat16, ldDst int, x []fp16.BFloat16, ldSrc, n, d int) bool {
+	if d%2 != 0 || ldSrc%2 != 0 || ldDst%2 != 0 ||
+		uintptr(unsafe.Pointer(&x[0]))%4 != 0 || uintptr(unsafe.Pointer(&dst[0]))%4 != 0 {
+		return false
+	}
+	src32 := unsafe.Slice((*uint32)(unsafe.Pointer(&x[0])), len(x)/2)
+	dst32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), len(dst)/2)
+	ls, ld, pairs := ldSrc/2, ldDst/2, d/2
+	for j0 := 0; j0 < n; j0 += packKBlock {
+		nb := min(packKBlock, n-j0)
+		for t := range pairs {
+			o := dst32[t*ld+j0:][:nb]
+			for jj := range o {
+				w := src32[(j0+jj)*ls+t]
+				// Both exponents neither 0 nor all ones: e − 0x80 < 0x7f00
+				// for each half's exponent field e, whichever half is
+				// first in memory.
+				if (w&0x7f80)-0x80 < 0x7f00 && (w>>16&0x7f80)-0x80 < 0x7f00 {
+					o[jj] = w
+					continue
+				}
+				lo, hi := canonBF16(fp16.BFloat16(w)), canonBF16(fp16.BFloat16(w>>16))
+				o[jj] = uint32(lo) | uint32(hi)<<16
+			}
+		}
+	}
+	return true
+}
+
+// packKBlock is the number of keys packKPairsGeneric transposes at a time:
+// 16 pairs of bfloat16, a cache line of a panel row.
+const packKBlock = 16
+
 func packKPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) {
 	switch x := any(src).(type) {
 	case []fp16.BFloat16:
-		// bfloat16 keys are their own rounding: a transpose of pairs.
-		for j := range n {
-			row := x[j*ldSrc:][:d]
+		// bfloat16 keys are their own rounding: a transpose of pairs,
+		// packKBlock keys at a time so that each pair row of the panel is
+		// written a cache line at a time (a key-by-key walk writes one pair
+		// per row, rows ldDst apart, often a multiple of 4 KiB).
+		if packKPairs32(dst, ldDst, x, ldSrc, n, d) {
+			return
+		}
+		for j0 := 0; j0 < n; j0 += packKBlock {
+			nb := min(packKBlock, n-j0)
 			for t := range d / 2 {
-				o := dst[t*ldDst+2*j:][:2]
-				o[0], o[1] = canonBF16(row[2*t]), canonBF16(row[2*t+1])
+				o := dst[t*ldDst+2*j0:][:2*nb]
+				for jj := range nb {
+					p := x[(j0+jj)*ldSrc+2*t:][:2]
+					o[2*jj], o[2*jj+1] = canonBF16(p[0]), canonBF16(p[1])
+				}
 			}
 			if d%2 == 1 {
-				o := dst[(d/2)*ldDst+2*j:][:2]
-				o[0], o[1] = canonBF16(row[d-1]), 0
+				o := dst[(d/2)*ldDst+2*j0:][:2*nb]
+				for jj := range nb {
+					o[2*jj], o[2*jj+1] = canonBF16(x[(j0+jj)*ldSrc+d-1]), 0
+				}
 			}
 		}
 		return
 	case []float32:
-		for j := range n {
-			row := x[j*ldSrc:][:d]
+		for j0 := 0; j0 < n; j0 += packKBlock {
+			nb := min(packKBlock, n-j0)
 			for t := range d / 2 {
-				o := dst[t*ldDst+2*j:][:2]
-				o[0], o[1] = RoundBF16(row[2*t]), RoundBF16(row[2*t+1])
+				o := dst[t*ldDst+2*j0:][:2*nb]
+				for jj := range nb {
+					p := x[(j0+jj)*ldSrc+2*t:][:2]
+					o[2*jj], o[2*jj+1] = RoundBF16(p[0]), RoundBF16(p[1])
+				}
 			}
 			if d%2 == 1 {
-				o := dst[(d/2)*ldDst+2*j:][:2]
-				o[0], o[1] = RoundBF16(row[d-1]), 0
+				o := dst[(d/2)*ldDst+2*j0:][:2*nb]
+				for jj := range nb {
+					o[2*jj], o[2*jj+1] = RoundBF16(x[(j0+jj)*ldSrc+d-1]), 0
+				}
 			}
 		}
 		return

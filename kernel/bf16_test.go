@@ -509,3 +509,49 @@ func TestCanonBF16(t *testing.T) {
 		assert.Equal(t, fp16.BFloat16(0), vp[2*c+1])
 	}
 }
+
+// TestPackKPairsBF16Bits packs bfloat16 keys of random bits (zeros,
+// subnormals, infinities, NaNs of both kinds among them) with even and odd
+// strides and with the panel on and off 4-byte boundaries, so that both
+// the pair-at-a-time path and the element path run, and checks every
+// element against RoundBF16 of the key's value.
+func TestPackKPairsBF16Bits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	specials := []fp16.BFloat16{0, 0x8000, 0x0001, 0x807f, 0x7f80, 0xff80, 0x7f81, 0xffc1, 0x7fc0, 0x0080, 0x7f7f}
+	for _, n := range []int{1, 15, 16, 17, 40} {
+		for _, d := range []int{1, 2, 6, 64, 65} {
+			for _, ldSrc := range []int{d, d + 1, d + 2} {
+				for _, ldDst := range []int{2 * n, 2*n + 1, 2*n + 32} {
+					for _, shift := range []int{0, 1} {
+						src := make([]fp16.BFloat16, (n-1)*ldSrc+d)
+						for i := range src {
+							if rng.IntN(4) == 0 {
+								src[i] = specials[rng.IntN(len(specials))]
+							} else {
+								src[i] = fp16.BFloat16(rng.Uint32())
+							}
+						}
+						size := ((d+1)/2-1)*ldDst + 2*n
+						buf, _ := guardedBF16(size + 1)
+						dst := buf[pad+shift:][:size]
+						require.NoError(t, PackKPairs(dst, ldDst, src, nil, ldSrc, n, d))
+						for i := range pad {
+							require.Equal(t, fp16.BFloat16(0x7fc0), buf[i], "guard before the panel")
+							require.Equal(t, fp16.BFloat16(0x7fc0), buf[len(buf)-1-i], "guard after the panel")
+						}
+						for j := range n {
+							for k := range d + d%2 {
+								want := fp16.BFloat16(0)
+								if k < d {
+									want = RoundBF16(src[j*ldSrc+k].Float32())
+								}
+								got := dst[(k/2)*ldDst+2*j+k%2]
+								require.Equal(t, want, got, "n %d d %d ldSrc %d ldDst %d shift %d: key %d comp %d of %#04x", n, d, ldSrc, ldDst, shift, j, k, uint16(src[min(j*ldSrc+k, len(src)-1)]))
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
