@@ -80,9 +80,14 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 	}
 }
 
-// trimStep is the granularity of a crossing tile's trimmed width (two AMX
-// tiles of 16 keys).
-const trimStep = 32
+// trimStep is the granularity of a crossing tile's trimmed width: the
+// columns a row pass of the vector softmax takes at a time (four vectors
+// of 16, one per partial sum). A trimmed tile is then a whole number of
+// those passes, each column goes to the partial sum it goes to in the
+// untrimmed tile, and the sums are the same bits whichever block, so
+// whichever width, a row is computed in (blocks differ with the thread
+// count).
+const trimStep = 64
 
 // padRow returns the row stride used for rows of n floats in the scratch
 // buffers: n rounded up to 16 floats (64 bytes), so that with 64-byte
@@ -171,6 +176,14 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 	}
 	for j0 := kBeg; j0 < kEnd; j0 += c.bkv {
 		bc := min(c.bkv, kEnd-j0)
+		if c.gridTiles {
+			// The tile's width is the grid's, whatever the block's last
+			// visible key: the vector softmax assigns columns to its
+			// partial sums by the width, so a row's bits must not depend
+			// on which block holds it. Keys past the block's range are
+			// hidden as at any crossing edge (and trimmed below).
+			bc = min(c.bkv, sg.nk-j0)
+		}
 		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
 			continue // a mask hides the whole tile: nothing to pack or compute
 		}

@@ -125,6 +125,7 @@ type call struct {
 	cuQ, cuKV  []int
 	terms      bool // softCap, slopes or a mask: the score tile needs a per-element pass
 	trim       bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
+	gridTiles  bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
 
 	// paged, when its cache is non-nil, is where K and V live (ForwardPaged):
 	// k and v then carry the shape only, Seq being the longest sequence.
@@ -268,7 +269,8 @@ func validateOptions(c *call, opts *Options) error {
 		return err
 	}
 	c.terms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
-	c.trim = !c.terms && c.precision == PrecisionBFloat16
+	c.gridTiles = c.precision == PrecisionBFloat16
+	c.trim = !c.terms && c.gridTiles
 	return nil
 }
 

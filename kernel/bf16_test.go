@@ -3,6 +3,7 @@ package kernel
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -554,4 +555,42 @@ func TestPackKPairsBF16Bits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOnlineSoftmaxBF16TrailingMasked checks the property attention's
+// trimmed tiles rely on: a row whose columns from some multiple of 64 on
+// are all −Inf gives bitwise the same maxima, sums, factors and
+// probabilities when those columns are left out, whatever the width of
+// the untrimmed tile.
+func TestOnlineSoftmaxBF16TrailingMasked(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(9, 9))
+		const rows = 3
+		for _, cols := range []int{64, 65, 100, 128, 191, 200, 256} {
+			for short := 64; short < cols; short += 64 {
+				s := make([]float32, rows*cols)
+				fill(rng, s)
+				for i := range rows {
+					for j := short; j < cols; j++ {
+						s[i*cols+j] = negInf
+					}
+				}
+				run := func(w int) ([]fp16.BFloat16, []float32) {
+					p := make([]fp16.BFloat16, rows*cols)
+					m, z, alpha := []float32{0.5, negInf, 2}, []float32{1.5, 0, 0.25}, make([]float32, rows)
+					require.NoError(t, OnlineSoftmaxBF16(s, cols, p, cols, rows, w, 0.7, m, z, alpha))
+					for i := range rows {
+						clear(p[i*cols+short : i*cols+cols])
+					}
+					return p, slices.Concat(m, z, alpha)
+				}
+				wantP, want := run(cols)
+				gotP, got := run(short)
+				require.Equal(t, wantP, gotP, "cols %d trimmed to %d: probabilities", cols, short)
+				for i := range want {
+					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "cols %d trimmed to %d: m, z, alpha [%d] = %v, want %v", cols, short, i, got[i], want[i])
+				}
+			}
+		}
+	})
 }
