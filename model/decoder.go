@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/kernel"
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 // Errors of the decoder, returned wrapped; test with errors.Is.
@@ -27,7 +28,7 @@ type LoadOptions struct {
 	// RoPE overrides the rotary embedding mode. RopeAuto (the zero value)
 	// takes the mode llama.cpp uses for the file's architecture; an
 	// architecture the decoder does not know is then an error wrapping
-	// [ErrUnsupported]. Setting a mode lets a file of another Llama-like
+	// [gguf.ErrUnsupported]. Setting a mode lets a file of another Llama-like
 	// architecture (the same tensors) load.
 	RoPE RopeMode
 }
@@ -82,14 +83,14 @@ type block struct {
 const tensorsPerBlock = 9
 
 // Load reads the model in f with the default [LoadOptions]. See [LoadWith].
-func Load(f *File) (*Model, error) {
+func Load(f *gguf.File) (*Model, error) {
 	return LoadWith(f, LoadOptions{})
 }
 
 // LoadWith reads the hyperparameters ([ReadConfig]), the tokenizer when
 // the file has a llama one, and every weight of a Llama-family model from f,
 // dequantising F32, F16, BF16 and Q8_0 tensors to float32 (other types give
-// an error wrapping [ErrUnsupported]). The tensors are token_embd.weight,
+// an error wrapping [gguf.ErrUnsupported]). The tensors are token_embd.weight,
 // output_norm.weight, output.weight (when absent, the output projection is
 // tied to the embedding), and for each block blk.N.attn_norm,
 // attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up and
@@ -97,11 +98,11 @@ func Load(f *File) (*Model, error) {
 // rope_freqs.weight (Llama 3.1's frequency factors) and linear RoPE scaling
 // (<arch>.rope.scaling.type "linear" with rope.scaling.factor) are honoured;
 // other RoPE scalings are unsupported. A missing tensor gives an error
-// wrapping [ErrNotFound], a tensor of the wrong shape one wrapping
-// [ErrFormat].
-func LoadWith(f *File, opts LoadOptions) (*Model, error) {
+// wrapping [gguf.ErrNotFound], a tensor of the wrong shape one wrapping
+// [gguf.ErrFormat].
+func LoadWith(f *gguf.File, opts LoadOptions) (*Model, error) {
 	if f == nil {
-		return nil, errors.New("model: Load: nil *File; want a file from Open or Read")
+		return nil, errors.New("model: Load: nil *gguf.File; want a file from gguf.Open or gguf.Read")
 	}
 	c, err := ReadConfig(f)
 	if err != nil {
@@ -115,7 +116,7 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 		var ok bool
 		if mode, ok = archRopeModes[c.Architecture]; !ok {
 			return nil, fmt.Errorf("model: architecture %q: %w: the decoder knows %s (set LoadOptions.RoPE to load another Llama-like architecture)",
-				c.Architecture, ErrUnsupported, knownArchitectures())
+				c.Architecture, gguf.ErrUnsupported, knownArchitectures())
 		}
 	}
 	m := &Model{Config: c, RoPE: mode}
@@ -128,7 +129,7 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 		switch {
 		case err == nil:
 			if tok.VocabSize() != c.VocabSize {
-				return nil, fmt.Errorf("model: %w: the tokenizer has %d tokens, the model %d", ErrFormat, tok.VocabSize(), c.VocabSize)
+				return nil, fmt.Errorf("model: %w: the tokenizer has %d tokens, the model %d", gguf.ErrFormat, tok.VocabSize(), c.VocabSize)
 			}
 			m.Tokenizer = tok
 		case kind == "llama":
@@ -146,7 +147,7 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 	_, ok6 := mulInts(dim, ff2)
 	_, ok7 := mulInts(dim, vocab)
 	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || qkvOut < qDim {
-		return nil, fmt.Errorf("model: %w: the weight sizes of the config overflow an int", ErrFormat)
+		return nil, fmt.Errorf("model: %w: the weight sizes of the config overflow an int", gguf.ErrFormat)
 	}
 	if m.embd, err = readTensor(f, "token_embd.weight", dim, vocab); err != nil {
 		return nil, err
@@ -171,9 +172,9 @@ func LoadWith(f *File, opts LoadOptions) (*Model, error) {
 	// Every size here is checked against a tensor of the file before it is
 	// allocated; the block count is checked against the tensor count, so
 	// that the blocks' table is no larger than the file's directory.
-	if c.BlockCount > len(f.tensors)/tensorsPerBlock {
+	if c.BlockCount > f.NumTensors()/tensorsPerBlock {
 		return nil, fmt.Errorf("model: %w: %s.block_count is %d, but the file's %d tensors make at most %d blocks of %d tensors",
-			ErrFormat, c.Architecture, c.BlockCount, len(f.tensors), len(f.tensors)/tensorsPerBlock, tensorsPerBlock)
+			gguf.ErrFormat, c.Architecture, c.BlockCount, f.NumTensors(), f.NumTensors()/tensorsPerBlock, tensorsPerBlock)
 	}
 	m.blocks = make([]block, c.BlockCount)
 	for l := range m.blocks {
@@ -235,7 +236,7 @@ func knownArchitectures() string {
 
 // readRope collects the RoPE parameters: the dimension count and base of
 // the Config, the linear scaling factor and rope_freqs.weight.
-func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
+func readRope(f *gguf.File, c Config, mode RopeMode) (ropeParams, error) {
 	r := ropeParams{mode: mode, dims: c.RopeDimensionCount, base: float64(c.RopeFreqBase), scale: 1}
 	if mode == RopeNone {
 		return ropeParams{mode: RopeNone}, nil
@@ -245,7 +246,7 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	if f.Has(p + "type") {
 		var err error
 		if kind, err = f.String(p + "type"); err != nil {
-			return r, err
+			return r, ggufError(err)
 		}
 	}
 	factor := float32(1)
@@ -253,13 +254,13 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	case f.Has(p + "factor"):
 		v, err := f.Float32(p + "factor")
 		if err != nil {
-			return r, err
+			return r, ggufError(err)
 		}
 		factor = v
 	case f.Has(c.Architecture + ".rope.scale_linear"): // the older key
 		v, err := f.Float32(c.Architecture + ".rope.scale_linear")
 		if err != nil {
-			return r, err
+			return r, ggufError(err)
 		}
 		factor, kind = v, "linear"
 	}
@@ -267,11 +268,11 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	case "none", "":
 	case "linear":
 		if !(factor > 0) || math.IsInf(float64(factor), 0) {
-			return r, fmt.Errorf("model: %w: rope scaling factor %g, want a positive finite number", ErrFormat, factor)
+			return r, fmt.Errorf("model: %w: rope scaling factor %g, want a positive finite number", gguf.ErrFormat, factor)
 		}
 		r.scale = 1 / float64(factor)
 	default:
-		return r, fmt.Errorf("model: rope scaling %q: %w", kind, ErrUnsupported)
+		return r, fmt.Errorf("model: rope scaling %q: %w", kind, gguf.ErrUnsupported)
 	}
 	if _, ok := f.Tensor("rope_freqs.weight"); ok {
 		v, err := readTensor(f, "rope_freqs.weight", r.dims/2)
@@ -280,7 +281,7 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 		}
 		for i, x := range v {
 			if !(x > 0) || math.IsInf(float64(x), 0) {
-				return r, fmt.Errorf("model: %w: rope_freqs.weight[%d] is %g, want a positive finite factor", ErrFormat, i, x)
+				return r, fmt.Errorf("model: %w: rope_freqs.weight[%d] is %g, want a positive finite factor", gguf.ErrFormat, i, x)
 			}
 		}
 		r.factors = v
@@ -290,30 +291,30 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 
 // readTensor reads a tensor whose ggml shape must be dims (trailing
 // dimensions of 1 aside), dequantised to float32.
-func readTensor(f *File, name string, dims ...int) ([]float32, error) {
+func readTensor(f *gguf.File, name string, dims ...int) ([]float32, error) {
 	if err := checkShape(f, name, dims...); err != nil {
 		return nil, err
 	}
 	v, err := f.Float32s(name)
 	if err != nil {
-		return nil, err
+		return nil, ggufError(err)
 	}
 	return v, nil
 }
 
 // checkShape checks that the tensor name exists with the ggml shape dims
 // (trailing dimensions of 1 aside), reading none of its data.
-func checkShape(f *File, name string, dims ...int) error {
+func checkShape(f *gguf.File, name string, dims ...int) error {
 	t, ok := f.Tensor(name)
 	if !ok {
-		return fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
+		return fmt.Errorf("model: tensor %q: %w", name, gguf.ErrNotFound)
 	}
 	got := t.Dims
 	for len(got) > len(dims) && got[len(got)-1] == 1 {
 		got = got[:len(got)-1]
 	}
 	if !equalInts(got, dims) {
-		return fmt.Errorf("model: tensor %q: %w: shape %v, want %v", name, ErrFormat, t.Dims, dims)
+		return fmt.Errorf("model: tensor %q: %w: shape %v, want %v", name, gguf.ErrFormat, t.Dims, dims)
 	}
 	return nil
 }
@@ -346,7 +347,7 @@ func equalInts(a, b []int) bool {
 
 // readTransposed reads the weight name, of ggml shape [m.in, out] (out rows
 // of m.in values, W[o][i]), into columns col0 … col0+out−1 of m.
-func readTransposed(f *File, m matrix, col0 int, name string, out int) error {
+func readTransposed(f *gguf.File, m matrix, col0 int, name string, out int) error {
 	w, err := readTensor(f, name, m.in, out)
 	if err != nil {
 		return err
@@ -368,7 +369,7 @@ func transposeInto(dst []float32, ld, col0 int, src []float32, in, out int) erro
 
 // readBiases reads the optional Q, K and V biases of a block (Qwen 2): all
 // three or none.
-func readBiases(f *File, name func(string) string, qDim, kvDim int) ([]float32, error) {
+func readBiases(f *gguf.File, name func(string) string, qDim, kvDim int) ([]float32, error) {
 	names := []string{name("attn_q.bias"), name("attn_k.bias"), name("attn_v.bias")}
 	have := 0
 	for _, n := range names {
@@ -520,7 +521,7 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	}
 	if err := sessionSize(c, capacity, batch, kvType); err != nil {
 		if opts.MaxContext == 0 {
-			return nil, fmt.Errorf("model: %w: %v", ErrFormat, err)
+			return nil, fmt.Errorf("model: %w: %v", gguf.ErrFormat, err)
 		}
 		return nil, fmt.Errorf("model: %v", err)
 	}
