@@ -44,6 +44,6 @@
 // cache's views of the cached keys and values, so a prompt is prefilled in
 // one call and then decoded a token at a time through the same code (causal
 // masking aligned to the bottom right). [Sampler] does greedy and seeded temperature, top-k and
-// top-p sampling, and [Session.Generate] streams text. [Presets] lists the
-// attention shapes of well-known models for benchmarks.
+// top-p sampling, and [Session.Generate] streams text. (The attention
+// shapes of well-known models, for benchmarks, are attnbench's -preset.)
 package model
