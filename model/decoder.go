@@ -108,121 +108,192 @@ func LoadWith(f *gguf.File, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	mode := opts.RoPE
-	switch {
-	case mode > RopeNone:
-		return nil, fmt.Errorf("model: LoadOptions.RoPE is %v; want one of auto, normal, neox, none", mode)
-	case mode == RopeAuto:
-		var ok bool
-		if mode, ok = archRopeModes[c.Architecture]; !ok {
-			return nil, fmt.Errorf("model: architecture %q: %w: the decoder knows %s (set LoadOptions.RoPE to load another Llama-like architecture)",
-				c.Architecture, gguf.ErrUnsupported, knownArchitectures())
-		}
+	mode, err := resolveRopeMode(opts.RoPE, c.Architecture)
+	if err != nil {
+		return nil, err
 	}
 	m := &Model{Config: c, RoPE: mode}
 	if m.rope, err = readRope(f, c, mode); err != nil {
 		return nil, err
 	}
-	if f.Has("tokenizer.ggml.model") {
-		kind, _ := f.String("tokenizer.ggml.model")
-		tok, err := NewTokenizer(f)
-		switch {
-		case err == nil:
-			if tok.VocabSize() != c.VocabSize {
-				return nil, fmt.Errorf("model: %w: the tokenizer has %d tokens, the model %d", gguf.ErrFormat, tok.VocabSize(), c.VocabSize)
-			}
-			m.Tokenizer = tok
-		case kind == "llama":
-			return nil, err
-		}
-	}
-
-	dim, vocab, ff := c.EmbeddingLength, c.VocabSize, c.FeedForwardLength
-	qDim, ok1 := mulInts(c.HeadCount, c.HeadDim)
-	kvDim, ok2 := mulInts(c.HeadCountKV, c.HeadDim)
-	qkvOut, ok3 := mulInts(2, kvDim)
-	qkvOut += qDim
-	ff2, ok4 := mulInts(2, ff)
-	_, ok5 := mulInts(dim, qkvOut)
-	_, ok6 := mulInts(dim, ff2)
-	_, ok7 := mulInts(dim, vocab)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || qkvOut < qDim {
-		return nil, fmt.Errorf("model: %w: the weight sizes of the config overflow an int", gguf.ErrFormat)
-	}
-	if m.embd, err = readTensor(f, "token_embd.weight", dim, vocab); err != nil {
+	if m.Tokenizer, err = loadTokenizer(f, c); err != nil {
 		return nil, err
 	}
-	if m.outNorm, err = readTensor(f, "output_norm.weight", dim); err != nil {
-		return nil, err
-	}
-	if _, ok := f.Tensor("output.weight"); ok {
-		if err := checkShape(f, "output.weight", dim, vocab); err != nil {
-			return nil, err
-		}
-	}
-	m.output = matrix{in: dim, out: vocab, w: make([]float32, dim*vocab)}
-	if _, ok := f.Tensor("output.weight"); ok {
-		err = readTransposed(f, m.output, 0, "output.weight", vocab)
-	} else {
-		err = transposeInto(m.output.w, vocab, 0, m.embd, dim, vocab)
-	}
+	sz, err := weightSizesOf(c)
 	if err != nil {
 		return nil, err
 	}
-	// Every size here is checked against a tensor of the file before it is
-	// allocated; the block count is checked against the tensor count, so
-	// that the blocks' table is no larger than the file's directory.
+	if err := m.loadEmbeddingAndOutput(f, sz); err != nil {
+		return nil, err
+	}
+	if err := m.loadBlocks(f, sz); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// resolveRopeMode is the RoPE mode that LoadOptions.RoPE asks for: mode
+// itself, or for RopeAuto the one llama.cpp uses for the architecture.
+func resolveRopeMode(mode RopeMode, arch string) (RopeMode, error) {
+	switch {
+	case mode > RopeNone:
+		return mode, fmt.Errorf("model: LoadOptions.RoPE is %v; want one of auto, normal, neox, none", mode)
+	case mode == RopeAuto:
+		auto, ok := archRopeModes[arch]
+		if !ok {
+			return mode, fmt.Errorf("model: architecture %q: %w: the decoder knows %s (set LoadOptions.RoPE to load another Llama-like architecture)",
+				arch, gguf.ErrUnsupported, knownArchitectures())
+		}
+		return auto, nil
+	}
+	return mode, nil
+}
+
+// loadTokenizer builds the file's tokenizer, which must have the model's
+// vocabulary size. A file without one, or with one of a kind other than
+// "llama" that NewTokenizer cannot build, gives nil and no error: the model
+// then runs on token ids.
+func loadTokenizer(f *gguf.File, c Config) (*Tokenizer, error) {
+	if !f.Has("tokenizer.ggml.model") {
+		return nil, nil
+	}
+	kind, _ := f.String("tokenizer.ggml.model")
+	tok, err := NewTokenizer(f)
+	switch {
+	case err == nil:
+		if tok.VocabSize() != c.VocabSize {
+			return nil, fmt.Errorf("model: %w: the tokenizer has %d tokens, the model %d", gguf.ErrFormat, tok.VocabSize(), c.VocabSize)
+		}
+		return tok, nil
+	case kind == "llama":
+		return nil, err
+	}
+	return nil, nil
+}
+
+// weightSizes are the widths of a model's weights, from its Config.
+type weightSizes struct {
+	dim, vocab, ff int
+	qDim, kvDim    int // Hq·d and Hkv·d
+	qkvOut         int // qDim + 2·kvDim: the fused Q, K and V projection
+	ff2            int // 2·ff: the fused gate and up projection
+}
+
+// weightSizesOf computes the weight widths of c, and checks that they and
+// the sizes of the largest matrices (dim × qkvOut, dim × ff2, dim × vocab)
+// fit an int, so that the loader can allocate them once the tensors'
+// shapes have been checked.
+func weightSizesOf(c Config) (weightSizes, error) {
+	s := weightSizes{dim: c.EmbeddingLength, vocab: c.VocabSize, ff: c.FeedForwardLength}
+	overflow := false
+	mul := func(a, b int) int {
+		p, ok := mulInts(a, b)
+		overflow = overflow || !ok
+		return p
+	}
+	s.qDim = mul(c.HeadCount, c.HeadDim)
+	s.kvDim = mul(c.HeadCountKV, c.HeadDim)
+	s.qkvOut = mul(2, s.kvDim) + s.qDim
+	s.ff2 = mul(2, s.ff)
+	mul(s.dim, s.qkvOut)
+	mul(s.dim, s.ff2)
+	mul(s.dim, s.vocab)
+	if overflow || s.qkvOut < s.qDim {
+		return weightSizes{}, fmt.Errorf("model: %w: the weight sizes of the config overflow an int", gguf.ErrFormat)
+	}
+	return s, nil
+}
+
+// loadEmbeddingAndOutput reads the token embedding, the final norm and the
+// output projection, which is the embedding's transpose when the file has
+// no output.weight (tied embeddings).
+func (m *Model) loadEmbeddingAndOutput(f *gguf.File, sz weightSizes) error {
+	dim, vocab := sz.dim, sz.vocab
+	var err error
+	if m.embd, err = readTensor(f, "token_embd.weight", dim, vocab); err != nil {
+		return err
+	}
+	if m.outNorm, err = readTensor(f, "output_norm.weight", dim); err != nil {
+		return err
+	}
+	_, untied := f.Tensor("output.weight")
+	if untied {
+		if err := checkShape(f, "output.weight", dim, vocab); err != nil {
+			return err
+		}
+	}
+	m.output = matrix{in: dim, out: vocab, w: make([]float32, dim*vocab)}
+	if untied {
+		return readTransposed(f, m.output, 0, "output.weight", vocab)
+	}
+	return transposeInto(m.output.w, vocab, 0, m.embd, dim, vocab)
+}
+
+// loadBlocks reads every transformer block. Every size here is checked
+// against a tensor of the file before it is allocated; the block count is
+// checked against the tensor count, so that the blocks' table is no larger
+// than the file's directory.
+func (m *Model) loadBlocks(f *gguf.File, sz weightSizes) error {
+	c := m.Config
 	if c.BlockCount > f.NumTensors()/tensorsPerBlock {
-		return nil, fmt.Errorf("model: %w: %s.block_count is %d, but the file's %d tensors make at most %d blocks of %d tensors",
+		return fmt.Errorf("model: %w: %s.block_count is %d, but the file's %d tensors make at most %d blocks of %d tensors",
 			gguf.ErrFormat, c.Architecture, c.BlockCount, f.NumTensors(), f.NumTensors()/tensorsPerBlock, tensorsPerBlock)
 	}
 	m.blocks = make([]block, c.BlockCount)
 	for l := range m.blocks {
-		b := &m.blocks[l]
-		name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
-		if b.attnNorm, err = readTensor(f, name("attn_norm.weight"), dim); err != nil {
-			return nil, err
-		}
-		if b.ffnNorm, err = readTensor(f, name("ffn_norm.weight"), dim); err != nil {
-			return nil, err
-		}
-		// Every weight's shape is checked against the config before any
-		// buffer is sized from it: the tensors' data lies within the file,
-		// so a config that claims huge sizes fails here, not in make.
-		projections := []struct {
-			m      *matrix
-			col0   int
-			tensor string
-			in     int
-			out    int
-		}{
-			{&b.qkv, 0, "attn_q.weight", dim, qDim},
-			{&b.qkv, qDim, "attn_k.weight", dim, kvDim},
-			{&b.qkv, qDim + kvDim, "attn_v.weight", dim, kvDim},
-			{&b.wo, 0, "attn_output.weight", qDim, dim},
-			{&b.gateUp, 0, "ffn_gate.weight", dim, ff},
-			{&b.gateUp, ff, "ffn_up.weight", dim, ff},
-			{&b.down, 0, "ffn_down.weight", ff, dim},
-		}
-		for _, p := range projections {
-			if err := checkShape(f, name(p.tensor), p.in, p.out); err != nil {
-				return nil, err
-			}
-		}
-		b.qkv = matrix{in: dim, out: qkvOut, w: make([]float32, dim*qkvOut)}
-		b.wo = matrix{in: qDim, out: dim, w: make([]float32, qDim*dim)}
-		b.gateUp = matrix{in: dim, out: ff2, w: make([]float32, dim*ff2)}
-		b.down = matrix{in: ff, out: dim, w: make([]float32, ff*dim)}
-		for _, p := range projections {
-			if err := readTransposed(f, *p.m, p.col0, name(p.tensor), p.out); err != nil {
-				return nil, err
-			}
-		}
-		if b.qkvBias, err = readBiases(f, name, qDim, kvDim); err != nil {
-			return nil, err
+		if err := loadBlock(f, &m.blocks[l], l, sz); err != nil {
+			return err
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// loadBlock reads block l's norms, projections and optional Q, K and V
+// biases into b.
+func loadBlock(f *gguf.File, b *block, l int, sz weightSizes) error {
+	dim, ff, qDim, kvDim := sz.dim, sz.ff, sz.qDim, sz.kvDim
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+	var err error
+	if b.attnNorm, err = readTensor(f, name("attn_norm.weight"), dim); err != nil {
+		return err
+	}
+	if b.ffnNorm, err = readTensor(f, name("ffn_norm.weight"), dim); err != nil {
+		return err
+	}
+	// Every weight's shape is checked against the config before any
+	// buffer is sized from it: the tensors' data lies within the file,
+	// so a config that claims huge sizes fails here, not in make.
+	projections := []struct {
+		m      *matrix
+		col0   int
+		tensor string
+		in     int
+		out    int
+	}{
+		{&b.qkv, 0, "attn_q.weight", dim, qDim},
+		{&b.qkv, qDim, "attn_k.weight", dim, kvDim},
+		{&b.qkv, qDim + kvDim, "attn_v.weight", dim, kvDim},
+		{&b.wo, 0, "attn_output.weight", qDim, dim},
+		{&b.gateUp, 0, "ffn_gate.weight", dim, ff},
+		{&b.gateUp, ff, "ffn_up.weight", dim, ff},
+		{&b.down, 0, "ffn_down.weight", ff, dim},
+	}
+	for _, p := range projections {
+		if err := checkShape(f, name(p.tensor), p.in, p.out); err != nil {
+			return err
+		}
+	}
+	b.qkv = matrix{in: dim, out: sz.qkvOut, w: make([]float32, dim*sz.qkvOut)}
+	b.wo = matrix{in: qDim, out: dim, w: make([]float32, qDim*dim)}
+	b.gateUp = matrix{in: dim, out: sz.ff2, w: make([]float32, dim*sz.ff2)}
+	b.down = matrix{in: ff, out: dim, w: make([]float32, ff*dim)}
+	for _, p := range projections {
+		if err := readTransposed(f, *p.m, p.col0, name(p.tensor), p.out); err != nil {
+			return err
+		}
+	}
+	b.qkvBias, err = readBiases(f, name, qDim, kvDim)
+	return err
 }
 
 func knownArchitectures() string {
