@@ -162,26 +162,35 @@ func newShapeInputs(c config, s shape, seed uint64) *shapeInputs {
 // and V stored as dt.
 func benchKVType(c config, rep *report, in *shapeInputs, dt attention.DType, prog *progress) error {
 	runtime.GC() // drop the previous type's K/V caches
-	k, v, err := storeKVPair(in.k32, in.v32, dt, in.kvLayout)
-	if err != nil {
+	kv := &kvRun{dt: dt}
+	var err error
+	if kv.k, kv.v, err = storeKVPair(in.k32, in.v32, dt, in.kvLayout); err != nil {
 		return err
 	}
-	calls, capped, err := rotatingCalls(c, rep, in, k, v, dt, prog)
-	if err != nil {
+	if kv.calls, kv.capped, err = rotatingCalls(c, rep, in, kv.k, kv.v, dt, prog); err != nil {
 		return err
 	}
-	or, err := runOracle(c, in, k, v, dt, prog)
+	or, err := runOracle(c, in, kv.k, kv.v, dt, prog)
 	if err != nil {
 		return err
 	}
 	for _, cs := range cases(c.precisions, c.threads) {
-		r, err := benchCase(c, rep, in, k, v, dt, cs, calls, capped, or, prog)
+		r, err := benchCase(c, rep, in, kv, cs, or, prog)
 		if err != nil {
 			return err
 		}
 		rep.results = append(rep.results, r)
 	}
 	return nil
+}
+
+// kvRun is one K/V type of a shape: K and V stored as dt and the calls
+// that the timed runs rotate over.
+type kvRun struct {
+	dt     attention.DType
+	k, v   kvData
+	calls  []*call
+	capped bool // fewer calls than cold reads want (kvCaches)
 }
 
 // rotatingCalls builds the calls that the timed runs make: calls[i] reads
@@ -255,9 +264,9 @@ func runOracle(c config, in *shapeInputs, k, v kvData, dt attention.DType, prog 
 // benchCase times one precision and thread count of a shape and K/V
 // type: the engine over the rotating calls, its accuracy against the
 // yardstick, and the naive baseline the first time a thread count comes up.
-func benchCase(c config, rep *report, in *shapeInputs, k, v kvData, dt attention.DType, cs precThreads,
-	calls []*call, capped bool, or yardstick, prog *progress) (result, error) {
+func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads, or yardstick, prog *progress) (result, error) {
 	s, prec, threads := in.s, cs.prec, cs.threads
+	dt, calls := kv.dt, kv.calls
 	for _, cl := range calls {
 		cl.opts.Precision = prec
 	}
@@ -274,7 +283,7 @@ func benchCase(c config, rep *report, in *shapeInputs, k, v kvData, dt attention
 	if prec == attention.PrecisionBFloat16 {
 		kern = kernel.BF16Implementation()
 	}
-	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: capped}
+	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: kv.capped}
 	if s.decode() {
 		r.bw = rep.machine.bandwidth[threads]
 	}
@@ -308,7 +317,7 @@ func benchCase(c config, rep *report, in *shapeInputs, k, v kvData, dt attention
 		if in.naiveTimes[threads] == nil {
 			var n reference.Naive
 			prog.start(label+" naive", 1+c.reps)
-			t, err := timeNaive(c.reps, func() error { return n.Attention(in.p, in.naiveOut, in.q, k.values, v.values) }, prog.tick)
+			t, err := timeNaive(c.reps, func() error { return n.Attention(in.p, in.naiveOut, in.q, kv.k.values, kv.v.values) }, prog.tick)
 			if err != nil {
 				return result{}, err
 			}
