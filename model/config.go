@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 // DefaultRopeFreqBase is the RoPE base frequency θ used when a file has no
@@ -50,19 +52,19 @@ type Config struct {
 // general.architecture and, under the architecture's prefix,
 // embedding_length, feed_forward_length, block_count, attention.head_count,
 // attention.layer_norm_rms_epsilon and context_length. Missing keys give
-// errors wrapping [ErrNotFound], values of the wrong type or out of range
-// ones wrapping [ErrFormat].
-func ReadConfig(f *File) (Config, error) {
+// errors wrapping [gguf.ErrNotFound], values of the wrong type or out of range
+// ones wrapping [gguf.ErrFormat].
+func ReadConfig(f *gguf.File) (Config, error) {
 	if f == nil {
-		return Config{}, errors.New("model: ReadConfig: nil *File; want a file from Open or Read")
+		return Config{}, errors.New("model: ReadConfig: nil *gguf.File; want a file from gguf.Open or gguf.Read")
 	}
 	var c Config
 	var err error
 	if c.Architecture, err = f.String("general.architecture"); err != nil {
-		return Config{}, err
+		return Config{}, ggufError(err)
 	}
 	if c.Architecture == "" {
-		return Config{}, fmt.Errorf("model: config: %w: empty general.architecture", ErrFormat)
+		return Config{}, fmt.Errorf("model: config: %w: empty general.architecture", gguf.ErrFormat)
 	}
 	p := c.Architecture + "."
 	required := []struct {
@@ -77,11 +79,11 @@ func ReadConfig(f *File) (Config, error) {
 	}
 	for _, r := range required {
 		if *r.dst, err = f.Int(p + r.key); err != nil {
-			return Config{}, err
+			return Config{}, ggufError(err)
 		}
 	}
 	if c.RMSNormEpsilon, err = f.Float32(p + "attention.layer_norm_rms_epsilon"); err != nil {
-		return Config{}, err
+		return Config{}, ggufError(err)
 	}
 
 	optional := func(key string, dst *int, def func() int) error {
@@ -89,10 +91,10 @@ func ReadConfig(f *File) (Config, error) {
 		switch {
 		case err == nil:
 			*dst = v
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, gguf.ErrNotFound):
 			*dst = def()
 		default:
-			return err
+			return ggufError(err)
 		}
 		return nil
 	}
@@ -113,17 +115,18 @@ func ReadConfig(f *File) (Config, error) {
 	c.RopeFreqBase = DefaultRopeFreqBase
 	if f.Has(p + "rope.freq_base") {
 		if c.RopeFreqBase, err = f.Float32(p + "rope.freq_base"); err != nil {
-			return Config{}, err
+			return Config{}, ggufError(err)
 		}
 	}
 
 	switch {
 	case f.Has(p + "vocab_size"):
 		if c.VocabSize, err = f.Int(p + "vocab_size"); err != nil {
-			return Config{}, err
+			return Config{}, ggufError(err)
 		}
 	case f.Has("tokenizer.ggml.tokens"):
-		c.VocabSize = f.values["tokenizer.ggml.tokens"].Len()
+		tokens, _ := f.Value("tokenizer.ggml.tokens")
+		c.VocabSize = tokens.Len()
 	default:
 		if t, ok := f.Tensor("token_embd.weight"); ok && len(t.Dims) == 2 {
 			c.VocabSize = t.Dims[1]
@@ -140,10 +143,10 @@ func ReadConfig(f *File) (Config, error) {
 // positive sizes (a zero HeadDim is what ReadConfig leaves when the heads do
 // not divide the embedding width), query heads that the KV heads divide, an even
 // RoPE dimension count no larger than the head width, and positive finite
-// ε and θ. Errors wrap [ErrFormat].
+// ε and θ. Errors wrap [gguf.ErrFormat].
 func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("model: config: %w: "+format, append([]any{ErrFormat}, args...)...)
+		return fmt.Errorf("model: config: %w: "+format, append([]any{gguf.ErrFormat}, args...)...)
 	}
 	if c.Architecture == "" {
 		return bad("empty architecture")
@@ -180,3 +183,8 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// ggufError prefixes an error of package gguf (a missing key or tensor, a
+// value of the wrong type) with this package's name, so that every error the
+// package returns starts with "model: ".
+func ggufError(err error) error { return fmt.Errorf("model: %w", err) }

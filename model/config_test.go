@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/flashgo/flashgo/model/gguf"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,8 +17,8 @@ func readConfig(t *testing.T, kvs []kv, tensors ...tensorSpec) (Config, error) {
 
 func TestReadConfig(t *testing.T) {
 	kvs := configKVs(
-		kv{"llama.rope.freq_base", ValueFloat32, float32(500000)},
-		kv{"llama.vocab_size", ValueUint32, uint32(300)},
+		kv{"llama.rope.freq_base", gguf.ValueFloat32, float32(500000)},
+		kv{"llama.vocab_size", gguf.ValueUint32, uint32(300)},
 	)
 	c, err := readConfig(t, kvs)
 	require.NoError(t, err)
@@ -55,8 +57,8 @@ func TestReadConfigDefaults(t *testing.T) {
 
 	// An explicit key_length sets the head width apart from the embedding.
 	c, err = readConfig(t, configKVs(
-		kv{"llama.attention.key_length", ValueUint32, uint32(16)},
-		kv{"llama.vocab_size", ValueUint32, uint32(5)}))
+		kv{"llama.attention.key_length", gguf.ValueUint32, uint32(16)},
+		kv{"llama.vocab_size", gguf.ValueUint32, uint32(5)}))
 	require.NoError(t, err)
 	assert.Equal(t, 16, c.HeadDim)
 	assert.Equal(t, 8, c.RopeDimensionCount)
@@ -64,14 +66,14 @@ func TestReadConfigDefaults(t *testing.T) {
 	// Other architectures read their own prefix; float64 and int64 values
 	// convert.
 	kvs = []kv{
-		{"general.architecture", ValueString, "mistral"},
-		{"mistral.context_length", ValueUint64, uint64(4096)},
-		{"mistral.embedding_length", ValueInt32, int32(64)},
-		{"mistral.feed_forward_length", ValueUint16, uint16(128)},
-		{"mistral.block_count", ValueUint8, uint8(3)},
-		{"mistral.attention.head_count", ValueInt64, int64(8)},
-		{"mistral.attention.layer_norm_rms_epsilon", ValueFloat64, 1e-5},
-		{"mistral.vocab_size", ValueUint32, uint32(1000)},
+		{"general.architecture", gguf.ValueString, "mistral"},
+		{"mistral.context_length", gguf.ValueUint64, uint64(4096)},
+		{"mistral.embedding_length", gguf.ValueInt32, int32(64)},
+		{"mistral.feed_forward_length", gguf.ValueUint16, uint16(128)},
+		{"mistral.block_count", gguf.ValueUint8, uint8(3)},
+		{"mistral.attention.head_count", gguf.ValueInt64, int64(8)},
+		{"mistral.attention.layer_norm_rms_epsilon", gguf.ValueFloat64, 1e-5},
+		{"mistral.vocab_size", gguf.ValueUint32, uint32(1000)},
 	}
 	c, err = readConfig(t, kvs)
 	require.NoError(t, err)
@@ -83,38 +85,38 @@ func TestReadConfigDefaults(t *testing.T) {
 
 func TestReadConfigErrors(t *testing.T) {
 	withVocab := func(extra ...kv) []kv {
-		return configKVs(append([]kv{{"llama.vocab_size", ValueUint32, uint32(100)}}, extra...)...)
+		return configKVs(append([]kv{{"llama.vocab_size", gguf.ValueUint32, uint32(100)}}, extra...)...)
 	}
 	for name, c := range map[string]struct {
 		kvs  []kv
 		want error
 	}{
-		"no architecture":  {withoutKey(withVocab(), "general.architecture"), ErrNotFound},
-		"no embedding":     {withoutKey(withVocab(), "llama.embedding_length"), ErrNotFound},
-		"no ffn":           {withoutKey(withVocab(), "llama.feed_forward_length"), ErrNotFound},
-		"no blocks":        {withoutKey(withVocab(), "llama.block_count"), ErrNotFound},
-		"no heads":         {withoutKey(withVocab(), "llama.attention.head_count"), ErrNotFound},
-		"no context":       {withoutKey(withVocab(), "llama.context_length"), ErrNotFound},
-		"no eps":           {withoutKey(withVocab(), "llama.attention.layer_norm_rms_epsilon"), ErrNotFound},
-		"no vocab":         {configKVs(), ErrFormat},
-		"empty arch":       {withVocab(kv{"general.architecture", ValueString, ""}), ErrFormat},
-		"string heads":     {withVocab(kv{"llama.attention.head_count", ValueString, "8"}), ErrFormat},
-		"array heads":      {withVocab(kv{"llama.attention.head_count", ValueArray, arr{ValueUint32, []any{uint32(4)}}}), ErrFormat},
-		"zero heads":       {withVocab(kv{"llama.attention.head_count", ValueUint32, uint32(0)}), ErrFormat},
-		"negative blocks":  {withVocab(kv{"llama.block_count", ValueInt32, int32(-1)}), ErrFormat},
-		"kv not divisor":   {withVocab(kv{"llama.attention.head_count_kv", ValueUint32, uint32(3)}), ErrFormat},
-		"kv > heads":       {withVocab(kv{"llama.attention.head_count_kv", ValueUint32, uint32(8)}), ErrFormat},
-		"heads not divide": {withVocab(kv{"llama.embedding_length", ValueUint32, uint32(30)}), ErrFormat},
-		"odd rope":         {withVocab(kv{"llama.rope.dimension_count", ValueUint32, uint32(7)}), ErrFormat},
-		"rope > head":      {withVocab(kv{"llama.rope.dimension_count", ValueUint32, uint32(16)}), ErrFormat},
-		"zero eps":         {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", ValueFloat32, float32(0)}), ErrFormat},
-		"NaN eps":          {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", ValueFloat32, float32(math.NaN())}), ErrFormat},
-		"int eps":          {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", ValueUint32, uint32(1)}), ErrFormat},
-		"negative theta":   {withVocab(kv{"llama.rope.freq_base", ValueFloat32, float32(-1)}), ErrFormat},
-		"inf theta":        {withVocab(kv{"llama.rope.freq_base", ValueFloat64, math.Inf(1)}), ErrFormat},
-		"string theta":     {withVocab(kv{"llama.rope.freq_base", ValueString, "1e4"}), ErrFormat},
-		"string kv heads":  {withVocab(kv{"llama.attention.head_count_kv", ValueString, "2"}), ErrFormat},
-		"zero vocab":       {withVocab(kv{"llama.vocab_size", ValueUint32, uint32(0)}), ErrFormat},
+		"no architecture":  {withoutKey(withVocab(), "general.architecture"), gguf.ErrNotFound},
+		"no embedding":     {withoutKey(withVocab(), "llama.embedding_length"), gguf.ErrNotFound},
+		"no ffn":           {withoutKey(withVocab(), "llama.feed_forward_length"), gguf.ErrNotFound},
+		"no blocks":        {withoutKey(withVocab(), "llama.block_count"), gguf.ErrNotFound},
+		"no heads":         {withoutKey(withVocab(), "llama.attention.head_count"), gguf.ErrNotFound},
+		"no context":       {withoutKey(withVocab(), "llama.context_length"), gguf.ErrNotFound},
+		"no eps":           {withoutKey(withVocab(), "llama.attention.layer_norm_rms_epsilon"), gguf.ErrNotFound},
+		"no vocab":         {configKVs(), gguf.ErrFormat},
+		"empty arch":       {withVocab(kv{"general.architecture", gguf.ValueString, ""}), gguf.ErrFormat},
+		"string heads":     {withVocab(kv{"llama.attention.head_count", gguf.ValueString, "8"}), gguf.ErrFormat},
+		"array heads":      {withVocab(kv{"llama.attention.head_count", gguf.ValueArray, arr{gguf.ValueUint32, []any{uint32(4)}}}), gguf.ErrFormat},
+		"zero heads":       {withVocab(kv{"llama.attention.head_count", gguf.ValueUint32, uint32(0)}), gguf.ErrFormat},
+		"negative blocks":  {withVocab(kv{"llama.block_count", gguf.ValueInt32, int32(-1)}), gguf.ErrFormat},
+		"kv not divisor":   {withVocab(kv{"llama.attention.head_count_kv", gguf.ValueUint32, uint32(3)}), gguf.ErrFormat},
+		"kv > heads":       {withVocab(kv{"llama.attention.head_count_kv", gguf.ValueUint32, uint32(8)}), gguf.ErrFormat},
+		"heads not divide": {withVocab(kv{"llama.embedding_length", gguf.ValueUint32, uint32(30)}), gguf.ErrFormat},
+		"odd rope":         {withVocab(kv{"llama.rope.dimension_count", gguf.ValueUint32, uint32(7)}), gguf.ErrFormat},
+		"rope > head":      {withVocab(kv{"llama.rope.dimension_count", gguf.ValueUint32, uint32(16)}), gguf.ErrFormat},
+		"zero eps":         {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", gguf.ValueFloat32, float32(0)}), gguf.ErrFormat},
+		"NaN eps":          {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", gguf.ValueFloat32, float32(math.NaN())}), gguf.ErrFormat},
+		"int eps":          {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", gguf.ValueUint32, uint32(1)}), gguf.ErrFormat},
+		"negative theta":   {withVocab(kv{"llama.rope.freq_base", gguf.ValueFloat32, float32(-1)}), gguf.ErrFormat},
+		"inf theta":        {withVocab(kv{"llama.rope.freq_base", gguf.ValueFloat64, math.Inf(1)}), gguf.ErrFormat},
+		"string theta":     {withVocab(kv{"llama.rope.freq_base", gguf.ValueString, "1e4"}), gguf.ErrFormat},
+		"string kv heads":  {withVocab(kv{"llama.attention.head_count_kv", gguf.ValueString, "2"}), gguf.ErrFormat},
+		"zero vocab":       {withVocab(kv{"llama.vocab_size", gguf.ValueUint32, uint32(0)}), gguf.ErrFormat},
 	} {
 		_, err := readConfig(t, c.kvs)
 		assert.ErrorIs(t, err, c.want, name)
@@ -128,11 +130,11 @@ func TestConfigValidate(t *testing.T) {
 	assert.NoError(t, good.Validate())
 	bad := good
 	bad.HeadDim = 0
-	assert.ErrorIs(t, bad.Validate(), ErrFormat)
+	assert.ErrorIs(t, bad.Validate(), gguf.ErrFormat)
 	bad = good
 	bad.Architecture = ""
-	assert.ErrorIs(t, bad.Validate(), ErrFormat)
+	assert.ErrorIs(t, bad.Validate(), gguf.ErrFormat)
 	bad = good
 	bad.RMSNormEpsilon = float32(math.Inf(1))
-	assert.ErrorIs(t, bad.Validate(), ErrFormat)
+	assert.ErrorIs(t, bad.Validate(), gguf.ErrFormat)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/kernel"
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 // Errors of the decoder, returned wrapped; test with errors.Is.
@@ -27,7 +28,7 @@ type LoadOptions struct {
 	// RoPE overrides the rotary embedding mode. RopeAuto (the zero value)
 	// takes the mode llama.cpp uses for the file's architecture; an
 	// architecture the decoder does not know is then an error wrapping
-	// [ErrUnsupported]. Setting a mode lets a file of another Llama-like
+	// [gguf.ErrUnsupported]. Setting a mode lets a file of another Llama-like
 	// architecture (the same tensors) load.
 	RoPE RopeMode
 }
@@ -82,14 +83,14 @@ type block struct {
 const tensorsPerBlock = 9
 
 // Load reads the model in f with the default [LoadOptions]. See [LoadWith].
-func Load(f *File) (*Model, error) {
+func Load(f *gguf.File) (*Model, error) {
 	return LoadWith(f, LoadOptions{})
 }
 
 // LoadWith reads the hyperparameters ([ReadConfig]), the tokenizer when
 // the file has a llama one, and every weight of a Llama-family model from f,
 // dequantising F32, F16, BF16 and Q8_0 tensors to float32 (other types give
-// an error wrapping [ErrUnsupported]). The tensors are token_embd.weight,
+// an error wrapping [gguf.ErrUnsupported]). The tensors are token_embd.weight,
 // output_norm.weight, output.weight (when absent, the output projection is
 // tied to the embedding), and for each block blk.N.attn_norm,
 // attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up and
@@ -97,131 +98,202 @@ func Load(f *File) (*Model, error) {
 // rope_freqs.weight (Llama 3.1's frequency factors) and linear RoPE scaling
 // (<arch>.rope.scaling.type "linear" with rope.scaling.factor) are honoured;
 // other RoPE scalings are unsupported. A missing tensor gives an error
-// wrapping [ErrNotFound], a tensor of the wrong shape one wrapping
-// [ErrFormat].
-func LoadWith(f *File, opts LoadOptions) (*Model, error) {
+// wrapping [gguf.ErrNotFound], a tensor of the wrong shape one wrapping
+// [gguf.ErrFormat].
+func LoadWith(f *gguf.File, opts LoadOptions) (*Model, error) {
 	if f == nil {
-		return nil, errors.New("model: Load: nil *File; want a file from Open or Read")
+		return nil, errors.New("model: Load: nil *gguf.File; want a file from gguf.Open or gguf.Read")
 	}
 	c, err := ReadConfig(f)
 	if err != nil {
 		return nil, err
 	}
-	mode := opts.RoPE
-	switch {
-	case mode > RopeNone:
-		return nil, fmt.Errorf("model: LoadOptions.RoPE is %v; want one of auto, normal, neox, none", mode)
-	case mode == RopeAuto:
-		var ok bool
-		if mode, ok = archRopeModes[c.Architecture]; !ok {
-			return nil, fmt.Errorf("model: architecture %q: %w: the decoder knows %s (set LoadOptions.RoPE to load another Llama-like architecture)",
-				c.Architecture, ErrUnsupported, knownArchitectures())
-		}
+	mode, err := resolveRopeMode(opts.RoPE, c.Architecture)
+	if err != nil {
+		return nil, err
 	}
 	m := &Model{Config: c, RoPE: mode}
 	if m.rope, err = readRope(f, c, mode); err != nil {
 		return nil, err
 	}
-	if f.Has("tokenizer.ggml.model") {
-		kind, _ := f.String("tokenizer.ggml.model")
-		tok, err := NewTokenizer(f)
-		switch {
-		case err == nil:
-			if tok.VocabSize() != c.VocabSize {
-				return nil, fmt.Errorf("model: %w: the tokenizer has %d tokens, the model %d", ErrFormat, tok.VocabSize(), c.VocabSize)
-			}
-			m.Tokenizer = tok
-		case kind == "llama":
-			return nil, err
-		}
-	}
-
-	dim, vocab, ff := c.EmbeddingLength, c.VocabSize, c.FeedForwardLength
-	qDim, ok1 := mulInts(c.HeadCount, c.HeadDim)
-	kvDim, ok2 := mulInts(c.HeadCountKV, c.HeadDim)
-	qkvOut, ok3 := mulInts(2, kvDim)
-	qkvOut += qDim
-	ff2, ok4 := mulInts(2, ff)
-	_, ok5 := mulInts(dim, qkvOut)
-	_, ok6 := mulInts(dim, ff2)
-	_, ok7 := mulInts(dim, vocab)
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || qkvOut < qDim {
-		return nil, fmt.Errorf("model: %w: the weight sizes of the config overflow an int", ErrFormat)
-	}
-	if m.embd, err = readTensor(f, "token_embd.weight", dim, vocab); err != nil {
+	if m.Tokenizer, err = loadTokenizer(f, c); err != nil {
 		return nil, err
 	}
-	if m.outNorm, err = readTensor(f, "output_norm.weight", dim); err != nil {
-		return nil, err
-	}
-	if _, ok := f.Tensor("output.weight"); ok {
-		if err := checkShape(f, "output.weight", dim, vocab); err != nil {
-			return nil, err
-		}
-	}
-	m.output = matrix{in: dim, out: vocab, w: make([]float32, dim*vocab)}
-	if _, ok := f.Tensor("output.weight"); ok {
-		err = readTransposed(f, m.output, 0, "output.weight", vocab)
-	} else {
-		err = transposeInto(m.output.w, vocab, 0, m.embd, dim, vocab)
-	}
+	sz, err := weightSizesOf(c)
 	if err != nil {
 		return nil, err
 	}
-	// Every size here is checked against a tensor of the file before it is
-	// allocated; the block count is checked against the tensor count, so
-	// that the blocks' table is no larger than the file's directory.
-	if c.BlockCount > len(f.tensors)/tensorsPerBlock {
-		return nil, fmt.Errorf("model: %w: %s.block_count is %d, but the file's %d tensors make at most %d blocks of %d tensors",
-			ErrFormat, c.Architecture, c.BlockCount, len(f.tensors), len(f.tensors)/tensorsPerBlock, tensorsPerBlock)
+	if err := m.loadEmbeddingAndOutput(f, sz); err != nil {
+		return nil, err
+	}
+	if err := m.loadBlocks(f, sz); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// resolveRopeMode is the RoPE mode that LoadOptions.RoPE asks for: mode
+// itself, or for RopeAuto the one llama.cpp uses for the architecture.
+func resolveRopeMode(mode RopeMode, arch string) (RopeMode, error) {
+	switch {
+	case mode > RopeNone:
+		return mode, fmt.Errorf("model: LoadOptions.RoPE is %v; want one of auto, normal, neox, none", mode)
+	case mode == RopeAuto:
+		auto, ok := archRopeModes[arch]
+		if !ok {
+			return mode, fmt.Errorf("model: architecture %q: %w: the decoder knows %s (set LoadOptions.RoPE to load another Llama-like architecture)",
+				arch, gguf.ErrUnsupported, knownArchitectures())
+		}
+		return auto, nil
+	}
+	return mode, nil
+}
+
+// loadTokenizer builds the file's tokenizer, which must have the model's
+// vocabulary size. A file without one, or with one of a kind other than
+// "llama" that NewTokenizer cannot build, gives nil and no error: the model
+// then runs on token ids.
+func loadTokenizer(f *gguf.File, c Config) (*Tokenizer, error) {
+	if !f.Has("tokenizer.ggml.model") {
+		return nil, nil
+	}
+	kind, _ := f.String("tokenizer.ggml.model")
+	tok, err := NewTokenizer(f)
+	switch {
+	case err == nil:
+		if tok.VocabSize() != c.VocabSize {
+			return nil, fmt.Errorf("model: %w: the tokenizer has %d tokens, the model %d", gguf.ErrFormat, tok.VocabSize(), c.VocabSize)
+		}
+		return tok, nil
+	case kind == "llama":
+		return nil, err
+	}
+	return nil, nil
+}
+
+// weightSizes are the widths of a model's weights, from its Config.
+type weightSizes struct {
+	dim, vocab, ff int
+	qDim, kvDim    int // Hq·d and Hkv·d
+	qkvOut         int // qDim + 2·kvDim: the fused Q, K and V projection
+	ff2            int // 2·ff: the fused gate and up projection
+}
+
+// weightSizesOf computes the weight widths of c, and checks that they and
+// the sizes of the largest matrices (dim × qkvOut, dim × ff2, dim × vocab)
+// fit an int, so that the loader can allocate them once the tensors'
+// shapes have been checked.
+func weightSizesOf(c Config) (weightSizes, error) {
+	s := weightSizes{dim: c.EmbeddingLength, vocab: c.VocabSize, ff: c.FeedForwardLength}
+	overflow := false
+	mul := func(a, b int) int {
+		p, ok := mulInts(a, b)
+		overflow = overflow || !ok
+		return p
+	}
+	s.qDim = mul(c.HeadCount, c.HeadDim)
+	s.kvDim = mul(c.HeadCountKV, c.HeadDim)
+	s.qkvOut = mul(2, s.kvDim) + s.qDim
+	s.ff2 = mul(2, s.ff)
+	mul(s.dim, s.qkvOut)
+	mul(s.dim, s.ff2)
+	mul(s.dim, s.vocab)
+	if overflow || s.qkvOut < s.qDim {
+		return weightSizes{}, fmt.Errorf("model: %w: the weight sizes of the config overflow an int", gguf.ErrFormat)
+	}
+	return s, nil
+}
+
+// loadEmbeddingAndOutput reads the token embedding, the final norm and the
+// output projection, which is the embedding's transpose when the file has
+// no output.weight (tied embeddings).
+func (m *Model) loadEmbeddingAndOutput(f *gguf.File, sz weightSizes) error {
+	dim, vocab := sz.dim, sz.vocab
+	var err error
+	if m.embd, err = readTensor(f, "token_embd.weight", dim, vocab); err != nil {
+		return err
+	}
+	if m.outNorm, err = readTensor(f, "output_norm.weight", dim); err != nil {
+		return err
+	}
+	_, untied := f.Tensor("output.weight")
+	if untied {
+		if err := checkShape(f, "output.weight", dim, vocab); err != nil {
+			return err
+		}
+	}
+	m.output = matrix{in: dim, out: vocab, w: make([]float32, dim*vocab)}
+	if untied {
+		return readTransposed(f, m.output, 0, "output.weight", vocab)
+	}
+	return transposeInto(m.output.w, vocab, 0, m.embd, dim, vocab)
+}
+
+// loadBlocks reads every transformer block. Every size here is checked
+// against a tensor of the file before it is allocated; the block count is
+// checked against the tensor count, so that the blocks' table is no larger
+// than the file's directory.
+func (m *Model) loadBlocks(f *gguf.File, sz weightSizes) error {
+	c := m.Config
+	if c.BlockCount > f.NumTensors()/tensorsPerBlock {
+		return fmt.Errorf("model: %w: %s.block_count is %d, but the file's %d tensors make at most %d blocks of %d tensors",
+			gguf.ErrFormat, c.Architecture, c.BlockCount, f.NumTensors(), f.NumTensors()/tensorsPerBlock, tensorsPerBlock)
 	}
 	m.blocks = make([]block, c.BlockCount)
 	for l := range m.blocks {
-		b := &m.blocks[l]
-		name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
-		if b.attnNorm, err = readTensor(f, name("attn_norm.weight"), dim); err != nil {
-			return nil, err
-		}
-		if b.ffnNorm, err = readTensor(f, name("ffn_norm.weight"), dim); err != nil {
-			return nil, err
-		}
-		// Every weight's shape is checked against the config before any
-		// buffer is sized from it: the tensors' data lies within the file,
-		// so a config that claims huge sizes fails here, not in make.
-		projections := []struct {
-			m      *matrix
-			col0   int
-			tensor string
-			in     int
-			out    int
-		}{
-			{&b.qkv, 0, "attn_q.weight", dim, qDim},
-			{&b.qkv, qDim, "attn_k.weight", dim, kvDim},
-			{&b.qkv, qDim + kvDim, "attn_v.weight", dim, kvDim},
-			{&b.wo, 0, "attn_output.weight", qDim, dim},
-			{&b.gateUp, 0, "ffn_gate.weight", dim, ff},
-			{&b.gateUp, ff, "ffn_up.weight", dim, ff},
-			{&b.down, 0, "ffn_down.weight", ff, dim},
-		}
-		for _, p := range projections {
-			if err := checkShape(f, name(p.tensor), p.in, p.out); err != nil {
-				return nil, err
-			}
-		}
-		b.qkv = matrix{in: dim, out: qkvOut, w: make([]float32, dim*qkvOut)}
-		b.wo = matrix{in: qDim, out: dim, w: make([]float32, qDim*dim)}
-		b.gateUp = matrix{in: dim, out: ff2, w: make([]float32, dim*ff2)}
-		b.down = matrix{in: ff, out: dim, w: make([]float32, ff*dim)}
-		for _, p := range projections {
-			if err := readTransposed(f, *p.m, p.col0, name(p.tensor), p.out); err != nil {
-				return nil, err
-			}
-		}
-		if b.qkvBias, err = readBiases(f, name, qDim, kvDim); err != nil {
-			return nil, err
+		if err := loadBlock(f, &m.blocks[l], l, sz); err != nil {
+			return err
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// loadBlock reads block l's norms, projections and optional Q, K and V
+// biases into b.
+func loadBlock(f *gguf.File, b *block, l int, sz weightSizes) error {
+	dim, ff, qDim, kvDim := sz.dim, sz.ff, sz.qDim, sz.kvDim
+	name := func(s string) string { return fmt.Sprintf("blk.%d.%s", l, s) }
+	var err error
+	if b.attnNorm, err = readTensor(f, name("attn_norm.weight"), dim); err != nil {
+		return err
+	}
+	if b.ffnNorm, err = readTensor(f, name("ffn_norm.weight"), dim); err != nil {
+		return err
+	}
+	// Every weight's shape is checked against the config before any
+	// buffer is sized from it: the tensors' data lies within the file,
+	// so a config that claims huge sizes fails here, not in make.
+	projections := []struct {
+		m      *matrix
+		col0   int
+		tensor string
+		in     int
+		out    int
+	}{
+		{&b.qkv, 0, "attn_q.weight", dim, qDim},
+		{&b.qkv, qDim, "attn_k.weight", dim, kvDim},
+		{&b.qkv, qDim + kvDim, "attn_v.weight", dim, kvDim},
+		{&b.wo, 0, "attn_output.weight", qDim, dim},
+		{&b.gateUp, 0, "ffn_gate.weight", dim, ff},
+		{&b.gateUp, ff, "ffn_up.weight", dim, ff},
+		{&b.down, 0, "ffn_down.weight", ff, dim},
+	}
+	for _, p := range projections {
+		if err := checkShape(f, name(p.tensor), p.in, p.out); err != nil {
+			return err
+		}
+	}
+	b.qkv = matrix{in: dim, out: sz.qkvOut, w: make([]float32, dim*sz.qkvOut)}
+	b.wo = matrix{in: qDim, out: dim, w: make([]float32, qDim*dim)}
+	b.gateUp = matrix{in: dim, out: sz.ff2, w: make([]float32, dim*sz.ff2)}
+	b.down = matrix{in: ff, out: dim, w: make([]float32, ff*dim)}
+	for _, p := range projections {
+		if err := readTransposed(f, *p.m, p.col0, name(p.tensor), p.out); err != nil {
+			return err
+		}
+	}
+	b.qkvBias, err = readBiases(f, name, qDim, kvDim)
+	return err
 }
 
 func knownArchitectures() string {
@@ -235,7 +307,7 @@ func knownArchitectures() string {
 
 // readRope collects the RoPE parameters: the dimension count and base of
 // the Config, the linear scaling factor and rope_freqs.weight.
-func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
+func readRope(f *gguf.File, c Config, mode RopeMode) (ropeParams, error) {
 	r := ropeParams{mode: mode, dims: c.RopeDimensionCount, base: float64(c.RopeFreqBase), scale: 1}
 	if mode == RopeNone {
 		return ropeParams{mode: RopeNone}, nil
@@ -245,7 +317,7 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	if f.Has(p + "type") {
 		var err error
 		if kind, err = f.String(p + "type"); err != nil {
-			return r, err
+			return r, ggufError(err)
 		}
 	}
 	factor := float32(1)
@@ -253,13 +325,13 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	case f.Has(p + "factor"):
 		v, err := f.Float32(p + "factor")
 		if err != nil {
-			return r, err
+			return r, ggufError(err)
 		}
 		factor = v
 	case f.Has(c.Architecture + ".rope.scale_linear"): // the older key
 		v, err := f.Float32(c.Architecture + ".rope.scale_linear")
 		if err != nil {
-			return r, err
+			return r, ggufError(err)
 		}
 		factor, kind = v, "linear"
 	}
@@ -267,11 +339,11 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 	case "none", "":
 	case "linear":
 		if !(factor > 0) || math.IsInf(float64(factor), 0) {
-			return r, fmt.Errorf("model: %w: rope scaling factor %g, want a positive finite number", ErrFormat, factor)
+			return r, fmt.Errorf("model: %w: rope scaling factor %g, want a positive finite number", gguf.ErrFormat, factor)
 		}
 		r.scale = 1 / float64(factor)
 	default:
-		return r, fmt.Errorf("model: rope scaling %q: %w", kind, ErrUnsupported)
+		return r, fmt.Errorf("model: rope scaling %q: %w", kind, gguf.ErrUnsupported)
 	}
 	if _, ok := f.Tensor("rope_freqs.weight"); ok {
 		v, err := readTensor(f, "rope_freqs.weight", r.dims/2)
@@ -280,7 +352,7 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 		}
 		for i, x := range v {
 			if !(x > 0) || math.IsInf(float64(x), 0) {
-				return r, fmt.Errorf("model: %w: rope_freqs.weight[%d] is %g, want a positive finite factor", ErrFormat, i, x)
+				return r, fmt.Errorf("model: %w: rope_freqs.weight[%d] is %g, want a positive finite factor", gguf.ErrFormat, i, x)
 			}
 		}
 		r.factors = v
@@ -290,30 +362,30 @@ func readRope(f *File, c Config, mode RopeMode) (ropeParams, error) {
 
 // readTensor reads a tensor whose ggml shape must be dims (trailing
 // dimensions of 1 aside), dequantised to float32.
-func readTensor(f *File, name string, dims ...int) ([]float32, error) {
+func readTensor(f *gguf.File, name string, dims ...int) ([]float32, error) {
 	if err := checkShape(f, name, dims...); err != nil {
 		return nil, err
 	}
 	v, err := f.Float32s(name)
 	if err != nil {
-		return nil, err
+		return nil, ggufError(err)
 	}
 	return v, nil
 }
 
 // checkShape checks that the tensor name exists with the ggml shape dims
 // (trailing dimensions of 1 aside), reading none of its data.
-func checkShape(f *File, name string, dims ...int) error {
+func checkShape(f *gguf.File, name string, dims ...int) error {
 	t, ok := f.Tensor(name)
 	if !ok {
-		return fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
+		return fmt.Errorf("model: tensor %q: %w", name, gguf.ErrNotFound)
 	}
 	got := t.Dims
 	for len(got) > len(dims) && got[len(got)-1] == 1 {
 		got = got[:len(got)-1]
 	}
 	if !equalInts(got, dims) {
-		return fmt.Errorf("model: tensor %q: %w: shape %v, want %v", name, ErrFormat, t.Dims, dims)
+		return fmt.Errorf("model: tensor %q: %w: shape %v, want %v", name, gguf.ErrFormat, t.Dims, dims)
 	}
 	return nil
 }
@@ -346,7 +418,7 @@ func equalInts(a, b []int) bool {
 
 // readTransposed reads the weight name, of ggml shape [m.in, out] (out rows
 // of m.in values, W[o][i]), into columns col0 … col0+out−1 of m.
-func readTransposed(f *File, m matrix, col0 int, name string, out int) error {
+func readTransposed(f *gguf.File, m matrix, col0 int, name string, out int) error {
 	w, err := readTensor(f, name, m.in, out)
 	if err != nil {
 		return err
@@ -368,7 +440,7 @@ func transposeInto(dst []float32, ld, col0 int, src []float32, in, out int) erro
 
 // readBiases reads the optional Q, K and V biases of a block (Qwen 2): all
 // three or none.
-func readBiases(f *File, name func(string) string, qDim, kvDim int) ([]float32, error) {
+func readBiases(f *gguf.File, name func(string) string, qDim, kvDim int) ([]float32, error) {
 	names := []string{name("attn_q.bias"), name("attn_k.bias"), name("attn_v.bias")}
 	have := 0
 	for _, n := range names {
@@ -520,7 +592,7 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	}
 	if err := sessionSize(c, capacity, batch, kvType); err != nil {
 		if opts.MaxContext == 0 {
-			return nil, fmt.Errorf("model: %w: %v", ErrFormat, err)
+			return nil, fmt.Errorf("model: %w: %v", gguf.ErrFormat, err)
 		}
 		return nil, fmt.Errorf("model: %v", err)
 	}

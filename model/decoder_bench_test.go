@@ -2,6 +2,8 @@ package model
 
 import (
 	"testing"
+
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 // BenchmarkStoriesDecode measures one decode step of stories260K at a
@@ -13,7 +15,7 @@ func BenchmarkStoriesDecode(b *testing.B) {
 			name = "threads=GOMAXPROCS"
 		}
 		b.Run(name, func(b *testing.B) {
-			f, err := Open(storiesPath)
+			f, err := gguf.Open(storiesPath)
 			if err != nil {
 				b.Skipf("test model %s not available (%v)", storiesPath, err)
 			}
@@ -46,7 +48,7 @@ func BenchmarkStoriesDecode(b *testing.B) {
 
 // BenchmarkStoriesPrefill measures the prefill of a 64-token prompt.
 func BenchmarkStoriesPrefill(b *testing.B) {
-	f, err := Open(storiesPath)
+	f, err := gguf.Open(storiesPath)
 	if err != nil {
 		b.Skipf("test model %s not available (%v)", storiesPath, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/flashgo/flashgo/model/gguf"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -173,7 +175,7 @@ func TestStoriesAgainstFloat64(t *testing.T) {
 // widths that do not divide the embedding, Llama 3.1 frequency factors and
 // linear scaling.
 func TestRandomModelsAgainstFloat64(t *testing.T) {
-	base := tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, wtype: TypeF32}
+	base := tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, wtype: gguf.TypeF32}
 	cases := []struct {
 		name string
 		spec func(tinySpec) tinySpec
@@ -182,10 +184,10 @@ func TestRandomModelsAgainstFloat64(t *testing.T) {
 	}{
 		{"normal GQA f32", func(s tinySpec) tinySpec { return s }, LoadOptions{}, refOptions{rope: RopeNormal}},
 		{"neox GQA f32", func(s tinySpec) tinySpec { return s }, LoadOptions{RoPE: RopeNeoX}, refOptions{rope: RopeNeoX}},
-		{"normal MHA f16", func(s tinySpec) tinySpec { s.kvHeads, s.wtype = 4, TypeF16; return s }, LoadOptions{}, refOptions{rope: RopeNormal}},
-		{"neox MQA bf16", func(s tinySpec) tinySpec { s.kvHeads, s.wtype = 1, TypeBF16; return s }, LoadOptions{RoPE: RopeNeoX}, refOptions{rope: RopeNeoX}},
-		{"normal GQA q8_0", func(s tinySpec) tinySpec { s.wtype = TypeQ8_0; return s }, LoadOptions{}, refOptions{rope: RopeNormal}},
-		{"neox GQA q8_0 untied", func(s tinySpec) tinySpec { s.wtype, s.untied = TypeQ8_0, true; return s }, LoadOptions{RoPE: RopeNeoX}, refOptions{rope: RopeNeoX}},
+		{"normal MHA f16", func(s tinySpec) tinySpec { s.kvHeads, s.wtype = 4, gguf.TypeF16; return s }, LoadOptions{}, refOptions{rope: RopeNormal}},
+		{"neox MQA bf16", func(s tinySpec) tinySpec { s.kvHeads, s.wtype = 1, gguf.TypeBF16; return s }, LoadOptions{RoPE: RopeNeoX}, refOptions{rope: RopeNeoX}},
+		{"normal GQA q8_0", func(s tinySpec) tinySpec { s.wtype = gguf.TypeQ8_0; return s }, LoadOptions{}, refOptions{rope: RopeNormal}},
+		{"neox GQA q8_0 untied", func(s tinySpec) tinySpec { s.wtype, s.untied = gguf.TypeQ8_0, true; return s }, LoadOptions{RoPE: RopeNeoX}, refOptions{rope: RopeNeoX}},
 		{"qwen2 biases", func(s tinySpec) tinySpec { s.arch, s.biases, s.theta = "qwen2", true, 1e6; return s }, LoadOptions{}, refOptions{rope: RopeNeoX}},
 		{"partial rope normal", func(s tinySpec) tinySpec { s.ropeDims = 4; return s }, LoadOptions{}, refOptions{rope: RopeNormal}},
 		{"partial rope neox", func(s tinySpec) tinySpec { s.ropeDims = 4; return s }, LoadOptions{RoPE: RopeNeoX}, refOptions{rope: RopeNeoX}},
@@ -230,7 +232,7 @@ func TestRandomModelsAgainstFloat64(t *testing.T) {
 // be split over goroutines, and checks that the thread count changes no
 // bit and that sessions sharing a model run concurrently.
 func TestParallelProjections(t *testing.T) {
-	spec := tinySpec{dim: 128, ff: 512, layers: 2, heads: 8, kvHeads: 2, wtype: TypeF32, ctx: 128}
+	spec := tinySpec{dim: 128, ff: 512, layers: 2, heads: 8, kvHeads: 2, wtype: gguf.TypeF32, ctx: 128}
 	f := spec.file(t, 9)
 	m, err := Load(f)
 	require.NoError(t, err)
@@ -269,7 +271,7 @@ func TestParallelProjections(t *testing.T) {
 }
 
 func TestGenerateStops(t *testing.T) {
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	m, err := Load(spec.file(t, 3))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -315,7 +317,7 @@ func TestGenerateStops(t *testing.T) {
 	// A model whose output norm is zero gives all-zero logits: greedy picks
 	// token 0, here the end-of-sequence token.
 	eosSpec := spec
-	eosSpec.extra = []kv{{"tokenizer.ggml.eos_token_id", ValueUint32, uint32(0)}}
+	eosSpec.extra = []kv{{"tokenizer.ggml.eos_token_id", gguf.ValueUint32, uint32(0)}}
 	f := eosSpec.file(t, 3)
 	m0, err := Load(f)
 	require.NoError(t, err)
@@ -330,7 +332,7 @@ func TestGenerateStops(t *testing.T) {
 }
 
 func TestDecoderErrors(t *testing.T) {
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	m, err := Load(spec.file(t, 1))
 	require.NoError(t, err)
 
@@ -395,26 +397,26 @@ func TestDecoderErrors(t *testing.T) {
 		want error
 	}{
 		{"heads not a multiple of kv heads", func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.attention.head_count_kv", ValueUint32, uint32(3)}}
+			s.extra = []kv{{"llama.attention.head_count_kv", gguf.ValueUint32, uint32(3)}}
 			return s
-		}, ErrFormat},
-		{"odd rope dims", func(s tinySpec) tinySpec { s.ropeDims = 3; return s }, ErrFormat},
+		}, gguf.ErrFormat},
+		{"odd rope dims", func(s tinySpec) tinySpec { s.ropeDims = 3; return s }, gguf.ErrFormat},
 		{"block count of the wrong type", func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.block_count", ValueString, "two"}}
+			s.extra = []kv{{"llama.block_count", gguf.ValueString, "two"}}
 			return s
-		}, ErrFormat},
-		{"unknown architecture", func(s tinySpec) tinySpec { s.arch = "mamba"; return s }, ErrUnsupported},
-		{"missing tensor", func(s tinySpec) tinySpec { s.dropTensor = "blk.0.ffn_up.weight"; return s }, ErrNotFound},
-		{"missing embedding", func(s tinySpec) tinySpec { s.dropTensor = "token_embd.weight"; return s }, ErrNotFound},
-		{"wrong shape", func(s tinySpec) tinySpec { s.badShape = "blk.0.attn_k.weight"; return s }, ErrFormat},
-		{"wrong norm shape", func(s tinySpec) tinySpec { s.badShape = "output_norm.weight"; return s }, ErrFormat},
-		{"partial biases", func(s tinySpec) tinySpec { s.biases, s.dropTensor = true, "blk.0.attn_v.bias"; return s }, ErrNotFound},
-		{"yarn", func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "yarn", 4; return s }, ErrUnsupported},
-		{"bad linear factor", func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "linear", -1; return s }, ErrFormat},
+		}, gguf.ErrFormat},
+		{"unknown architecture", func(s tinySpec) tinySpec { s.arch = "mamba"; return s }, gguf.ErrUnsupported},
+		{"missing tensor", func(s tinySpec) tinySpec { s.dropTensor = "blk.0.ffn_up.weight"; return s }, gguf.ErrNotFound},
+		{"missing embedding", func(s tinySpec) tinySpec { s.dropTensor = "token_embd.weight"; return s }, gguf.ErrNotFound},
+		{"wrong shape", func(s tinySpec) tinySpec { s.badShape = "blk.0.attn_k.weight"; return s }, gguf.ErrFormat},
+		{"wrong norm shape", func(s tinySpec) tinySpec { s.badShape = "output_norm.weight"; return s }, gguf.ErrFormat},
+		{"partial biases", func(s tinySpec) tinySpec { s.biases, s.dropTensor = true, "blk.0.attn_v.bias"; return s }, gguf.ErrNotFound},
+		{"yarn", func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "yarn", 4; return s }, gguf.ErrUnsupported},
+		{"bad linear factor", func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "linear", -1; return s }, gguf.ErrFormat},
 		{"vocab size disagrees", func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.vocab_size", ValueUint32, uint32(300)}}
+			s.extra = []kv{{"llama.vocab_size", gguf.ValueUint32, uint32(300)}}
 			return s
-		}, ErrFormat},
+		}, gguf.ErrFormat},
 	}
 	for _, tc := range files {
 		t.Run(tc.name, func(t *testing.T) {
@@ -425,11 +427,11 @@ func TestDecoderErrors(t *testing.T) {
 	}
 
 	t.Run("unsupported weight type", func(t *testing.T) {
-		b := builder{kvs: configKVs(kv{"llama.embedding_length", ValueUint32, uint32(256)}),
-			tensors: []tensorSpec{rawTensor("token_embd.weight", TypeQ4_K, 256, 8)}}
-		b.kvs = append(b.kvs, kv{"llama.vocab_size", ValueUint32, uint32(8)})
+		b := builder{kvs: configKVs(kv{"llama.embedding_length", gguf.ValueUint32, uint32(256)}),
+			tensors: []tensorSpec{rawTensor("token_embd.weight", gguf.TypeQ4_K, 256, 8)}}
+		b.kvs = append(b.kvs, kv{"llama.vocab_size", gguf.ValueUint32, uint32(8)})
 		_, err := Load(mustRead(t, b.bytes()))
-		assert.ErrorIs(t, err, ErrUnsupported)
+		assert.ErrorIs(t, err, gguf.ErrUnsupported)
 	})
 	t.Run("bad rope option", func(t *testing.T) {
 		_, err := LoadWith(spec.file(t, 2), LoadOptions{RoPE: RopeNone + 1})
@@ -448,7 +450,7 @@ func TestRopeModeString(t *testing.T) {
 }
 
 func TestNoAllocationGrowth(t *testing.T) {
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 64}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 64}
 	m, err := Load(spec.file(t, 4))
 	require.NoError(t, err)
 	s := newSession(t, m, SessionOptions{Threads: 1})
@@ -463,29 +465,29 @@ func TestNoAllocationGrowth(t *testing.T) {
 }
 
 func TestHostileSizes(t *testing.T) {
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	for _, ff := range []uint64{1 << 40, 1 << 62, math.MaxUint32} {
 		s := spec
-		s.extra = []kv{{"llama.feed_forward_length", ValueUint64, ff}}
+		s.extra = []kv{{"llama.feed_forward_length", gguf.ValueUint64, ff}}
 		var err error
 		require.NotPanics(t, func() { _, err = Load(s.file(t, 1)) })
-		assert.ErrorIs(t, err, ErrFormat, "feed_forward_length %d", ff)
+		assert.ErrorIs(t, err, gguf.ErrFormat, "feed_forward_length %d", ff)
 	}
 	for _, heads := range []uint64{1 << 40, 1 << 62} {
 		s := spec
-		s.extra = []kv{{"llama.attention.head_count", ValueUint64, heads}, {"llama.attention.key_length", ValueUint32, uint32(8)}}
+		s.extra = []kv{{"llama.attention.head_count", gguf.ValueUint64, heads}, {"llama.attention.key_length", gguf.ValueUint32, uint32(8)}}
 		var err error
 		require.NotPanics(t, func() { _, err = Load(s.file(t, 1)) })
 		assert.Error(t, err, "head_count %d", heads)
 	}
 	for _, ctx := range []uint64{1 << 40, 1 << 61} {
 		s := spec
-		s.extra = []kv{{"llama.context_length", ValueUint64, ctx}}
+		s.extra = []kv{{"llama.context_length", gguf.ValueUint64, ctx}}
 		m, err := Load(s.file(t, 1))
 		require.NoError(t, err, "the weights fit; only a session's cache would not")
 		var sess *Session
 		require.NotPanics(t, func() { sess, err = m.NewSession(SessionOptions{}) })
-		assert.ErrorIs(t, err, ErrFormat, "context_length %d", ctx)
+		assert.ErrorIs(t, err, gguf.ErrFormat, "context_length %d", ctx)
 		assert.Nil(t, sess)
 		sess, err = m.NewSession(SessionOptions{MaxContext: 16})
 		require.NoError(t, err, "a bounded MaxContext still works")
@@ -495,7 +497,7 @@ func TestHostileSizes(t *testing.T) {
 }
 
 func TestForwardAllValidatesFirst(t *testing.T) {
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	m, err := Load(spec.file(t, 1))
 	require.NoError(t, err)
 	s := newSession(t, m, SessionOptions{MaxContext: 8})

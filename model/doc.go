@@ -1,31 +1,11 @@
 // Package model is the smallest LLM runtime around flashgo's attention: it
-// reads models stored in the GGUF format (the file container, the tokenizer
-// and the hyperparameters) and runs Llama-family decoders on flashgo's
-// attention engine and SIMD kernels.
+// reads the tokenizer and the hyperparameters of models stored in the GGUF
+// format and runs Llama-family decoders on flashgo's attention engine and
+// SIMD kernels.
 //
-// # GGUF
-//
-// [Open] and [Read] parse a GGUF file (versions 2 and 3, little-endian): the
-// header, metadata of every value type (nested arrays included) and the
-// tensor directory. Tensor data is not read up front; [File.Float32s] reads one
-// tensor through [io.ReaderAt] when asked and dequantises it to float32. F32,
-// F16, BF16 and Q8_0 tensors can be dequantised; the directory accepts every
-// tensor type that ggml defines, so the metadata and tokenizer of a model in
-// another quantisation can still be read.
-//
-// The reader treats its input as hostile: every count, length, dimension and
-// offset is checked against the bytes that remain in the file before anything
-// is allocated, array nesting is capped at [MaxArrayDepth], and tensor data
-// must lie, aligned, inside the file, no two tensors sharing bytes. A broken file gives an error wrapping
-// [ErrFormat] (or [ErrUnsupported] for well-formed features that the package
-// does not handle; a failing reader gives its own error); it never causes a
-// panic, and the memory allocated is bounded by a small multiple of the file
-// size, or of the bytes actually read if the reader holds fewer than the
-// size it was given. FuzzGGUF in the tests checks this.
-//
-// Tensor shapes are reported in GGUF (ggml) order: Dims[0] is the
-// innermost, contiguous dimension. A weight matrix that maps an n-vector to an
-// m-vector therefore has Dims [n m] and is stored as m rows of n values.
+// The GGUF container itself (header, metadata, tensor directory and tensor
+// data) is package gguf (github.com/flashgo/flashgo/model/gguf); this
+// package builds on the *gguf.File that its Open and Read return.
 //
 // # Tokenizer
 //
@@ -64,6 +44,6 @@
 // cache's views of the cached keys and values, so a prompt is prefilled in
 // one call and then decoded a token at a time through the same code (causal
 // masking aligned to the bottom right). [Sampler] does greedy and seeded temperature, top-k and
-// top-p sampling, and [Session.Generate] streams text. [Presets] lists the
-// attention shapes of well-known models for benchmarks.
+// top-p sampling, and [Session.Generate] streams text. (The attention
+// shapes of well-known models, for benchmarks, are attnbench's -preset.)
 package model

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 // The tolerances below follow from how each cache type rounds what it
@@ -97,7 +98,7 @@ func TestStoriesKVTypes(t *testing.T) {
 
 // q8Spec is a random-weight model whose head dimension, 32, allows a Q8
 // cache (stories260K's is 8): 4 query heads over 2 KV heads.
-var q8Spec = tinySpec{dim: 64, ff: 128, layers: 2, heads: 4, kvHeads: 2, headDim: 32, wtype: TypeF32}
+var q8Spec = tinySpec{dim: 64, ff: 128, layers: 2, heads: 4, kvHeads: 2, headDim: 32, wtype: gguf.TypeF32}
 
 // TestRandomModelKVTypes checks every cache type on random models of head
 // dimension 32 (Q8 included): against the F32 cache within the rounding
@@ -158,7 +159,7 @@ func TestKVTypeTruncate(t *testing.T) {
 	q8m, err := Load(q8Spec.file(t, 5))
 	require.NoError(t, err)
 	models := []model{{"random", q8m}}
-	if f, err := Open(storiesPath); err == nil {
+	if f, err := gguf.Open(storiesPath); err == nil {
 		defer f.Close()
 		sm, err := Load(f)
 		require.NoError(t, err)
@@ -225,7 +226,7 @@ func TestKVTypeTruncate(t *testing.T) {
 
 func TestKVTypeErrors(t *testing.T) {
 	// Head dimension 8, as stories260K's.
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	m, err := Load(spec.file(t, 1))
 	require.NoError(t, err)
 	require.Equal(t, 8, m.Config.HeadDim)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 // This file holds what the decoder tests compare against: a float64 forward
@@ -78,7 +79,7 @@ type refModel struct {
 	qDim, kvDim, ff, vocab int
 }
 
-func float64s(t *testing.T, f *File, name string) []float64 {
+func float64s(t *testing.T, f *gguf.File, name string) []float64 {
 	t.Helper()
 	v, err := f.Float32s(name)
 	require.NoError(t, err, name)
@@ -89,7 +90,7 @@ func float64s(t *testing.T, f *File, name string) []float64 {
 	return out
 }
 
-func loadRef(t *testing.T, f *File, opts refOptions) *refModel {
+func loadRef(t *testing.T, f *gguf.File, opts refOptions) *refModel {
 	t.Helper()
 	c, err := ReadConfig(f)
 	require.NoError(t, err)
@@ -267,7 +268,7 @@ type tinySpec struct {
 	headDim              int // written as attention.key_length when not dim/heads
 	ropeDims             int // 0: headDim
 	ctx                  int
-	wtype                TensorType // type of the 2-D weights; norms stay F32
+	wtype                gguf.TensorType // type of the 2-D weights; norms stay F32
 	untied, biases       bool
 	ropeFreqs            bool
 	theta                float32 // rope.freq_base; 0 leaves the key out
@@ -298,22 +299,22 @@ func (s tinySpec) withDefaults() tinySpec {
 var tinyPieces = []string{"▁the", "▁cat", "▁sat", "at", "th"}
 
 // weightTensor stores vals (rows of dims[0] values) as typ.
-func weightTensor(name string, typ TensorType, vals []float32, dims ...uint64) tensorSpec {
+func weightTensor(name string, typ gguf.TensorType, vals []float32, dims ...uint64) tensorSpec {
 	var e enc
 	switch typ {
-	case TypeF32:
+	case gguf.TypeF32:
 		for _, x := range vals {
 			e.u32(math.Float32bits(x))
 		}
-	case TypeF16:
+	case gguf.TypeF16:
 		for _, h := range fp16.Float16s(vals) {
 			e.u16(uint16(h))
 		}
-	case TypeBF16:
+	case gguf.TypeBF16:
 		for _, h := range fp16.BFloat16s(vals) {
 			e.u16(uint16(h))
 		}
-	case TypeQ8_0:
+	case gguf.TypeQ8_0:
 		for b := 0; b < len(vals); b += 32 {
 			blk := vals[b : b+32]
 			var amax float32
@@ -344,25 +345,25 @@ func (s tinySpec) bytes(seed uint64) []byte {
 	qDim, kvDim := s.heads*s.headDim, s.kvHeads*s.headDim
 	p := s.arch + "."
 	kvs := []kv{
-		{"general.architecture", ValueString, s.arch},
-		{p + "context_length", ValueUint32, uint32(s.ctx)},
-		{p + "embedding_length", ValueUint32, uint32(s.dim)},
-		{p + "feed_forward_length", ValueUint32, uint32(s.ff)},
-		{p + "block_count", ValueUint32, uint32(s.layers)},
-		{p + "attention.head_count", ValueUint32, uint32(s.heads)},
-		{p + "attention.head_count_kv", ValueUint32, uint32(s.kvHeads)},
-		{p + "rope.dimension_count", ValueUint32, uint32(s.ropeDims)},
-		{p + "attention.layer_norm_rms_epsilon", ValueFloat32, float32(1e-5)},
+		{"general.architecture", gguf.ValueString, s.arch},
+		{p + "context_length", gguf.ValueUint32, uint32(s.ctx)},
+		{p + "embedding_length", gguf.ValueUint32, uint32(s.dim)},
+		{p + "feed_forward_length", gguf.ValueUint32, uint32(s.ff)},
+		{p + "block_count", gguf.ValueUint32, uint32(s.layers)},
+		{p + "attention.head_count", gguf.ValueUint32, uint32(s.heads)},
+		{p + "attention.head_count_kv", gguf.ValueUint32, uint32(s.kvHeads)},
+		{p + "rope.dimension_count", gguf.ValueUint32, uint32(s.ropeDims)},
+		{p + "attention.layer_norm_rms_epsilon", gguf.ValueFloat32, float32(1e-5)},
 	}
 	if s.headDim != s.dim/s.heads || s.dim%s.heads != 0 {
-		kvs = append(kvs, kv{p + "attention.key_length", ValueUint32, uint32(s.headDim)})
+		kvs = append(kvs, kv{p + "attention.key_length", gguf.ValueUint32, uint32(s.headDim)})
 	}
 	if s.theta != 0 {
-		kvs = append(kvs, kv{p + "rope.freq_base", ValueFloat32, s.theta})
+		kvs = append(kvs, kv{p + "rope.freq_base", gguf.ValueFloat32, s.theta})
 	}
 	if s.scaling != "" {
-		kvs = append(kvs, kv{p + "rope.scaling.type", ValueString, s.scaling},
-			kv{p + "rope.scaling.factor", ValueFloat32, s.scalingFactor})
+		kvs = append(kvs, kv{p + "rope.scaling.type", gguf.ValueString, s.scaling},
+			kv{p + "rope.scaling.factor", gguf.ValueFloat32, s.scalingFactor})
 	}
 	scores := make([]float32, len(tinyPieces))
 	for i := range scores {
@@ -389,7 +390,7 @@ func (s tinySpec) bytes(seed uint64) []byte {
 		return v
 	}
 	var tensors []tensorSpec
-	add := func(name string, typ TensorType, vals []float32, dims ...int) {
+	add := func(name string, typ gguf.TensorType, vals []float32, dims ...int) {
 		if name == s.dropTensor {
 			return
 		}
@@ -407,7 +408,7 @@ func (s tinySpec) bytes(seed uint64) []byte {
 		add(name, s.wtype, normal(in*out, 1.5/math.Sqrt(float64(in))), in, out)
 	}
 	add("token_embd.weight", s.wtype, normal(s.dim*vocab, 1), s.dim, vocab)
-	add("output_norm.weight", TypeF32, norm(s.dim), s.dim)
+	add("output_norm.weight", gguf.TypeF32, norm(s.dim), s.dim)
 	if s.untied {
 		mat("output.weight", s.dim, vocab)
 	}
@@ -416,21 +417,21 @@ func (s tinySpec) bytes(seed uint64) []byte {
 		for i := range f {
 			f[i] = 1 + float32(i)*0.75
 		}
-		add("rope_freqs.weight", TypeF32, f, len(f))
+		add("rope_freqs.weight", gguf.TypeF32, f, len(f))
 	}
 	for l := range s.layers {
 		b := fmt.Sprintf("blk.%d.", l)
-		add(b+"attn_norm.weight", TypeF32, norm(s.dim), s.dim)
+		add(b+"attn_norm.weight", gguf.TypeF32, norm(s.dim), s.dim)
 		mat(b+"attn_q.weight", s.dim, qDim)
 		mat(b+"attn_k.weight", s.dim, kvDim)
 		mat(b+"attn_v.weight", s.dim, kvDim)
 		if s.biases {
-			add(b+"attn_q.bias", TypeF32, normal(qDim, 0.5), qDim)
-			add(b+"attn_k.bias", TypeF32, normal(kvDim, 0.5), kvDim)
-			add(b+"attn_v.bias", TypeF32, normal(kvDim, 0.5), kvDim)
+			add(b+"attn_q.bias", gguf.TypeF32, normal(qDim, 0.5), qDim)
+			add(b+"attn_k.bias", gguf.TypeF32, normal(kvDim, 0.5), kvDim)
+			add(b+"attn_v.bias", gguf.TypeF32, normal(kvDim, 0.5), kvDim)
 		}
 		mat(b+"attn_output.weight", qDim, s.dim)
-		add(b+"ffn_norm.weight", TypeF32, norm(s.dim), s.dim)
+		add(b+"ffn_norm.weight", gguf.TypeF32, norm(s.dim), s.dim)
 		mat(b+"ffn_gate.weight", s.dim, s.ff)
 		mat(b+"ffn_up.weight", s.dim, s.ff)
 		mat(b+"ffn_down.weight", s.ff, s.dim)
@@ -439,7 +440,7 @@ func (s tinySpec) bytes(seed uint64) []byte {
 }
 
 // file writes the model and opens it.
-func (s tinySpec) file(t *testing.T, seed uint64) *File {
+func (s tinySpec) file(t *testing.T, seed uint64) *gguf.File {
 	t.Helper()
 	return mustRead(t, s.bytes(seed))
 }

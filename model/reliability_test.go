@@ -3,16 +3,15 @@ package model
 import (
 	"bytes"
 	"context"
-	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/model/gguf"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,11 +20,6 @@ import (
 // TestNilArguments checks that the package's functions return an error for
 // nil arguments instead of panicking (issue 14).
 func TestNilArguments(t *testing.T) {
-	require.NotPanics(t, func() {
-		f, err := Read(nil, 100)
-		assert.Nil(t, f)
-		assert.ErrorContains(t, err, "nil")
-	})
 	require.NotPanics(t, func() {
 		_, err := Load(nil)
 		assert.ErrorContains(t, err, "nil")
@@ -40,7 +34,7 @@ func TestNilArguments(t *testing.T) {
 		assert.ErrorContains(t, err, "nil")
 	})
 
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	m, err := Load(spec.file(t, 1))
 	require.NoError(t, err)
 	s := newSession(t, m, SessionOptions{})
@@ -84,73 +78,53 @@ func assertPrefixedOnce(t *testing.T, err error, what string) {
 	assert.False(t, repeatsPrefix(msg), "%s: %q repeats a prefix", what, msg)
 }
 
-// TestErrorsNamePackageOnce collects the errors of every layer (reader,
-// metadata, tensors, config, tokenizer, loader, session, sampler) and checks
-// that none repeats "model:" as "model: model: context overflow" did (issue
-// 14).
+// TestErrorsNamePackageOnce collects the errors of every layer (config,
+// tokenizer, loader, session, sampler) and checks that none repeats
+// "model:" as "model: model: context overflow" did (issue 14; package
+// gguf's test of the same name covers the reader, metadata and tensors).
 func TestErrorsNamePackageOnce(t *testing.T) {
 	errs := map[string]error{}
 	add := func(name string, err error) { errs[name] = err }
 
-	// The reader.
-	add("Read nil", errOf(Read(nil, 1)))
-	add("Read negative size", errOf(Read(bytes.NewReader(nil), -1)))
-	add("Read bad magic", errOf(Read(bytes.NewReader([]byte("GGUX\x03\x00\x00\x00")), 8)))
-	data := sampleFile()
-	add("Read failing reader", errOf(Read(errReaderAt{data, 40}, int64(len(data)))))
-	add("Open missing", errOf(Open(filepath.Join(t.TempDir(), "missing.gguf"))))
-	bad := filepath.Join(t.TempDir(), "bad.gguf")
-	require.NoError(t, os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00"), 0o644))
-	add("Open bad", errOf(Open(bad)))
-	for name, c := range brokenFiles() {
-		add("broken "+name, errOf(readBytes(c.data)))
-	}
-
-	// Metadata and tensors.
-	f := mustRead(t, data)
-	add("String missing", errOf(f.String("nope")))
-	add("Int string", errOf(f.Int("t.string")))
-	add("StringArray int", errOf(f.StringArray("t.u8")))
-	add("Float32s missing", errOf(f.Float32s("nope")))
-	add("Float32s Q4_K", errOf(f.Float32s("q4k.weight")))
-	add("RawData missing", errOf(f.RawData("nope")))
-
 	// Config and tokenizer.
 	add("ReadConfig nil", errOf(ReadConfig(nil)))
 	add("ReadConfig no arch", errOf(readConfig(t, withoutKey(configKVs(), "general.architecture"))))
-	add("ReadConfig string heads", errOf(readConfig(t, configKVs(kv{"llama.attention.head_count", ValueString, "8"}))))
-	add("ReadConfig zero vocab", errOf(readConfig(t, configKVs(kv{"llama.vocab_size", ValueUint32, uint32(0)}))))
+	add("ReadConfig string heads", errOf(readConfig(t, configKVs(kv{"llama.attention.head_count", gguf.ValueString, "8"}))))
+	add("ReadConfig zero vocab", errOf(readConfig(t, configKVs(kv{"llama.vocab_size", gguf.ValueUint32, uint32(0)}))))
 	base := tokenizerKVs([]string{"a"}, []float32{0})
 	add("NewTokenizer nil", errOf(NewTokenizer(nil)))
 	add("NewTokenizer no model", errOf(NewTokenizer(mustRead(t, builder{kvs: withoutKey(base, "tokenizer.ggml.model")}.bytes()))))
 	add("NewTokenizer gpt2", errOf(NewTokenizer(mustRead(t, builder{kvs: append(withoutKey(base, "tokenizer.ggml.model"),
-		kv{"tokenizer.ggml.model", ValueString, "gpt2"})}.bytes()))))
-	add("NewTokenizer int tokens", errOf(NewTokenizer(mustRead(t, builder{kvs: []kv{{"tokenizer.ggml.model", ValueString, "llama"},
-		{"tokenizer.ggml.tokens", ValueArray, arr{ValueInt32, []any{int32(1)}}}}}.bytes()))))
+		kv{"tokenizer.ggml.model", gguf.ValueString, "gpt2"})}.bytes()))))
+	add("NewTokenizer int tokens", errOf(NewTokenizer(mustRead(t, builder{kvs: []kv{{"tokenizer.ggml.model", gguf.ValueString, "llama"},
+		{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueInt32, []any{int32(1)}}}}}.bytes()))))
 
 	// The loader.
-	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 16}
+	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	add("Load nil", errOf(Load(nil)))
 	for name, s := range map[string]tinySpec{
-		"missing tensor":  func(s tinySpec) tinySpec { s.dropTensor = "blk.0.ffn_up.weight"; return s }(spec),
-		"wrong shape":     func(s tinySpec) tinySpec { s.badShape = "blk.0.attn_k.weight"; return s }(spec),
-		"unknown arch":    func(s tinySpec) tinySpec { s.arch = "mamba"; return s }(spec),
-		"yarn":            func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "yarn", 4; return s }(spec),
-		"vocab disagrees": func(s tinySpec) tinySpec { s.extra = []kv{{"llama.vocab_size", ValueUint32, uint32(300)}}; return s }(spec),
-		"string blocks":   func(s tinySpec) tinySpec { s.extra = []kv{{"llama.block_count", ValueString, "two"}}; return s }(spec),
+		"missing tensor": func(s tinySpec) tinySpec { s.dropTensor = "blk.0.ffn_up.weight"; return s }(spec),
+		"wrong shape":    func(s tinySpec) tinySpec { s.badShape = "blk.0.attn_k.weight"; return s }(spec),
+		"unknown arch":   func(s tinySpec) tinySpec { s.arch = "mamba"; return s }(spec),
+		"yarn":           func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "yarn", 4; return s }(spec),
+		"vocab disagrees": func(s tinySpec) tinySpec {
+			s.extra = []kv{{"llama.vocab_size", gguf.ValueUint32, uint32(300)}}
+			return s
+		}(spec),
+		"string blocks": func(s tinySpec) tinySpec { s.extra = []kv{{"llama.block_count", gguf.ValueString, "two"}}; return s }(spec),
 		"bad tokenizer": func(s tinySpec) tinySpec {
-			s.extra = []kv{{"tokenizer.ggml.scores", ValueString, "x"}}
+			s.extra = []kv{{"tokenizer.ggml.scores", gguf.ValueString, "x"}}
 			return s
 		}(spec),
 		"string rope type": func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.rope.scaling.type", ValueUint32, uint32(1)}}
+			s.extra = []kv{{"llama.rope.scaling.type", gguf.ValueUint32, uint32(1)}}
 			return s
 		}(spec),
 	} {
 		add("Load "+name, errOf(Load(s.file(t, 2))))
 	}
-	add("Load Q4_K", errOf(Load(mustRead(t, builder{kvs: append(configKVs(kv{"llama.embedding_length", ValueUint32, uint32(256)}),
-		kv{"llama.vocab_size", ValueUint32, uint32(8)}), tensors: []tensorSpec{rawTensor("token_embd.weight", TypeQ4_K, 256, 8)}}.bytes()))))
+	add("Load Q4_K", errOf(Load(mustRead(t, builder{kvs: append(configKVs(kv{"llama.embedding_length", gguf.ValueUint32, uint32(256)}),
+		kv{"llama.vocab_size", gguf.ValueUint32, uint32(8)}), tensors: []tensorSpec{rawTensor("token_embd.weight", gguf.TypeQ4_K, 256, 8)}}.bytes()))))
 
 	// Sessions.
 	m, err := Load(spec.file(t, 1))
@@ -160,7 +134,7 @@ func TestErrorsNamePackageOnce(t *testing.T) {
 	add("NewSession MaxContext", errOf(m.NewSession(SessionOptions{MaxContext: 17})))
 	add("NewSession KVType", errOf(m.NewSession(SessionOptions{KVType: attention.Q8})))
 	huge := spec
-	huge.extra = []kv{{"llama.context_length", ValueUint64, uint64(1 << 61)}}
+	huge.extra = []kv{{"llama.context_length", gguf.ValueUint64, uint64(1 << 61)}}
 	mh, err := Load(huge.file(t, 1))
 	require.NoError(t, err)
 	add("NewSession huge context", errOf(mh.NewSession(SessionOptions{})))
@@ -182,9 +156,8 @@ func TestErrorsNamePackageOnce(t *testing.T) {
 	// The sentinels still match through the rewording.
 	assert.ErrorIs(t, errs["Forward overflow"], ErrContextOverflow)
 	assert.ErrorIs(t, errs["Forward bad token"], ErrBadToken)
-	assert.ErrorIs(t, errs["Load missing tensor"], ErrNotFound)
-	assert.ErrorIs(t, errs["Open bad"], ErrFormat)
-	assert.ErrorIs(t, errs["Load yarn"], ErrUnsupported)
+	assert.ErrorIs(t, errs["Load missing tensor"], gguf.ErrNotFound)
+	assert.ErrorIs(t, errs["Load yarn"], gguf.ErrUnsupported)
 }
 
 // errOf returns the error of a two-result call.
@@ -200,25 +173,6 @@ func allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
-// TestLyingSizeTensorRead reads a tensor that the size given to Read
-// covers but the reader does not hold: Float32s and RawData fail before
-// allocating the tensor's size.
-func TestLyingSizeTensorRead(t *testing.T) {
-	const n = 1 << 26 // 256 MiB of F32
-	data := oneTensor("t", []uint64{n}, uint32(TypeF32), 0, 64)
-	f, err := Read(bytes.NewReader(data), int64(len(data))+4*n)
-	require.NoError(t, err, "the tensor fits the size Read was given")
-	for name, read := range map[string]func() error{
-		"Float32s": func() error { _, err := f.Float32s("t"); return err },
-		"RawData":  func() error { _, err := f.RawData("t"); return err },
-	} {
-		var err error
-		mem := allocated(func() { err = read() })
-		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, name)
-		assert.Less(t, mem, uint64(1<<20), "%s allocated %d bytes for a tensor the reader does not hold", name, mem)
-	}
-}
-
 // baseModel is the model that the hostile-metadata tests and FuzzModel
 // edit: stories260K when the shared copy is there, else a small model
 // written here (with the tiny vocabulary, so it has a tokenizer too).
@@ -227,15 +181,15 @@ func baseModel(t testing.TB) []byte {
 	if data, err := os.ReadFile(storiesPath); err == nil {
 		return data
 	}
-	return tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, wtype: TypeF32, ctx: 128}.bytes(7)
+	return tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 128}.bytes(7)
 }
 
 // loadAndRun reads data, loads it and runs a default session over two
 // tokens, returning the first error and the bytes allocated.
 func loadAndRun(data []byte, opts SessionOptions) (mem uint64, err error) {
 	mem = allocated(func() {
-		var f *File
-		if f, err = Read(bytes.NewReader(data), int64(len(data))); err != nil {
+		var f *gguf.File
+		if f, err = gguf.Read(bytes.NewReader(data), int64(len(data))); err != nil {
 			return
 		}
 		var m *Model
@@ -277,23 +231,23 @@ func TestHostileMetadata(t *testing.T) {
 		want error // nil: loads and runs
 	}{
 		// 2^20 blocks took 232 MiB before the fix, 2^30 the whole machine.
-		{"block_count", 1 << 20, ErrFormat},
-		{"block_count", 1 << 30, ErrFormat},
-		{"block_count", 1 << 62, ErrFormat},
+		{"block_count", 1 << 20, gguf.ErrFormat},
+		{"block_count", 1 << 30, gguf.ErrFormat},
+		{"block_count", 1 << 62, gguf.ErrFormat},
 		// A context of 2^18 took 340 MiB of KV cache up front, 2^29 64 GiB.
 		{"context_length", 1 << 18, nil},
 		{"context_length", 1 << 29, nil},
-		{"context_length", 1 << 40, ErrFormat},
-		{"embedding_length", 1 << 30, ErrFormat},
-		{"feed_forward_length", 1 << 30, ErrFormat},
-		{"attention.head_count", 1 << 30, ErrFormat},
-		{"attention.head_count_kv", 1 << 30, ErrFormat},
-		{"attention.key_length", 1 << 30, ErrFormat},
-		{"rope.dimension_count", 1 << 30, ErrFormat},
-		{"vocab_size", 1 << 30, ErrFormat},
+		{"context_length", 1 << 40, gguf.ErrFormat},
+		{"embedding_length", 1 << 30, gguf.ErrFormat},
+		{"feed_forward_length", 1 << 30, gguf.ErrFormat},
+		{"attention.head_count", 1 << 30, gguf.ErrFormat},
+		{"attention.head_count_kv", 1 << 30, gguf.ErrFormat},
+		{"attention.key_length", 1 << 30, gguf.ErrFormat},
+		{"rope.dimension_count", 1 << 30, gguf.ErrFormat},
+		{"vocab_size", 1 << 30, gguf.ErrFormat},
 	} {
 		key := arch + "." + c.key
-		data, err := rebuild(f, setKV(key, ValueUint64, c.val))
+		data, err := rebuild(f, setKV(key, gguf.ValueUint64, c.val))
 		require.NoError(t, err)
 		var mem uint64
 		require.NotPanics(t, func() { mem, err = loadAndRun(data, SessionOptions{}) }, "%s = %d", key, c.val)
@@ -307,7 +261,7 @@ func TestHostileMetadata(t *testing.T) {
 
 	// An explicit MaxContext as large as the claimed context is allocated
 	// as the positions arrive, not up front.
-	data, err := rebuild(f, setKV(arch+".context_length", ValueUint64, uint64(1<<29)))
+	data, err := rebuild(f, setKV(arch+".context_length", gguf.ValueUint64, uint64(1<<29)))
 	require.NoError(t, err)
 	mem, err = loadAndRun(data, SessionOptions{MaxContext: 1 << 29})
 	assert.NoError(t, err)
@@ -321,9 +275,9 @@ func TestHostileMetadata(t *testing.T) {
 func TestHostileShapes(t *testing.T) {
 	for name, spec := range map[string]tinySpec{
 		// 512 rows of a 2^16-wide feed-forward scratch took 256 MiB.
-		"wide feed-forward": {dim: 2, ff: 1 << 16, layers: 1, heads: 1, kvHeads: 1, wtype: TypeF32, ctx: 512},
+		"wide feed-forward": {dim: 2, ff: 1 << 16, layers: 1, heads: 1, kvHeads: 1, wtype: gguf.TypeF32, ctx: 512},
 		// 4096 positions of 2^14-wide keys and values took 512 MiB.
-		"wide heads": {dim: 2, ff: 2, layers: 1, heads: 1, kvHeads: 1, headDim: 1 << 14, ropeDims: 2, wtype: TypeF32, ctx: 4096},
+		"wide heads": {dim: 2, ff: 2, layers: 1, heads: 1, kvHeads: 1, headDim: 1 << 14, ropeDims: 2, wtype: gguf.TypeF32, ctx: 4096},
 	} {
 		data := spec.bytes(3)
 		var mem uint64
@@ -343,7 +297,7 @@ func TestSessionGrowth(t *testing.T) {
 	// A position takes 2 blocks × 2 KV heads × 2048 × 2 (K and V) × 4
 	// bytes = 64 KiB as F32, so the caches start at 16 positions and
 	// double to 32, 64 and 128 (from 32 as F16, from 64 as Q8).
-	spec := tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 2048, wtype: TypeF32, ctx: 128}
+	spec := tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 2048, wtype: gguf.TypeF32, ctx: 128}
 	m, err := Load(spec.file(t, 5))
 	require.NoError(t, err)
 	ids := make([]int, 70)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashgo/flashgo/model/gguf"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,9 +19,9 @@ import (
 var storiesPath = filepath.Join("..", "..", "shared", "models", "stories260K.gguf")
 
 // openStories opens the shared test model, or skips the test without it.
-func openStories(t *testing.T) *File {
+func openStories(t *testing.T) *gguf.File {
 	t.Helper()
-	f, err := Open(storiesPath)
+	f, err := gguf.Open(storiesPath)
 	if err != nil {
 		t.Skipf("test model %s not available (%v); it lives outside the repository, see shared/models/README.md", storiesPath, err)
 	}
@@ -64,8 +66,8 @@ func TestStoriesConfig(t *testing.T) {
 
 // storiesTensors is the tensor directory of stories260K in file order, with
 // ggml shapes ([in out] for weight matrices).
-func storiesTensors() []TensorInfo {
-	ts := []TensorInfo{
+func storiesTensors() []gguf.TensorInfo {
+	ts := []gguf.TensorInfo{
 		{Name: "token_embd.weight", Dims: []int{64, 512}},
 		{Name: "output_norm.weight", Dims: []int{64}},
 		{Name: "output.weight", Dims: []int{64, 512}},
@@ -73,15 +75,15 @@ func storiesTensors() []TensorInfo {
 	for i := range 5 {
 		p := fmt.Sprintf("blk.%d.", i)
 		ts = append(ts,
-			TensorInfo{Name: p + "attn_q.weight", Dims: []int{64, 64}},
-			TensorInfo{Name: p + "attn_k.weight", Dims: []int{64, 32}},
-			TensorInfo{Name: p + "attn_v.weight", Dims: []int{64, 32}},
-			TensorInfo{Name: p + "attn_output.weight", Dims: []int{64, 64}},
-			TensorInfo{Name: p + "attn_norm.weight", Dims: []int{64}},
-			TensorInfo{Name: p + "ffn_gate.weight", Dims: []int{64, 172}},
-			TensorInfo{Name: p + "ffn_down.weight", Dims: []int{172, 64}},
-			TensorInfo{Name: p + "ffn_up.weight", Dims: []int{64, 172}},
-			TensorInfo{Name: p + "ffn_norm.weight", Dims: []int{64}},
+			gguf.TensorInfo{Name: p + "attn_q.weight", Dims: []int{64, 64}},
+			gguf.TensorInfo{Name: p + "attn_k.weight", Dims: []int{64, 32}},
+			gguf.TensorInfo{Name: p + "attn_v.weight", Dims: []int{64, 32}},
+			gguf.TensorInfo{Name: p + "attn_output.weight", Dims: []int{64, 64}},
+			gguf.TensorInfo{Name: p + "attn_norm.weight", Dims: []int{64}},
+			gguf.TensorInfo{Name: p + "ffn_gate.weight", Dims: []int{64, 172}},
+			gguf.TensorInfo{Name: p + "ffn_down.weight", Dims: []int{172, 64}},
+			gguf.TensorInfo{Name: p + "ffn_up.weight", Dims: []int{64, 172}},
+			gguf.TensorInfo{Name: p + "ffn_norm.weight", Dims: []int{64}},
 		)
 	}
 	return ts
@@ -97,7 +99,7 @@ func TestStoriesTensors(t *testing.T) {
 		g := got[i]
 		assert.Equal(t, w.Name, g.Name)
 		assert.Equal(t, w.Dims, g.Dims, w.Name)
-		assert.Equal(t, TypeF32, g.Type, w.Name)
+		assert.Equal(t, gguf.TypeF32, g.Type, w.Name)
 		assert.Zero(t, g.Offset%32, w.Name)
 		vals, err := f.Float32s(g.Name)
 		require.NoError(t, err, w.Name)

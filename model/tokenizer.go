@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 // TokenType is the SentencePiece type of a vocabulary entry
@@ -46,33 +48,33 @@ type Tokenizer struct {
 // same length as the tokens), the BOS, EOS and unknown token ids (defaults 1,
 // 2 and 0, as in llama.cpp; ids outside the vocabulary are ignored) and
 // tokenizer.ggml.add_space_prefix (default true).
-func NewTokenizer(f *File) (*Tokenizer, error) {
+func NewTokenizer(f *gguf.File) (*Tokenizer, error) {
 	if f == nil {
-		return nil, errors.New("model: NewTokenizer: nil *File; want a file from Open or Read")
+		return nil, errors.New("model: NewTokenizer: nil *gguf.File; want a file from gguf.Open or gguf.Read")
 	}
 	kind, err := f.String("tokenizer.ggml.model")
 	if err != nil {
-		return nil, err
+		return nil, ggufError(err)
 	}
 	if kind != "llama" {
-		return nil, fmt.Errorf("model: tokenizer: model %q: %w (only \"llama\" SentencePiece vocabularies)", kind, ErrUnsupported)
+		return nil, fmt.Errorf("model: tokenizer: model %q: %w (only \"llama\" SentencePiece vocabularies)", kind, gguf.ErrUnsupported)
 	}
 	tokens, err := f.StringArray("tokenizer.ggml.tokens")
 	if err != nil {
-		return nil, err
+		return nil, ggufError(err)
 	}
 	n := len(tokens)
 	if n == 0 {
-		return nil, fmt.Errorf("model: tokenizer: %w: empty vocabulary", ErrFormat)
+		return nil, fmt.Errorf("model: tokenizer: %w: empty vocabulary", gguf.ErrFormat)
 	}
 	t := &Tokenizer{tokens: tokens, addSpacePrefix: true}
 
 	if f.Has("tokenizer.ggml.scores") {
 		if t.scores, err = f.Float32Array("tokenizer.ggml.scores"); err != nil {
-			return nil, err
+			return nil, ggufError(err)
 		}
 		if len(t.scores) != n {
-			return nil, fmt.Errorf("model: tokenizer: %w: %d scores for %d tokens", ErrFormat, len(t.scores), n)
+			return nil, fmt.Errorf("model: tokenizer: %w: %d scores for %d tokens", gguf.ErrFormat, len(t.scores), n)
 		}
 	} else {
 		t.scores = make([]float32, n)
@@ -83,7 +85,7 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 	t.unk = t.specialID(f, "tokenizer.ggml.unknown_token_id", 0)
 	if f.Has("tokenizer.ggml.add_space_prefix") {
 		if t.addSpacePrefix, err = f.Bool("tokenizer.ggml.add_space_prefix"); err != nil {
-			return nil, err
+			return nil, ggufError(err)
 		}
 	}
 
@@ -91,10 +93,10 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 	if f.Has("tokenizer.ggml.token_type") {
 		types, err := f.Int32Array("tokenizer.ggml.token_type")
 		if err != nil {
-			return nil, err
+			return nil, ggufError(err)
 		}
 		if len(types) != n {
-			return nil, fmt.Errorf("model: tokenizer: %w: %d token types for %d tokens", ErrFormat, len(types), n)
+			return nil, fmt.Errorf("model: tokenizer: %w: %d token types for %d tokens", gguf.ErrFormat, len(types), n)
 		}
 		for i, ty := range types {
 			t.types[i] = TokenType(ty)
@@ -147,7 +149,7 @@ func NewTokenizer(f *File) (*Tokenizer, error) {
 
 // specialID reads a special token id, falling back to def when the key is
 // missing or the id lies outside the vocabulary, and to -1 when def does too.
-func (t *Tokenizer) specialID(f *File, key string, def int) int {
+func (t *Tokenizer) specialID(f *gguf.File, key string, def int) int {
 	if id, err := f.Int(key); err == nil && id >= 0 && id < len(t.tokens) {
 		return id
 	}

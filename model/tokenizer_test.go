@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashgo/flashgo/model/gguf"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -41,7 +43,7 @@ func pieceIDs(t *testing.T, tok *Tokenizer, pieces ...string) []int {
 }
 
 func TestEncodeMergePriority(t *testing.T) {
-	noPrefix := kv{"tokenizer.ggml.add_space_prefix", ValueBool, false}
+	noPrefix := kv{"tokenizer.ggml.add_space_prefix", gguf.ValueBool, false}
 	for _, c := range []struct {
 		name   string
 		pieces []string
@@ -84,7 +86,7 @@ func TestEncodeSpacePrefix(t *testing.T) {
 	// Without BOS the prefix space stays (llama2.c strips it only after BOS).
 	assert.Equal(t, " hi", tok.Decode(tok.Encode("hi", false)))
 
-	off := newTestTokenizer(t, pieces, scores, kv{"tokenizer.ggml.add_space_prefix", ValueBool, false})
+	off := newTestTokenizer(t, pieces, scores, kv{"tokenizer.ggml.add_space_prefix", gguf.ValueBool, false})
 	assert.Equal(t, pieceIDs(t, off, "hi"), off.Encode("hi", false))
 	assert.Equal(t, " hi", off.Decode(off.Encode(" hi", true)), "nothing to strip without the prefix")
 }
@@ -108,8 +110,8 @@ func TestEncodeByteFallback(t *testing.T) {
 
 func TestEncodeWithoutByteTokens(t *testing.T) {
 	kvs := []kv{
-		{"tokenizer.ggml.model", ValueString, "llama"},
-		{"tokenizer.ggml.tokens", ValueArray, arr{ValueString, []any{"<unk>", "<s>", "</s>", "▁", "a"}}},
+		{"tokenizer.ggml.model", gguf.ValueString, "llama"},
+		{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueString, []any{"<unk>", "<s>", "</s>", "▁", "a"}}},
 	}
 	f := mustRead(t, builder{kvs: kvs}.bytes())
 	tok, err := NewTokenizer(f)
@@ -184,15 +186,15 @@ func TestTokenizerAccessors(t *testing.T) {
 func TestTokenizerSpecialIDs(t *testing.T) {
 	// Out-of-range ids fall back to the defaults 1 and 2; BOS -1 as uint32.
 	tok := newTestTokenizer(t, []string{"a"}, []float32{0},
-		kv{"tokenizer.ggml.bos_token_id", ValueUint32, uint32(0xFFFFFFFF)},
-		kv{"tokenizer.ggml.eos_token_id", ValueInt32, int32(5)})
+		kv{"tokenizer.ggml.bos_token_id", gguf.ValueUint32, uint32(0xFFFFFFFF)},
+		kv{"tokenizer.ggml.eos_token_id", gguf.ValueInt32, int32(5)})
 	assert.Equal(t, 1, tok.BOS())
 	assert.Equal(t, 5, tok.EOS())
 
 	// A two-token vocabulary has no room for the default EOS.
 	f := mustRead(t, builder{kvs: []kv{
-		{"tokenizer.ggml.model", ValueString, "llama"},
-		{"tokenizer.ggml.tokens", ValueArray, arr{ValueString, []any{"<unk>", "<s>"}}},
+		{"tokenizer.ggml.model", gguf.ValueString, "llama"},
+		{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueString, []any{"<unk>", "<s>"}}},
 	}}.bytes())
 	tok, err := NewTokenizer(f)
 	require.NoError(t, err)
@@ -207,19 +209,19 @@ func TestNewTokenizerErrors(t *testing.T) {
 		kvs  []kv
 		want error
 	}{
-		"no model":    {withoutKey(base, "tokenizer.ggml.model"), ErrNotFound},
-		"gpt2":        {append(withoutKey(base, "tokenizer.ggml.model"), kv{"tokenizer.ggml.model", ValueString, "gpt2"}), ErrUnsupported},
-		"no tokens":   {withoutKey(base, "tokenizer.ggml.tokens"), ErrNotFound},
-		"empty vocab": {[]kv{{"tokenizer.ggml.model", ValueString, "llama"}, {"tokenizer.ggml.tokens", ValueArray, arr{ValueString, nil}}}, ErrFormat},
-		"int tokens": {[]kv{{"tokenizer.ggml.model", ValueString, "llama"},
-			{"tokenizer.ggml.tokens", ValueArray, arr{ValueInt32, []any{int32(1)}}}}, ErrFormat},
+		"no model":    {withoutKey(base, "tokenizer.ggml.model"), gguf.ErrNotFound},
+		"gpt2":        {append(withoutKey(base, "tokenizer.ggml.model"), kv{"tokenizer.ggml.model", gguf.ValueString, "gpt2"}), gguf.ErrUnsupported},
+		"no tokens":   {withoutKey(base, "tokenizer.ggml.tokens"), gguf.ErrNotFound},
+		"empty vocab": {[]kv{{"tokenizer.ggml.model", gguf.ValueString, "llama"}, {"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueString, nil}}}, gguf.ErrFormat},
+		"int tokens": {[]kv{{"tokenizer.ggml.model", gguf.ValueString, "llama"},
+			{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueInt32, []any{int32(1)}}}}, gguf.ErrFormat},
 		"short scores": {append(withoutKey(base, "tokenizer.ggml.scores"),
-			kv{"tokenizer.ggml.scores", ValueArray, arr{ValueFloat32, []any{float32(1)}}}), ErrFormat},
+			kv{"tokenizer.ggml.scores", gguf.ValueArray, arr{gguf.ValueFloat32, []any{float32(1)}}}), gguf.ErrFormat},
 		"string scores": {append(withoutKey(base, "tokenizer.ggml.scores"),
-			kv{"tokenizer.ggml.scores", ValueString, "x"}), ErrFormat},
+			kv{"tokenizer.ggml.scores", gguf.ValueString, "x"}), gguf.ErrFormat},
 		"short types": {append(withoutKey(base, "tokenizer.ggml.token_type"),
-			kv{"tokenizer.ggml.token_type", ValueArray, arr{ValueInt32, []any{int32(1)}}}), ErrFormat},
-		"bad space prefix": {append(base, kv{"tokenizer.ggml.add_space_prefix", ValueUint8, uint8(1)}), ErrFormat},
+			kv{"tokenizer.ggml.token_type", gguf.ValueArray, arr{gguf.ValueInt32, []any{int32(1)}}}), gguf.ErrFormat},
+		"bad space prefix": {append(base, kv{"tokenizer.ggml.add_space_prefix", gguf.ValueUint8, uint8(1)}), gguf.ErrFormat},
 	} {
 		_, err := NewTokenizer(mustRead(t, builder{kvs: c.kvs}.bytes()))
 		assert.ErrorIs(t, err, c.want, name)

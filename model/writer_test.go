@@ -1,16 +1,36 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
+	"testing"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/model/gguf"
+
+	"github.com/stretchr/testify/require"
 )
 
-// This file holds a small GGUF writer for the tests: it builds valid files
-// with metadata of every type and tensors of every dequantisable type, and
-// the low-level pieces (enc) from which the tests assemble broken ones.
+// This file holds a small GGUF writer for the tests: it builds the models
+// and vocabularies of the tests and rewrites files with edited metadata.
+// It is a copy of the writer in package gguf's tests (which also makes
+// files with metadata and tensors of every type, and broken ones) with the
+// model-level helpers added: package gguf's tests cannot share test files
+// with this package.
+
+// ggufMagic is "GGUF" read as a little-endian uint32.
+const ggufMagic = 0x46554747
+
+// mustRead reads a file the writer made.
+func mustRead(t *testing.T, data []byte) *gguf.File {
+	t.Helper()
+	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err)
+	return f
+}
 
 // enc appends little-endian GGUF primitives to a byte slice.
 type enc struct{ b []byte }
@@ -27,42 +47,42 @@ func (e *enc) str(s string) {
 // arr is a metadata array for the writer: items hold Go values of the element
 // type (uint8 … float64, bool, string) or, for arrays of arrays, arr values.
 type arr struct {
-	elem  ValueType
+	elem  gguf.ValueType
 	items []any
 }
 
 // value writes the payload of a value of type t (without its type code).
-func (e *enc) value(t ValueType, x any) {
+func (e *enc) value(t gguf.ValueType, x any) {
 	switch t {
-	case ValueUint8:
+	case gguf.ValueUint8:
 		e.u8(x.(uint8))
-	case ValueInt8:
+	case gguf.ValueInt8:
 		e.u8(uint8(x.(int8)))
-	case ValueUint16:
+	case gguf.ValueUint16:
 		e.u16(x.(uint16))
-	case ValueInt16:
+	case gguf.ValueInt16:
 		e.u16(uint16(x.(int16)))
-	case ValueUint32:
+	case gguf.ValueUint32:
 		e.u32(x.(uint32))
-	case ValueInt32:
+	case gguf.ValueInt32:
 		e.u32(uint32(x.(int32)))
-	case ValueFloat32:
+	case gguf.ValueFloat32:
 		e.u32(math.Float32bits(x.(float32)))
-	case ValueBool:
+	case gguf.ValueBool:
 		if x.(bool) {
 			e.u8(1)
 		} else {
 			e.u8(0)
 		}
-	case ValueString:
+	case gguf.ValueString:
 		e.str(x.(string))
-	case ValueUint64:
+	case gguf.ValueUint64:
 		e.u64(x.(uint64))
-	case ValueInt64:
+	case gguf.ValueInt64:
 		e.u64(uint64(x.(int64)))
-	case ValueFloat64:
+	case gguf.ValueFloat64:
 		e.u64(math.Float64bits(x.(float64)))
-	case ValueArray:
+	case gguf.ValueArray:
 		a := x.(arr)
 		e.u32(uint32(a.elem))
 		e.u64(uint64(len(a.items)))
@@ -77,7 +97,7 @@ func (e *enc) value(t ValueType, x any) {
 // kv is one metadata pair for the writer.
 type kv struct {
 	key string
-	typ ValueType
+	typ gguf.ValueType
 	val any
 }
 
@@ -85,7 +105,7 @@ type kv struct {
 // the float32 values that reading it back must give.
 type tensorSpec struct {
 	name string
-	typ  TensorType
+	typ  gguf.TensorType
 	dims []uint64
 	data []byte
 	want []float32
@@ -107,7 +127,7 @@ func (b builder) bytes() []byte {
 		version = 3
 	}
 	if align == 0 {
-		align = DefaultAlignment
+		align = gguf.DefaultAlignment
 	}
 	var e enc
 	e.u32(ggufMagic)
@@ -164,25 +184,7 @@ func f32Tensor(name string, dims ...uint64) tensorSpec {
 	for _, x := range want {
 		e.u32(math.Float32bits(x))
 	}
-	return tensorSpec{name: name, typ: TypeF32, dims: dims, data: e.b, want: want}
-}
-
-func f16Tensor(name string, dims ...uint64) tensorSpec {
-	want := testValues(numel(dims), len(name)+1)
-	var e enc
-	for _, h := range fp16.Float16s(want) {
-		e.u16(uint16(h))
-	}
-	return tensorSpec{name: name, typ: TypeF16, dims: dims, data: e.b, want: want}
-}
-
-func bf16Tensor(name string, dims ...uint64) tensorSpec {
-	want := testValues(numel(dims), len(name)+2)
-	var e enc
-	for _, h := range fp16.BFloat16s(want) {
-		e.u16(uint16(h))
-	}
-	return tensorSpec{name: name, typ: TypeBF16, dims: dims, data: e.b, want: want}
+	return tensorSpec{name: name, typ: gguf.TypeF32, dims: dims, data: e.b, want: want}
 }
 
 // q8Tensor builds a Q8_0 tensor whose blocks use scales 0.5, -0.25, 3, … and
@@ -201,12 +203,12 @@ func q8Tensor(name string, dims ...uint64) tensorSpec {
 			want = append(want, d.Float32()*float32(q))
 		}
 	}
-	return tensorSpec{name: name, typ: TypeQ8_0, dims: dims, data: e.b, want: want}
+	return tensorSpec{name: name, typ: gguf.TypeQ8_0, dims: dims, data: e.b, want: want}
 }
 
 // rawTensor builds a tensor of a type the package cannot dequantise, with
 // filler data of the right size.
-func rawTensor(name string, typ TensorType, dims ...uint64) tensorSpec {
+func rawTensor(name string, typ gguf.TensorType, dims ...uint64) tensorSpec {
 	n := numel(dims) / typ.BlockSize() * typ.TypeSize()
 	data := make([]byte, n)
 	for i := range data {
@@ -221,66 +223,6 @@ func numel(dims []uint64) int {
 		n *= int(d)
 	}
 	return n
-}
-
-// allTypesKVs is metadata with one key of every value type, arrays of every
-// element type, nested arrays and empty values.
-func allTypesKVs() []kv {
-	return []kv{
-		{"general.architecture", ValueString, "test"},
-		{"t.u8", ValueUint8, uint8(200)},
-		{"t.i8", ValueInt8, int8(-100)},
-		{"t.u16", ValueUint16, uint16(60000)},
-		{"t.i16", ValueInt16, int16(-30000)},
-		{"t.u32", ValueUint32, uint32(4000000000)},
-		{"t.i32", ValueInt32, int32(-2000000000)},
-		{"t.f32", ValueFloat32, float32(1.5)},
-		{"t.bool", ValueBool, true},
-		{"t.false", ValueBool, false},
-		{"t.string", ValueString, "héllo ▁ world"},
-		{"t.empty", ValueString, ""},
-		{"t.u64", ValueUint64, uint64(math.MaxUint64)},
-		{"t.i64", ValueInt64, int64(math.MinInt64)},
-		{"t.f64", ValueFloat64, float64(math.Pi)},
-		{"a.u8", ValueArray, arr{ValueUint8, []any{uint8(1), uint8(255)}}},
-		{"a.i8", ValueArray, arr{ValueInt8, []any{int8(-1), int8(127)}}},
-		{"a.u16", ValueArray, arr{ValueUint16, []any{uint16(1), uint16(65535)}}},
-		{"a.i16", ValueArray, arr{ValueInt16, []any{int16(-1), int16(32767)}}},
-		{"a.u32", ValueArray, arr{ValueUint32, []any{uint32(7), uint32(math.MaxUint32)}}},
-		{"a.i32", ValueArray, arr{ValueInt32, []any{int32(-7), int32(42)}}},
-		{"a.f32", ValueArray, arr{ValueFloat32, []any{float32(-0.5), float32(2)}}},
-		{"a.bool", ValueArray, arr{ValueBool, []any{true, false, true}}},
-		{"a.string", ValueArray, arr{ValueString, []any{"a", "", "▁b"}}},
-		{"a.u64", ValueArray, arr{ValueUint64, []any{uint64(0), uint64(1 << 40)}}},
-		{"a.i64", ValueArray, arr{ValueInt64, []any{int64(-1 << 40), int64(3)}}},
-		{"a.f64", ValueArray, arr{ValueFloat64, []any{0.25, -8.0}}},
-		{"a.empty", ValueArray, arr{ValueFloat32, nil}},
-		{"a.nested", ValueArray, arr{ValueArray, []any{
-			arr{ValueInt32, []any{int32(1), int32(2)}},
-			arr{ValueString, []any{"x"}},
-			arr{ValueArray, []any{arr{ValueUint8, []any{uint8(9)}}}},
-		}}},
-	}
-}
-
-// allTypesTensors has tensors of each dequantisable type, a 1-D and an
-// empty tensor, and one of a type the package only knows the layout of.
-func allTypesTensors() []tensorSpec {
-	return []tensorSpec{
-		f32Tensor("f32.weight", 4, 3),
-		f16Tensor("f16.weight", 8, 2),
-		bf16Tensor("bf16.weight", 5),
-		q8Tensor("q8.weight", 64, 3),
-		f32Tensor("empty.weight", 0, 3),
-		rawTensor("q4k.weight", TypeQ4_K, 256, 2),
-		f32Tensor("norm.weight", 7),
-	}
-}
-
-// sampleFile is a valid GGUF v3 file with metadata of every type and
-// tensors of every type.
-func sampleFile() []byte {
-	return builder{kvs: allTypesKVs(), tensors: allTypesTensors()}.bytes()
 }
 
 // tokenizerKVs is the metadata of a tiny llama vocabulary: the three
@@ -300,13 +242,13 @@ func tokenizerKVs(pieces []string, scores []float32) []kv {
 		types = append(types, int32(TokenNormal))
 	}
 	return []kv{
-		{"tokenizer.ggml.model", ValueString, "llama"},
-		{"tokenizer.ggml.tokens", ValueArray, arr{ValueString, toks}},
-		{"tokenizer.ggml.scores", ValueArray, arr{ValueFloat32, sc}},
-		{"tokenizer.ggml.token_type", ValueArray, arr{ValueInt32, types}},
-		{"tokenizer.ggml.bos_token_id", ValueUint32, uint32(1)},
-		{"tokenizer.ggml.eos_token_id", ValueUint32, uint32(2)},
-		{"tokenizer.ggml.unknown_token_id", ValueUint32, uint32(0)},
+		{"tokenizer.ggml.model", gguf.ValueString, "llama"},
+		{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueString, toks}},
+		{"tokenizer.ggml.scores", gguf.ValueArray, arr{gguf.ValueFloat32, sc}},
+		{"tokenizer.ggml.token_type", gguf.ValueArray, arr{gguf.ValueInt32, types}},
+		{"tokenizer.ggml.bos_token_id", gguf.ValueUint32, uint32(1)},
+		{"tokenizer.ggml.eos_token_id", gguf.ValueUint32, uint32(2)},
+		{"tokenizer.ggml.unknown_token_id", gguf.ValueUint32, uint32(0)},
 	}
 }
 
@@ -314,15 +256,15 @@ func tokenizerKVs(pieces []string, scores []float32) []kv {
 // extend it.
 func configKVs(extra ...kv) []kv {
 	base := []kv{
-		{"general.architecture", ValueString, "llama"},
-		{"llama.context_length", ValueUint32, uint32(128)},
-		{"llama.embedding_length", ValueUint32, uint32(32)},
-		{"llama.feed_forward_length", ValueUint32, uint32(96)},
-		{"llama.block_count", ValueUint32, uint32(2)},
-		{"llama.attention.head_count", ValueUint32, uint32(4)},
-		{"llama.attention.head_count_kv", ValueUint32, uint32(2)},
-		{"llama.rope.dimension_count", ValueUint32, uint32(8)},
-		{"llama.attention.layer_norm_rms_epsilon", ValueFloat32, float32(1e-6)},
+		{"general.architecture", gguf.ValueString, "llama"},
+		{"llama.context_length", gguf.ValueUint32, uint32(128)},
+		{"llama.embedding_length", gguf.ValueUint32, uint32(32)},
+		{"llama.feed_forward_length", gguf.ValueUint32, uint32(96)},
+		{"llama.block_count", gguf.ValueUint32, uint32(2)},
+		{"llama.attention.head_count", gguf.ValueUint32, uint32(4)},
+		{"llama.attention.head_count_kv", gguf.ValueUint32, uint32(2)},
+		{"llama.rope.dimension_count", gguf.ValueUint32, uint32(8)},
+		{"llama.attention.layer_norm_rms_epsilon", gguf.ValueFloat32, float32(1e-6)},
 	}
 	for _, x := range extra {
 		replaced := false
@@ -351,20 +293,25 @@ func withoutKey(kvs []kv, key string) []kv {
 
 // writerValue converts a metadata value read from a file back to the
 // writer's form: its type and a Go value (arr for arrays).
-func writerValue(v Value) (ValueType, any) {
-	if v.Type() != ValueArray {
+func writerValue(v gguf.Value) (gguf.ValueType, any) {
+	if v.Type() != gguf.ValueArray {
 		return v.Type(), v.Any()
 	}
 	a := arr{elem: v.ElemType(), items: make([]any, v.Len())}
+	items := reflect.ValueOf(v.Any()) // []uint8 … []float64, []bool, []string or []Value
 	for i := range a.items {
-		_, a.items[i] = writerValue(v.index(i))
+		item := items.Index(i).Interface()
+		if sub, ok := item.(gguf.Value); ok {
+			_, item = writerValue(sub)
+		}
+		a.items[i] = item
 	}
-	return ValueArray, a
+	return gguf.ValueArray, a
 }
 
 // splitFile returns the builder that writes f again: its metadata in the
 // writer's form and its tensors as they are, laid out afresh.
-func splitFile(f *File) (builder, error) {
+func splitFile(f *gguf.File) (builder, error) {
 	var kvs []kv
 	for _, key := range f.Keys() {
 		v, _ := f.Value(key)
@@ -388,7 +335,7 @@ func splitFile(f *File) (builder, error) {
 
 // rebuild writes f again, with its metadata passed through edit (which may
 // change, drop or add pairs).
-func rebuild(f *File, edit func([]kv) []kv) ([]byte, error) {
+func rebuild(f *gguf.File, edit func([]kv) []kv) ([]byte, error) {
 	b, err := splitFile(f)
 	if err != nil {
 		return nil, err
@@ -399,7 +346,7 @@ func rebuild(f *File, edit func([]kv) []kv) ([]byte, error) {
 
 // setKV returns an edit for rebuild that sets key to a value of type typ,
 // adding the pair if the file lacks it.
-func setKV(key string, typ ValueType, x any) func([]kv) []kv {
+func setKV(key string, typ gguf.ValueType, x any) func([]kv) []kv {
 	return func(kvs []kv) []kv {
 		out := withoutKey(kvs, key)
 		return append(out, kv{key, typ, x})

@@ -113,141 +113,220 @@ func bench(c config, prog *progress) (*report, error) {
 // benchShape runs every K/V type and thread count of one shape.
 func benchShape(c config, rep *report, s shape, seed uint64, prog *progress) error {
 	runtime.GC() // drop the previous shape's arrays before allocating these
-	p := s.params()
-	rng := rand.New(rand.NewPCG(1, seed))
-	q := randn(rng, p.QLen())
-	k32, v32 := randn(rng, p.KVLen()), randn(rng, p.KVLen())
-	qLayout := attention.BHSD(s.batch, s.heads, s.nq, s.dim)
-	kvLayout := attention.BHSD(s.batch, s.kvHeads, s.nkv, s.dim)
-	out := make([]float32, p.QLen())
-	var naiveOut []float32
-	if c.naive {
-		naiveOut = make([]float32, p.QLen())
-	}
-	sub := pickSub(s)
-	naiveTimes := map[int]*timing{} // the baseline is float32 whatever the K/V type: timed once per thread count
-
+	in := newShapeInputs(c, s, seed)
 	kvs := c.kvFor(s)
 	if s.decode() && c.decodeKV != nil && !slices.Contains(kvs, attention.Q8) && slices.Contains(c.decodeKV, attention.Q8) {
 		rep.notes = append(rep.notes, fmt.Sprintf("%s: no q8 row, its head dim %d is not a multiple of %d", s.name, s.dim, attention.Q8Block))
 	}
 	for _, dt := range kvs {
-		runtime.GC() // drop the previous type's K/V caches
-		k, v, err := storeKVPair(k32, v32, dt, kvLayout)
-		if err != nil {
+		if err := benchKVType(c, rep, in, dt, prog); err != nil {
 			return err
-		}
-		// calls[i] reads the i-th copy of K and V; a decode run rotates over
-		// them (kvCaches), each timed run reading the next.
-		nCaches, capped := kvCaches(c, s, dt)
-		if capped {
-			rep.notes = append(rep.notes, fmt.Sprintf("%s %v: %d K/V caches of %s rotate, reading %s in all, not over 2 × the %s last-level cache (limits: 3/4 of the available memory, and for a window 4 × the last-level cache): some reads may hit it",
-				s.name, dt, nCaches, gib(s.cacheBytes(dt)), gib(float64(nCaches)*s.kvBytes(dt)), gib(float64(c.llc.bytes))))
-		}
-		if nCaches > 1 {
-			prog.phase(fmt.Sprintf("%s %v: %d copies of the K/V cache", s.name, dt, nCaches))
-		}
-		calls := make([]*call, nCaches)
-		for i := range calls {
-			cl := &call{out: out, outT: attention.F32Tensor(out, qLayout), qT: attention.F32Tensor(q, qLayout), kT: k.t, vT: v.t, opts: s.options()}
-			switch {
-			case c.paged > 0:
-				var err error
-				if cl.paged, cl.seqs, err = pagedKV(s, k32, v32, dt, c.paged); err != nil {
-					return err
-				}
-			case i > 0:
-				cl.kT, cl.vT = k.clone(), v.clone()
-			}
-			calls[i] = cl
-		}
-		var want []float64
-		naiveErr := map[attention.Precision]float64{}
-		if c.check {
-			prog.phase(fmt.Sprintf("%s %v: float64 oracle", s.name, dt))
-			sp := sub.params(s)
-			sq, sk, sv := sub.subQ(s, q), sub.subKV(s, k.values), sub.subKV(s, v.values)
-			var err error
-			want, _, err = reference.Attention(sp, reference.Float64s(sq), reference.Float64s(sk), reference.Float64s(sv))
-			if err != nil {
-				return err
-			}
-			for _, prec := range c.precisions {
-				// The yardstick of each precision: naive attention in it.
-				n := reference.Naive{BFloat16: prec == attention.PrecisionBFloat16}
-				nout := make([]float32, sp.QLen())
-				if err := n.Attention(sp, nout, sq, sk, sv); err != nil {
-					return err
-				}
-				naiveErr[prec] = reference.Compare(nout, want).MaxAbs
-			}
-		}
-
-		for _, cs := range cases(c.precisions, c.threads) {
-			prec, threads := cs.prec, cs.threads
-			for _, cl := range calls {
-				cl.opts.Precision = prec
-			}
-			label := fmt.Sprintf("%s %v %s %dT", s.name, dt, precName(prec), threads)
-			// GOMAXPROCS follows the thread count for both paths, so that the
-			// naive baseline (gonum spreads large products over goroutines)
-			// gets the same cores as the engine.
-			runtime.GOMAXPROCS(threads)
-			eng, err := attention.NewEngine(attention.Config{Threads: threads})
-			if err != nil {
-				return err
-			}
-			kern := kernel.Implementation()
-			if prec == attention.PrecisionBFloat16 {
-				kern = kernel.BF16Implementation()
-			}
-			r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: capped}
-			if s.decode() {
-				r.bw = rep.machine.bandwidth[threads]
-			}
-			runtime.GC()
-			parts := 1
-			if c.naive && naiveTimes[threads] == nil {
-				parts = 2
-			}
-			prog.beginCase(parts)
-			prog.start(label+" flashgo", 1+c.reps)
-			next := 0
-			r.flash, err = timeIt(c.reps, func() error {
-				cl := calls[next%len(calls)]
-				next++
-				return forward(eng, cl)
-			}, prog.tick)
-			if err != nil {
-				return err
-			}
-			if c.check {
-				// The oracle saw cache 0's values; the copies hold the same,
-				// but the output checked is cache 0's all the same.
-				if (next-1)%len(calls) != 0 {
-					if err := forward(eng, calls[0]); err != nil {
-						return err
-					}
-				}
-				r.acc = &accuracy{sub: sub, errs: reference.Compare(sub.subQ(s, out), want), naiveMaxAbs: naiveErr[prec], tolerance: tolerance(naiveErr[prec])}
-			}
-			if c.naive {
-				if naiveTimes[threads] == nil {
-					var n reference.Naive
-					prog.start(label+" naive", 1+c.reps)
-					t, err := timeNaive(c.reps, func() error { return n.Attention(p, naiveOut, q, k.values, v.values) }, prog.tick)
-					if err != nil {
-						return err
-					}
-					naiveTimes[threads] = &t
-				}
-				r.naive = naiveTimes[threads]
-			}
-			prog.done()
-			rep.results = append(rep.results, r)
 		}
 	}
 	return nil
+}
+
+// shapeInputs is what every case of one shape shares: its random float32
+// inputs and their layouts, the output buffers, the sub-problem the
+// oracle checks and the naive baseline's timings.
+type shapeInputs struct {
+	s                 shape
+	p                 reference.Params
+	q, k32, v32       []float32
+	qLayout, kvLayout attention.Layout
+	out               []float32
+	naiveOut          []float32 // nil without -naive
+	sub               subProblem
+	// naiveTimes holds the baseline's timing by thread count: it is
+	// float32 whatever the K/V type, so it is timed once per thread count.
+	naiveTimes map[int]*timing
+}
+
+func newShapeInputs(c config, s shape, seed uint64) *shapeInputs {
+	p := s.params()
+	rng := rand.New(rand.NewPCG(1, seed))
+	in := &shapeInputs{s: s, p: p, q: randn(rng, p.QLen())}
+	in.k32, in.v32 = randn(rng, p.KVLen()), randn(rng, p.KVLen())
+	in.qLayout = attention.BHSD(s.batch, s.heads, s.nq, s.dim)
+	in.kvLayout = attention.BHSD(s.batch, s.kvHeads, s.nkv, s.dim)
+	in.out = make([]float32, p.QLen())
+	if c.naive {
+		in.naiveOut = make([]float32, p.QLen())
+	}
+	in.sub = pickSub(s)
+	in.naiveTimes = map[int]*timing{}
+	return in
+}
+
+// benchKVType runs every precision and thread count of one shape with K
+// and V stored as dt.
+func benchKVType(c config, rep *report, in *shapeInputs, dt attention.DType, prog *progress) error {
+	runtime.GC() // drop the previous type's K/V caches
+	kv := &kvRun{dt: dt}
+	var err error
+	if kv.k, kv.v, err = storeKVPair(in.k32, in.v32, dt, in.kvLayout); err != nil {
+		return err
+	}
+	if kv.calls, kv.capped, err = rotatingCalls(c, rep, in, kv.k, kv.v, dt, prog); err != nil {
+		return err
+	}
+	or, err := runOracle(c, in, kv.k, kv.v, dt, prog)
+	if err != nil {
+		return err
+	}
+	for _, cs := range cases(c.precisions, c.threads) {
+		r, err := benchCase(c, rep, in, kv, cs, or, prog)
+		if err != nil {
+			return err
+		}
+		rep.results = append(rep.results, r)
+	}
+	return nil
+}
+
+// kvRun is one K/V type of a shape: K and V stored as dt and the calls
+// that the timed runs rotate over.
+type kvRun struct {
+	dt     attention.DType
+	k, v   kvData
+	calls  []*call
+	capped bool // fewer calls than cold reads want (kvCaches)
+}
+
+// rotatingCalls builds the calls that the timed runs make: calls[i] reads
+// the i-th copy of K and V, and a decode run rotates over them
+// (kvCaches), each timed run reading the next, so that it reads from
+// memory rather than the last-level cache. capped reports fewer copies
+// than that needs.
+func rotatingCalls(c config, rep *report, in *shapeInputs, k, v kvData, dt attention.DType, prog *progress) (calls []*call, capped bool, err error) {
+	s := in.s
+	nCaches, capped := kvCaches(c, s, dt)
+	if capped {
+		rep.notes = append(rep.notes, fmt.Sprintf("%s %v: %d K/V caches of %s rotate, reading %s in all, not over 2 × the %s last-level cache (limits: 3/4 of the available memory, and for a window 4 × the last-level cache): some reads may hit it",
+			s.name, dt, nCaches, gib(s.cacheBytes(dt)), gib(float64(nCaches)*s.kvBytes(dt)), gib(float64(c.llc.bytes))))
+	}
+	if nCaches > 1 {
+		prog.phase(fmt.Sprintf("%s %v: %d copies of the K/V cache", s.name, dt, nCaches))
+	}
+	calls = make([]*call, nCaches)
+	for i := range calls {
+		cl := &call{out: in.out, outT: attention.F32Tensor(in.out, in.qLayout), qT: attention.F32Tensor(in.q, in.qLayout), kT: k.t, vT: v.t, opts: s.options()}
+		switch {
+		case c.paged > 0:
+			var err error
+			if cl.paged, cl.seqs, err = pagedKV(s, in.k32, in.v32, dt, c.paged); err != nil {
+				return nil, false, err
+			}
+		case i > 0:
+			cl.kT, cl.vT = k.clone(), v.clone()
+		}
+		calls[i] = cl
+	}
+	return calls, capped, nil
+}
+
+// yardstick is what the accuracy check measures a row against: the
+// float64 oracle's answer to the shape's sub-problem, and the error of the
+// naive baseline in each precision on it.
+type yardstick struct {
+	want     []float64 // nil without -check
+	naiveErr map[attention.Precision]float64
+}
+
+// runOracle computes the yardstick of in's sub-problem with K and V as
+// stored in dt, when -check asks for it.
+func runOracle(c config, in *shapeInputs, k, v kvData, dt attention.DType, prog *progress) (yardstick, error) {
+	or := yardstick{naiveErr: map[attention.Precision]float64{}}
+	if !c.check {
+		return or, nil
+	}
+	s, sub := in.s, in.sub
+	prog.phase(fmt.Sprintf("%s %v: float64 oracle", s.name, dt))
+	sp := sub.params(s)
+	sq, sk, sv := sub.subQ(s, in.q), sub.subKV(s, k.values), sub.subKV(s, v.values)
+	var err error
+	or.want, _, err = reference.Attention(sp, reference.Float64s(sq), reference.Float64s(sk), reference.Float64s(sv))
+	if err != nil {
+		return or, err
+	}
+	for _, prec := range c.precisions {
+		// The yardstick of each precision: naive attention in it.
+		n := reference.Naive{BFloat16: prec == attention.PrecisionBFloat16}
+		nout := make([]float32, sp.QLen())
+		if err := n.Attention(sp, nout, sq, sk, sv); err != nil {
+			return or, err
+		}
+		or.naiveErr[prec] = reference.Compare(nout, or.want).MaxAbs
+	}
+	return or, nil
+}
+
+// benchCase times one precision and thread count of a shape and K/V
+// type: the engine over the rotating calls, its accuracy against the
+// yardstick, and the naive baseline the first time a thread count comes up.
+func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads, or yardstick, prog *progress) (result, error) {
+	s, prec, threads := in.s, cs.prec, cs.threads
+	dt, calls := kv.dt, kv.calls
+	for _, cl := range calls {
+		cl.opts.Precision = prec
+	}
+	label := fmt.Sprintf("%s %v %s %dT", s.name, dt, precName(prec), threads)
+	// GOMAXPROCS follows the thread count for both paths, so that the
+	// naive baseline (gonum spreads large products over goroutines)
+	// gets the same cores as the engine.
+	runtime.GOMAXPROCS(threads)
+	eng, err := attention.NewEngine(attention.Config{Threads: threads})
+	if err != nil {
+		return result{}, err
+	}
+	kern := kernel.Implementation()
+	if prec == attention.PrecisionBFloat16 {
+		kern = kernel.BF16Implementation()
+	}
+	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: kv.capped}
+	if s.decode() {
+		r.bw = rep.machine.bandwidth[threads]
+	}
+	runtime.GC()
+	parts := 1
+	if c.naive && in.naiveTimes[threads] == nil {
+		parts = 2
+	}
+	prog.beginCase(parts)
+	prog.start(label+" flashgo", 1+c.reps)
+	next := 0
+	r.flash, err = timeIt(c.reps, func() error {
+		cl := calls[next%len(calls)]
+		next++
+		return forward(eng, cl)
+	}, prog.tick)
+	if err != nil {
+		return result{}, err
+	}
+	if c.check {
+		// The oracle saw cache 0's values; the copies hold the same,
+		// but the output checked is cache 0's all the same.
+		if (next-1)%len(calls) != 0 {
+			if err := forward(eng, calls[0]); err != nil {
+				return result{}, err
+			}
+		}
+		r.acc = &accuracy{sub: in.sub, errs: reference.Compare(in.sub.subQ(s, in.out), or.want), naiveMaxAbs: or.naiveErr[prec], tolerance: tolerance(or.naiveErr[prec])}
+	}
+	if c.naive {
+		if in.naiveTimes[threads] == nil {
+			var n reference.Naive
+			prog.start(label+" naive", 1+c.reps)
+			t, err := timeNaive(c.reps, func() error { return n.Attention(in.p, in.naiveOut, in.q, kv.k.values, kv.v.values) }, prog.tick)
+			if err != nil {
+				return result{}, err
+			}
+			in.naiveTimes[threads] = &t
+		}
+		r.naive = in.naiveTimes[threads]
+	}
+	prog.done()
+	return r, nil
 }
 
 // threadPeak is the FMA peak that threads threads can reach: the peak of

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashgo/flashgo/kernel"
 	"github.com/flashgo/flashgo/model"
+	"github.com/flashgo/flashgo/model/gguf"
 )
 
 const generateUsage = `usage: attnbench generate -model FILE [-prompt TEXT] [-n N] [-temp T] [-top-k K] [-top-p P] [-seed S] [-threads N] [-ctx N]
@@ -111,7 +112,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "attnbench generate:", err)
 		return 1
 	}
-	f, err := model.Open(c.model)
+	f, err := gguf.Open(c.model)
 	if err != nil {
 		return fail(err)
 	}

@@ -25,7 +25,7 @@
 // cache, which may then be served from the last-level cache.
 //
 // -preset NAME[,NAME…] benchmarks the attention of well-known models
-// (model.Presets: Llama 3, Mistral, Qwen 2.5, Gemma 2, GPT-2, stories260K)
+// (modelPresets in preset.go: Llama 3, Mistral, Qwen 2.5, Gemma 2, GPT-2, stories260K)
 // with their heads, K/V heads, head dimension, sliding window and soft-cap,
 // at the sequence lengths of -nq and -nkv (Nq 1, Nkv 4096 under -mode
 // decode). -window N applies a causal sliding window of N keys to every

@@ -23,7 +23,7 @@ type shape struct {
 	causal                     bool
 
 	// window is the causal sliding window in keys, the query's own
-	// included (llama.cpp's count, as model.Preset.Window), or 0 for none;
+	// included (llama.cpp's count, as modelPreset.Window), or 0 for none;
 	// softCap is the logit soft-cap and scale the softmax scale (0:
 	// 1/sqrt(d)), both from a model preset.
 	window  int

@@ -1,4 +1,4 @@
-package model
+package gguf
 
 import (
 	"bufio"
@@ -13,9 +13,10 @@ import (
 	"slices"
 )
 
-// Errors returned (wrapped) by the GGUF reader and the decoder. Test with
+// Errors returned (wrapped) by the GGUF reader and, through it, by package
+// model's decoder. Test with
 // [errors.Is]. Their own texts carry no package prefix: every error the
-// package returns starts with "model: " once, whatever it wraps.
+// package returns starts with "gguf: " once, whatever it wraps.
 var (
 	// ErrFormat reports a file that is not valid GGUF: a bad magic number,
 	// truncated data, counts, lengths or offsets that do not fit the file,
@@ -68,17 +69,17 @@ type File struct {
 func Open(path string) (*File, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	st, err := fh.Stat()
 	if err != nil {
 		fh.Close()
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	f, err := read(fh, st.Size())
 	if err != nil {
 		fh.Close()
-		return nil, fmt.Errorf("model: %s: %w", path, err)
+		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
 	f.closer = fh
 	return f, nil
@@ -88,11 +89,11 @@ func Open(path string) (*File, error) {
 // read until asked for, so r must stay usable for as long as the File is.
 func Read(r io.ReaderAt, size int64) (*File, error) {
 	if r == nil {
-		return nil, errors.New("model: Read: nil io.ReaderAt; want a reader of the GGUF file")
+		return nil, errors.New("gguf: Read: nil io.ReaderAt; want a reader of the GGUF file")
 	}
 	f, err := read(r, size)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	return f, nil
 }

@@ -1,4 +1,4 @@
-package model
+package gguf
 
 import (
 	"encoding/binary"
@@ -170,6 +170,10 @@ func (f *File) Tensors() []TensorInfo {
 	return out
 }
 
+// NumTensors returns the number of tensors in the directory, without the
+// copy that [File.Tensors] makes.
+func (f *File) NumTensors() int { return len(f.tensors) }
+
 // Tensor returns the description of the named tensor.
 func (f *File) Tensor(name string) (TensorInfo, bool) {
 	i, ok := f.byName[name]
@@ -182,7 +186,7 @@ func (f *File) Tensor(name string) (TensorInfo, bool) {
 func (f *File) tensor(name string) (*TensorInfo, error) {
 	i, ok := f.byName[name]
 	if !ok {
-		return nil, fmt.Errorf("model: tensor %q: %w", name, ErrNotFound)
+		return nil, fmt.Errorf("gguf: tensor %q: %w", name, ErrNotFound)
 	}
 	return &f.tensors[i], nil
 }
@@ -194,14 +198,14 @@ func (f *File) RawData(name string) ([]byte, error) {
 		return nil, err
 	}
 	if t.size > math.MaxInt {
-		return nil, fmt.Errorf("model: tensor %q: %d bytes do not fit in memory", name, t.size)
+		return nil, fmt.Errorf("gguf: tensor %q: %d bytes do not fit in memory", name, t.size)
 	}
 	if err := f.probe(t); err != nil {
-		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+		return nil, fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}
 	b := make([]byte, t.size)
 	if err := f.readAt(b, t.Offset); err != nil {
-		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+		return nil, fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}
 	return b, nil
 }
@@ -217,14 +221,14 @@ func (f *File) Float32s(name string) ([]float32, error) {
 		return nil, err
 	}
 	if !t.Type.CanDequantize() {
-		return nil, fmt.Errorf("model: tensor %q: dequantising %v: %w", name, t.Type, ErrUnsupported)
+		return nil, fmt.Errorf("gguf: tensor %q: dequantising %v: %w", name, t.Type, ErrUnsupported)
 	}
 	if err := f.probe(t); err != nil {
-		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+		return nil, fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}
 	out := make([]float32, t.n)
 	if err := f.dequantize(t, out); err != nil {
-		return nil, fmt.Errorf("model: tensor %q: %w", name, err)
+		return nil, fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}
 	return out, nil
 }

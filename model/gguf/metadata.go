@@ -1,4 +1,4 @@
-package model
+package gguf
 
 import (
 	"fmt"
@@ -247,16 +247,16 @@ func (f *File) Has(key string) bool {
 func (f *File) lookup(key string) (Value, error) {
 	v, ok := f.values[key]
 	if !ok {
-		return Value{}, fmt.Errorf("model: metadata key %q: %w", key, ErrNotFound)
+		return Value{}, fmt.Errorf("gguf: metadata key %q: %w", key, ErrNotFound)
 	}
 	return v, nil
 }
 
 func typeError(key string, v Value, want string) error {
 	if v.typ == ValueArray {
-		return fmt.Errorf("model: %w: metadata %q is an array of %v, want %s", ErrFormat, key, v.elem, want)
+		return fmt.Errorf("gguf: %w: metadata %q is an array of %v, want %s", ErrFormat, key, v.elem, want)
 	}
-	return fmt.Errorf("model: %w: metadata %q is %v %v, want %s", ErrFormat, key, v.typ, v, want)
+	return fmt.Errorf("gguf: %w: metadata %q is %v %v, want %s", ErrFormat, key, v.typ, v, want)
 }
 
 // String returns the string stored under key. A missing key gives an error
