@@ -107,37 +107,34 @@ func mergeRow(o, x, y []float32, la, lb float32) float32 {
 
 // checkMerge validates Merge's arguments.
 func checkMerge(out Tensor, lse []float32, a Tensor, lseA []float32, b Tensor, lseB []float32) error {
-	if err := mergeTensorOK("out", out); err != nil {
+	const fn = "Merge"
+	if err := mergeTensorOK(fn, arg("out"), out); err != nil {
 		return err
 	}
-	if err := mergeTensorOK("a", a); err != nil {
+	if err := mergeTensorOK(fn, arg("a"), a); err != nil {
 		return err
 	}
-	if err := mergeTensorOK("b", b); err != nil {
+	if err := mergeTensorOK(fn, arg("b"), b); err != nil {
 		return err
 	}
 	l := out.Layout
-	if err := mergeSameShape("a", a.Layout, l); err != nil {
+	if err := mergeSameShape(fn, arg("a"), a.Layout, l); err != nil {
 		return err
 	}
-	if err := mergeSameShape("b", b.Layout, l); err != nil {
+	if err := mergeSameShape(fn, arg("b"), b.Layout, l); err != nil {
 		return err
 	}
-	if !l.injective() {
-		return fmt.Errorf("attention: Merge: out has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
-			l.BatchStride, l.HeadStride, l.SeqStride, l.Batch, l.Heads, l.Seq, l.Dim)
-	}
-	if !mergeRowsFit(l) {
-		return fmt.Errorf("attention: Merge: out has %d×%d×%d rows, more than an int can count", l.Batch, l.Heads, l.Seq)
-	}
-	rows := l.Batch * l.Heads * l.Seq
-	if err := mergeLSELen("lse", lse, rows); err != nil {
+	rows, err := mergeRows(fn, l)
+	if err != nil {
 		return err
 	}
-	if err := mergeLSELen("lseA", lseA, rows); err != nil {
+	if err := mergeLSELen(fn, arg("lse"), lse, rows); err != nil {
 		return err
 	}
-	if err := mergeLSELen("lseB", lseB, rows); err != nil {
+	if err := mergeLSELen(fn, arg("lseA"), lseA, rows); err != nil {
+		return err
+	}
+	if err := mergeLSELen(fn, arg("lseB"), lseB, rows); err != nil {
 		return err
 	}
 
@@ -173,25 +170,55 @@ func checkMerge(out Tensor, lse []float32, a Tensor, lseA []float32, b Tensor, l
 	return nil
 }
 
+// mergeArg names an argument in an error message: a plain name, or an
+// element of a slice argument such as parts[3]. It is formatted only when
+// an error is, so that checking N parts allocates nothing.
+type mergeArg struct {
+	name  string
+	index int // -1 for a plain name
+}
+
+func arg(name string) mergeArg { return mergeArg{name, -1} }
+
+func (a mergeArg) String() string {
+	if a.index < 0 {
+		return a.name
+	}
+	return fmt.Sprintf("%s[%d]", a.name, a.index)
+}
+
 // mergeTensorOK checks that t is a valid F32 view.
-func mergeTensorOK(name string, t Tensor) error {
+func mergeTensorOK(fn string, name mergeArg, t Tensor) error {
 	if err := t.Validate(); err != nil {
-		return fmt.Errorf("attention: Merge: %s: %w", name, err)
+		return fmt.Errorf("attention: %s: %v: %w", fn, name, err)
 	}
 	if t.DType() != F32 {
-		return fmt.Errorf("attention: Merge: %s has element type %v; want f32", name, t.DType())
+		return fmt.Errorf("attention: %s: %v has element type %v; want f32", fn, name, t.DType())
 	}
 	return nil
 }
 
 // mergeSameShape checks that the layout l of the named tensor has the shape
 // of want.
-func mergeSameShape(name string, l, want Layout) error {
+func mergeSameShape(fn string, name mergeArg, l, want Layout) error {
 	if l.Batch != want.Batch || l.Heads != want.Heads || l.Seq != want.Seq || l.Dim != want.Dim {
-		return fmt.Errorf("attention: Merge: %s has shape [%d %d %d %d]; want out's shape [%d %d %d %d]",
-			name, l.Batch, l.Heads, l.Seq, l.Dim, want.Batch, want.Heads, want.Seq, want.Dim)
+		return fmt.Errorf("attention: %s: %v has shape [%d %d %d %d]; want out's shape [%d %d %d %d]",
+			fn, name, l.Batch, l.Heads, l.Seq, l.Dim, want.Batch, want.Heads, want.Seq, want.Dim)
 	}
 	return nil
+}
+
+// mergeRows checks that the output layout l has distinct elements and a
+// row count B·H·N that fits in an int, and returns that count.
+func mergeRows(fn string, l Layout) (int, error) {
+	if !l.injective() {
+		return 0, fmt.Errorf("attention: %s: out has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
+			fn, l.BatchStride, l.HeadStride, l.SeqStride, l.Batch, l.Heads, l.Seq, l.Dim)
+	}
+	if !mergeRowsFit(l) {
+		return 0, fmt.Errorf("attention: %s: out has %d×%d×%d rows, more than an int can count", fn, l.Batch, l.Heads, l.Seq)
+	}
+	return l.Batch * l.Heads * l.Seq, nil
 }
 
 // mergeRowsFit reports whether Batch·Heads·Seq fits in an int. For an
@@ -209,9 +236,9 @@ func mergeRowsFit(l Layout) bool {
 }
 
 // mergeLSELen checks that a log-sum-exp slice holds the rows.
-func mergeLSELen(name string, x []float32, rows int) error {
+func mergeLSELen(fn string, name mergeArg, x []float32, rows int) error {
 	if len(x) < rows {
-		return fmt.Errorf("attention: Merge: %s has %d elements; want >= B·H·N = %d", name, len(x), rows)
+		return fmt.Errorf("attention: %s: %v has %d elements; want >= B·H·N = %d", fn, name, len(x), rows)
 	}
 	return nil
 }
