@@ -268,3 +268,43 @@ func TestIntegratingOwnPages(t *testing.T) {
 	require.Less(t, errs.MaxAbs, 1e-5, "%v", errs) // ForwardLSE's float32 rule; MergeN adds a rounding
 	require.Less(t, lseErrors(lse, wantLSE).MaxAbs, 1e-5*(1+math.Log(float64(n+1))))
 }
+
+// Flat caches of several sequences side by side, [batch][maxSeq][kvDim],
+// decode together in one Forward: Nkv is the longest length and a
+// key-padding BoolMask (one row of keys per sequence) hides each shorter
+// sequence's tail, which is never read (NaN here).
+func TestIntegratingPaddedBatch(t *testing.T) {
+	r := rand.New(rand.NewPCG(403, 1))
+	const heads, kvHeads, headDim, maxSeq = 4, 2, 8, 12
+	const kvDim = kvHeads * headDim
+	lens := []int{5, 9}
+	b, nkv := len(lens), 9
+	keys, values := nanSlice(b*maxSeq*kvDim), nanSlice(b*maxSeq*kvDim)
+	pad := make([]bool, b*nkv)
+	for s, n := range lens {
+		copy(keys[s*maxSeq*kvDim:], f32s(randF64(r, n*kvDim)))
+		copy(values[s*maxSeq*kvDim:], f32s(randF64(r, n*kvDim)))
+		for j := range n {
+			pad[s*nkv+j] = true
+		}
+	}
+	q := f32s(randF64(r, b*heads*headDim))
+	out := make([]float32, len(q))
+	qLay := attention.BSHD(b, 1, heads, headDim)
+	kvLay := attention.Layout{Batch: b, Heads: kvHeads, Seq: nkv, Dim: headDim, BatchStride: maxSeq * kvDim, HeadStride: headDim, SeqStride: kvDim}
+	eng, err := attention.NewEngine(attention.Config{})
+	require.NoError(t, err)
+	require.NoError(t, eng.Forward(attention.F32Tensor(out, qLay), attention.F32Tensor(q, qLay),
+		attention.F32Tensor(keys, kvLay), attention.F32Tensor(values, kvLay), attention.Options{
+			Causal:   true,
+			BoolMask: attention.BoolMask{Layout: attention.Layout{Batch: b, Heads: 1, Seq: 1, Dim: nkv, BatchStride: nkv}, Data: pad},
+		}))
+	for s, n := range lens {
+		p := reference.Params{Batch: 1, HeadsQ: heads, HeadsKV: kvHeads, SeqQ: 1, SeqKV: n, Dim: headDim, Causal: true}
+		one := func(x []float32) []float64 { return bshdToBHSD(x[s*maxSeq*kvDim:][:n*kvDim], n, kvHeads, headDim) }
+		want, _, err := reference.Attention(p, bshdToBHSD(q[s*heads*headDim:][:heads*headDim], 1, heads, headDim), one(keys), one(values))
+		require.NoError(t, err)
+		errs := reference.Compare(f32s(bshdToBHSD(out[s*heads*headDim:][:heads*headDim], 1, heads, headDim)), want)
+		require.Less(t, errs.MaxAbs, 1e-5, "sequence %d: %v", s, errs)
+	}
+}
