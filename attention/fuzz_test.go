@@ -287,3 +287,288 @@ func FuzzMerge(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMergeN merges 1 to 6 parts of random shape, layouts and log-sum-exps
+// (−Inf, +Inf, NaN, huge, empty parts), in place into parts[0] or not, and
+// checks the result row by row against MergeN's documented rule: no part
+// above −Inf gives zeros and −Inf; one is copied bit for bit; two give
+// Merge's result bit for bit; with three or more a NaN lse or two +Inf give
+// NaN, one +Inf takes all the weight, and otherwise out = Σ e^(lse_i−lse)·x_i
+// (in float64) within 1e-6 of the magnitude of its terms and lse within
+// 1e-6·(1+|lse|). It also checks that reversing the parts changes each
+// element by at most an ulp plus n·2^−52·Σ|terms|, that nothing outside out
+// and lse is written, that the inputs are not modified, and that a misuse
+// returns an error and writes nothing.
+func FuzzMergeN(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x01\x02\x03\x04\x05\x06\x07\x08\x01\x02\x03\x05\x02\x00\x00\x00\x01"))
+	f.Add([]byte("seedseed\x00\x02\x03\x08\x05\x01\x00\x01\x02\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09"))
+	f.Add([]byte("inplace!\x01\x01\x01\x04\x03\x00\x00\x02\x01\x00\x01\x02"))
+	f.Add([]byte("misuse..\x01\x01\x01\x04\x02\x00\x00\x01\x01\x01\x01\x01"))
+	f.Add([]byte("misuse..\x01\x01\x01\x04\x02\x00\x00\x01\x03\x01\x01\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newFuzzReader(data)
+		nb, nh, ns, nd := 1+r.intn(2), 1+r.intn(3), r.intn(5), r.intn(10)
+		n := 1 + r.intn(6)
+		kindO := layoutKind(r.intn(3))
+		inPlace := r.intn(4) == 0
+		misuse := r.intn(8)
+		rows := nb * nh * ns
+
+		views := make([]view, n)
+		bufs := make([][]float32, n)
+		vals := make([][]float32, n)
+		lseBufs := make([][]float32, n)
+		parts := make([]attention.Tensor, n)
+		lses := make([][]float32, n)
+		for i := range n {
+			views[i] = makeView(layoutKind(r.intn(3)), nb, nh, ns, nd)
+			bufs[i] = nanBuffer(views[i].size, guard)
+			vals[i] = make([]float32, rows*nd)
+			for j := range vals[i] {
+				if r.intn(16) == 0 {
+					vals[i][j] = elementSpecials[r.intn(len(elementSpecials))]
+				} else {
+					vals[i][j] = float32(r.rng.NormFloat64())
+				}
+			}
+			scatter(views[i], bufs[i], vals[i], func(x float32) float32 { return x })
+			lseBufs[i] = nanBuffer(rows+2, guard)
+			for j := range rows {
+				if r.bool() {
+					lseBufs[i][1+j] = mergeSpecials[r.intn(len(mergeSpecials))]
+				} else {
+					lseBufs[i][1+j] = float32(r.rng.NormFloat64() * 10)
+				}
+			}
+			parts[i] = attention.F32Tensor(bufs[i][views[i].pre:], views[i].lay)
+			lses[i] = lseBufs[i][1 : 1+rows]
+		}
+
+		ov := makeView(kindO, nb, nh, ns, nd)
+		obuf := nanBuffer(ov.size, outGuard)
+		out := attention.F32Tensor(obuf[ov.pre:], ov.lay)
+		lsebuf := nanBuffer(rows+2, outGuard)
+		lse := lsebuf[1 : 1+rows]
+		if inPlace {
+			ov, obuf, out, lsebuf, lse = views[0], bufs[0], parts[0], lseBufs[0], lses[0]
+		}
+		last := n - 1
+		wantErr := true
+		switch misuse {
+		case 1: // the last part of another shape
+			l := parts[last].Layout
+			l.Dim++
+			parts[last] = attention.F32Tensor(make([]float32, l.Span()+1), l)
+		case 2: // a short lse of the last part
+			if rows == 0 {
+				wantErr = false
+				break
+			}
+			lses[last] = lses[last][:rows-1]
+		case 3: // out is the last part (not parts[0])
+			if nd == 0 || rows == 0 || n == 1 {
+				wantErr = false
+				break
+			}
+			out, obuf = parts[last], bufs[last]
+		case 4: // the last part is not F32
+			parts[last] = attention.F16Tensor(make([]fp16.Float16, views[last].lay.Span()+1), views[last].lay)
+		case 5: // one lse slice too few
+			lses = lses[:last]
+		default:
+			wantErr = false
+		}
+		copies := func(x [][]float32) [][]float32 {
+			y := make([][]float32, len(x))
+			for i := range x {
+				y[i] = append([]float32(nil), x[i]...)
+			}
+			return y
+		}
+		bufs0, lseBufs0 := copies(bufs), copies(lseBufs)
+		o0, l0 := append([]float32(nil), obuf...), append([]float32(nil), lsebuf...)
+		inputsUnchanged := func(skip0 bool) bool {
+			for i := range n {
+				if skip0 && i == 0 {
+					continue
+				}
+				if !sameBits(bufs[i], bufs0[i]) || !sameBits(lseBufs[i], lseBufs0[i]) {
+					return false
+				}
+			}
+			return true
+		}
+		err := attention.MergeN(out, lse, parts, lses)
+		if wantErr {
+			if err == nil {
+				t.Fatalf("misuse %d: MergeN returned no error", misuse)
+			}
+			if !sameBits(obuf, o0) || !sameBits(lsebuf, l0) || !inputsUnchanged(false) {
+				t.Fatalf("misuse %d: MergeN failed (%v) but wrote", misuse, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("MergeN of %d parts [%d %d %d %d] into %v in place %v: %v", n, nb, nh, ns, nd, kindO, inPlace, err)
+		}
+		if !inputsUnchanged(inPlace) {
+			t.Fatal("MergeN modified an input")
+		}
+		in := inView(ov)
+		for i, x := range obuf {
+			if !in[i] && math.Float32bits(x) != math.Float32bits(o0[i]) {
+				t.Fatalf("MergeN wrote out's buffer element %d outside the view", i)
+			}
+		}
+		if !sameBits(lsebuf[:1], l0[:1]) || !sameBits(lsebuf[rows+1:], l0[rows+1:]) {
+			t.Fatal("MergeN wrote outside lse")
+		}
+		got := gather(ov, obuf)
+		negInf := math.Inf(-1)
+		one := attention.BHSD(1, 1, 1, nd)
+		for j := range rows {
+			ga, gl := got[j*nd:][:nd], lse[j]
+			var live []int
+			nNaN, nInf := 0, 0
+			for i := range n {
+				l := float64(lseBufs0[i][1+j])
+				switch {
+				case l == negInf:
+					continue
+				case l != l:
+					nNaN++
+				case math.IsInf(l, 1):
+					nInf++
+				}
+				live = append(live, i)
+			}
+			switch {
+			case len(live) == 0:
+				if gl != float32(negInf) {
+					t.Fatalf("row %d: no part: lse %v", j, gl)
+				}
+				for c, x := range ga {
+					if math.Float32bits(x) != 0 {
+						t.Fatalf("row %d: no part: out[%d] = %v, want +0", j, c, x)
+					}
+				}
+			case len(live) == 1:
+				k := live[0]
+				if math.Float32bits(gl) != math.Float32bits(lseBufs0[k][1+j]) || !sameBits(ga, vals[k][j*nd:][:nd]) {
+					t.Fatalf("row %d: only part %d: out %v lse %v, want it copied", j, k, ga, gl)
+				}
+			case len(live) == 2:
+				a, b := live[0], live[1]
+				wo, wl := make([]float32, nd), make([]float32, 1)
+				if err := attention.Merge(attention.F32Tensor(wo, one), wl,
+					attention.F32Tensor(vals[a][j*nd:][:nd], one), lseBufs0[a][1+j:][:1],
+					attention.F32Tensor(vals[b][j*nd:][:nd], one), lseBufs0[b][1+j:][:1]); err != nil {
+					t.Fatal(err)
+				}
+				if math.Float32bits(gl) != math.Float32bits(wl[0]) && !(gl != gl && wl[0] != wl[0]) {
+					t.Fatalf("row %d: parts %d and %d: lse %v, want Merge's %v", j, a, b, gl, wl[0])
+				}
+				for c := range ga {
+					if math.Float32bits(ga[c]) != math.Float32bits(wo[c]) && !(ga[c] != ga[c] && wo[c] != wo[c]) {
+						t.Fatalf("row %d: parts %d and %d: out[%d] = %v, want Merge's %v", j, a, b, c, ga[c], wo[c])
+					}
+				}
+			case nNaN > 0 || nInf > 1:
+				if gl == gl {
+					t.Fatalf("row %d: %d NaN and %d +Inf lses: lse %v, want NaN", j, nNaN, nInf, gl)
+				}
+				for c, x := range ga {
+					if x == x {
+						t.Fatalf("row %d: %d NaN and %d +Inf lses: out[%d] = %v, want NaN", j, nNaN, nInf, c, x)
+					}
+				}
+			default:
+				w := make([]float64, n)
+				var wl float64
+				if nInf == 1 {
+					for _, i := range live {
+						if math.IsInf(float64(lseBufs0[i][1+j]), 1) {
+							w[i], wl = 1, math.Inf(1)
+						}
+					}
+				} else {
+					m := negInf
+					for _, i := range live {
+						m = math.Max(m, float64(lseBufs0[i][1+j]))
+					}
+					s := 0.0
+					for _, i := range live {
+						s += math.Exp(float64(lseBufs0[i][1+j]) - m)
+					}
+					wl = m + math.Log(s)
+					for _, i := range live {
+						w[i] = math.Exp(float64(lseBufs0[i][1+j])-m) / s
+					}
+				}
+				if math.IsInf(wl, 0) {
+					if float64(gl) != wl {
+						t.Fatalf("row %d: lse %v, want %v", j, gl, wl)
+					}
+				} else if d := math.Abs(float64(gl) - wl); !(d <= 1e-6*(1+math.Abs(wl))) {
+					t.Fatalf("row %d: lse %v, want %v", j, gl, wl)
+				}
+				for c := range ga {
+					want, mag := 0.0, 0.0
+					for _, i := range live {
+						term := w[i] * float64(vals[i][j*nd+c])
+						want += term
+						mag += math.Abs(term)
+					}
+					w32 := float32(want)
+					if math.IsNaN(want) || math.IsInf(float64(w32), 0) {
+						if !sameValue(ga[c], w32) {
+							t.Fatalf("row %d: out[%d] = %v, want %v", j, c, ga[c], w32)
+						}
+						continue
+					}
+					if d := math.Abs(float64(ga[c]) - want); !(d <= 1e-6*mag+1e-44) {
+						t.Fatalf("row %d: out[%d] = %v, want %v (weights %v)", j, c, ga[c], want, w)
+					}
+				}
+			}
+		}
+		if inPlace {
+			return
+		}
+		// The parts reversed: within an ulp plus n·2^−52·Σ|x_i| (weights
+		// are at most 1), or the same NaN-ness and infinity.
+		rp, rl := make([]attention.Tensor, n), make([][]float32, n)
+		for i := range n {
+			rp[i], rl[i] = parts[n-1-i], lses[n-1-i]
+		}
+		obuf2 := nanBuffer(ov.size, outGuard)
+		lse2 := make([]float32, rows)
+		if err := attention.MergeN(attention.F32Tensor(obuf2[ov.pre:], ov.lay), lse2, rp, rl); err != nil {
+			t.Fatalf("reversed MergeN: %v", err)
+		}
+		got2 := gather(ov, obuf2)
+		near := func(a, b float32, sum float64) bool {
+			if a != a || b != b || math.IsInf(float64(a), 0) || math.IsInf(float64(b), 0) {
+				return sameValue(a, b)
+			}
+			return math.Abs(float64(a)-float64(b)) <= math.Max(ulp32(a), ulp32(b))+float64(n)*0x1p-52*sum
+		}
+		for j := range rows {
+			if !near(lse[j], lse2[j], 0) {
+				t.Fatalf("reversed parts: lse %d %v vs %v", j, lse[j], lse2[j])
+			}
+			for c := range nd {
+				sum := 0.0 // over the parts that are read: the others may hold NaN
+				for i := range n {
+					if !math.IsInf(float64(lseBufs0[i][1+j]), -1) {
+						sum += math.Abs(float64(vals[i][j*nd+c]))
+					}
+				}
+				if !near(got[j*nd+c], got2[j*nd+c], sum) {
+					t.Fatalf("reversed parts: row %d element %d: %v vs %v", j, c, got[j*nd+c], got2[j*nd+c])
+				}
+			}
+		}
+	})
+}
