@@ -220,6 +220,41 @@ func packKPairs32(dst []fp16.BFloat16, ldDst int, x []fp16.BFloat16, ldSrc, n, d
 	return true
 }
 
+// littleEndian reports whether the first byte of a uint16 in memory is its
+// low byte, as on amd64 and arm64.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// packVPairs32 interleaves the bfloat16 value rows of packVPairsGeneric
+// two at a time with one uint32 store per pair, where the panel's rows lie
+// on 4-byte boundaries and the machine is little-endian, for the pairs of
+// rows whose values are all normal (neither zero, subnormal, infinite nor
+// NaN; canonBF16 leaves those unchanged). It returns the first row it left
+// to the element path: the first of a pair of rows with another value (it
+// stops there), or the last row when n is odd, or n.
+func packVPairs32(dst []fp16.BFloat16, ldDst int, x []fp16.BFloat16, ldSrc, n, d int) int {
+	if !littleEndian || ldDst%2 != 0 || uintptr(unsafe.Pointer(&dst[0]))%4 != 0 {
+		return 0
+	}
+	dst32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), len(dst)/2)
+	ld := ldDst / 2
+	j := 0
+	for ; j+1 < n; j += 2 {
+		r0, r1 := x[j*ldSrc:][:d], x[(j+1)*ldSrc:][:d]
+		o := dst32[(j/2)*ld:][:d]
+		for c := range o {
+			a, b := r0[c], r1[c]
+			if (a&0x7f80)-0x80 >= 0x7f00 || (b&0x7f80)-0x80 >= 0x7f00 {
+				return j // this pair of rows goes to the element path, from its start
+			}
+			o[c] = uint32(a) | uint32(b)<<16
+		}
+	}
+	return j
+}
+
 // packKBlock is the number of keys packKPairsGeneric transposes at a time:
 // 16 pairs of bfloat16, a cache line of a panel row.
 const packKBlock = 16
@@ -324,7 +359,7 @@ func packVPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scale
 	if x, ok := any(src).([]fp16.BFloat16); ok {
 		// bfloat16 values are their own rounding: an interleave of rows.
 		var or fp16.BFloat16 // the exponent bits of every value, or-ed in pairs
-		for j := 0; j+1 < n; j += 2 {
+		for j := packVPairs32(dst, ldDst, x, ldSrc, n, d); j+1 < n; j += 2 {
 			r0, r1 := x[j*ldSrc:][:d], x[(j+1)*ldSrc:][:d]
 			o := dst[(j/2)*ldDst:][:2*d]
 			for c := range d {

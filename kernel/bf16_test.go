@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -593,4 +594,60 @@ func TestOnlineSoftmaxBF16TrailingMasked(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPackVPairsBF16Bits is TestPackKPairsBF16Bits for the values: random
+// bits with special values in some rows and all-normal rows in others, so
+// that the pair-of-rows path runs and hands rows to the element path, with
+// the finiteness it reports checked too.
+func TestPackVPairsBF16Bits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	specials := []fp16.BFloat16{0, 0x8000, 0x0001, 0x807f, 0x7f80, 0xff80, 0x7f81, 0xffc1, 0x7fc0}
+	for _, n := range []int{1, 2, 5, 16, 33} {
+		for _, d := range []int{1, 3, 16, 65} {
+			for _, ldDst := range []int{2 * d, 2*d + 1, 2*d + 32} {
+				for _, shift := range []int{0, 1} {
+					for _, special := range []int{-1, 0, n / 2, n - 1} { // the row with special values, -1 for none
+						ldSrc := d + 2
+						src := make([]fp16.BFloat16, (n-1)*ldSrc+d)
+						for i := range src {
+							src[i] = RoundBF16(float32(rng.NormFloat64()) + 3) // normal
+						}
+						wantFinite := true
+						if special >= 0 {
+							for c := range d {
+								if rng.IntN(2) == 0 {
+									x := specials[rng.IntN(len(specials))]
+									src[special*ldSrc+c] = x
+									if x&0x7f80 == 0x7f80 {
+										wantFinite = false
+									}
+								}
+							}
+						}
+						size := ((n+1)/2-1)*ldDst + 2*d
+						buf, _ := guardedBF16(size + 1)
+						dst := buf[pad+shift:][:size]
+						finite, err := PackVPairs(dst, ldDst, src, nil, ldSrc, n, d)
+						require.NoError(t, err)
+						for i := range pad {
+							require.Equal(t, fp16.BFloat16(0x7fc0), buf[i], "guard before the panel")
+							require.Equal(t, fp16.BFloat16(0x7fc0), buf[len(buf)-1-i], "guard after the panel")
+						}
+						what := fmt.Sprintf("n %d d %d ldDst %d shift %d special row %d", n, d, ldDst, shift, special)
+						require.Equal(t, wantFinite, finite, "%s: finite", what)
+						for j := range n + n%2 {
+							for c := range d {
+								want := fp16.BFloat16(0)
+								if j < n {
+									want = RoundBF16(src[j*ldSrc+c].Float32())
+								}
+								require.Equal(t, want, dst[(j/2)*ldDst+2*c+j%2], "%s: key %d comp %d", what, j, c)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
 }
