@@ -53,12 +53,24 @@ func alignedBF16(n int) []fp16.BFloat16 {
 func readsInPlace(c *call, t *Tensor) bool { return c.direct && t.dtype == BF16 }
 
 func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
-	gatherQ(ws, c, b, hk, p0, np)
 	bl := &ws.blk
 	d, ld := bl.d, bl.ld
 	ldQ, _, _, _ := bf16Strides(bl.ldS, d)
 	// The arguments fit the workspace by construction.
-	_ = kernel.RoundRowsBF16(ws.qb, ldQ, ws.q, ld, bl.rows, d)
+	if readsInPlace(c, bl.src.k) {
+		gatherQ(ws, c, b, hk, p0, np)
+		_ = kernel.RoundRowsBF16(ws.qb, ldQ, ws.q, ld, bl.rows, d)
+	} else {
+		// The packed products read only the rounded queries: round them
+		// straight from Q, row r = hi·np + pi as gatherQ lays them out.
+		q := &c.q
+		for g := range c.group {
+			for pi := range np {
+				r := g*np + pi
+				_ = kernel.RoundRowsBF16(ws.qb[r*ldQ:], ldQ, q.f32[q.Offset(b, hk*c.group+g, p0+pi):], d, 1, d)
+			}
+		}
+	}
 	for r := range bl.rows {
 		qb := ws.qb[r*ldQ:]
 		if d%2 == 1 {
