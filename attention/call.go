@@ -14,8 +14,8 @@ type call struct {
 	group        int  // query heads per K/V head
 	direct       bool // read K and V rows in place (few query rows; see directRows)
 	precision    Precision
-	math         tileMath // how the tiles' products are computed (set by run)
-	pre          *prepack // bf16 K/V packed once per call, or nil (set by run)
+	math         tileMath // how the tiles' products are computed (set by computeBlocks)
+	pre          *prepack // bf16 K/V packed once per call, or nil (set by computeBlocks)
 	bkv          int      // keys in a tile: Config.BlockKV or its default, bounded by the problem (set by positionsPerBlock)
 
 	topLeft    bool

@@ -26,7 +26,7 @@ const (
 // with KVSplits; within these limits a call never sizes its scratch past
 // what its problem needs: a tile or a block of queries is never larger
 // than the largest default or the problem, whichever is larger, and a
-// decode call never has more runs than its keys have tiles, or 32.
+// decode call never has more parts than its keys have tiles, or 32.
 const (
 	MaxBlockQ   = 4096
 	MaxBlockKV  = 4096
@@ -52,17 +52,17 @@ type Config struct {
 	// KVSplits sets split-KV decoding (flash-decoding): in a call whose
 	// query positions fit one block (decode, a few draft tokens; not a
 	// variable-length batch), the visible key tiles of each (batch entry or
-	// sequence, K/V head) are cut into runs that different threads fold
+	// sequence, K/V head) are cut into parts that different threads fold
 	// independently, and the partial results are combined by the
 	// log-sum-exp rule (see Merge), in a fixed order. This keeps every
 	// thread busy when batch × K/V heads is smaller than the thread count.
 	//
-	// 0 chooses the number of runs from the shape alone (as
+	// 0 chooses the number of parts from the shape alone (as
 	// FlashAttention's num_splits = 0): enough for about 64 (batch, head,
-	// run) blocks, each of at least 512 keys, at most 32 runs; 1 turns
-	// splitting off; 2 or more (at most MaxKVSplits) is that many runs,
+	// part) blocks, each of at least 512 keys, at most 32 parts; 1 turns
+	// splitting off; 2 or more (at most MaxKVSplits) is that many parts,
 	// of which those past the number of key tiles are empty. The output
-	// depends on the number of runs (it is rounded differently) but never
+	// depends on the number of parts (it is rounded differently) but never
 	// on Threads: a given shape and KVSplits give bitwise the same result
 	// for every thread count.
 	KVSplits int
@@ -159,7 +159,7 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.run(&c, e.positionsPerBlock(&c))
+	return e.computeBlocks(&c, e.positionsPerBlock(&c))
 }
 
 // positionsPerBlock returns how many query positions a block covers:

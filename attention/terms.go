@@ -11,14 +11,14 @@ import (
 // only over its columns [lo[r], hi[r]).
 func applyTerms(ws *workspace, c *call, b, hk, p0, np, j0, ldS int, sg seg) {
 	g := c.group
-	for hi := range g {
-		h := hk*g + hi
+	for hg := range g {
+		h := hk*g + hg
 		var slope float32
 		if c.slopes != nil {
 			slope = c.slopes[h]
 		}
 		for pi := range np {
-			r := hi*np + pi
+			r := hg*np + pi
 			a, e := ws.lo[r], ws.vis[r]
 			if a >= e {
 				continue
@@ -134,8 +134,8 @@ func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
 		return false
 	}
 	il0 := p0 - sg.q0
-	for hi := range c.group {
-		h := hk*c.group + hi
+	for hg := range c.group {
+		h := hk*c.group + hg
 		for pi := range np {
 			lo, hi := c.keyRange(sg, il0+pi)
 			lo, hi = max(lo, j0), min(hi, j0+bc)
@@ -181,10 +181,10 @@ func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
 func trimMasked(ws *workspace, c *call, b, hk, p0, np, j0 int, sg seg) bool {
 	same := true
 	kj := sg.kv0 + j0 // packed key of the tile's column 0
-	for hi := range c.group {
-		h := hk*c.group + hi
+	for hg := range c.group {
+		h := hk*c.group + hg
 		for pi := range np {
-			r := hi*np + pi
+			r := hg*np + pi
 			lo, e := ws.lo[r], ws.vis[r]
 			i := p0 + pi
 			for lo < e && maskHides(c, b, h, i, kj+lo) {
