@@ -17,7 +17,7 @@ type workspace struct {
 
 	q     []float32 // rows × dim: the tile's query rows, gathered
 	kt    []float32 // dim × cols: the K tile, transposed and in float32
-	v     []float32 // cols × dim: the V tile in float32 (fp16/bf16 only)
+	v     []float32 // cols × dim: the V tile in float32, when it is not read in place (valuesF32)
 	s     []float32 // rows × cols: scores, then probabilities
 	o     []float32 // rows × dim: unnormalised output accumulators
 	m, z  []float32 // rows: running max and running sum
