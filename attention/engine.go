@@ -2,7 +2,6 @@ package attention
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 )
@@ -27,7 +26,7 @@ const (
 // with KVSplits; within these limits a call never sizes its scratch past
 // what its problem needs: a tile or a block of queries is never larger
 // than the largest default or the problem, whichever is larger, and a
-// decode call never has more runs than its keys have tiles, or 32.
+// decode call never has more parts than its keys have tiles, or 32.
 const (
 	MaxBlockQ   = 4096
 	MaxBlockKV  = 4096
@@ -53,130 +52,20 @@ type Config struct {
 	// KVSplits sets split-KV decoding (flash-decoding): in a call whose
 	// query positions fit one block (decode, a few draft tokens; not a
 	// variable-length batch), the visible key tiles of each (batch entry or
-	// sequence, K/V head) are cut into runs that different threads fold
+	// sequence, K/V head) are cut into parts that different threads fold
 	// independently, and the partial results are combined by the
 	// log-sum-exp rule (see Merge), in a fixed order. This keeps every
 	// thread busy when batch × K/V heads is smaller than the thread count.
 	//
-	// 0 chooses the number of runs from the shape alone (as
+	// 0 chooses the number of parts from the shape alone (as
 	// FlashAttention's num_splits = 0): enough for about 64 (batch, head,
-	// run) blocks, each of at least 512 keys, at most 32 runs; 1 turns
-	// splitting off; 2 or more (at most MaxKVSplits) is that many runs,
+	// part) blocks, each of at least 512 keys, at most 32 parts; 1 turns
+	// splitting off; 2 or more (at most MaxKVSplits) is that many parts,
 	// of which those past the number of key tiles are empty. The output
-	// depends on the number of runs (it is rounded differently) but never
+	// depends on the number of parts (it is rounded differently) but never
 	// on Threads: a given shape and KVSplits give bitwise the same result
 	// for every thread count.
 	KVSplits int
-}
-
-// Options are the per-call settings of an attention computation. The zero
-// value of every field turns its feature off, so Options{} is plain
-// softmax attention and Options{Causal: true} is causal attention.
-//
-// For batch entry b, query head h, query i and key j, with i' the query's
-// diagonal position (see Alignment), key j is visible iff
-//
-//	Causal:       j <= i'
-//	Window:       i' − Window.Left <= j <= i' + Window.Right (−1: unbounded)
-//	BoolMask:     BoolMask[b, h, i, j] is true
-//	Mask:         Mask[b, h, i, j] is not −Inf
-//	CuSeqQ/KV:    i and j belong to the same sequence
-//
-// and a visible key has the logit
-//
-//	s   = Scale·⟨q_i, k_j⟩
-//	s   = SoftCap·tanh(s/SoftCap)                 if SoftCap > 0
-//	x_j = s − Slopes[h]·|i' − j| + Mask[b, h, i, j]
-//
-// With σ = Sinks[h] (−Inf without sinks) and the sums over visible keys,
-//
-//	out_i = Σ_j e^{x_j}·v_j / (e^σ + Σ_j e^{x_j}),   lse_i = ln(e^σ + Σ_j e^{x_j})
-//
-// computed with every exponent relative to the running maximum. A row with
-// no visible key, under any combination of options, gets out = 0 and lse =
-// σ (−Inf without a sink), never NaN.
-//
-// Tiles of keys that the causal mask, the window or the sequence bounds hide
-// from a whole block of queries are neither converted nor computed, so a
-// sliding window of w keys costs in proportion to w, not to Nkv. Keys that
-// those structural masks hide from a row are left out of its P·V entirely,
-// so a NaN or Inf in their K or V rows never reaches it.
-//
-// Keys hidden by Mask or BoolMask: of the keys the structural masks leave
-// a row, those that Mask or BoolMask hides before the row's first visible
-// key or after its last visible key are never read for that row either,
-// whatever their K and V rows hold: the padding of a key-padding mask, at
-// the end or at the start of each sequence, may be uninitialised memory.
-// A key that the mask hides between two keys the row sees gets
-// probability exactly 0 but may still be read by P·V: a NaN or ±Inf in its
-// value row may turn the row into NaN (0·NaN), so keep such value rows
-// finite, or hide them with a window or CuSeqKV instead. (A NaN or ±Inf in
-// the K row of a hidden key never matters: its score is replaced by −Inf,
-// not added to.) A tile of keys that the mask hides from every row of a
-// block of queries is skipped whole, like one outside every window.
-type Options struct {
-	// Scale multiplies Q·Kᵀ before the softmax; 0 means 1/sqrt(Dim). It
-	// must be finite.
-	Scale float32
-	// Causal masks the keys after each query's diagonal position: query i
-	// sees key j iff j <= i'. With the default alignment (BottomRight, as
-	// FlashAttention >= 2.1) i' = i + Nkv − Nq; when Nq > Nkv the first
-	// Nq − Nkv queries see no key at all and their output rows are zero and
-	// their log-sum-exp −Inf (or the sink).
-	Causal bool
-	// CausalAlign picks the diagonal that Causal, Window and Slopes measure
-	// from: BottomRight (the zero value, FlashAttention's and llama.cpp's
-	// convention) or TopLeft (PyTorch's is_causal). It only matters when
-	// Nq != Nkv.
-	CausalAlign Alignment
-	// Window, when non-nil, is a sliding attention window (Mistral, Gemma 2,
-	// gpt-oss); see Window. Bounds below -1 are an error. nil is no window.
-	Window *Window
-	// SoftCap, when positive, caps each scaled score s smoothly as
-	// SoftCap·tanh(s/SoftCap) before ALiBi and Mask are added (Gemma 2's
-	// attn_logit_softcapping). 0 is off; a negative, NaN or infinite value
-	// is an error.
-	SoftCap float32
-	// Slopes, when non-nil, holds one ALiBi slope per query head (length
-	// Hq; see ALiBiSlopes): head h adds −Slopes[h]·|i' − j| to the logit
-	// of key j. Each slope must be finite.
-	Slopes []float32
-	// Sinks, when non-nil, holds one attention-sink logit per query head
-	// (length Hq), as in gpt-oss: the sink joins the softmax denominator
-	// but has no value vector, so a row's weights sum to less than 1, and
-	// it is counted in the log-sum-exp. −Inf is no sink for that head; NaN
-	// and +Inf are errors. When partial results are merged (Merge), exactly
-	// one part may carry the sink.
-	Sinks []float32
-	// Mask, when set (not the zero Tensor), is an additive float mask of
-	// element type F32, F16 or BF16, read as [batch, heads, Nq, Nkv] with
-	// the keys contiguous (the Layout's Dim is Nkv, its Seq is Nq). Batch
-	// may be 1 to broadcast over the batch, Heads 1 to broadcast over the
-	// query heads, and SeqStride 0 to broadcast one row over the queries.
-	// Its entry is added to the logit; an entry of −Inf hides the key (the
-	// score is replaced, not added to, so a NaN score of a hidden key does
-	// not survive). A NaN or +Inf entry of a visible key makes the row NaN.
-	Mask Tensor
-	// BoolMask, when its Data is non-nil, is a boolean mask (true keeps the
-	// key), broadcast like Mask; see BoolMask. Keys it hides at either end
-	// of a row's range are never read (see above), so a key-padding mask
-	// may hide uninitialised padding.
-	BoolMask BoolMask
-	// CuSeqQ and CuSeqKV, when non-nil, make the call a variable-length
-	// batch, as flash_attn_varlen_func: the batch must be 1 and the
-	// sequences are packed one after another along the sequence axis.
-	// Sequence s owns queries CuSeqQ[s] <= i < CuSeqQ[s+1] and keys
-	// CuSeqKV[s] <= j < CuSeqKV[s+1] and attends only within itself; its
-	// causal alignment, window and ALiBi distances use its own lengths and
-	// positions. Both slices have nseq+1 elements, start at 0, never
-	// decrease (empty sequences are allowed) and end at Nq and Nkv. Mask and
-	// BoolMask are indexed by the packed positions. The work is shared out
-	// by (sequence, K/V head, block of queries).
-	CuSeqQ, CuSeqKV []int
-	// Precision is the arithmetic of the products Q·Kᵀ and P·V:
-	// PrecisionFloat32 (the zero value) or PrecisionBFloat16, several
-	// times faster where the CPU has AMX or AVX512-BF16. See Precision.
-	Precision Precision
 }
 
 // Engine computes attention with the tiled online softmax. It owns the
@@ -270,7 +159,7 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.run(&c, e.positionsPerBlock(&c))
+	return e.computeBlocks(&c, e.positionsPerBlock(&c))
 }
 
 // positionsPerBlock returns how many query positions a block covers:
@@ -311,145 +200,4 @@ func (e *Engine) positionsPerBlock(c *call) int {
 		np /= 2
 	}
 	return np
-}
-
-func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, error) {
-	for _, t := range [...]struct {
-		name string
-		t    Tensor
-	}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
-		if err := t.t.Validate(); err != nil {
-			return call{}, fmt.Errorf("attention: %s: %w", t.name, err)
-		}
-	}
-	if q.dtype != F32 {
-		return call{}, fmt.Errorf("attention: q has element type %v; want f32", q.dtype)
-	}
-	if out.dtype != F32 {
-		return call{}, fmt.Errorf("attention: out has element type %v; want f32", out.dtype)
-	}
-	if q.Dim == 0 {
-		return call{}, fmt.Errorf("attention: q has head dim 0; want >= 1")
-	}
-	if q.Heads == 0 || k.Heads == 0 {
-		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want >= 1 each", q.Heads, k.Heads)
-	}
-	if k.Dim != q.Dim || v.Dim != q.Dim {
-		return call{}, fmt.Errorf("attention: head dims are q %d, k %d, v %d; want all equal", q.Dim, k.Dim, v.Dim)
-	}
-	if k.Batch != q.Batch || v.Batch != q.Batch {
-		return call{}, fmt.Errorf("attention: batch sizes are q %d, k %d, v %d; want all equal", q.Batch, k.Batch, v.Batch)
-	}
-	if v.Heads != k.Heads || v.Seq != k.Seq {
-		return call{}, fmt.Errorf("attention: v has %d heads × %d keys and k has %d × %d; want the same", v.Heads, v.Seq, k.Heads, k.Seq)
-	}
-	if q.Heads%k.Heads != 0 {
-		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want a multiple (grouped-query attention)", q.Heads, k.Heads)
-	}
-	for _, t := range [...]namedTensor{{"k", k}, {"v", v}} {
-		// The kernels read K and V rows SeqStride apart as the rows of a
-		// matrix, which must not overlap. With one position the stride
-		// steps nowhere: denseRows makes it Dim below.
-		if t.t.Seq >= 2 && t.t.SeqStride < t.t.Dim {
-			return call{}, fmt.Errorf("attention: %s has SeqStride %d with %d positions of head dim %d; want SeqStride >= %d (the head dim), so that its rows do not overlap",
-				t.name, t.t.SeqStride, t.t.Seq, t.t.Dim, t.t.Dim)
-		}
-	}
-	if err := checkOutputs("attention: ", out, lse, q, namedTensor{"k", k}, namedTensor{"v", v}); err != nil {
-		return call{}, err
-	}
-	scale, err := callScale(opts.Scale, q.Dim)
-	if err != nil {
-		return call{}, err
-	}
-	c := call{out: out, q: q, k: denseRows(k), v: denseRows(v), lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}
-	if err := validateOptions(&c, opts); err != nil {
-		return call{}, err
-	}
-	return c, nil
-}
-
-// denseRows returns the K or V view t with SeqStride Dim when it has at
-// most one position, so that a stride that steps nowhere (0 in a Layout
-// literal that sets only the sizes) reaches the kernels as the dense one.
-// The elements the view reaches are the same.
-func denseRows(t Tensor) Tensor {
-	if t.Seq <= 1 {
-		t.SeqStride = t.Dim
-	}
-	return t
-}
-
-// namedTensor is an input that an output must not overlap, with the name an
-// error gives it.
-type namedTensor struct {
-	name string
-	t    Tensor
-}
-
-// checkOutputs checks out and lse (which may be nil) against the queries q
-// and the other inputs: out has q's shape and distinct elements, lse holds
-// a value per row, and neither shares memory with an input or the other.
-// Error messages start with prefix.
-func checkOutputs(prefix string, out Tensor, lse []float32, q Tensor, inputs ...namedTensor) error {
-	if out.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
-		return fmt.Errorf("%sout has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
-			prefix, out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
-	}
-	if !out.injective() {
-		return fmt.Errorf("%sout has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
-			prefix, out.BatchStride, out.HeadStride, out.SeqStride, out.Batch, out.Heads, out.Seq, out.Dim)
-	}
-	olo, ohi := out.byteRange()
-	// q first: the order in which overlaps are reported.
-	all := func(f func(name string, t *Tensor) error) error {
-		if err := f("q", &q); err != nil {
-			return err
-		}
-		for i := range inputs {
-			if err := f(inputs[i].name, &inputs[i].t); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	err := all(func(name string, t *Tensor) error {
-		lo, hi := t.byteRange()
-		slo, shi := t.scaleRange()
-		if overlaps(olo, ohi, lo, hi) || overlaps(olo, ohi, slo, shi) {
-			return fmt.Errorf("%sout overlaps %s in memory; want separate buffers", prefix, name)
-		}
-		return nil
-	})
-	if err != nil || lse == nil {
-		return err
-	}
-	need, ok := rowCount(q.Layout)
-	if !ok || len(lse) < need {
-		return fmt.Errorf("%slse has %d elements; want >= B·Hq·Nq = %s", prefix, len(lse), rowCountText(q.Layout))
-	}
-	llo, lhi := floatsRange(lse[:need])
-	err = all(func(name string, t *Tensor) error {
-		lo, hi := t.byteRange()
-		slo, shi := t.scaleRange()
-		if overlaps(llo, lhi, lo, hi) || overlaps(llo, lhi, slo, shi) {
-			return fmt.Errorf("%slse overlaps %s in memory; want separate buffers", prefix, name)
-		}
-		return nil
-	})
-	if err == nil && overlaps(llo, lhi, olo, ohi) {
-		err = fmt.Errorf("%slse overlaps out in memory; want separate buffers", prefix)
-	}
-	return err
-}
-
-// callScale checks Options.Scale and resolves 0 to 1/sqrt(dim).
-func callScale(scale float32, dim int) (float32, error) {
-	if scale != scale || math.IsInf(float64(scale), 0) {
-		return 0, fmt.Errorf("attention: Options.Scale is %v; want a finite number, or 0 for 1/sqrt(dim)", scale)
-	}
-	if scale == 0 {
-		scale = float32(1 / math.Sqrt(float64(dim)))
-	}
-	return scale, nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // workspace is the scratch memory of one tile loop. Rows of a tile are
-// numbered r = hi·np + pi: query head hi of the K/V head's group, query
+// numbered r = hg·np + pi: query head hg of the K/V head's group, query
 // position p0 + pi.
 type workspace struct {
 	rows, cols, dim int
@@ -17,7 +17,7 @@ type workspace struct {
 
 	q     []float32 // rows × dim: the tile's query rows, gathered
 	kt    []float32 // dim × cols: the K tile, transposed and in float32
-	v     []float32 // cols × dim: the V tile in float32 (fp16/bf16 only)
+	v     []float32 // cols × dim: the V tile in float32, when it is not read in place (valuesF32)
 	s     []float32 // rows × cols: scores, then probabilities
 	o     []float32 // rows × dim: unnormalised output accumulators
 	m, z  []float32 // rows: running max and running sum
@@ -125,7 +125,7 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 
 // foldTiles folds part part of parts of the K/V tiles that the block of
 // query positions [p0, p1) can see into fresh accumulators (ws.m, ws.z,
-// ws.o): the visible tiles, numbered 0..nT−1, are cut into parts runs of
+// ws.o): the visible tiles, numbered 0..nT−1, are cut into parts spans of
 // consecutive tiles, part p taking tiles [p·nT/parts, (p+1)·nT/parts).
 // With parts = 1 it folds every visible tile.
 //
@@ -203,8 +203,8 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 				lo, hi = min(bc, max(0, lo-j0)), min(bc, max(0, hi-j0))
 				hi = max(hi, lo)
 				vmax = max(vmax, hi)
-				for hi0 := 0; hi0 < rows; hi0 += np {
-					ws.lo[hi0+pi], ws.vis[hi0+pi] = lo, hi
+				for r0 := 0; r0 < rows; r0 += np {
+					ws.lo[r0+pi], ws.vis[r0+pi] = lo, hi
 				}
 			}
 			if c.trim && vmax > 0 {
@@ -236,13 +236,13 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 }
 
 // gatherQ copies the query rows of the block of np positions from p0 of
-// K/V head hk's group into ws.q: row r = hi·np + pi.
+// K/V head hk's group into ws.q: row r = hg·np + pi.
 func gatherQ(ws *workspace, c *call, b, hk, p0, np int) {
 	q, d, ld := &c.q, c.q.Dim, ws.blk.ld
-	for hi := range c.group {
-		h := hk*c.group + hi
+	for hg := range c.group {
+		h := hk*c.group + hg
 		for pi := range np {
-			r := hi*np + pi
+			r := hg*np + pi
 			copy(ws.q[r*ld:r*ld+d], q.f32[q.Offset(b, h, p0+pi):][:d])
 		}
 	}
@@ -254,14 +254,14 @@ func gatherQ(ws *workspace, c *call, b, hk, p0, np int) {
 func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
 	q, d, g, ld := &c.q, c.q.Dim, c.group, padRow(c.q.Dim)
 	out := &c.out
-	for hi := range g {
-		h := hk*g + hi
+	for hg := range g {
+		h := hk*g + hg
 		sink := negInf
 		if c.sinks != nil {
 			sink = c.sinks[h]
 		}
 		for pi := range np {
-			r := hi*np + pi
+			r := hg*np + pi
 			orow := out.f32[out.Offset(b, h, p0+pi):][:d]
 			lse := sink
 			if z := ws.z[r]; z == 0 {

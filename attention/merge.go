@@ -93,11 +93,11 @@ func mergeRow(o, x, y []float32, la, lb float32) float32 {
 	// small correction accurate. Equal sides get exactly 1/2 each.
 	fa, fb := float64(la), float64(lb)
 	e := math.Exp(-math.Abs(fa - fb))
-	hi := 1 / (1 + e)
-	lo := e * hi
-	wa, wb := hi, lo
+	big := 1 / (1 + e)
+	small := e * big
+	wa, wb := big, small
 	if fa < fb {
-		wa, wb = lo, hi
+		wa, wb = small, big
 	}
 	for c := range o {
 		o[c] = float32(wa*float64(x[c]) + wb*float64(y[c]))

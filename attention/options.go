@@ -1,12 +1,116 @@
 package attention
 
-import (
-	"fmt"
-	"math"
+import "fmt"
 
-	"github.com/flashgo/flashgo/fp16"
-	"github.com/flashgo/flashgo/kernel"
-)
+// Options are the per-call settings of an attention computation. The zero
+// value of every field turns its feature off, so Options{} is plain
+// softmax attention and Options{Causal: true} is causal attention.
+//
+// For batch entry b, query head h, query i and key j, with i' the query's
+// diagonal position (see Alignment), key j is visible iff
+//
+//	Causal:       j <= i'
+//	Window:       i' − Window.Left <= j <= i' + Window.Right (−1: unbounded)
+//	BoolMask:     BoolMask[b, h, i, j] is true
+//	Mask:         Mask[b, h, i, j] is not −Inf
+//	CuSeqQ/KV:    i and j belong to the same sequence
+//
+// and a visible key has the logit
+//
+//	s   = Scale·⟨q_i, k_j⟩
+//	s   = SoftCap·tanh(s/SoftCap)                 if SoftCap > 0
+//	x_j = s − Slopes[h]·|i' − j| + Mask[b, h, i, j]
+//
+// With σ = Sinks[h] (−Inf without sinks) and the sums over visible keys,
+//
+//	out_i = Σ_j e^{x_j}·v_j / (e^σ + Σ_j e^{x_j}),   lse_i = ln(e^σ + Σ_j e^{x_j})
+//
+// computed with every exponent relative to the running maximum. A row with
+// no visible key, under any combination of options, gets out = 0 and lse =
+// σ (−Inf without a sink), never NaN.
+//
+// Tiles of keys that the causal mask, the window or the sequence bounds hide
+// from a whole block of queries are neither converted nor computed, so a
+// sliding window of w keys costs in proportion to w, not to Nkv. Keys that
+// those structural masks hide from a row are left out of its P·V entirely,
+// so a NaN or Inf in their K or V rows never reaches it.
+//
+// Keys hidden by Mask or BoolMask: of the keys the structural masks leave
+// a row, those that Mask or BoolMask hides before the row's first visible
+// key or after its last visible key are never read for that row either,
+// whatever their K and V rows hold: the padding of a key-padding mask, at
+// the end or at the start of each sequence, may be uninitialised memory.
+// A key that the mask hides between two keys the row sees gets
+// probability exactly 0 but may still be read by P·V: a NaN or ±Inf in its
+// value row may turn the row into NaN (0·NaN), so keep such value rows
+// finite, or hide them with a window or CuSeqKV instead. (A NaN or ±Inf in
+// the K row of a hidden key never matters: its score is replaced by −Inf,
+// not added to.) A tile of keys that the mask hides from every row of a
+// block of queries is skipped whole, like one outside every window.
+type Options struct {
+	// Scale multiplies Q·Kᵀ before the softmax; 0 means 1/sqrt(Dim). It
+	// must be finite.
+	Scale float32
+	// Causal masks the keys after each query's diagonal position: query i
+	// sees key j iff j <= i'. With the default alignment (BottomRight, as
+	// FlashAttention >= 2.1) i' = i + Nkv − Nq; when Nq > Nkv the first
+	// Nq − Nkv queries see no key at all and their output rows are zero and
+	// their log-sum-exp −Inf (or the sink).
+	Causal bool
+	// CausalAlign picks the diagonal that Causal, Window and Slopes measure
+	// from: BottomRight (the zero value, FlashAttention's and llama.cpp's
+	// convention) or TopLeft (PyTorch's is_causal). It only matters when
+	// Nq != Nkv.
+	CausalAlign Alignment
+	// Window, when non-nil, is a sliding attention window (Mistral, Gemma 2,
+	// gpt-oss); see Window. Bounds below -1 are an error. nil is no window.
+	Window *Window
+	// SoftCap, when positive, caps each scaled score s smoothly as
+	// SoftCap·tanh(s/SoftCap) before ALiBi and Mask are added (Gemma 2's
+	// attn_logit_softcapping). 0 is off; a negative, NaN or infinite value
+	// is an error.
+	SoftCap float32
+	// Slopes, when non-nil, holds one ALiBi slope per query head (length
+	// Hq; see ALiBiSlopes): head h adds −Slopes[h]·|i' − j| to the logit
+	// of key j. Each slope must be finite.
+	Slopes []float32
+	// Sinks, when non-nil, holds one attention-sink logit per query head
+	// (length Hq), as in gpt-oss: the sink joins the softmax denominator
+	// but has no value vector, so a row's weights sum to less than 1, and
+	// it is counted in the log-sum-exp. −Inf is no sink for that head; NaN
+	// and +Inf are errors. When partial results are merged (Merge), exactly
+	// one part may carry the sink.
+	Sinks []float32
+	// Mask, when set (not the zero Tensor), is an additive float mask of
+	// element type F32, F16 or BF16, read as [batch, heads, Nq, Nkv] with
+	// the keys contiguous (the Layout's Dim is Nkv, its Seq is Nq). Batch
+	// may be 1 to broadcast over the batch, Heads 1 to broadcast over the
+	// query heads, and SeqStride 0 to broadcast one row over the queries.
+	// Its entry is added to the logit; an entry of −Inf hides the key (the
+	// score is replaced, not added to, so a NaN score of a hidden key does
+	// not survive). A NaN or +Inf entry of a visible key makes the row NaN.
+	Mask Tensor
+	// BoolMask, when its Data is non-nil, is a boolean mask (true keeps the
+	// key), broadcast like Mask; see BoolMask. Keys it hides at either end
+	// of a row's range are never read (see above), so a key-padding mask
+	// may hide uninitialised padding.
+	BoolMask BoolMask
+	// CuSeqQ and CuSeqKV, when non-nil, make the call a variable-length
+	// batch, as flash_attn_varlen_func: the batch must be 1 and the
+	// sequences are packed one after another along the sequence axis.
+	// Sequence s owns queries CuSeqQ[s] <= i < CuSeqQ[s+1] and keys
+	// CuSeqKV[s] <= j < CuSeqKV[s+1] and attends only within itself; its
+	// causal alignment, window and ALiBi distances use its own lengths and
+	// positions. Both slices have nseq+1 elements, start at 0, never
+	// decrease (empty sequences are allowed) and end at Nq and Nkv. Mask and
+	// BoolMask are indexed by the packed positions. The work is shared out
+	// by (sequence, K/V head, block of queries).
+	CuSeqQ, CuSeqKV []int
+	// Precision is the arithmetic of the products Q·Kᵀ and P·V:
+	// PrecisionFloat32 (the zero value) or PrecisionBFloat16, several
+	// times faster where the CPU has AMX or AVX512-BF16. See Precision.
+	Precision Precision
+}
 
 // Alignment says where the diagonal of the score matrix lies when the
 // number of queries Nq differs from the number of keys Nkv. The diagonal
@@ -99,480 +203,4 @@ func (p Precision) String() string {
 		return "bfloat16"
 	}
 	return fmt.Sprintf("Precision(%d)", uint8(p))
-}
-
-// call is one validated attention problem.
-type call struct {
-	out, q, k, v Tensor
-	lse          []float32
-	scale        float32
-	causal       bool
-	group        int  // query heads per K/V head
-	direct       bool // read K and V rows in place (few query rows; see directRows)
-	precision    Precision
-	math         tileMath // how the tiles' products are computed (set by run)
-	pre          *prepack // bf16 K/V packed once per call, or nil (set by run)
-	bkv          int      // keys in a tile: Config.BlockKV or its default, bounded by the problem (set by positionsPerBlock)
-
-	topLeft    bool
-	window     bool
-	winL, winR int // -1: unbounded; otherwise clamped so that i' ± w cannot overflow
-	softCap    float32
-	slopes     []float32
-	sinks      []float32
-	mask       Tensor // dtype 0: none
-	bmask      BoolMask
-	cuQ, cuKV  []int
-	terms      bool // softCap, slopes or a mask: the score tile needs a per-element pass
-	trim       bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
-	gridTiles  bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
-
-	// paged, when its cache is non-nil, is where K and V live (ForwardPaged):
-	// k and v then carry the shape only, Seq being the longest sequence.
-	paged pagedRead
-}
-
-// seg is the sequence a block of queries belongs to: packed queries
-// [q0, q0+nq) and keys [kv0, kv0+nk). Without variable lengths it is the
-// whole batch entry.
-type seg struct {
-	q0, nq, kv0, nk int
-}
-
-// keyRange returns the keys [lo, hi), in the sequence's own key numbering,
-// that the structural masks (causal, window) leave visible to the query at
-// position il of the sequence. Both bounds are non-decreasing in il; the
-// range is empty when lo >= hi.
-func (c *call) keyRange(sg seg, il int) (lo, hi int) {
-	diag := il
-	if !c.topLeft {
-		diag += sg.nk - sg.nq
-	}
-	lo, hi = 0, sg.nk
-	if c.causal {
-		hi = min(hi, diag+1)
-	}
-	if c.window {
-		if c.winL >= 0 {
-			lo = max(lo, diag-c.winL)
-		}
-		if c.winR >= 0 {
-			hi = min(hi, diag+c.winR+1)
-		}
-	}
-	return lo, hi
-}
-
-// validateOptions checks the options that go beyond Scale and Causal and
-// records them in c. The shapes of q, k and out have been checked.
-func validateOptions(c *call, opts *Options) error {
-	q := &c.q
-	switch opts.Precision {
-	case PrecisionFloat32, PrecisionBFloat16:
-		c.precision = opts.Precision
-	default:
-		return fmt.Errorf("attention: Options.Precision is %v; want PrecisionFloat32 or PrecisionBFloat16", opts.Precision)
-	}
-	switch opts.CausalAlign {
-	case BottomRight:
-	case TopLeft:
-		c.topLeft = true
-	default:
-		return fmt.Errorf("attention: Options.CausalAlign is %v; want BottomRight or TopLeft", opts.CausalAlign)
-	}
-	if w := opts.Window; w != nil {
-		if w.Left < -1 {
-			return fmt.Errorf("attention: Options.Window.Left is %d; want >= 0, or -1 for unbounded", w.Left)
-		}
-		if w.Right < -1 {
-			return fmt.Errorf("attention: Options.Window.Right is %d; want >= 0, or -1 for unbounded", w.Right)
-		}
-		// A bound past every key reaches as far as unbounded does; clamping
-		// keeps i' ± w from overflowing (|i'| <= Nq + Nkv).
-		reach := satAdd(satAdd(q.Seq, c.k.Seq), 1)
-		c.window, c.winL, c.winR = true, w.Left, w.Right
-		if c.winL > reach {
-			c.winL = reach
-		}
-		if c.winR > reach {
-			c.winR = reach
-		}
-	}
-	if sc := opts.SoftCap; sc != 0 {
-		if sc != sc || sc < 0 || math.IsInf(float64(sc), 1) {
-			return fmt.Errorf("attention: Options.SoftCap is %v; want a finite number > 0, or 0 for no capping", sc)
-		}
-		c.softCap = sc
-	}
-	if s := opts.Slopes; s != nil {
-		if len(s) != q.Heads {
-			return fmt.Errorf("attention: Options.Slopes has %d elements; want one ALiBi slope per query head (%d), or nil", len(s), q.Heads)
-		}
-		for h, x := range s {
-			if x != x || math.IsInf(float64(x), 0) {
-				return fmt.Errorf("attention: Options.Slopes[%d] is %v; want a finite number", h, x)
-			}
-		}
-		c.slopes = s
-	}
-	if s := opts.Sinks; s != nil {
-		if len(s) != q.Heads {
-			return fmt.Errorf("attention: Options.Sinks has %d elements; want one sink logit per query head (%d), or nil", len(s), q.Heads)
-		}
-		for h, x := range s {
-			if x != x || math.IsInf(float64(x), 1) {
-				return fmt.Errorf("attention: Options.Sinks[%d] is %v; want a finite number, or -Inf for no sink", h, x)
-			}
-		}
-		c.sinks = s
-	}
-	if m := opts.Mask; m.dtype != 0 || m.Layout != (Layout{}) {
-		if err := m.Validate(); err != nil {
-			return fmt.Errorf("attention: Options.Mask: %w", err)
-		}
-		if m.dtype == Q8 {
-			return fmt.Errorf("attention: Options.Mask has element type q8; want f32, f16 or bf16")
-		}
-		if err := checkMaskLayout("Mask", m.Layout, c); err != nil {
-			return err
-		}
-		mlo, mhi := m.byteRange()
-		olo, ohi := c.out.byteRange()
-		if overlaps(olo, ohi, mlo, mhi) {
-			return fmt.Errorf("attention: out overlaps Options.Mask in memory; want separate buffers")
-		}
-		if c.lse != nil {
-			llo, lhi := floatsRange(c.lse[:q.Batch*q.Heads*q.Seq])
-			if overlaps(llo, lhi, mlo, mhi) {
-				return fmt.Errorf("attention: lse overlaps Options.Mask in memory; want separate buffers")
-			}
-		}
-		c.mask = m
-	}
-	if m := opts.BoolMask; m.Data != nil || m.Layout != (Layout{}) {
-		if m.Data == nil {
-			return fmt.Errorf("attention: Options.BoolMask has a layout but no Data; want both or neither")
-		}
-		if err := m.Layout.Validate(); err != nil {
-			return fmt.Errorf("attention: Options.BoolMask: %w", err)
-		}
-		if err := checkMaskLayout("BoolMask", m.Layout, c); err != nil {
-			return err
-		}
-		if need := m.Span(); len(m.Data) < need {
-			return fmt.Errorf("attention: Options.BoolMask.Data has %d elements; want >= %d for shape [%d %d %d %d] with strides [%d %d %d 1]",
-				len(m.Data), need, m.Batch, m.Heads, m.Seq, m.Dim, m.BatchStride, m.HeadStride, m.SeqStride)
-		}
-		c.bmask = m
-	}
-	if err := checkVarlen(c, opts); err != nil {
-		return err
-	}
-	c.terms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
-	c.gridTiles = c.precision == PrecisionBFloat16
-	c.trim = !c.terms && c.gridTiles
-	return nil
-}
-
-// checkMaskLayout checks that a mask of layout l broadcasts to [B, Hq, Nq,
-// Nkv].
-func checkMaskLayout(name string, l Layout, c *call) error {
-	if l.Batch != 1 && l.Batch != c.q.Batch {
-		return fmt.Errorf("attention: Options.%s has batch %d; want %d (B) or 1 (broadcast)", name, l.Batch, c.q.Batch)
-	}
-	if l.Heads != 1 && l.Heads != c.q.Heads {
-		return fmt.Errorf("attention: Options.%s has %d heads; want %d (query heads) or 1 (broadcast)", name, l.Heads, c.q.Heads)
-	}
-	if l.Seq != c.q.Seq || l.Dim != c.k.Seq {
-		return fmt.Errorf("attention: Options.%s has %d rows × %d keys; want Nq × Nkv = %d × %d (SeqStride 0 broadcasts one row over the queries)",
-			name, l.Seq, l.Dim, c.q.Seq, c.k.Seq)
-	}
-	return nil
-}
-
-// checkVarlen validates the cumulative sequence offsets.
-func checkVarlen(c *call, opts *Options) error {
-	cq, ck := opts.CuSeqQ, opts.CuSeqKV
-	if cq == nil && ck == nil {
-		return nil
-	}
-	if cq == nil || ck == nil {
-		return fmt.Errorf("attention: only one of Options.CuSeqQ (%d elements) and Options.CuSeqKV (%d elements) is set; want both (variable-length batch) or neither", len(cq), len(ck))
-	}
-	if len(cq) != len(ck) {
-		return fmt.Errorf("attention: Options.CuSeqQ has %d elements and Options.CuSeqKV %d; want the same (number of sequences + 1)", len(cq), len(ck))
-	}
-	if c.q.Batch != 1 {
-		return fmt.Errorf("attention: batch is %d with Options.CuSeqQ/CuSeqKV set; want 1 (the sequences are packed along the sequence axis)", c.q.Batch)
-	}
-	if err := checkOffsets("CuSeqQ", cq, "Nq", c.q.Seq); err != nil {
-		return err
-	}
-	if err := checkOffsets("CuSeqKV", ck, "Nkv", c.k.Seq); err != nil {
-		return err
-	}
-	c.cuQ, c.cuKV = cq, ck
-	return nil
-}
-
-func checkOffsets(name string, cu []int, total string, n int) error {
-	if len(cu) == 0 {
-		return fmt.Errorf("attention: Options.%s is empty; want number of sequences + 1 offsets starting at 0", name)
-	}
-	if cu[0] != 0 {
-		return fmt.Errorf("attention: Options.%s[0] is %d; want 0", name, cu[0])
-	}
-	for s := 1; s < len(cu); s++ {
-		if cu[s] < cu[s-1] {
-			return fmt.Errorf("attention: Options.%s[%d] is %d, less than %s[%d] = %d; want non-decreasing offsets", name, s, cu[s], name, s-1, cu[s-1])
-		}
-	}
-	if last := cu[len(cu)-1]; last != n {
-		return fmt.Errorf("attention: Options.%s[%d] is %d; want %s = %d (the packed length)", name, len(cu)-1, last, total, n)
-	}
-	return nil
-}
-
-// applyTerms applies soft-capping, ALiBi and the masks to the scores of the
-// current tile: rows of the block of queries [p0, p0+np) (packed) of K/V
-// head hk, keys [j0, j0+bc) of the sequence (local numbering), each row r
-// only over its columns [lo[r], hi[r]).
-func applyTerms(ws *workspace, c *call, b, hk, p0, np, j0, ldS int, sg seg) {
-	g := c.group
-	for hi := range g {
-		h := hk*g + hi
-		var slope float32
-		if c.slopes != nil {
-			slope = c.slopes[h]
-		}
-		for pi := range np {
-			r := hi*np + pi
-			a, e := ws.lo[r], ws.vis[r]
-			if a >= e {
-				continue
-			}
-			row := ws.s[r*ldS+a : r*ldS+e]
-			if cp := c.softCap; cp != 0 {
-				inv := 1 / cp
-				for t, x := range row {
-					row[t] = cp * tanh32(x*inv)
-				}
-			}
-			i := p0 + pi // packed query position
-			if c.slopes != nil {
-				diag := i - sg.q0
-				if !c.topLeft {
-					diag += sg.nk - sg.nq
-				}
-				for t := range row {
-					d := diag - (j0 + a + t)
-					if d < 0 {
-						d = -d
-					}
-					row[t] -= slope * float32(d)
-				}
-			}
-			kj := sg.kv0 + j0 + a // packed key of row[0]
-			if m := &c.bmask; m.Data != nil {
-				bm, hm := b, h
-				if m.Batch == 1 {
-					bm = 0
-				}
-				if m.Heads == 1 {
-					hm = 0
-				}
-				keep := m.Data[m.Offset(bm, hm, i)+kj:][:len(row)]
-				for t, k := range keep {
-					if !k {
-						row[t] = negInf
-					}
-				}
-			}
-			if m := &c.mask; m.dtype != 0 {
-				bm, hm := b, h
-				if m.Batch == 1 {
-					bm = 0
-				}
-				if m.Heads == 1 {
-					hm = 0
-				}
-				off := m.Offset(bm, hm, i) + kj
-				switch m.dtype {
-				case F32:
-					addMask(row, m.f32[off:][:len(row)], func(x float32) float32 { return x })
-				case F16:
-					addMask(row, m.f16[off:][:len(row)], func(x fp16.Float16) float32 { return x.Float32() })
-				case BF16:
-					addMask(row, m.bf16[off:][:len(row)], func(x fp16.BFloat16) float32 { return x.Float32() })
-				}
-			}
-		}
-	}
-}
-
-// addMask adds an additive mask to a row of scores; a −Inf entry replaces
-// the score (hides the key) instead, so that a NaN score from a hidden key
-// does not survive as NaN + (−Inf).
-func addMask[T any](row []float32, mask []T, conv func(T) float32) {
-	for t, x := range mask {
-		m := conv(x)
-		if m == negInf {
-			row[t] = negInf
-		} else {
-			row[t] += m
-		}
-	}
-}
-
-// tanh32 is tanh for soft-capping, accurate to about one float32 ulp: the
-// rational approximation of math.Tanh near 0 and 1 − 2/(e^{2|x|}+1) with
-// the float32 exponential elsewhere.
-func tanh32(x float32) float32 {
-	a := x
-	if a < 0 {
-		a = -a
-	}
-	switch {
-	case a < 0.625:
-		z := float64(x)
-		s := z * z
-		return float32(z + z*s*((-9.64399179425052238628e-1*s-9.92877231001918586564e1)*s-1.61468768441708447952e3)/
-			(((s+1.12811678491632931402e2)*s+2.23548839060100448583e3)*s+4.84406305325125486048e3))
-	case a > 10: // tanh rounds to ±1 in float32 (and ±Inf lands here)
-		if x < 0 {
-			return -1
-		}
-		return 1
-	}
-	e := float64(kernel.Exp(2 * a))
-	t := float32(1 - 2/(e+1)) // NaN stays NaN
-	if x < 0 {
-		t = -t
-	}
-	return t
-}
-
-// maskHidesTile reports whether the float or boolean mask hides every key
-// of the tile [j0, j0+bc) from every row of the block that the causal mask
-// and the window would let see it, so that the tile can be skipped like a
-// tile outside every window. The scan stops at the first key some row
-// sees, which for an ordinary tile is the first one it reads.
-func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
-	if c.mask.dtype == 0 && c.bmask.Data == nil {
-		return false
-	}
-	il0 := p0 - sg.q0
-	for hi := range c.group {
-		h := hk*c.group + hi
-		for pi := range np {
-			lo, hi := c.keyRange(sg, il0+pi)
-			lo, hi = max(lo, j0), min(hi, j0+bc)
-			if lo >= hi {
-				continue
-			}
-			i := p0 + pi
-			kj := sg.kv0 + lo
-			n := hi - lo
-			if m := &c.bmask; m.Data != nil {
-				keep := m.Data[m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+kj:][:n]
-				all := true
-				for _, k := range keep {
-					if k {
-						all = false
-						break
-					}
-				}
-				if all {
-					continue // this row sees nothing in the tile
-				}
-			}
-			if m := &c.mask; m.dtype != 0 {
-				off := m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i) + kj
-				if maskAllNegInf(m, off, n) {
-					continue
-				}
-			}
-			return false
-		}
-	}
-	return true
-}
-
-// trimMasked narrows the range [ws.lo[r], ws.vis[r]) of each row of the
-// block in the tile of keys [j0, j0+bc) to run from the row's first to its
-// last key there that Mask and BoolMask leave visible, so that the keys
-// they hide at the edges of a row's range are never read for it, whatever
-// their values (a key-padding mask's padding may be uninitialised
-// memory). It reports whether every range stayed as it was. The scan stops
-// at the first visible key from either end, which for an ordinary row is
-// the one at the end.
-func trimMasked(ws *workspace, c *call, b, hk, p0, np, j0 int, sg seg) bool {
-	same := true
-	kj := sg.kv0 + j0 // packed key of the tile's column 0
-	for hi := range c.group {
-		h := hk*c.group + hi
-		for pi := range np {
-			r := hi*np + pi
-			lo, e := ws.lo[r], ws.vis[r]
-			i := p0 + pi
-			for lo < e && maskHides(c, b, h, i, kj+lo) {
-				lo++
-			}
-			for e > lo && maskHides(c, b, h, i, kj+e-1) {
-				e--
-			}
-			if lo != ws.lo[r] || e != ws.vis[r] {
-				ws.lo[r], ws.vis[r] = lo, e
-				same = false
-			}
-		}
-	}
-	return same
-}
-
-// maskHides reports whether Mask or BoolMask hides packed key j from query
-// i of head h, batch entry b.
-func maskHides(c *call, b, h, i, j int) bool {
-	if m := &c.bmask; m.Data != nil && !m.Data[m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j] {
-		return true
-	}
-	if m := &c.mask; m.dtype != 0 {
-		return maskAllNegInf(m, m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j, 1)
-	}
-	return false
-}
-
-// maskIndex maps a batch or head index onto a mask dimension of size n,
-// which is either the full size or 1 (broadcast).
-func maskIndex(n, i int) int {
-	if n == 1 {
-		return 0
-	}
-	return i
-}
-
-// maskAllNegInf reports whether the n additive-mask entries at off are all
-// −Inf.
-func maskAllNegInf(m *Tensor, off, n int) bool {
-	switch m.dtype {
-	case F32:
-		for _, x := range m.f32[off:][:n] {
-			if x != negInf {
-				return false
-			}
-		}
-	case F16:
-		for _, x := range m.f16[off:][:n] {
-			if x.Float32() != negInf {
-				return false
-			}
-		}
-	case BF16:
-		for _, x := range m.bf16[off:][:n] {
-			if x.Float32() != negInf {
-				return false
-			}
-		}
-	}
-	return true
 }

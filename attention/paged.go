@@ -243,13 +243,13 @@ func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
 	}
 	if cow {
 		old := s.blocks[have-1]
-		nb := c.take()
+		nb := c.allocBlock()
 		c.copyBlock(nb, old, s.n%bs)
 		c.ref[old]--
 		s.blocks[have-1] = nb
 	}
 	for len(s.blocks)*bs < s.n+m {
-		s.blocks = append(s.blocks, c.take())
+		s.blocks = append(s.blocks, c.allocBlock())
 	}
 	for h := range c.heads {
 		for t := range m {
@@ -263,8 +263,8 @@ func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
 	return nil
 }
 
-// take pops a free block and gives it one reference.
-func (c *PagedCache) take() int32 {
+// allocBlock pops a free block and gives it one reference.
+func (c *PagedCache) allocBlock() int32 {
 	b := c.free[len(c.free)-1]
 	c.free = c.free[:len(c.free)-1]
 	c.ref[b] = 1
@@ -414,7 +414,7 @@ func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedC
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.run(&c, e.positionsPerBlock(&c))
+	return e.computeBlocks(&c, e.positionsPerBlock(&c))
 }
 
 // validatePaged checks ForwardPaged's arguments under the cache's read

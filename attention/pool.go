@@ -9,7 +9,7 @@ import (
 )
 
 // The worker pool. A call cuts its work into blocks (batch entry, K/V head,
-// run of query positions); the calling goroutine and up to Threads−1
+// range of query positions); the calling goroutine and up to Threads−1
 // helpers take blocks from a shared counter until none is left. Each block
 // is computed by the same code whatever goroutine runs it and writes only
 // its own output rows, so the result is bitwise identical for every thread
@@ -84,15 +84,16 @@ func (p *pool) grow(n int) {
 
 func (p *pool) help() {
 	for range p.wake {
-		if j := p.take(); j != nil {
+		if j := p.join(); j != nil {
 			j.work()
 			p.leave(j)
 		}
 	}
 }
 
-// take returns an open job with blocks left, counting the helper in.
-func (p *pool) take() *job {
+// join returns an open job with blocks left, counting the helper in (leave
+// counts it out).
+func (p *pool) join() *job {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := len(p.open) - 1; i >= 0; i-- {
@@ -139,8 +140,8 @@ func (e *Engine) threadCount() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// run computes every block of c, spreading them over the pool.
-func (e *Engine) run(c *call, np int) error {
+// computeBlocks computes every block of c, spreading them over the pool.
+func (e *Engine) computeBlocks(c *call, np int) error {
 	c.direct = c.group*c.q.Seq <= directRows && kernel.RowKernels()
 	c.math = f32Math{}
 	if c.precision == PrecisionBFloat16 {
@@ -197,11 +198,11 @@ func (e *Engine) run(c *call, np int) error {
 	return err
 }
 
-// splitCount returns the number of key runs each (batch, K/V head) of a
+// splitCount returns the number of parts each (batch, K/V head) of a
 // one-block call is cut into (Config.KVSplits). The automatic choice
 // depends only on the shape, so that the result never depends on the
-// thread count: runs of at least minSplitKeys keys, until there are
-// splitBlocks blocks in all, and at most maxSplits runs.
+// thread count: parts of at least minSplitKeys keys, until there are
+// splitBlocks blocks in all, and at most maxSplits parts.
 func (e *Engine) splitCount(c *call) int {
 	const minSplitKeys, splitBlocks, maxSplits = 512, 64, 32
 	nk := 0
@@ -209,8 +210,8 @@ func (e *Engine) splitCount(c *call) int {
 		nk = max(nk, c.keys(b))
 	}
 	if e.splits != 0 {
-		// More runs than tiles leave runs empty: capping them at the
-		// tiles of the longest sequence (or maxSplits) changes no run's
+		// More parts than tiles leave parts empty: capping them at the
+		// tiles of the longest sequence (or maxSplits) changes no part's
 		// tiles, hence no bit of the result, and bounds the partial
 		// results by the problem.
 		return min(e.splits, max(maxSplits, ceilDiv(nk, c.bkv)))

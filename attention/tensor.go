@@ -28,7 +28,8 @@ const (
 // scale in a Q8 tensor.
 const Q8Block = 32
 
-// String returns the usual short name of the type: "f32", "f16" or "bf16".
+// String returns the usual short name of the type: "f32", "f16", "bf16" or
+// "q8".
 func (d DType) String() string {
 	switch d {
 	case F32:
@@ -163,8 +164,9 @@ func (l Layout) injective() bool {
 }
 
 // Tensor is a strided view of a 4-D array of float32, fp16, bfloat16 or
-// 8-bit quantised values (see Layout and Q8Tensor). It does not own its data: the engine reads queries,
-// keys and values through it and writes outputs through it, in place.
+// 8-bit quantised values (see Layout and Q8Tensor). It does not own its
+// data: the engine reads queries, keys and values through it and writes
+// outputs through it, in place.
 type Tensor struct {
 	Layout
 	dtype DType
@@ -193,7 +195,9 @@ func BF16Tensor(data []fp16.BFloat16, l Layout) Tensor {
 // scales[i/Q8Block]. The layout's Dim and strides must be multiples of
 // Q8Block, so that each block of Q8Block values lies within one row, and
 // scales must hold one entry per block of the span. The engine converts Q8
-// keys and values to float32 once per tile, like fp16.
+// keys and values to float32 once per tile, like fp16, or, in a call of few
+// query rows on amd64, dequantises them in registers where they lie
+// (kernel.QKRows).
 func Q8Tensor(data []int8, scales []float32, l Layout) Tensor {
 	return Tensor{Layout: l, dtype: Q8, i8: data, q8s: scales}
 }

@@ -1,12 +1,19 @@
 // Package kernel holds the tile kernels of flashgo's attention engine: the
 // score tile S = scale·Q·Kᵀ, the accumulation O += P·V, the exponential of a
-// row fused with its sum, the row maximum, the rescale of an output row, and
-// the packing of K and V tiles into float32 panels (converting fp16 and
-// bfloat16 on the way).
+// row fused with its sum, the online softmax of a tile, the row maximum, the
+// rescale of an output row, and the packing of K and V tiles into float32
+// panels (converting fp16 and bfloat16 on the way); the row kernels QKRows
+// and PVRows, which read K and V rows where they lie in float32, fp16,
+// bfloat16 or int8 (Q8, with its scales) and convert them in registers, for
+// calls of few query rows; and the bfloat16 products QKTBF16 and PVBF16 on
+// pair panels (PackKPairs, PackVPairs) with OnlineSoftmaxBF16, run on AMX or
+// AVX512-BF16 where the CPU has them.
 //
-// Every kernel works on plain row-major float32 blocks addressed by a slice
-// and a leading dimension (the distance, in elements, between the starts of
-// consecutive rows). Kernels know nothing of heads, masks or sequences: the
+// Every kernel works on row-major blocks addressed by a slice and a leading
+// dimension (the distance, in elements, between the starts of consecutive
+// rows): float32 blocks, except the K and V rows that the row kernels and
+// the packs read in their storage type and the bfloat16 operands of the
+// bf16 products. Kernels know nothing of heads, masks or sequences: the
 // attention package decides which tile to compute and what to do with it.
 //
 // The pure-Go functions in this package are the specification: each doc

@@ -1,0 +1,381 @@
+package attention
+
+import (
+	"fmt"
+	"math"
+)
+
+// call is one validated attention problem.
+type call struct {
+	out, q, k, v Tensor
+	lse          []float32
+	scale        float32
+	causal       bool
+	group        int  // query heads per K/V head
+	direct       bool // read K and V rows in place (few query rows; see directRows)
+	precision    Precision
+	math         tileMath // how the tiles' products are computed (set by computeBlocks)
+	pre          *prepack // bf16 K/V packed once per call, or nil (set by computeBlocks)
+	bkv          int      // keys in a tile: Config.BlockKV or its default, bounded by the problem (set by positionsPerBlock)
+
+	topLeft    bool
+	window     bool
+	winL, winR int // -1: unbounded; otherwise clamped so that i' ± w cannot overflow
+	softCap    float32
+	slopes     []float32
+	sinks      []float32
+	mask       Tensor // dtype 0: none
+	bmask      BoolMask
+	cuQ, cuKV  []int
+	terms      bool // softCap, slopes or a mask: the score tile needs a per-element pass
+	trim       bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
+	gridTiles  bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
+
+	// paged, when its cache is non-nil, is where K and V live (ForwardPaged):
+	// k and v then carry the shape only, Seq being the longest sequence.
+	paged pagedRead
+}
+
+// seg is the sequence a block of queries belongs to: packed queries
+// [q0, q0+nq) and keys [kv0, kv0+nk). Without variable lengths it is the
+// whole batch entry.
+type seg struct {
+	q0, nq, kv0, nk int
+}
+
+// keyRange returns the keys [lo, hi), in the sequence's own key numbering,
+// that the structural masks (causal, window) leave visible to the query at
+// position il of the sequence. Both bounds are non-decreasing in il; the
+// range is empty when lo >= hi.
+func (c *call) keyRange(sg seg, il int) (lo, hi int) {
+	diag := il
+	if !c.topLeft {
+		diag += sg.nk - sg.nq
+	}
+	lo, hi = 0, sg.nk
+	if c.causal {
+		hi = min(hi, diag+1)
+	}
+	if c.window {
+		if c.winL >= 0 {
+			lo = max(lo, diag-c.winL)
+		}
+		if c.winR >= 0 {
+			hi = min(hi, diag+c.winR+1)
+		}
+	}
+	return lo, hi
+}
+
+// validate checks the arguments of Forward and ForwardLSE and returns the
+// call they describe.
+func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, error) {
+	for _, t := range [...]struct {
+		name string
+		t    Tensor
+	}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
+		if err := t.t.Validate(); err != nil {
+			return call{}, fmt.Errorf("attention: %s: %w", t.name, err)
+		}
+	}
+	if q.dtype != F32 {
+		return call{}, fmt.Errorf("attention: q has element type %v; want f32", q.dtype)
+	}
+	if out.dtype != F32 {
+		return call{}, fmt.Errorf("attention: out has element type %v; want f32", out.dtype)
+	}
+	if q.Dim == 0 {
+		return call{}, fmt.Errorf("attention: q has head dim 0; want >= 1")
+	}
+	if q.Heads == 0 || k.Heads == 0 {
+		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want >= 1 each", q.Heads, k.Heads)
+	}
+	if k.Dim != q.Dim || v.Dim != q.Dim {
+		return call{}, fmt.Errorf("attention: head dims are q %d, k %d, v %d; want all equal", q.Dim, k.Dim, v.Dim)
+	}
+	if k.Batch != q.Batch || v.Batch != q.Batch {
+		return call{}, fmt.Errorf("attention: batch sizes are q %d, k %d, v %d; want all equal", q.Batch, k.Batch, v.Batch)
+	}
+	if v.Heads != k.Heads || v.Seq != k.Seq {
+		return call{}, fmt.Errorf("attention: v has %d heads × %d keys and k has %d × %d; want the same", v.Heads, v.Seq, k.Heads, k.Seq)
+	}
+	if q.Heads%k.Heads != 0 {
+		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want a multiple (grouped-query attention)", q.Heads, k.Heads)
+	}
+	for _, t := range [...]namedTensor{{"k", k}, {"v", v}} {
+		// The kernels read K and V rows SeqStride apart as the rows of a
+		// matrix, which must not overlap. With one position the stride
+		// steps nowhere: denseRows makes it Dim below.
+		if t.t.Seq >= 2 && t.t.SeqStride < t.t.Dim {
+			return call{}, fmt.Errorf("attention: %s has SeqStride %d with %d positions of head dim %d; want SeqStride >= %d (the head dim), so that its rows do not overlap",
+				t.name, t.t.SeqStride, t.t.Seq, t.t.Dim, t.t.Dim)
+		}
+	}
+	if err := checkOutputs("attention: ", out, lse, q, namedTensor{"k", k}, namedTensor{"v", v}); err != nil {
+		return call{}, err
+	}
+	scale, err := callScale(opts.Scale, q.Dim)
+	if err != nil {
+		return call{}, err
+	}
+	c := call{out: out, q: q, k: denseRows(k), v: denseRows(v), lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}
+	if err := validateOptions(&c, opts); err != nil {
+		return call{}, err
+	}
+	return c, nil
+}
+
+// denseRows returns the K or V view t with SeqStride Dim when it has at
+// most one position, so that a stride that steps nowhere (0 in a Layout
+// literal that sets only the sizes) reaches the kernels as the dense one.
+// The elements the view reaches are the same.
+func denseRows(t Tensor) Tensor {
+	if t.Seq <= 1 {
+		t.SeqStride = t.Dim
+	}
+	return t
+}
+
+// namedTensor is an input that an output must not overlap, with the name an
+// error gives it.
+type namedTensor struct {
+	name string
+	t    Tensor
+}
+
+// checkOutputs checks out and lse (which may be nil) against the queries q
+// and the other inputs: out has q's shape and distinct elements, lse holds
+// a value per row, and neither shares memory with an input or the other.
+// Error messages start with prefix.
+func checkOutputs(prefix string, out Tensor, lse []float32, q Tensor, inputs ...namedTensor) error {
+	if out.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
+		return fmt.Errorf("%sout has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
+			prefix, out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
+	}
+	if !out.injective() {
+		return fmt.Errorf("%sout has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",
+			prefix, out.BatchStride, out.HeadStride, out.SeqStride, out.Batch, out.Heads, out.Seq, out.Dim)
+	}
+	olo, ohi := out.byteRange()
+	// q first: the order in which overlaps are reported.
+	all := func(f func(name string, t *Tensor) error) error {
+		if err := f("q", &q); err != nil {
+			return err
+		}
+		for i := range inputs {
+			if err := f(inputs[i].name, &inputs[i].t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err := all(func(name string, t *Tensor) error {
+		lo, hi := t.byteRange()
+		slo, shi := t.scaleRange()
+		if overlaps(olo, ohi, lo, hi) || overlaps(olo, ohi, slo, shi) {
+			return fmt.Errorf("%sout overlaps %s in memory; want separate buffers", prefix, name)
+		}
+		return nil
+	})
+	if err != nil || lse == nil {
+		return err
+	}
+	need, ok := rowCount(q.Layout)
+	if !ok || len(lse) < need {
+		return fmt.Errorf("%slse has %d elements; want >= B·Hq·Nq = %s", prefix, len(lse), rowCountText(q.Layout))
+	}
+	llo, lhi := floatsRange(lse[:need])
+	err = all(func(name string, t *Tensor) error {
+		lo, hi := t.byteRange()
+		slo, shi := t.scaleRange()
+		if overlaps(llo, lhi, lo, hi) || overlaps(llo, lhi, slo, shi) {
+			return fmt.Errorf("%slse overlaps %s in memory; want separate buffers", prefix, name)
+		}
+		return nil
+	})
+	if err == nil && overlaps(llo, lhi, olo, ohi) {
+		err = fmt.Errorf("%slse overlaps out in memory; want separate buffers", prefix)
+	}
+	return err
+}
+
+// callScale checks Options.Scale and resolves 0 to 1/sqrt(dim).
+func callScale(scale float32, dim int) (float32, error) {
+	if scale != scale || math.IsInf(float64(scale), 0) {
+		return 0, fmt.Errorf("attention: Options.Scale is %v; want a finite number, or 0 for 1/sqrt(dim)", scale)
+	}
+	if scale == 0 {
+		scale = float32(1 / math.Sqrt(float64(dim)))
+	}
+	return scale, nil
+}
+
+// validateOptions checks the options that go beyond Scale and Causal and
+// records them in c. The shapes of q, k and out have been checked.
+func validateOptions(c *call, opts *Options) error {
+	q := &c.q
+	switch opts.Precision {
+	case PrecisionFloat32, PrecisionBFloat16:
+		c.precision = opts.Precision
+	default:
+		return fmt.Errorf("attention: Options.Precision is %v; want PrecisionFloat32 or PrecisionBFloat16", opts.Precision)
+	}
+	switch opts.CausalAlign {
+	case BottomRight:
+	case TopLeft:
+		c.topLeft = true
+	default:
+		return fmt.Errorf("attention: Options.CausalAlign is %v; want BottomRight or TopLeft", opts.CausalAlign)
+	}
+	if w := opts.Window; w != nil {
+		if w.Left < -1 {
+			return fmt.Errorf("attention: Options.Window.Left is %d; want >= 0, or -1 for unbounded", w.Left)
+		}
+		if w.Right < -1 {
+			return fmt.Errorf("attention: Options.Window.Right is %d; want >= 0, or -1 for unbounded", w.Right)
+		}
+		// A bound past every key reaches as far as unbounded does; clamping
+		// keeps i' ± w from overflowing (|i'| <= Nq + Nkv).
+		reach := satAdd(satAdd(q.Seq, c.k.Seq), 1)
+		c.window, c.winL, c.winR = true, w.Left, w.Right
+		if c.winL > reach {
+			c.winL = reach
+		}
+		if c.winR > reach {
+			c.winR = reach
+		}
+	}
+	if sc := opts.SoftCap; sc != 0 {
+		if sc != sc || sc < 0 || math.IsInf(float64(sc), 1) {
+			return fmt.Errorf("attention: Options.SoftCap is %v; want a finite number > 0, or 0 for no capping", sc)
+		}
+		c.softCap = sc
+	}
+	if s := opts.Slopes; s != nil {
+		if len(s) != q.Heads {
+			return fmt.Errorf("attention: Options.Slopes has %d elements; want one ALiBi slope per query head (%d), or nil", len(s), q.Heads)
+		}
+		for h, x := range s {
+			if x != x || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("attention: Options.Slopes[%d] is %v; want a finite number", h, x)
+			}
+		}
+		c.slopes = s
+	}
+	if s := opts.Sinks; s != nil {
+		if len(s) != q.Heads {
+			return fmt.Errorf("attention: Options.Sinks has %d elements; want one sink logit per query head (%d), or nil", len(s), q.Heads)
+		}
+		for h, x := range s {
+			if x != x || math.IsInf(float64(x), 1) {
+				return fmt.Errorf("attention: Options.Sinks[%d] is %v; want a finite number, or -Inf for no sink", h, x)
+			}
+		}
+		c.sinks = s
+	}
+	if m := opts.Mask; m.dtype != 0 || m.Layout != (Layout{}) {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("attention: Options.Mask: %w", err)
+		}
+		if m.dtype == Q8 {
+			return fmt.Errorf("attention: Options.Mask has element type q8; want f32, f16 or bf16")
+		}
+		if err := checkMaskLayout("Mask", m.Layout, c); err != nil {
+			return err
+		}
+		mlo, mhi := m.byteRange()
+		olo, ohi := c.out.byteRange()
+		if overlaps(olo, ohi, mlo, mhi) {
+			return fmt.Errorf("attention: out overlaps Options.Mask in memory; want separate buffers")
+		}
+		if c.lse != nil {
+			llo, lhi := floatsRange(c.lse[:q.Batch*q.Heads*q.Seq])
+			if overlaps(llo, lhi, mlo, mhi) {
+				return fmt.Errorf("attention: lse overlaps Options.Mask in memory; want separate buffers")
+			}
+		}
+		c.mask = m
+	}
+	if m := opts.BoolMask; m.Data != nil || m.Layout != (Layout{}) {
+		if m.Data == nil {
+			return fmt.Errorf("attention: Options.BoolMask has a layout but no Data; want both or neither")
+		}
+		if err := m.Layout.Validate(); err != nil {
+			return fmt.Errorf("attention: Options.BoolMask: %w", err)
+		}
+		if err := checkMaskLayout("BoolMask", m.Layout, c); err != nil {
+			return err
+		}
+		if need := m.Span(); len(m.Data) < need {
+			return fmt.Errorf("attention: Options.BoolMask.Data has %d elements; want >= %d for shape [%d %d %d %d] with strides [%d %d %d 1]",
+				len(m.Data), need, m.Batch, m.Heads, m.Seq, m.Dim, m.BatchStride, m.HeadStride, m.SeqStride)
+		}
+		c.bmask = m
+	}
+	if err := checkVarlen(c, opts); err != nil {
+		return err
+	}
+	c.terms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
+	c.gridTiles = c.precision == PrecisionBFloat16
+	c.trim = !c.terms && c.gridTiles
+	return nil
+}
+
+// checkMaskLayout checks that a mask of layout l broadcasts to [B, Hq, Nq,
+// Nkv].
+func checkMaskLayout(name string, l Layout, c *call) error {
+	if l.Batch != 1 && l.Batch != c.q.Batch {
+		return fmt.Errorf("attention: Options.%s has batch %d; want %d (B) or 1 (broadcast)", name, l.Batch, c.q.Batch)
+	}
+	if l.Heads != 1 && l.Heads != c.q.Heads {
+		return fmt.Errorf("attention: Options.%s has %d heads; want %d (query heads) or 1 (broadcast)", name, l.Heads, c.q.Heads)
+	}
+	if l.Seq != c.q.Seq || l.Dim != c.k.Seq {
+		return fmt.Errorf("attention: Options.%s has %d rows × %d keys; want Nq × Nkv = %d × %d (SeqStride 0 broadcasts one row over the queries)",
+			name, l.Seq, l.Dim, c.q.Seq, c.k.Seq)
+	}
+	return nil
+}
+
+// checkVarlen validates the cumulative sequence offsets.
+func checkVarlen(c *call, opts *Options) error {
+	cq, ck := opts.CuSeqQ, opts.CuSeqKV
+	if cq == nil && ck == nil {
+		return nil
+	}
+	if cq == nil || ck == nil {
+		return fmt.Errorf("attention: only one of Options.CuSeqQ (%d elements) and Options.CuSeqKV (%d elements) is set; want both (variable-length batch) or neither", len(cq), len(ck))
+	}
+	if len(cq) != len(ck) {
+		return fmt.Errorf("attention: Options.CuSeqQ has %d elements and Options.CuSeqKV %d; want the same (number of sequences + 1)", len(cq), len(ck))
+	}
+	if c.q.Batch != 1 {
+		return fmt.Errorf("attention: batch is %d with Options.CuSeqQ/CuSeqKV set; want 1 (the sequences are packed along the sequence axis)", c.q.Batch)
+	}
+	if err := checkOffsets("CuSeqQ", cq, "Nq", c.q.Seq); err != nil {
+		return err
+	}
+	if err := checkOffsets("CuSeqKV", ck, "Nkv", c.k.Seq); err != nil {
+		return err
+	}
+	c.cuQ, c.cuKV = cq, ck
+	return nil
+}
+
+func checkOffsets(name string, cu []int, total string, n int) error {
+	if len(cu) == 0 {
+		return fmt.Errorf("attention: Options.%s is empty; want number of sequences + 1 offsets starting at 0", name)
+	}
+	if cu[0] != 0 {
+		return fmt.Errorf("attention: Options.%s[0] is %d; want 0", name, cu[0])
+	}
+	for s := 1; s < len(cu); s++ {
+		if cu[s] < cu[s-1] {
+			return fmt.Errorf("attention: Options.%s[%d] is %d, less than %s[%d] = %d; want non-decreasing offsets", name, s, cu[s], name, s-1, cu[s-1])
+		}
+	}
+	if last := cu[len(cu)-1]; last != n {
+		return fmt.Errorf("attention: Options.%s[%d] is %d; want %s = %d (the packed length)", name, len(cu)-1, last, total, n)
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package attention
+
+import (
+	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// applyTerms applies soft-capping, ALiBi and the masks to the scores of the
+// current tile: rows of the block of queries [p0, p0+np) (packed) of K/V
+// head hk, keys [j0, j0+bc) of the sequence (local numbering), each row r
+// only over its columns [lo[r], hi[r]).
+func applyTerms(ws *workspace, c *call, b, hk, p0, np, j0, ldS int, sg seg) {
+	g := c.group
+	for hg := range g {
+		h := hk*g + hg
+		var slope float32
+		if c.slopes != nil {
+			slope = c.slopes[h]
+		}
+		for pi := range np {
+			r := hg*np + pi
+			a, e := ws.lo[r], ws.vis[r]
+			if a >= e {
+				continue
+			}
+			row := ws.s[r*ldS+a : r*ldS+e]
+			if cp := c.softCap; cp != 0 {
+				inv := 1 / cp
+				for t, x := range row {
+					row[t] = cp * tanh32(x*inv)
+				}
+			}
+			i := p0 + pi // packed query position
+			if c.slopes != nil {
+				diag := i - sg.q0
+				if !c.topLeft {
+					diag += sg.nk - sg.nq
+				}
+				for t := range row {
+					d := diag - (j0 + a + t)
+					if d < 0 {
+						d = -d
+					}
+					row[t] -= slope * float32(d)
+				}
+			}
+			kj := sg.kv0 + j0 + a // packed key of row[0]
+			if m := &c.bmask; m.Data != nil {
+				bm, hm := b, h
+				if m.Batch == 1 {
+					bm = 0
+				}
+				if m.Heads == 1 {
+					hm = 0
+				}
+				keep := m.Data[m.Offset(bm, hm, i)+kj:][:len(row)]
+				for t, k := range keep {
+					if !k {
+						row[t] = negInf
+					}
+				}
+			}
+			if m := &c.mask; m.dtype != 0 {
+				bm, hm := b, h
+				if m.Batch == 1 {
+					bm = 0
+				}
+				if m.Heads == 1 {
+					hm = 0
+				}
+				off := m.Offset(bm, hm, i) + kj
+				switch m.dtype {
+				case F32:
+					addMask(row, m.f32[off:][:len(row)], func(x float32) float32 { return x })
+				case F16:
+					addMask(row, m.f16[off:][:len(row)], func(x fp16.Float16) float32 { return x.Float32() })
+				case BF16:
+					addMask(row, m.bf16[off:][:len(row)], func(x fp16.BFloat16) float32 { return x.Float32() })
+				}
+			}
+		}
+	}
+}
+
+// addMask adds an additive mask to a row of scores; a −Inf entry replaces
+// the score (hides the key) instead, so that a NaN score from a hidden key
+// does not survive as NaN + (−Inf).
+func addMask[T any](row []float32, mask []T, conv func(T) float32) {
+	for t, x := range mask {
+		m := conv(x)
+		if m == negInf {
+			row[t] = negInf
+		} else {
+			row[t] += m
+		}
+	}
+}
+
+// tanh32 is tanh for soft-capping, accurate to about one float32 ulp: the
+// rational approximation of math.Tanh near 0 and 1 − 2/(e^{2|x|}+1) with
+// the float32 exponential elsewhere.
+func tanh32(x float32) float32 {
+	a := x
+	if a < 0 {
+		a = -a
+	}
+	switch {
+	case a < 0.625:
+		z := float64(x)
+		s := z * z
+		return float32(z + z*s*((-9.64399179425052238628e-1*s-9.92877231001918586564e1)*s-1.61468768441708447952e3)/
+			(((s+1.12811678491632931402e2)*s+2.23548839060100448583e3)*s+4.84406305325125486048e3))
+	case a > 10: // tanh rounds to ±1 in float32 (and ±Inf lands here)
+		if x < 0 {
+			return -1
+		}
+		return 1
+	}
+	e := float64(kernel.Exp(2 * a))
+	t := float32(1 - 2/(e+1)) // NaN stays NaN
+	if x < 0 {
+		t = -t
+	}
+	return t
+}
+
+// maskHidesTile reports whether the float or boolean mask hides every key
+// of the tile [j0, j0+bc) from every row of the block that the causal mask
+// and the window would let see it, so that the tile can be skipped like a
+// tile outside every window. The scan stops at the first key some row
+// sees, which for an ordinary tile is the first one it reads.
+func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
+	if c.mask.dtype == 0 && c.bmask.Data == nil {
+		return false
+	}
+	il0 := p0 - sg.q0
+	for hg := range c.group {
+		h := hk*c.group + hg
+		for pi := range np {
+			lo, hi := c.keyRange(sg, il0+pi)
+			lo, hi = max(lo, j0), min(hi, j0+bc)
+			if lo >= hi {
+				continue
+			}
+			i := p0 + pi
+			kj := sg.kv0 + lo
+			n := hi - lo
+			if m := &c.bmask; m.Data != nil {
+				keep := m.Data[m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+kj:][:n]
+				all := true
+				for _, k := range keep {
+					if k {
+						all = false
+						break
+					}
+				}
+				if all {
+					continue // this row sees nothing in the tile
+				}
+			}
+			if m := &c.mask; m.dtype != 0 {
+				off := m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i) + kj
+				if maskAllNegInf(m, off, n) {
+					continue
+				}
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// trimMasked narrows the range [ws.lo[r], ws.vis[r]) of each row of the
+// block in the tile of keys [j0, j0+bc) to run from the row's first to its
+// last key there that Mask and BoolMask leave visible, so that the keys
+// they hide at the edges of a row's range are never read for it, whatever
+// their values (a key-padding mask's padding may be uninitialised
+// memory). It reports whether every range stayed as it was. The scan stops
+// at the first visible key from either end, which for an ordinary row is
+// the one at the end.
+func trimMasked(ws *workspace, c *call, b, hk, p0, np, j0 int, sg seg) bool {
+	same := true
+	kj := sg.kv0 + j0 // packed key of the tile's column 0
+	for hg := range c.group {
+		h := hk*c.group + hg
+		for pi := range np {
+			r := hg*np + pi
+			lo, e := ws.lo[r], ws.vis[r]
+			i := p0 + pi
+			for lo < e && maskHides(c, b, h, i, kj+lo) {
+				lo++
+			}
+			for e > lo && maskHides(c, b, h, i, kj+e-1) {
+				e--
+			}
+			if lo != ws.lo[r] || e != ws.vis[r] {
+				ws.lo[r], ws.vis[r] = lo, e
+				same = false
+			}
+		}
+	}
+	return same
+}
+
+// maskHides reports whether Mask or BoolMask hides packed key j from query
+// i of head h, batch entry b.
+func maskHides(c *call, b, h, i, j int) bool {
+	if m := &c.bmask; m.Data != nil && !m.Data[m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j] {
+		return true
+	}
+	if m := &c.mask; m.dtype != 0 {
+		return maskAllNegInf(m, m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j, 1)
+	}
+	return false
+}
+
+// maskIndex maps a batch or head index onto a mask dimension of size n,
+// which is either the full size or 1 (broadcast).
+func maskIndex(n, i int) int {
+	if n == 1 {
+		return 0
+	}
+	return i
+}
+
+// maskAllNegInf reports whether the n additive-mask entries at off are all
+// −Inf.
+func maskAllNegInf(m *Tensor, off, n int) bool {
+	switch m.dtype {
+	case F32:
+		for _, x := range m.f32[off:][:n] {
+			if x != negInf {
+				return false
+			}
+		}
+	case F16:
+		for _, x := range m.f16[off:][:n] {
+			if x.Float32() != negInf {
+				return false
+			}
+		}
+	case BF16:
+		for _, x := range m.bf16[off:][:n] {
+			if x.Float32() != negInf {
+				return false
+			}
+		}
+	}
+	return true
+}
