@@ -67,7 +67,7 @@ func rowLds[T RowElem](d int) []int {
 var rowDims = []int{1, 3, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, 128, 129, 256}
 
 func TestQKRows(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		t.Run("f32", testQKRows[float32])
 		t.Run("f16", testQKRows[fp16.Float16])
 		t.Run("bf16", testQKRows[fp16.BFloat16])
@@ -117,7 +117,7 @@ func testQKRows[T RowElem](t *testing.T) {
 }
 
 func TestPVRows(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		t.Run("f32", testPVRows[float32])
 		t.Run("f16", testPVRows[fp16.Float16])
 		t.Run("bf16", testPVRows[fp16.BFloat16])
@@ -234,7 +234,7 @@ func ExampleQKRows() {
 // keys are cut into calls (a paged cache cuts a tile at block boundaries):
 // scoring keys in one call and one at a time agree bit for bit.
 func TestQKRowsSplitInvariant(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(37, 38))
 		for _, d := range []int{16, 32, 100, 128} {
 			const rows, cols = 5, 23
@@ -256,7 +256,7 @@ func TestQKRowsSplitInvariant(t *testing.T) {
 // distance, none, backwards or far past the rows, gives the bits of QKRows
 // and PVRows.
 func TestRowsPrefetchKeepsResults(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(39, 40))
 		t.Run("f16", func(t *testing.T) { testRowsPrefetch[fp16.Float16](t, rng, 99) })
 		t.Run("bf16", func(t *testing.T) { testRowsPrefetch[fp16.BFloat16](t, rng, 96) })
