@@ -281,29 +281,6 @@ func TestPVNEONExactSingleKey(t *testing.T) {
 	}
 }
 
-// ulpDiff is the distance between two float32 in units in the last place
-// (counting across zero); NaN against NaN is 0, NaN against a number max.
-func ulpDiff(a, b float32) uint64 {
-	if a != a || b != b {
-		if a != a && b != b {
-			return 0
-		}
-		return math.MaxUint64
-	}
-	key := func(x float32) int64 {
-		u := int64(math.Float32bits(x))
-		if u&0x80000000 != 0 {
-			return -(u & 0x7fffffff)
-		}
-		return u
-	}
-	d := key(a) - key(b)
-	if d < 0 {
-		d = -d
-	}
-	return uint64(d)
-}
-
 // checkExpSum runs expSumNEON on src (copied into a guarded buffer at off)
 // against Exp, elementwise within 1 ulp, 0 exactly where Exp gives 0, and
 // the sum within 1e-6·n of the generic sum.
@@ -322,7 +299,7 @@ func checkExpSum(t *testing.T, src []float32, max float32, off int, inPlace bool
 	for i, x := range src {
 		e := Exp(x - max)
 		g := db.s()[i]
-		if ulpDiff(g, e) > 1 || (e == 0) != (g == 0) || math.IsInf(float64(e), 0) != math.IsInf(float64(g), 0) {
+		if ulps(g, e) > 1 || (e == 0) != (g == 0) || math.IsInf(float64(e), 0) != math.IsInf(float64(g), 0) {
 			t.Fatalf("ExpSum n %d: Exp(%g - %g) = %g (%#x), NEON %g (%#x)", n, x, max, e, math.Float32bits(e), g, math.Float32bits(g))
 		}
 	}
@@ -382,9 +359,9 @@ func TestExpNEONRange(t *testing.T) {
 		}
 		dst := make([]float32, n)
 		expSumNEON(&dst[0], &src[0], n, 0)
-		worst := uint64(0)
+		worst := int64(0)
 		for i, x := range src {
-			d := ulpDiff(dst[i], Exp(x))
+			d := ulps(dst[i], Exp(x))
 			worst = max(worst, d)
 			if d > 1 || (dst[i] == 0) != (Exp(x) == 0) {
 				t.Fatalf("Exp(%g) = %g, NEON %g", x, Exp(x), dst[i])
