@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"golang.org/x/sys/cpu"
 )
 
 // The assembly QKT and PV kernels are checked against qktGeneric and
@@ -17,14 +15,9 @@ import (
 // guards on both sides: an element read from outside its block makes a NaN
 // reach the result, and one written outside its block replaces a NaN. (A
 // read that only fills a vector lane no result uses stays invisible here;
-// TestQKTPVGuardPages, in gemm_bench_amd64_test.go because it needs Linux,
-// turns such a read into a fault.) QKT's score block starts as NaN, so a
+// TestGuardPages, in guard_linux_test.go because it needs Linux, turns
+// such a read into a fault.) QKT's score block starts as NaN, so a
 // kernel that read s before writing it would fail too.
-
-var (
-	gemmHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
-	gemmHasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
-)
 
 type (
 	gemmQKTFunc func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32)
@@ -33,14 +26,13 @@ type (
 
 type gemmVariant struct {
 	name string
-	ok   bool
 	qkt  gemmQKTFunc
 	pv   gemmPVFunc
 }
 
 var gemmVariants = []gemmVariant{
 	{
-		name: "avx512", ok: gemmHasAVX512,
+		name: AVX512,
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
 			qktAVX512(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
@@ -49,7 +41,7 @@ var gemmVariants = []gemmVariant{
 		},
 	},
 	{
-		name: "avx2", ok: gemmHasAVX2,
+		name: AVX2,
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
 			qktAVX2(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
@@ -63,9 +55,7 @@ func gemmVariantNamed(t testing.TB, name string) gemmVariant {
 	t.Helper()
 	for _, v := range gemmVariants {
 		if v.name == name {
-			if !v.ok {
-				t.Skipf("CPU lacks %s", name)
-			}
+			skipUnlessImpl(t, name)
 			return v
 		}
 	}
@@ -228,19 +218,14 @@ func checkPV(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int) 
 	}
 }
 
-func gemmAvailable(t *testing.T) []gemmVariant {
-	var vs []gemmVariant
+// gemmEach runs f once per assembly variant, as testImpls does, skipping
+// those this machine cannot run.
+func gemmEach(t *testing.T, f func(t *testing.T, v gemmVariant)) {
+	var names []string
 	for _, v := range gemmVariants {
-		if v.ok {
-			vs = append(vs, v)
-		} else {
-			t.Logf("CPU lacks %s: not tested", v.name)
-		}
+		names = append(names, v.name)
 	}
-	if len(vs) == 0 {
-		t.Skip("CPU has neither AVX-512 nor AVX2+FMA")
-	}
-	return vs
+	testImpls(t, names, func(t *testing.T) { f(t, gemmVariantNamed(t, Implementation())) })
 }
 
 var (
@@ -283,13 +268,15 @@ func gemmGrid(t *testing.T, f func(rng *rand.Rand, rows, cols, d int)) {
 }
 
 func TestQKTAsm(t *testing.T) {
-	vs := gemmAvailable(t)
-	gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkQKT(t, rng, vs, rows, cols, d) })
+	gemmEach(t, func(t *testing.T, v gemmVariant) {
+		gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkQKT(t, rng, []gemmVariant{v}, rows, cols, d) })
+	})
 }
 
 func TestPVAsm(t *testing.T) {
-	vs := gemmAvailable(t)
-	gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkPV(t, rng, vs, rows, cols, d) })
+	gemmEach(t, func(t *testing.T, v gemmVariant) {
+		gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkPV(t, rng, []gemmVariant{v}, rows, cols, d) })
+	})
 }
 
 // TestQKTAsmChunks checks that the assembly sums d in chunks of qktChunk,
@@ -299,49 +286,51 @@ func TestPVAsm(t *testing.T) {
 // is added exactly as a whole partial, whereas added one at a time (no
 // chunking, or chunks of 16) each 1 is lost to round-to-even at 2^24.
 func TestQKTAsmChunks(t *testing.T) {
-	vs := gemmAvailable(t)
-	for _, d := range []int{32, 33, 48, 49, 63, 64, 65, 96, 100, 128, 256} {
-		rows, cols := 7, 37
-		q := make([]float32, rows*d)
-		kt := make([]float32, d*cols)
-		for i := range rows {
-			for k := range d {
-				q[i*d+k] = float32(1 - 2*(i%2))
+	gemmEach(t, func(t *testing.T, v gemmVariant) {
+		vs := []gemmVariant{v}
+		for _, d := range []int{32, 33, 48, 49, 63, 64, 65, 96, 100, 128, 256} {
+			rows, cols := 7, 37
+			q := make([]float32, rows*d)
+			kt := make([]float32, d*cols)
+			for i := range rows {
+				for k := range d {
+					q[i*d+k] = float32(1 - 2*(i%2))
+				}
 			}
-		}
-		for j := range cols {
-			for k := range 32 {
-				kt[k*cols+j] = 0x1p19
+			for j := range cols {
+				for k := range 32 {
+					kt[k*cols+j] = 0x1p19
+				}
+				for c := 32; c < d; c += 64 {
+					for _, k := range []int{c + j%16, c + 16 + (j+5)%16} {
+						if k < d {
+							kt[k*cols+j] = 1
+						}
+					}
+				}
 			}
-			for c := 32; c < d; c += 64 {
-				for _, k := range []int{c + j%16, c + 16 + (j+5)%16} {
-					if k < d {
-						kt[k*cols+j] = 1
+			want := make([]float32, rows*cols)
+			qktGeneric(want, cols, q, d, kt, cols, rows, cols, d, 0.25)
+			for _, v := range vs {
+				got := make([]float32, rows*cols)
+				v.qkt(got, cols, q, d, kt, cols, rows, cols, d, 0.25)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("qkt %s d=%d: element %d = %v, want exactly %v", v.name, d, i, got[i], want[i])
 					}
 				}
 			}
 		}
-		want := make([]float32, rows*cols)
-		qktGeneric(want, cols, q, d, kt, cols, rows, cols, d, 0.25)
-		for _, v := range vs {
-			got := make([]float32, rows*cols)
-			v.qkt(got, cols, q, d, kt, cols, rows, cols, d, 0.25)
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("qkt %s d=%d: element %d = %v, want exactly %v", v.name, d, i, got[i], want[i])
-				}
-			}
-		}
-	}
+	})
 }
 
 func TestFMAPeakRuns(t *testing.T) {
-	if gemmHasAVX512 {
+	if hasAVX512 {
 		fmaPeakAVX512(0)
 		fmaPeakAVX512(1)
 		fmaPeakAVX512(1000)
 	}
-	if gemmHasAVX2 {
+	if hasAVX2 {
 		fmaPeakAVX2(0)
 		fmaPeakAVX2(1)
 		fmaPeakAVX2(1000)
