@@ -79,21 +79,17 @@ func vecSizes(rng *rand.Rand) []int {
 }
 
 const (
-	vecGuard    = 7          // guard elements on each side of every buffer
+	vecGuard    = 7          // guard elements before every buffer (blockTrail after)
 	vecSentinel = 0x7fa5a5a5 // float32 NaN in guards and gaps
 	vecSent16   = 0x7e5a     // binary16 NaN (and a bfloat16 NaN) in gaps
 )
 
-var vecSentinelF = math.Float32frombits(vecSentinel)
-
-// vecBuf returns a buffer of n float32 at offset off (0..3) inside guards,
-// all set to the sentinel, and the view of the n elements.
+// vecBuf returns a guarded buffer of n float32 at offset off (0..3) after
+// the leading guards, all set to the sentinel (a one-row guardedBlock), and
+// the view of the n elements.
 func vecBuf(n, off int) (buf, view []float32) {
-	buf = make([]float32, n+off+2*vecGuard)
-	for i := range buf {
-		buf[i] = vecSentinelF
-	}
-	return buf, buf[vecGuard+off : vecGuard+off+n]
+	b := newGuardedBlock(1, n, n, vecGuard+off, vecSentinel)
+	return b.buf, b.s()
 }
 
 func vecBuf16(n, off int) (buf, view []uint16) {
