@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,26 +50,22 @@ type amxCase struct {
 }
 
 // checkAMXBlock fails unless the block of c (rows × width, rows ld apart, in
-// the middle of buf) is near want (float64 sums, with the magnitudes of
-// their terms in mag) and every element of buf outside it is still NaN.
-// It returns how many elements equal the generic twin's, gen, bit for bit.
+// the middle of buf, from guarded) is near want (float64 sums, with the
+// magnitudes of their terms in mag) and every element of buf outside it is
+// still NaN. It returns how many elements equal the generic twin's, gen,
+// bit for bit.
 func checkAMXBlock(t *testing.T, what string, buf, c []float32, ld, rows, width int, want, mag []float64, gen []float32, n int) (same int) {
 	t.Helper()
-	off := int(uintptr(unsafe.Pointer(&c[0]))-uintptr(unsafe.Pointer(&buf[0]))) / 4
-	for e, x := range buf {
-		i, j := (e-off)/ld, (e-off)%ld
-		if e < off || i >= rows || j >= width {
-			if !math.IsNaN(float64(x)) {
-				t.Fatalf("%s: element %d outside the block written (%v)", what, e-off, x)
+	checkOutside(t, buf, ld, rows, width, what)
+	for i := range rows {
+		for j := range width {
+			x, k := c[i*ld+j], i*width+j
+			if !near(x, want[k], mag[k], n) {
+				t.Fatalf("%s: [%d,%d] = %v, want %v (generic %v)", what, i, j, x, want[k], gen[k])
 			}
-			continue
-		}
-		k := i*width + j
-		if !near(x, want[k], mag[k], n) {
-			t.Fatalf("%s: [%d,%d] = %v, want %v (generic %v)", what, i, j, x, want[k], gen[k])
-		}
-		if math.Float32bits(x) == math.Float32bits(gen[k]) {
-			same++
+			if math.Float32bits(x) == math.Float32bits(gen[k]) {
+				same++
+			}
 		}
 	}
 	return same

@@ -162,33 +162,35 @@ func testPVRows[T RowElem](t *testing.T) {
 	}
 }
 
-// TestRowsAsmMatchesGeneric runs the assembly and the generic Go code on
-// the same unaligned inputs (slices starting one element into an
+// TestRowsAsmMatchesGeneric runs the assembly of every implementation that
+// has it and the generic Go code on the same unaligned inputs (slices starting one element into an
 // allocation) and compares them within rounding.
 func TestRowsAsmMatchesGeneric(t *testing.T) {
-	if !RowKernels() {
-		t.Skip("QKRows and PVRows have no assembly on this machine")
-	}
-	rng := rand.New(rand.NewPCG(35, 36))
-	for _, d := range []int{32, 64, 96, 128, 160, 256} {
-		const rows, cols = 7, 67
-		q := make([]float32, rows*d+1)[1:]
-		fill(rng, q)
-		k := makeRows[int8](rng, cols, d, d)
-		h := makeRows[fp16.Float16](rng, cols+1, d, d)
-		h.x = h.x[1:] // unaligned
-		s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
-		require.NoError(t, QKRows(s1, cols, q, d, k.x, k.scales, d, rows, cols, d, 0.125))
-		qkRowsGeneric(s2, cols, q, d, k.x, k.scales, d, rows, cols, 0, d, 0.125)
-		for i := range s1 {
-			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "q8 d %d score %d", d, i)
+	testAllImpls(t, func(t *testing.T) {
+		if !RowKernels() {
+			t.Skipf("QKRows and PVRows have no assembly in %s", Implementation())
 		}
-		require.NoError(t, QKRows(s1, cols, q, d, h.x, nil, d, rows, cols-1, d, 0.125))
-		qkRowsGeneric(s2, cols, q, d, h.x, nil, d, rows, cols-1, 0, d, 0.125)
-		for i := range s1 {
-			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "f16 d %d score %d", d, i)
+		rng := rand.New(rand.NewPCG(35, 36))
+		for _, d := range []int{32, 64, 96, 128, 160, 256} {
+			const rows, cols = 7, 67
+			q := make([]float32, rows*d+1)[1:]
+			fill(rng, q)
+			k := makeRows[int8](rng, cols, d, d)
+			h := makeRows[fp16.Float16](rng, cols+1, d, d)
+			h.x = h.x[1:] // unaligned
+			s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
+			require.NoError(t, QKRows(s1, cols, q, d, k.x, k.scales, d, rows, cols, d, 0.125))
+			qkRowsGeneric(s2, cols, q, d, k.x, k.scales, d, rows, cols, 0, d, 0.125)
+			for i := range s1 {
+				assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "q8 d %d score %d", d, i)
+			}
+			require.NoError(t, QKRows(s1, cols, q, d, h.x, nil, d, rows, cols-1, d, 0.125))
+			qkRowsGeneric(s2, cols, q, d, h.x, nil, d, rows, cols-1, 0, d, 0.125)
+			for i := range s1 {
+				assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "f16 d %d score %d", d, i)
+			}
 		}
-	}
+	})
 }
 
 func TestRowsErrors(t *testing.T) {
