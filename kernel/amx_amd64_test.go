@@ -15,19 +15,11 @@ import (
 	"runtime"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/fp16"
 )
-
-func skipWithoutAMX(tb testing.TB) {
-	tb.Helper()
-	if amxErr != nil {
-		tb.Skipf("AMX kernels not testable: %v", amxErr)
-	}
-}
 
 // TestAMXDetection checks what the detection says against CPUID: without
 // AMX the error must say so, and with it only XCR0 or the OS can refuse.
@@ -58,26 +50,22 @@ type amxCase struct {
 }
 
 // checkAMXBlock fails unless the block of c (rows × width, rows ld apart, in
-// the middle of buf) is near want (float64 sums, with the magnitudes of
-// their terms in mag) and every element of buf outside it is still NaN.
-// It returns how many elements equal the generic twin's, gen, bit for bit.
+// the middle of buf, from guarded) is near want (float64 sums, with the
+// magnitudes of their terms in mag) and every element of buf outside it is
+// still NaN. It returns how many elements equal the generic twin's, gen,
+// bit for bit.
 func checkAMXBlock(t *testing.T, what string, buf, c []float32, ld, rows, width int, want, mag []float64, gen []float32, n int) (same int) {
 	t.Helper()
-	off := int(uintptr(unsafe.Pointer(&c[0]))-uintptr(unsafe.Pointer(&buf[0]))) / 4
-	for e, x := range buf {
-		i, j := (e-off)/ld, (e-off)%ld
-		if e < off || i >= rows || j >= width {
-			if !math.IsNaN(float64(x)) {
-				t.Fatalf("%s: element %d outside the block written (%v)", what, e-off, x)
+	checkOutside(t, buf, ld, rows, width, what)
+	for i := range rows {
+		for j := range width {
+			x, k := c[i*ld+j], i*width+j
+			if !near(x, want[k], mag[k], n) {
+				t.Fatalf("%s: [%d,%d] = %v, want %v (generic %v)", what, i, j, x, want[k], gen[k])
 			}
-			continue
-		}
-		k := i*width + j
-		if !near(x, want[k], mag[k], n) {
-			t.Fatalf("%s: [%d,%d] = %v, want %v (generic %v)", what, i, j, x, want[k], gen[k])
-		}
-		if math.Float32bits(x) == math.Float32bits(gen[k]) {
-			same++
+			if math.Float32bits(x) == math.Float32bits(gen[k]) {
+				same++
+			}
 		}
 	}
 	return same
@@ -143,7 +131,7 @@ func testAMXPV(t *testing.T, rng *rand.Rand, c amxCase) (same, total int) {
 // walks the even numbers 2–130 (0–4 whole k steps and every partial one)
 // and with 64, against float64 sums and the generic twin.
 func TestAMXEdgeShapes(t *testing.T) {
-	skipWithoutAMX(t)
+	skipUnlessImpl(t, AMX)
 	rng := rand.New(rand.NewPCG(11, 11))
 	var qSame, qTotal, pSame, pTotal int
 	for rows := 1; rows <= 40; rows++ {
@@ -162,26 +150,11 @@ func TestAMXEdgeShapes(t *testing.T) {
 	t.Logf("bitwise equal to the generic twin: QKT %d of %d, PV %d of %d", qSame, qTotal, pSame, pTotal)
 }
 
-// bf16Block returns n bfloat16s (set to 1/2) that start right after the
-// arena's leading guard page or, with atEnd, end right before the trailing
-// one.
-func (a *guardedArena) bf16Block(n int, atEnd bool) []fp16.BFloat16 {
-	off := 0
-	if atEnd {
-		off = len(a.data) - 2*n
-	}
-	x := unsafe.Slice((*fp16.BFloat16)(unsafe.Pointer(&a.data[off])), n)
-	for i := range x {
-		x[i] = 0x3f00
-	}
-	return x
-}
-
 // TestAMXGuardPages runs the kernel on blocks whose first or last element
 // touches an inaccessible page, with tight and loose leading dimensions: a
 // tile row read or written one element too far faults.
 func TestAMXGuardPages(t *testing.T) {
-	skipWithoutAMX(t)
+	skipUnlessImpl(t, AMX)
 	var arenas [6]*guardedArena
 	for i := range arenas {
 		arenas[i] = newGuardedArena(t, 1<<18)
@@ -215,7 +188,7 @@ func TestAMXGuardPages(t *testing.T) {
 // what the CPU holds (STTILECFG): the layout is the CPU's, and nothing is
 // left configured once the tiles are released.
 func TestAMXConfig(t *testing.T) {
-	skipWithoutAMX(t)
+	skipUnlessImpl(t, AMX)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var zero, out [64]byte
@@ -232,7 +205,7 @@ func TestAMXConfig(t *testing.T) {
 // unconfigured (their initial state: STTILECFG stores zeros), so no tile
 // state outlives a call or costs the OS a larger context switch.
 func TestAMXReleasesTiles(t *testing.T) {
-	skipWithoutAMX(t)
+	skipUnlessImpl(t, AMX)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	rng := rand.New(rand.NewPCG(12, 12))
@@ -252,7 +225,7 @@ func TestAMXReleasesTiles(t *testing.T) {
 // calls): each result must equal, bit for bit, the same product computed
 // alone.
 func TestAMXConcurrent(t *testing.T) {
-	skipWithoutAMX(t)
+	skipUnlessImpl(t, AMX)
 	type job struct {
 		rows, cols, d int
 		q, kp, p, vp  []fp16.BFloat16
@@ -315,16 +288,10 @@ func TestAMXConcurrent(t *testing.T) {
 
 // BenchmarkAMX times QKTBF16 and PVBF16 on the engine's tile shapes (query
 // blocks of 64 and 256 rows, 64 keys, d = 64 and 128) under each bf16
-// implementation this machine has, and the float32 kernels of the same
-// shape under avx512 for comparison; one core, GFLOP/s at 2·rows·cols·d
-// flops a call.
+// implementation (skipped where this machine lacks it), and the float32
+// kernels of the same shape under avx512 for comparison; one core, GFLOP/s
+// at 2·rows·cols·d flops a call.
 func BenchmarkAMX(b *testing.B) {
-	var bf16 []string
-	for _, name := range Implementations() {
-		if name == AMX || name == AVX512BF16 {
-			bf16 = append(bf16, name)
-		}
-	}
 	rng := rand.New(rand.NewPCG(14, 14))
 	mk := func(n int) []fp16.BFloat16 {
 		x := make([]fp16.BFloat16, n)
@@ -344,36 +311,34 @@ func BenchmarkAMX(b *testing.B) {
 			p, vp := mk(rows*cols), mk(cols*d)
 			s, o := make([]float32, rows*cols), make([]float32, rows*d)
 			shape := fmt.Sprintf("rows=%d/d=%d", rows, d)
-			for _, name := range bf16 {
-				restore, err := SetImplementation(name)
-				require.NoError(b, err)
+			for _, name := range []string{AMX, AVX512BF16} {
 				b.Run("QKT/"+shape+"/"+name, func(b *testing.B) {
+					setImpl(b, name)
 					for b.Loop() {
 						_ = QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125)
 					}
 					report(b)
 				})
 				b.Run("PV/"+shape+"/"+name, func(b *testing.B) {
+					setImpl(b, name)
 					clear(o)
 					for b.Loop() {
 						_ = PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d)
 					}
 					report(b)
 				})
-				restore()
-			}
-			if !hasAVX512 {
-				continue
 			}
 			qf, kt := gemmRandom(rows*d, 1), gemmRandom(d*cols, 1)
 			pf, v := gemmRandom(rows*cols, 1e-3), gemmRandom(cols*d, 1)
 			b.Run("QKT/"+shape+"/f32-avx512", func(b *testing.B) {
+				skipUnlessImpl(b, AVX512)
 				for b.Loop() {
 					qktAVX512(&s[0], cols, &qf[0], d, &kt[0], cols, rows, cols, d, 0.125)
 				}
 				report(b)
 			})
 			b.Run("PV/"+shape+"/f32-avx512", func(b *testing.B) {
+				skipUnlessImpl(b, AVX512)
 				clear(o)
 				for b.Loop() {
 					pvAVX512(&o[0], d, &pf[0], cols, &v[0], d, rows, cols, d)
@@ -389,9 +354,7 @@ func BenchmarkAMX(b *testing.B) {
 // steps whose A and B (20 KiB) stay in the L1 cache. GFLOP/s at
 // 2·64·64·32 flops a k step.
 func BenchmarkAMXPeak(b *testing.B) {
-	if amxErr != nil {
-		b.Skip(amxErr)
-	}
+	skipUnlessImpl(b, AMX)
 	const kt = 16
 	cfg := amxConfig(16, 16, 16)
 	c := make([]float32, 64*64)
@@ -408,9 +371,7 @@ func BenchmarkAMXPeak(b *testing.B) {
 // one cache line, and with the K panel of a whole 1024-key call (a 4 KiB
 // row stride, as attention's prepacked K of P1).
 func BenchmarkAMXStrides(b *testing.B) {
-	if amxErr != nil {
-		b.Skip(amxErr)
-	}
+	skipUnlessImpl(b, AMX)
 	const rows, cols, d = 256, 256, 128
 	rng := rand.New(rand.NewPCG(15, 15))
 	mk := func(n int) []fp16.BFloat16 {

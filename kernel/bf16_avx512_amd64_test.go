@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"golang.org/x/sys/cpu"
-
 	"github.com/flashgo/flashgo/fp16"
 )
 
@@ -21,15 +19,6 @@ import (
 // element read from outside its block makes a NaN reach the result, and
 // one written outside its block replaces a NaN. (A read that only fills a
 // lane no result uses stays invisible here.)
-
-var hasAVX512BF16 = hasAVX512 && cpu.X86.HasAVX512BF16
-
-func skipNoAVX512BF16(t testing.TB) {
-	t.Helper()
-	if !hasAVX512BF16 {
-		t.Skip("this machine has no AVX512-BF16")
-	}
-}
 
 // vdpOddFirst is the order in which VDPBF16PS adds the two products of a
 // pair to its accumulator: the SDM's pseudo-code adds the odd element's
@@ -106,21 +95,6 @@ func (p *bf16Pool) fill(x []fp16.BFloat16, ld, rows, n int) {
 	}
 }
 
-// checkOutside fails if an element of buf outside the block (rows rows of
-// n elements, ld apart, at pad) is no longer NaN.
-func checkOutside(t *testing.T, buf []float32, ld, rows, n int, what string) {
-	t.Helper()
-	for e, x := range buf {
-		i, j := (e-pad)/ld, (e-pad)%ld
-		if e >= pad && i < rows && j < n {
-			continue
-		}
-		if x == x {
-			t.Fatalf("%s: element %d outside the block written (%v)", what, e-pad, x)
-		}
-	}
-}
-
 // bf16ShapeDims are the reduction lengths of TestBF16AVX512Shapes: every
 // even length up to 130, or in -short mode those around the 4-pair unroll
 // and the lengths of the engine.
@@ -140,7 +114,7 @@ func bf16ShapeDims() []int {
 // every even reduction length up to 130, and requires them to equal the
 // model bit for bit and to touch nothing outside their blocks.
 func TestBF16AVX512Shapes(t *testing.T) {
-	skipNoAVX512BF16(t)
+	skipUnlessImpl(t, AVX512BF16)
 	pool := newBF16Pool(11, 1)
 	probs := newBF16Pool(12, 0.05)
 	for rows := 1; rows <= 13; rows++ {
@@ -206,7 +180,7 @@ func testPVBF16AVX512(t *testing.T, pool, probs *bf16Pool, rows, cols, d int) {
 // 1 + 2⁻²⁴ + 2⁻²⁵ is 1 + 2⁻²³ only if both products are added with one
 // rounding.
 func TestVDPBF16PSOrder(t *testing.T) {
-	skipNoAVX512BF16(t)
+	skipUnlessImpl(t, AVX512BF16)
 	b := func(x float32) fp16.BFloat16 { return RoundBF16(x) }
 	run := func(a0, a1, b0, b1 float32) float32 {
 		o := []float32{1}
@@ -236,7 +210,7 @@ func TestVDPBF16PSOrder(t *testing.T) {
 // TestBF16AVX512Dispatch checks that the avx512bf16 implementation, where
 // the machine has it, runs these kernels through QKTBF16 and PVBF16.
 func TestBF16AVX512Dispatch(t *testing.T) {
-	skipNoAVX512BF16(t)
+	skipUnlessImpl(t, AVX512BF16)
 	restore, err := SetImplementation(AVX512BF16)
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +252,7 @@ func TestBF16AVX512Dispatch(t *testing.T) {
 // ceiling of the AVX512-BF16 kernels (BenchmarkFMAPeak/avx512 is the
 // float32 FMA's).
 func BenchmarkVDPBF16PSPeak(b *testing.B) {
-	skipNoAVX512BF16(b)
+	skipUnlessImpl(b, AVX512BF16)
 	const iters, flops = 1000, 24 * 16 * 2 * 2
 	for b.Loop() {
 		vdpbf16psPeakAVX512(iters)

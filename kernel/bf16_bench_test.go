@@ -3,35 +3,16 @@ package kernel
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/flashgo/flashgo/fp16"
 )
 
 // BenchmarkQKTBF16 and BenchmarkPVBF16 run tiles of the engine's shapes
-// (64 or 256 query rows, as many keys, d = 128) through QKTBF16 and PVBF16 with each bf16
-// implementation the machine has (generic, avx512bf16, amx), and report
-// GFLOP/s (2·rows·cols·d flops a call), to set next to BenchmarkQKT and
+// (64 or 256 query rows, as many keys, d = 128) through QKTBF16 and PVBF16
+// under every implementation (those this machine lacks are skipped), and
+// report GFLOP/s (2·rows·cols·d flops a call), to set next to BenchmarkQKT and
 // BenchmarkPV's float32 figures.
-
-// forEachBF16Impl runs f under each implementation whose bfloat16
-// products differ, named after them.
-func forEachBF16Impl(b *testing.B, f func(b *testing.B)) {
-	var seen []string
-	for _, name := range Implementations() {
-		restore, err := SetImplementation(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bf := BF16Implementation()
-		if !slices.Contains(seen, bf) {
-			seen = append(seen, bf)
-			b.Run(bf, f)
-		}
-		restore()
-	}
-}
 
 func randomBF16(n int, scale float64) []fp16.BFloat16 {
 	rng := rand.New(rand.NewPCG(9, uint64(n)))
@@ -48,7 +29,7 @@ func reportGFLOPs(b *testing.B, flops int) {
 
 func BenchmarkQKTBF16(b *testing.B) {
 	const d = 128
-	forEachBF16Impl(b, func(b *testing.B) {
+	benchAllImpls(b, func(b *testing.B) {
 		for _, sz := range [][2]int{{64, 64}, {256, 256}} {
 			rows, cols := sz[0], sz[1]
 			b.Run(fmt.Sprintf("%dx%dxd=%d", rows, cols, d), func(b *testing.B) {
@@ -67,7 +48,7 @@ func BenchmarkQKTBF16(b *testing.B) {
 
 func BenchmarkPVBF16(b *testing.B) {
 	const d = 128
-	forEachBF16Impl(b, func(b *testing.B) {
+	benchAllImpls(b, func(b *testing.B) {
 		for _, sz := range [][2]int{{64, 64}, {256, 256}} {
 			rows, cols := sz[0], sz[1]
 			b.Run(fmt.Sprintf("%dx%dxd=%d", rows, cols, d), func(b *testing.B) {
@@ -86,12 +67,12 @@ func BenchmarkPVBF16(b *testing.B) {
 }
 
 // BenchmarkOnlineSoftmaxBF16 runs the bf16 softmax of one tile (64 query
-// rows of 64 or 256 keys) with each bf16 implementation and reports the
+// rows of 64 or 256 keys) under every implementation and reports the
 // nanoseconds per score, next to the products' time per score
 // (BenchmarkQKTBF16, BenchmarkPVBF16: 2·d flops a score each).
 func BenchmarkOnlineSoftmaxBF16(b *testing.B) {
 	const rows = 64
-	forEachBF16Impl(b, func(b *testing.B) {
+	benchAllImpls(b, func(b *testing.B) {
 		for _, cols := range []int{64, 256} {
 			b.Run(fmt.Sprintf("cols=%d", cols), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(3, uint64(cols)))

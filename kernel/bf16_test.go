@@ -13,25 +13,6 @@ import (
 	"github.com/flashgo/flashgo/fp16"
 )
 
-// guardedBF16 returns a bfloat16 buffer of n elements framed by NaN guards,
-// and the view of its middle, itself filled with NaN.
-func guardedBF16(n int) (buf, mid []fp16.BFloat16) {
-	buf = make([]fp16.BFloat16, n+2*pad)
-	for i := range buf {
-		buf[i] = 0x7fc0
-	}
-	return buf, buf[pad : pad+n]
-}
-
-func checkGuardsBF16(t *testing.T, buf []fp16.BFloat16, what string) {
-	t.Helper()
-	for i := range pad {
-		if buf[i] != 0x7fc0 || buf[len(buf)-1-i] != 0x7fc0 {
-			t.Fatalf("%s: guard element written", what)
-		}
-	}
-}
-
 func randBF16(rng *rand.Rand) fp16.BFloat16 { return RoundBF16(float32(rng.NormFloat64())) }
 
 func TestRoundBF16(t *testing.T) {
@@ -141,7 +122,7 @@ var bf16Rows = []int{1, 2, 3, 5, 15, 16, 17, 33}
 var bf16Cols = []int{1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 65}
 var bf16Dims = []int{2, 4, 30, 32, 34, 64, 128, 130}
 
-func TestQKTBF16(t *testing.T) { forEachImpl(t, testQKTBF16) }
+func TestQKTBF16(t *testing.T) { testAllImpls(t, testQKTBF16) }
 
 func testQKTBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -182,7 +163,7 @@ func testQKTBF16(t *testing.T) {
 	}
 }
 
-func TestPVBF16(t *testing.T) { forEachImpl(t, testPVBF16) }
+func TestPVBF16(t *testing.T) { testAllImpls(t, testPVBF16) }
 
 func testPVBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
@@ -232,50 +213,45 @@ func testPVBF16(t *testing.T) {
 // order of the float32 additions may differ.
 func TestBF16AsmMatchesGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for _, name := range Implementations() {
-		t.Run(name, func(t *testing.T) {
-			restore, err := SetImplementation(name)
-			require.NoError(t, err)
-			defer restore()
-			for _, rows := range bf16Rows {
-				for _, cols := range []int{2, 16, 34, 64} {
-					for _, d := range []int{2, 32, 34, 64, 128} {
-						q := make([]fp16.BFloat16, rows*d)
-						kp := make([]fp16.BFloat16, d/2*2*cols)
-						for i := range q {
-							q[i] = randBF16(rng)
-						}
-						for i := range kp {
-							kp[i] = randBF16(rng)
-						}
-						s, want := make([]float32, rows*cols), make([]float32, rows*cols)
-						require.NoError(t, QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125))
-						qktBF16Generic(want, cols, q, d, kp, 2*cols, rows, cols, d, 0.125)
-						for i := range s {
-							require.InDelta(t, want[i], s[i], 1e-5*float64(d), "QKTBF16 rows %d cols %d d %d element %d", rows, cols, d, i)
-						}
-						p := make([]fp16.BFloat16, rows*cols)
-						for i := range p {
-							p[i] = RoundBF16(rng.Float32())
-						}
-						vp := make([]fp16.BFloat16, cols/2*2*d)
-						for i := range vp {
-							vp[i] = randBF16(rng)
-						}
-						o, wantO := make([]float32, rows*d), make([]float32, rows*d)
-						require.NoError(t, PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d))
-						pvBF16Generic(wantO, d, p, cols, vp, 2*d, rows, cols, d)
-						for i := range o {
-							require.InDelta(t, wantO[i], o[i], 1e-5*float64(cols), "PVBF16 rows %d cols %d d %d element %d", rows, cols, d, i)
-						}
+	testAllImpls(t, func(t *testing.T) {
+		for _, rows := range bf16Rows {
+			for _, cols := range []int{2, 16, 34, 64} {
+				for _, d := range []int{2, 32, 34, 64, 128} {
+					q := make([]fp16.BFloat16, rows*d)
+					kp := make([]fp16.BFloat16, d/2*2*cols)
+					for i := range q {
+						q[i] = randBF16(rng)
+					}
+					for i := range kp {
+						kp[i] = randBF16(rng)
+					}
+					s, want := make([]float32, rows*cols), make([]float32, rows*cols)
+					require.NoError(t, QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.125))
+					qktBF16Generic(want, cols, q, d, kp, 2*cols, rows, cols, d, 0.125)
+					for i := range s {
+						require.InDelta(t, want[i], s[i], 1e-5*float64(d), "QKTBF16 rows %d cols %d d %d element %d", rows, cols, d, i)
+					}
+					p := make([]fp16.BFloat16, rows*cols)
+					for i := range p {
+						p[i] = RoundBF16(rng.Float32())
+					}
+					vp := make([]fp16.BFloat16, cols/2*2*d)
+					for i := range vp {
+						vp[i] = randBF16(rng)
+					}
+					o, wantO := make([]float32, rows*d), make([]float32, rows*d)
+					require.NoError(t, PVBF16(o, d, p, cols, vp, 2*d, rows, cols, d))
+					pvBF16Generic(wantO, d, p, cols, vp, 2*d, rows, cols, d)
+					for i := range o {
+						require.InDelta(t, wantO[i], o[i], 1e-5*float64(cols), "PVBF16 rows %d cols %d d %d element %d", rows, cols, d, i)
 					}
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
-func TestOnlineSoftmaxBF16(t *testing.T) { forEachImpl(t, testOnlineSoftmaxBF16) }
+func TestOnlineSoftmaxBF16(t *testing.T) { testAllImpls(t, testOnlineSoftmaxBF16) }
 
 func testOnlineSoftmaxBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
@@ -342,7 +318,7 @@ func TestBF16Errors(t *testing.T) {
 // (VCVTNEPS2BF16 where the level has AVX512-BF16) bit for bit against
 // RoundBF16, on random bit patterns (NaNs, infinities and subnormals
 // included) and on every tail length, with guards around each row.
-func TestRoundRowsBF16(t *testing.T) { forEachImpl(t, testRoundRowsBF16) }
+func TestRoundRowsBF16(t *testing.T) { testAllImpls(t, testRoundRowsBF16) }
 
 func testRoundRowsBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
@@ -382,43 +358,38 @@ func testRoundRowsBF16(t *testing.T) {
 // rounding; and the non-positive scales that go to the twin.
 func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(10, 10))
-	for _, name := range Implementations() {
-		t.Run(name, func(t *testing.T) {
-			restore, err := SetImplementation(name)
-			require.NoError(t, err)
-			defer restore()
-			for _, cols := range []int{1, 15, 16, 17, 64, 255, 256, 257, 600} {
-				for _, sc := range []float32{0.125, 1, -0.5} {
-					rows := 5
-					s := make([]float32, rows*cols)
-					fill(rng, s)
-					s[0] = negInf
-					if cols > 3 {
-						s[cols+2] = 40 // a large score in row 1
-					}
-					m0 := []float32{negInf, 0.5, negInf, 3, -1}
-					z0 := []float32{0, 2, 0, 1.5, 0.25}
-					p, pw := make([]fp16.BFloat16, rows*cols), make([]fp16.BFloat16, rows*cols)
-					m, z, a := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
-					mw, zw, aw := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
-					require.NoError(t, OnlineSoftmaxBF16(s, cols, p, cols, rows, cols, sc, m, z, a))
-					softmaxBF16Generic(s, cols, pw, cols, rows, cols, sc, mw, zw, aw)
-					assert.Equal(t, mw, m, "cols %d scale %v: m", cols, sc)
-					for i := range a {
-						// One vector exponential for all rows: within an ulp.
-						assert.LessOrEqual(t, ulps(aw[i], a[i]), int64(1), "cols %d scale %v: alpha[%d] %v, want %v", cols, sc, i, a[i], aw[i])
-					}
-					for i := range z {
-						assert.InDelta(t, zw[i], z[i], 1e-6*float64(cols)*float64(zw[i]), "cols %d scale %v: z[%d]", cols, sc, i)
-					}
-					for i := range p {
-						d := int(p[i]) - int(pw[i])
-						require.True(t, d >= -1 && d <= 1, "cols %d scale %v: p[%d] %#04x, want %#04x", cols, sc, i, p[i], pw[i])
-					}
+	testAllImpls(t, func(t *testing.T) {
+		for _, cols := range []int{1, 15, 16, 17, 64, 255, 256, 257, 600} {
+			for _, sc := range []float32{0.125, 1, -0.5} {
+				rows := 5
+				s := make([]float32, rows*cols)
+				fill(rng, s)
+				s[0] = negInf
+				if cols > 3 {
+					s[cols+2] = 40 // a large score in row 1
+				}
+				m0 := []float32{negInf, 0.5, negInf, 3, -1}
+				z0 := []float32{0, 2, 0, 1.5, 0.25}
+				p, pw := make([]fp16.BFloat16, rows*cols), make([]fp16.BFloat16, rows*cols)
+				m, z, a := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
+				mw, zw, aw := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
+				require.NoError(t, OnlineSoftmaxBF16(s, cols, p, cols, rows, cols, sc, m, z, a))
+				softmaxBF16Generic(s, cols, pw, cols, rows, cols, sc, mw, zw, aw)
+				assert.Equal(t, mw, m, "cols %d scale %v: m", cols, sc)
+				for i := range a {
+					// One vector exponential for all rows: within an ulp.
+					assert.LessOrEqual(t, ulps(aw[i], a[i]), int64(1), "cols %d scale %v: alpha[%d] %v, want %v", cols, sc, i, a[i], aw[i])
+				}
+				for i := range z {
+					assert.InDelta(t, zw[i], z[i], 1e-6*float64(cols)*float64(zw[i]), "cols %d scale %v: z[%d]", cols, sc, i)
+				}
+				for i := range p {
+					d := int(p[i]) - int(pw[i])
+					require.True(t, d >= -1 && d <= 1, "cols %d scale %v: p[%d] %#04x, want %#04x", cols, sc, i, p[i], pw[i])
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestSoftmaxBF16NaN checks the special rows of the fused softmax of every
@@ -431,7 +402,7 @@ func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
 func TestSoftmaxBF16NaN(t *testing.T) {
 	nan := float32(math.NaN())
 	isNaN := func(b fp16.BFloat16) bool { return b&0x7f80 == 0x7f80 && b&0x7f != 0 }
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		for _, cols := range []int{1, 16, 17, 64, 65, 100} {
 			for pos := 0; pos < cols; pos += 1 + cols/7 {
 				for _, sc := range []float32{0.5, float32(math.Inf(1))} {
@@ -564,7 +535,7 @@ func TestPackKPairsBF16Bits(t *testing.T) {
 // probabilities when those columns are left out, whatever the width of
 // the untrimmed tile.
 func TestOnlineSoftmaxBF16TrailingMasked(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(9, 9))
 		const rows = 3
 		for _, cols := range []int{64, 65, 100, 128, 191, 200, 256} {

@@ -7,18 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// forEachImpl runs f once per implementation this machine has.
-func forEachImpl(t *testing.T, f func(t *testing.T)) {
-	for _, name := range Implementations() {
-		t.Run(name, func(t *testing.T) {
-			restore, err := SetImplementation(name)
-			require.NoError(t, err)
-			defer restore()
-			f(t)
-		})
-	}
-}
-
 func TestChooseImpl(t *testing.T) {
 	x86 := []impl{implAVX512, implAVX2, implGeneric}
 	amx := []impl{implAMX, implAVX512BF16, implAVX512, implAVX2, implGeneric}

@@ -7,8 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"golang.org/x/sys/cpu"
 )
 
 // The assembly QKT and PV kernels are checked against qktGeneric and
@@ -17,14 +15,9 @@ import (
 // guards on both sides: an element read from outside its block makes a NaN
 // reach the result, and one written outside its block replaces a NaN. (A
 // read that only fills a vector lane no result uses stays invisible here;
-// TestQKTPVGuardPages, in gemm_bench_amd64_test.go because it needs Linux,
-// turns such a read into a fault.) QKT's score block starts as NaN, so a
+// TestGuardPages, in guard_linux_test.go because it needs Linux, turns
+// such a read into a fault.) QKT's score block starts as NaN, so a
 // kernel that read s before writing it would fail too.
-
-var (
-	gemmHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
-	gemmHasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
-)
 
 type (
 	gemmQKTFunc func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32)
@@ -33,14 +26,13 @@ type (
 
 type gemmVariant struct {
 	name string
-	ok   bool
 	qkt  gemmQKTFunc
 	pv   gemmPVFunc
 }
 
 var gemmVariants = []gemmVariant{
 	{
-		name: "avx512", ok: gemmHasAVX512,
+		name: AVX512,
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
 			qktAVX512(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
@@ -49,7 +41,7 @@ var gemmVariants = []gemmVariant{
 		},
 	},
 	{
-		name: "avx2", ok: gemmHasAVX2,
+		name: AVX2,
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
 			qktAVX2(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
@@ -63,9 +55,7 @@ func gemmVariantNamed(t testing.TB, name string) gemmVariant {
 	t.Helper()
 	for _, v := range gemmVariants {
 		if v.name == name {
-			if !v.ok {
-				t.Skipf("CPU lacks %s", name)
-			}
+			skipUnlessImpl(t, name)
 			return v
 		}
 	}
@@ -73,66 +63,21 @@ func gemmVariantNamed(t testing.TB, name string) gemmVariant {
 	return gemmVariant{}
 }
 
-const gemmGuard = 16 // NaN elements on each side of every buffer
+const gemmGuard = 16 // NaN elements before every block (and blockTrail after)
 
-// gemmMat is a rows×cols block with leading dimension ld, starting off
-// elements into the middle of a NaN-filled buffer framed by guards.
-type gemmMat struct {
-	buf            []float32
-	off            int // index in buf of element (0, 0)
-	rows, cols, ld int
-}
+// gemmMat is a block at an odd offset inside a NaN-guarded buffer.
+type gemmMat = guardedBlock
 
 // newGemmMat lays out a block at a random offset (1..3) with a random gap
 // (0..3) after each row; with fill the block holds unit normals, otherwise
 // NaN like everything around it.
 func newGemmMat(rng *rand.Rand, rows, cols int, fill bool) *gemmMat {
-	m := &gemmMat{rows: rows, cols: cols, ld: cols + rng.IntN(4), off: gemmGuard + 1 + rng.IntN(3)}
-	span := (rows-1)*m.ld + cols
-	m.buf = make([]float32, m.off+span+gemmGuard)
-	nan := float32(math.NaN())
-	for i := range m.buf {
-		m.buf[i] = nan
-	}
+	ld := cols + rng.IntN(4)
+	m := newGuardedBlock(rows, cols, ld, gemmGuard+1+rng.IntN(3), math.Float32bits(float32(math.NaN())))
 	if fill {
-		for i := range rows {
-			for j := range cols {
-				m.buf[m.off+i*m.ld+j] = float32(rng.NormFloat64())
-			}
-		}
+		m.fillNormal(rng)
 	}
 	return m
-}
-
-// view is the slice the Go wrapper would pass: from (0, 0) to the last
-// element of the block.
-func (m *gemmMat) view() []float32 {
-	return m.buf[m.off : m.off+(m.rows-1)*m.ld+m.cols]
-}
-
-func (m *gemmMat) at(i, j int) float32 { return m.buf[m.off+i*m.ld+j] }
-
-func (m *gemmMat) clone() *gemmMat {
-	c := *m
-	c.buf = append([]float32(nil), m.buf...)
-	return &c
-}
-
-// checkOutside fails if an element outside the block is no longer NaN.
-func (m *gemmMat) checkOutside(t testing.TB, what string) {
-	t.Helper()
-	bad := func(k int) {
-		t.Fatalf("%s: element %d outside the block (offset %d, ld %d) was written: %v", what, k-m.off, m.off, m.ld, m.buf[k])
-	}
-	end := m.off + (m.rows-1)*m.ld + m.cols
-	for k, x := range m.buf {
-		if k >= m.off && k < end && (k-m.off)%m.ld < m.cols {
-			continue
-		}
-		if x == x {
-			bad(k)
-		}
-	}
 }
 
 // absProduct returns the rows×cols matrix of Σ_k |a[i,k]|·|b[k,j]|, the
@@ -143,10 +88,10 @@ func absProduct(a, b *gemmMat) []float64 {
 	brow := make([]float64, cols)
 	for k := range n {
 		for j := range cols {
-			brow[j] = math.Abs(float64(b.at(k, j)))
+			brow[j] = math.Abs(float64(*b.at(k, j)))
 		}
 		for i := range rows {
-			x := math.Abs(float64(a.at(i, k)))
+			x := math.Abs(float64(*a.at(i, k)))
 			o := out[i*cols : (i+1)*cols]
 			for j, y := range brow {
 				o[j] += x * y
@@ -163,7 +108,7 @@ func gemmCheck(t testing.TB, what string, got, want *gemmMat, n int, absSum []fl
 	t.Helper()
 	for i := range got.rows {
 		for j := range got.cols {
-			g, w := got.at(i, j), want.at(i, j)
+			g, w := *got.at(i, j), *want.at(i, j)
 			tol := 4 * float64(n+1) * 0x1p-24 * absSum[i*got.cols+j]
 			if math.IsNaN(float64(g)) || math.Abs(float64(g)-float64(w)) > tol {
 				t.Fatalf("%s: [%d,%d] = %v, want %v (±%.3g)", what, i, j, g, w, tol)
@@ -189,14 +134,14 @@ func checkQKT(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int)
 			want.buf[want.off+i*want.ld+j] = 0
 		}
 	}
-	qktGeneric(want.view(), want.ld, q.view(), q.ld, kt.view(), kt.ld, rows, cols, d, scale)
+	qktGeneric(want.s(), want.ld, q.s(), q.ld, kt.s(), kt.ld, rows, cols, d, scale)
 	absSum := absProduct(q, kt)
 	for i := range absSum {
 		absSum[i] *= math.Abs(float64(scale))
 	}
 	for _, v := range vs {
 		got := s.clone()
-		v.qkt(got.view(), got.ld, q.view(), q.ld, kt.view(), kt.ld, rows, cols, d, scale)
+		v.qkt(got.s(), got.ld, q.s(), q.ld, kt.s(), kt.ld, rows, cols, d, scale)
 		what := fmt.Sprintf("qkt %s rows=%d cols=%d d=%d ldS=%d ldQ=%d ldK=%d", v.name, rows, cols, d, s.ld, q.ld, kt.ld)
 		gemmCheck(t, what, got, want, d, absSum)
 		q.checkOutside(t, what+" (q)")
@@ -211,16 +156,16 @@ func checkPV(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int) 
 	v := newGemmMat(rng, cols, d, true)
 	o := newGemmMat(rng, rows, d, true)
 	want := o.clone()
-	pvGeneric(want.view(), want.ld, p.view(), p.ld, v.view(), v.ld, rows, cols, d)
+	pvGeneric(want.s(), want.ld, p.s(), p.ld, v.s(), v.ld, rows, cols, d)
 	absSum := absProduct(p, v)
 	for i := range rows {
 		for k := range d {
-			absSum[i*d+k] += math.Abs(float64(o.at(i, k)))
+			absSum[i*d+k] += math.Abs(float64(*o.at(i, k)))
 		}
 	}
 	for _, vr := range vs {
 		got := o.clone()
-		vr.pv(got.view(), got.ld, p.view(), p.ld, v.view(), v.ld, rows, cols, d)
+		vr.pv(got.s(), got.ld, p.s(), p.ld, v.s(), v.ld, rows, cols, d)
 		what := fmt.Sprintf("pv %s rows=%d cols=%d d=%d ldO=%d ldP=%d ldV=%d", vr.name, rows, cols, d, o.ld, p.ld, v.ld)
 		gemmCheck(t, what, got, want, cols, absSum)
 		p.checkOutside(t, what+" (p)")
@@ -228,19 +173,14 @@ func checkPV(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int) 
 	}
 }
 
-func gemmAvailable(t *testing.T) []gemmVariant {
-	var vs []gemmVariant
+// gemmEach runs f once per assembly variant, as testImpls does, skipping
+// those this machine cannot run.
+func gemmEach(t *testing.T, f func(t *testing.T, v gemmVariant)) {
+	var names []string
 	for _, v := range gemmVariants {
-		if v.ok {
-			vs = append(vs, v)
-		} else {
-			t.Logf("CPU lacks %s: not tested", v.name)
-		}
+		names = append(names, v.name)
 	}
-	if len(vs) == 0 {
-		t.Skip("CPU has neither AVX-512 nor AVX2+FMA")
-	}
-	return vs
+	testImpls(t, names, func(t *testing.T) { f(t, gemmVariantNamed(t, Implementation())) })
 }
 
 var (
@@ -283,13 +223,15 @@ func gemmGrid(t *testing.T, f func(rng *rand.Rand, rows, cols, d int)) {
 }
 
 func TestQKTAsm(t *testing.T) {
-	vs := gemmAvailable(t)
-	gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkQKT(t, rng, vs, rows, cols, d) })
+	gemmEach(t, func(t *testing.T, v gemmVariant) {
+		gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkQKT(t, rng, []gemmVariant{v}, rows, cols, d) })
+	})
 }
 
 func TestPVAsm(t *testing.T) {
-	vs := gemmAvailable(t)
-	gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkPV(t, rng, vs, rows, cols, d) })
+	gemmEach(t, func(t *testing.T, v gemmVariant) {
+		gemmGrid(t, func(rng *rand.Rand, rows, cols, d int) { checkPV(t, rng, []gemmVariant{v}, rows, cols, d) })
+	})
 }
 
 // TestQKTAsmChunks checks that the assembly sums d in chunks of qktChunk,
@@ -299,49 +241,51 @@ func TestPVAsm(t *testing.T) {
 // is added exactly as a whole partial, whereas added one at a time (no
 // chunking, or chunks of 16) each 1 is lost to round-to-even at 2^24.
 func TestQKTAsmChunks(t *testing.T) {
-	vs := gemmAvailable(t)
-	for _, d := range []int{32, 33, 48, 49, 63, 64, 65, 96, 100, 128, 256} {
-		rows, cols := 7, 37
-		q := make([]float32, rows*d)
-		kt := make([]float32, d*cols)
-		for i := range rows {
-			for k := range d {
-				q[i*d+k] = float32(1 - 2*(i%2))
+	gemmEach(t, func(t *testing.T, v gemmVariant) {
+		vs := []gemmVariant{v}
+		for _, d := range []int{32, 33, 48, 49, 63, 64, 65, 96, 100, 128, 256} {
+			rows, cols := 7, 37
+			q := make([]float32, rows*d)
+			kt := make([]float32, d*cols)
+			for i := range rows {
+				for k := range d {
+					q[i*d+k] = float32(1 - 2*(i%2))
+				}
 			}
-		}
-		for j := range cols {
-			for k := range 32 {
-				kt[k*cols+j] = 0x1p19
+			for j := range cols {
+				for k := range 32 {
+					kt[k*cols+j] = 0x1p19
+				}
+				for c := 32; c < d; c += 64 {
+					for _, k := range []int{c + j%16, c + 16 + (j+5)%16} {
+						if k < d {
+							kt[k*cols+j] = 1
+						}
+					}
+				}
 			}
-			for c := 32; c < d; c += 64 {
-				for _, k := range []int{c + j%16, c + 16 + (j+5)%16} {
-					if k < d {
-						kt[k*cols+j] = 1
+			want := make([]float32, rows*cols)
+			qktGeneric(want, cols, q, d, kt, cols, rows, cols, d, 0.25)
+			for _, v := range vs {
+				got := make([]float32, rows*cols)
+				v.qkt(got, cols, q, d, kt, cols, rows, cols, d, 0.25)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("qkt %s d=%d: element %d = %v, want exactly %v", v.name, d, i, got[i], want[i])
 					}
 				}
 			}
 		}
-		want := make([]float32, rows*cols)
-		qktGeneric(want, cols, q, d, kt, cols, rows, cols, d, 0.25)
-		for _, v := range vs {
-			got := make([]float32, rows*cols)
-			v.qkt(got, cols, q, d, kt, cols, rows, cols, d, 0.25)
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("qkt %s d=%d: element %d = %v, want exactly %v", v.name, d, i, got[i], want[i])
-				}
-			}
-		}
-	}
+	})
 }
 
 func TestFMAPeakRuns(t *testing.T) {
-	if gemmHasAVX512 {
+	if hasAVX512 {
 		fmaPeakAVX512(0)
 		fmaPeakAVX512(1)
 		fmaPeakAVX512(1000)
 	}
-	if gemmHasAVX2 {
+	if hasAVX2 {
 		fmaPeakAVX2(0)
 		fmaPeakAVX2(1)
 		fmaPeakAVX2(1000)

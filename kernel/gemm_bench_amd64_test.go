@@ -1,21 +1,16 @@
-//go:build amd64 && !purego && linux
+//go:build amd64 && !purego
 
 package kernel
 
-// The benchmarks of the assembly QKT and PV, and one test that needs Linux:
-// TestQKTPVGuardPages, which puts blocks against inaccessible pages (the
-// portable tests in gemm_amd64_test.go cannot see a read past a block that
-// lands in a lane no result uses; a guard page turns it into a fault).
+// The benchmarks of the assembly QKT and PV.
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // The matrix benchmarks report GFLOP/s and two shares of the FMA peak of
@@ -40,8 +35,8 @@ type fmaPeak struct {
 }
 
 var (
-	peakAVX512 = fmaPeak{"avx512", gemmHasAVX512, fmaPeakAVX512, fmaPeakFlopsAVX512}
-	peakAVX2   = fmaPeak{"avx2", gemmHasAVX2, fmaPeakAVX2, fmaPeakFlopsAVX2}
+	peakAVX512 = fmaPeak{"avx512", hasAVX512, fmaPeakAVX512, fmaPeakFlopsAVX512}
+	peakAVX2   = fmaPeak{"avx2", hasAVX2, fmaPeakAVX2, fmaPeakFlopsAVX2}
 )
 
 // gflops runs n iterations of the peak loop and returns its GFLOP/s.
@@ -107,9 +102,7 @@ func pairedShare(p fmaPeak, f func(), flops int) float64 {
 func BenchmarkFMAPeak(b *testing.B) {
 	for _, p := range []fmaPeak{peakAVX512, peakAVX2} {
 		b.Run(p.name, func(b *testing.B) {
-			if !p.ok {
-				b.Skipf("CPU lacks %s", p.name)
-			}
+			skipUnlessImpl(b, p.name)
 			const iters = 1000
 			for b.Loop() {
 				p.run(iters)
@@ -133,7 +126,7 @@ func gemmBenchVariants() []struct {
 		gemmVariant
 		peak fmaPeak
 	}{
-		{gemmVariant{name: "generic", ok: true, qkt: qktGeneric, pv: pvGeneric}, generic},
+		{gemmVariant{name: Generic, qkt: qktGeneric, pv: pvGeneric}, generic},
 		{gemmVariants[0], peakAVX512},
 		{gemmVariants[1], peakAVX2},
 	}
@@ -150,10 +143,8 @@ func gemmRandom(n int, scale float32) []float32 {
 
 // benchGemm times f (2·rows·cols·d flops a call) and reports its rate and
 // its shares of the peak.
-func benchGemm(b *testing.B, ok bool, p fmaPeak, flops int, f func()) {
-	if !ok {
-		b.Skip("CPU lacks the instruction set")
-	}
+func benchGemm(b *testing.B, name string, p fmaPeak, flops int, f func()) {
+	skipUnlessImpl(b, name)
 	peak := 0.0
 	if p.ok {
 		peak = measuredPeak(p)
@@ -174,14 +165,14 @@ func benchQKT(b *testing.B, v gemmVariant, p fmaPeak, rows, cols, d int) {
 	s := make([]float32, rows*cols)
 	q := gemmRandom(rows*d, 1)
 	kt := gemmRandom(d*cols, 1)
-	benchGemm(b, v.ok, p, 2*rows*cols*d, func() { v.qkt(s, cols, q, d, kt, cols, rows, cols, d, 0.125) })
+	benchGemm(b, v.name, p, 2*rows*cols*d, func() { v.qkt(s, cols, q, d, kt, cols, rows, cols, d, 0.125) })
 }
 
 func benchPV(b *testing.B, v gemmVariant, p fmaPeak, rows, cols, d int) {
 	o := make([]float32, rows*d)
 	pr := gemmRandom(rows*cols, 1e-3) // small, so that o grows slowly over the iterations
 	vv := gemmRandom(cols*d, 1)
-	benchGemm(b, v.ok, p, 2*rows*cols*d, func() { v.pv(o, d, pr, cols, vv, d, rows, cols, d) })
+	benchGemm(b, v.name, p, 2*rows*cols*d, func() { v.pv(o, d, pr, cols, vv, d, rows, cols, d) })
 }
 
 // BenchmarkQKT and BenchmarkPV run the engine's tile: 64 query rows and 64
@@ -206,7 +197,7 @@ func BenchmarkPV(b *testing.B) {
 // best instruction set, to choose the engine's blocking.
 func BenchmarkTileSizes(b *testing.B) {
 	v := gemmBenchVariants()[1]
-	if !v.ok {
+	if implLacks(v.name) != "" {
 		v = gemmBenchVariants()[2]
 	}
 	for _, d := range []int{64, 128} {
@@ -215,84 +206,6 @@ func BenchmarkTileSizes(b *testing.B) {
 				name := fmt.Sprintf("%s/d=%d/rows=%d/cols=%d", v.name, d, rows, cols)
 				b.Run("QKT/"+name, func(b *testing.B) { benchQKT(b, v.gemmVariant, v.peak, rows, cols, d) })
 				b.Run("PV/"+name, func(b *testing.B) { benchPV(b, v.gemmVariant, v.peak, rows, cols, d) })
-			}
-		}
-	}
-}
-
-// guardedArena is a mapping of size bytes between two inaccessible pages.
-type guardedArena struct {
-	mem  []byte
-	data []byte
-}
-
-func newGuardedArena(t *testing.T, size int) *guardedArena {
-	t.Helper()
-	pg := syscall.Getpagesize()
-	size = (size + pg - 1) / pg * pg
-	mem, err := syscall.Mmap(-1, 0, size+2*pg, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Munmap(mem) })
-	if err := syscall.Mprotect(mem[:pg], syscall.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mprotect(mem[pg+size:], syscall.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
-	return &guardedArena{mem: mem, data: mem[pg : pg+size]}
-}
-
-// block returns n floats (set to 1/2) that start right after the leading
-// guard page or, with atEnd, end right before the trailing one.
-func (a *guardedArena) block(n int, atEnd bool) []float32 {
-	off := 0
-	if atEnd {
-		off = len(a.data) - 4*n
-	}
-	x := unsafe.Slice((*float32)(unsafe.Pointer(&a.data[off])), n)
-	for i := range x {
-		x[i] = 0.5
-	}
-	return x
-}
-
-// TestQKTPVGuardPages runs the kernels on blocks whose first or last
-// element touches an inaccessible page, with tight and loose leading
-// dimensions: a read or write of one element too many faults.
-func TestQKTPVGuardPages(t *testing.T) {
-	var arenas [6]*guardedArena
-	for i := range arenas {
-		arenas[i] = newGuardedArena(t, 1<<18)
-	}
-	cols := []int{}
-	for c := 1; c <= 70; c++ {
-		cols = append(cols, c)
-	}
-	cols = append(cols, 127, 128, 129)
-	for _, v := range gemmVariants {
-		if !v.ok {
-			continue
-		}
-		for _, atEnd := range []bool{false, true} {
-			for _, gap := range []int{0, 3} {
-				for _, rows := range []int{1, 2, 5, 6, 7, 13} {
-					for _, c := range cols {
-						for _, d := range []int{1, 7, 16, 17, 33, 64, 65} {
-							ldS, ldQ, ldK := c+gap, d+gap, c+gap
-							s := arenas[0].block((rows-1)*ldS+c, atEnd)
-							q := arenas[1].block((rows-1)*ldQ+d, atEnd)
-							kt := arenas[2].block((d-1)*ldK+c, atEnd)
-							v.qkt(s, ldS, q, ldQ, kt, ldK, rows, c, d, 1)
-							ldO, ldP, ldV := d+gap, c+gap, d+gap
-							o := arenas[3].block((rows-1)*ldO+d, atEnd)
-							p := arenas[4].block((rows-1)*ldP+c, atEnd)
-							vv := arenas[5].block((c-1)*ldV+d, atEnd)
-							v.pv(o, ldO, p, ldP, vv, ldV, rows, c, d)
-						}
-					}
-				}
 			}
 		}
 	}

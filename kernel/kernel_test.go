@@ -14,41 +14,13 @@ import (
 // Sizes that straddle every vector width (4, 8, 16) and register block.
 var testSizes = []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 127, 128, 129}
 
-const pad = 5 // NaN guard elements on each side of every buffer
-
-// guarded returns a buffer of n elements framed by NaN guards, and the
-// view of its middle.
-func guarded(n int) (buf, mid []float32) {
-	buf = make([]float32, n+2*pad)
-	for i := range buf {
-		buf[i] = float32(math.NaN())
-	}
-	return buf, buf[pad : pad+n]
-}
-
-func fill(rng *rand.Rand, x []float32) {
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-}
-
-// checkGuards fails if a write landed outside mid.
-func checkGuards(t *testing.T, buf []float32, what string) {
-	t.Helper()
-	for i := range pad {
-		if !math.IsNaN(float64(buf[i])) || !math.IsNaN(float64(buf[len(buf)-1-i])) {
-			t.Fatalf("%s: guard element written", what)
-		}
-	}
-}
-
 // near reports whether got is within a float32 dot-product rounding bound
 // of the float64 value want, given the sum of the magnitudes of its terms.
 func near(got float32, want, mag float64, n int) bool {
 	return math.Abs(float64(got)-want) <= 2*float64(n+1)*0x1p-24*mag+1e-30
 }
 
-func TestQKT(t *testing.T) { forEachImpl(t, testQKT) }
+func TestQKT(t *testing.T) { testAllImpls(t, testQKT) }
 
 func testQKT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -96,7 +68,7 @@ func testQKT(t *testing.T) {
 	}
 }
 
-func TestPV(t *testing.T) { forEachImpl(t, testPV) }
+func TestPV(t *testing.T) { testAllImpls(t, testPV) }
 
 func testPV(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
@@ -129,23 +101,6 @@ func testPV(t *testing.T) {
 			}
 		}
 	}
-}
-
-// ulps returns the distance between two float32 values in units in the
-// last place.
-func ulps(a, b float32) int64 {
-	ia, ib := int64(math.Float32bits(a)), int64(math.Float32bits(b))
-	if ia < 0 {
-		ia = math.MinInt32 - ia
-	}
-	if ib < 0 {
-		ib = math.MinInt32 - ib
-	}
-	d := ia - ib
-	if d < 0 {
-		d = -d
-	}
-	return d
 }
 
 func TestExpAccuracy(t *testing.T) {
@@ -184,7 +139,7 @@ func TestExpAccuracy(t *testing.T) {
 	assert.InEpsilon(t, math.Exp(float64(float32(-87.3))), float64(Exp(-87.3)), 1e-6)
 }
 
-func TestExpSum(t *testing.T) { forEachImpl(t, testExpSum) }
+func TestExpSum(t *testing.T) { testAllImpls(t, testExpSum) }
 
 func testExpSum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
@@ -218,7 +173,7 @@ func testExpSum(t *testing.T) {
 	assert.True(t, math.IsNaN(float64(ExpSum(make([]float32, 3), []float32{0, float32(math.NaN()), 0}, 0))))
 }
 
-func TestMax(t *testing.T) { forEachImpl(t, testMax) }
+func TestMax(t *testing.T) { testAllImpls(t, testMax) }
 
 func testMax(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
@@ -246,7 +201,7 @@ func testMax(t *testing.T) {
 	}
 }
 
-func TestScale(t *testing.T) { forEachImpl(t, testScale) }
+func TestScale(t *testing.T) { testAllImpls(t, testScale) }
 
 func testScale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -269,7 +224,7 @@ func testScale(t *testing.T) {
 	assert.Equal(t, 2, Scale(make([]float32, 2), make([]float32, 5), 1))
 }
 
-func TestPack(t *testing.T) { forEachImpl(t, testPack) }
+func TestPack(t *testing.T) { testAllImpls(t, testPack) }
 
 func testPack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
@@ -316,7 +271,7 @@ func testPack(t *testing.T) {
 	}
 }
 
-func TestErrors(t *testing.T) { forEachImpl(t, testErrors) }
+func TestErrors(t *testing.T) { testAllImpls(t, testErrors) }
 
 func testErrors(t *testing.T) {
 	x := make([]float32, 100)
@@ -345,7 +300,7 @@ func testErrors(t *testing.T) {
 	require.NoError(t, PV(nil, 0, nil, 0, nil, 0, 3, 0, 0))
 }
 
-func TestOnlineSoftmax(t *testing.T) { forEachImpl(t, testOnlineSoftmax) }
+func TestOnlineSoftmax(t *testing.T) { testAllImpls(t, testOnlineSoftmax) }
 
 func testOnlineSoftmax(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -401,7 +356,7 @@ func testOnlineSoftmax(t *testing.T) {
 	assert.ErrorContains(t, err, "kernel.OnlineSoftmax: m, z and alpha have 1, 2 and 2 elements; want >= 2")
 }
 
-func TestScaleRows(t *testing.T) { forEachImpl(t, testScaleRows) }
+func TestScaleRows(t *testing.T) { testAllImpls(t, testScaleRows) }
 
 func testScaleRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))

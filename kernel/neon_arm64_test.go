@@ -49,59 +49,10 @@ func neonCols(rng *rand.Rand, random int) []int {
 	return c
 }
 
-// block describes a rows×cols operand at offset off of a guarded buffer,
-// rows ld elements apart.
-type block struct {
-	buf            []float32
-	off, ld        int
-	rows, cols     int
-	describedCount int
-}
-
-// newBlock returns a block whose buffer is all guards; the block starts off
+// newBlock returns a guardedBlock of guards only; the block starts off
 // elements after the leading guards.
-func newBlock(rows, cols, ld, off int) *block {
-	n := (rows-1)*ld + cols
-	buf := make([]float32, neonPad+off+n+neonPad)
-	for i := range buf {
-		buf[i] = neonGuard
-	}
-	return &block{buf: buf, off: neonPad + off, ld: ld, rows: rows, cols: cols, describedCount: n}
-}
-
-// s is the slice the kernel sees: from the first element to the last.
-func (b *block) s() []float32 { return b.buf[b.off : b.off+b.describedCount] }
-
-func (b *block) at(i, j int) *float32 { return &b.buf[b.off+i*b.ld+j] }
-
-func (b *block) fillNormal(rng *rand.Rand) {
-	for i := range b.rows {
-		for j := range b.cols {
-			*b.at(i, j) = float32(rng.NormFloat64())
-		}
-	}
-}
-
-func (b *block) clone() *block {
-	c := *b
-	c.buf = append([]float32(nil), b.buf...)
-	return &c
-}
-
-// checkGuardsAndGaps fails unless every element outside the block still
-// holds the guard pattern.
-func (b *block) checkGuardsAndGaps(t *testing.T, what string) {
-	t.Helper()
-	for idx, v := range b.buf {
-		k := idx - b.off
-		if k >= 0 && k < b.describedCount && k%b.ld < b.cols {
-			continue
-		}
-		if math.Float32bits(v) != neonGuardBits {
-			t.Fatalf("%s: element %d outside the block (offset %d, ld %d, %d×%d) was written: %#x",
-				what, k, b.off, b.ld, b.rows, b.cols, math.Float32bits(v))
-		}
-	}
+func newBlock(rows, cols, ld, off int) *guardedBlock {
+	return newGuardedBlock(rows, cols, ld, neonPad+off, neonGuardBits)
 }
 
 func gapFor(rng *rand.Rand) int { return rng.IntN(4) }
@@ -137,7 +88,7 @@ func TestQKTNEON(t *testing.T) {
 				qktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, scale)
 				qktGeneric(sg.s(), sg.ld, q.s(), q.ld, kt.s(), kt.ld, rows, nc, d, scale)
 				what := fmt.Sprintf("QKT rows %d cols %d d %d", rows, nc, d)
-				s.checkGuardsAndGaps(t, what)
+				s.checkOutside(t, what)
 				for i := range rows {
 					for j := range nc {
 						var mag float64
@@ -184,7 +135,7 @@ func TestQKTNEONSpecials(t *testing.T) {
 				sg := s.clone()
 				qktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, 0.5)
 				qktGeneric(sg.s(), sg.ld, q.s(), q.ld, kt.s(), kt.ld, rows, nc, d, 0.5)
-				s.checkGuardsAndGaps(t, "QKT specials")
+				s.checkOutside(t, "QKT specials")
 				for i := range rows {
 					for j := range nc {
 						var mag float64
@@ -229,7 +180,7 @@ func TestPVNEON(t *testing.T) {
 				pvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, nc, d)
 				pvGeneric(og.s(), og.ld, p.s(), p.ld, v.s(), v.ld, rows, nc, d)
 				what := fmt.Sprintf("PV rows %d cols %d d %d", rows, nc, d)
-				o.checkGuardsAndGaps(t, what)
+				o.checkOutside(t, what)
 				for i := range rows {
 					for k := range d {
 						mag := math.Abs(float64(*o0.at(i, k)))
@@ -271,7 +222,7 @@ func TestPVNEONExactSingleKey(t *testing.T) {
 				*v.at(0, k) = float32(k + 1)
 			}
 			pvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, 1, d)
-			o.checkGuardsAndGaps(t, "PV single key")
+			o.checkOutside(t, "PV single key")
 			for i := range rows {
 				for k := range d {
 					require.Equal(t, float32((i+2)*(k+1)), *o.at(i, k), "rows %d d %d o[%d][%d]", rows, d, i, k)
@@ -279,29 +230,6 @@ func TestPVNEONExactSingleKey(t *testing.T) {
 			}
 		}
 	}
-}
-
-// ulpDiff is the distance between two float32 in units in the last place
-// (counting across zero); NaN against NaN is 0, NaN against a number max.
-func ulpDiff(a, b float32) uint64 {
-	if a != a || b != b {
-		if a != a && b != b {
-			return 0
-		}
-		return math.MaxUint64
-	}
-	key := func(x float32) int64 {
-		u := int64(math.Float32bits(x))
-		if u&0x80000000 != 0 {
-			return -(u & 0x7fffffff)
-		}
-		return u
-	}
-	d := key(a) - key(b)
-	if d < 0 {
-		d = -d
-	}
-	return uint64(d)
 }
 
 // checkExpSum runs expSumNEON on src (copied into a guarded buffer at off)
@@ -317,12 +245,12 @@ func checkExpSum(t *testing.T, src []float32, max float32, off int, inPlace bool
 		db = newBlock(1, n, n, 3-off%3)
 	}
 	got := expSumNEON(&db.s()[0], &sb.s()[0], n, max)
-	db.checkGuardsAndGaps(t, "ExpSum dst")
+	db.checkOutside(t, "ExpSum dst")
 	want := expSumGeneric(make([]float32, n), src, max)
 	for i, x := range src {
 		e := Exp(x - max)
 		g := db.s()[i]
-		if ulpDiff(g, e) > 1 || (e == 0) != (g == 0) || math.IsInf(float64(e), 0) != math.IsInf(float64(g), 0) {
+		if ulps(g, e) > 1 || (e == 0) != (g == 0) || math.IsInf(float64(e), 0) != math.IsInf(float64(g), 0) {
 			t.Fatalf("ExpSum n %d: Exp(%g - %g) = %g (%#x), NEON %g (%#x)", n, x, max, e, math.Float32bits(e), g, math.Float32bits(g))
 		}
 	}
@@ -382,9 +310,9 @@ func TestExpNEONRange(t *testing.T) {
 		}
 		dst := make([]float32, n)
 		expSumNEON(&dst[0], &src[0], n, 0)
-		worst := uint64(0)
+		worst := int64(0)
 		for i, x := range src {
-			d := ulpDiff(dst[i], Exp(x))
+			d := ulps(dst[i], Exp(x))
 			worst = max(worst, d)
 			if d > 1 || (dst[i] == 0) != (Exp(x) == 0) {
 				t.Fatalf("Exp(%g) = %g, NEON %g", x, Exp(x), dst[i])
@@ -460,7 +388,7 @@ func TestScaleNEON(t *testing.T) {
 		for _, a := range []float32{0.7, -3, 0, float32(math.Inf(1)), 1e-30} {
 			dst := newBlock(1, n, n, 1+(si+1)%3)
 			scaleNEON(&dst.s()[0], &src.s()[0], n, a)
-			dst.checkGuardsAndGaps(t, "Scale")
+			dst.checkOutside(t, "Scale")
 			want := make([]float32, n)
 			scaleGeneric(want, src.s(), a)
 			for i := range want {
@@ -471,7 +399,7 @@ func TestScaleNEON(t *testing.T) {
 			// In place.
 			in := src.clone()
 			scaleNEON(&in.s()[0], &in.s()[0], n, a)
-			in.checkGuardsAndGaps(t, "Scale in place")
+			in.checkOutside(t, "Scale in place")
 			for i := range want {
 				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(in.s()[i]), "Scale in place n %d [%d]", n, i)
 			}
@@ -536,7 +464,7 @@ var packCases = []packCase{
 
 func (pc packCase) run(t *testing.T, src *block16, n, d, gap, off int) {
 	t.Helper()
-	var dst *block
+	var dst *guardedBlock
 	if pc.transpose {
 		dst = newBlock(d, n, n+gap, off)
 	} else {
@@ -546,7 +474,7 @@ func (pc packCase) run(t *testing.T, src *block16, n, d, gap, off int) {
 	pc.neon(&dst.s()[0], dst.ld, &src.s()[0], src.ld, n, d)
 	pc.generic(want.s(), want.ld, src, n, d)
 	what := fmt.Sprintf("%s n %d d %d", pc.name, n, d)
-	dst.checkGuardsAndGaps(t, what)
+	dst.checkOutside(t, what)
 	for i := range dst.buf {
 		if math.Float32bits(dst.buf[i]) != math.Float32bits(want.buf[i]) {
 			t.Fatalf("%s: element %d is %#x, generic %#x", what, i-dst.off, math.Float32bits(dst.buf[i]), math.Float32bits(want.buf[i]))
@@ -613,7 +541,7 @@ func TestPackKTNEON(t *testing.T) {
 		packKTNEON(&dst.s()[0], dst.ld, &src.s()[0], src.ld, n, d)
 		packKTGeneric(want.s(), want.ld, src.s(), src.ld, n, d)
 		what := fmt.Sprintf("PackKT n %d d %d", n, d)
-		dst.checkGuardsAndGaps(t, what)
+		dst.checkOutside(t, what)
 		for i := range dst.buf {
 			if math.Float32bits(dst.buf[i]) != math.Float32bits(want.buf[i]) {
 				t.Fatalf("%s: element %d is %#x, generic %#x", what, i-dst.off, math.Float32bits(dst.buf[i]), math.Float32bits(want.buf[i]))
@@ -633,7 +561,7 @@ func TestPackKTNEON(t *testing.T) {
 	}
 }
 
-func (b *block) each(f func(*float32)) {
+func (b *guardedBlock) each(f func(*float32)) {
 	for i := range b.rows {
 		for j := range b.cols {
 			f(b.at(i, j))
@@ -651,7 +579,7 @@ func TestNEONDegenerate(t *testing.T) {
 			var q, kt [1]float32
 			qktNEON(&s.s()[0], s.ld, &q[0], 1, &kt[0], nc, rows, nc, 0, 0.5)
 			qktGeneric(sg.s(), sg.ld, nil, 0, nil, nc, rows, nc, 0, 0.5) // ldQ 0: qktGeneric slices q rows even when d = 0
-			s.checkGuardsAndGaps(t, "QKT d = 0")
+			s.checkOutside(t, "QKT d = 0")
 			for i := range s.buf {
 				require.Equal(t, math.Float32bits(sg.buf[i]), math.Float32bits(s.buf[i]), "QKT d = 0 rows %d cols %d", rows, nc)
 			}

@@ -67,7 +67,7 @@ func rowLds[T RowElem](d int) []int {
 var rowDims = []int{1, 3, 7, 8, 9, 16, 17, 31, 32, 33, 64, 100, 128, 129, 256}
 
 func TestQKRows(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		t.Run("f32", testQKRows[float32])
 		t.Run("f16", testQKRows[fp16.Float16])
 		t.Run("bf16", testQKRows[fp16.BFloat16])
@@ -117,7 +117,7 @@ func testQKRows[T RowElem](t *testing.T) {
 }
 
 func TestPVRows(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		t.Run("f32", testPVRows[float32])
 		t.Run("f16", testPVRows[fp16.Float16])
 		t.Run("bf16", testPVRows[fp16.BFloat16])
@@ -162,33 +162,35 @@ func testPVRows[T RowElem](t *testing.T) {
 	}
 }
 
-// TestRowsAsmMatchesGeneric runs the assembly and the generic Go code on
-// the same unaligned inputs (slices starting one element into an
+// TestRowsAsmMatchesGeneric runs the assembly of every implementation that
+// has it and the generic Go code on the same unaligned inputs (slices starting one element into an
 // allocation) and compares them within rounding.
 func TestRowsAsmMatchesGeneric(t *testing.T) {
-	if !RowKernels() {
-		t.Skip("QKRows and PVRows have no assembly on this machine")
-	}
-	rng := rand.New(rand.NewPCG(35, 36))
-	for _, d := range []int{32, 64, 96, 128, 160, 256} {
-		const rows, cols = 7, 67
-		q := make([]float32, rows*d+1)[1:]
-		fill(rng, q)
-		k := makeRows[int8](rng, cols, d, d)
-		h := makeRows[fp16.Float16](rng, cols+1, d, d)
-		h.x = h.x[1:] // unaligned
-		s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
-		require.NoError(t, QKRows(s1, cols, q, d, k.x, k.scales, d, rows, cols, d, 0.125))
-		qkRowsGeneric(s2, cols, q, d, k.x, k.scales, d, rows, cols, 0, d, 0.125)
-		for i := range s1 {
-			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "q8 d %d score %d", d, i)
+	testAllImpls(t, func(t *testing.T) {
+		if !RowKernels() {
+			t.Skipf("QKRows and PVRows have no assembly in %s", Implementation())
 		}
-		require.NoError(t, QKRows(s1, cols, q, d, h.x, nil, d, rows, cols-1, d, 0.125))
-		qkRowsGeneric(s2, cols, q, d, h.x, nil, d, rows, cols-1, 0, d, 0.125)
-		for i := range s1 {
-			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "f16 d %d score %d", d, i)
+		rng := rand.New(rand.NewPCG(35, 36))
+		for _, d := range []int{32, 64, 96, 128, 160, 256} {
+			const rows, cols = 7, 67
+			q := make([]float32, rows*d+1)[1:]
+			fill(rng, q)
+			k := makeRows[int8](rng, cols, d, d)
+			h := makeRows[fp16.Float16](rng, cols+1, d, d)
+			h.x = h.x[1:] // unaligned
+			s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
+			require.NoError(t, QKRows(s1, cols, q, d, k.x, k.scales, d, rows, cols, d, 0.125))
+			qkRowsGeneric(s2, cols, q, d, k.x, k.scales, d, rows, cols, 0, d, 0.125)
+			for i := range s1 {
+				assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "q8 d %d score %d", d, i)
+			}
+			require.NoError(t, QKRows(s1, cols, q, d, h.x, nil, d, rows, cols-1, d, 0.125))
+			qkRowsGeneric(s2, cols, q, d, h.x, nil, d, rows, cols-1, 0, d, 0.125)
+			for i := range s1 {
+				assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "f16 d %d score %d", d, i)
+			}
 		}
-	}
+	})
 }
 
 func TestRowsErrors(t *testing.T) {
@@ -234,7 +236,7 @@ func ExampleQKRows() {
 // keys are cut into calls (a paged cache cuts a tile at block boundaries):
 // scoring keys in one call and one at a time agree bit for bit.
 func TestQKRowsSplitInvariant(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(37, 38))
 		for _, d := range []int{16, 32, 100, 128} {
 			const rows, cols = 5, 23
@@ -256,7 +258,7 @@ func TestQKRowsSplitInvariant(t *testing.T) {
 // distance, none, backwards or far past the rows, gives the bits of QKRows
 // and PVRows.
 func TestRowsPrefetchKeepsResults(t *testing.T) {
-	forEachImpl(t, func(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(39, 40))
 		t.Run("f16", func(t *testing.T) { testRowsPrefetch[fp16.Float16](t, rng, 99) })
 		t.Run("bf16", func(t *testing.T) { testRowsPrefetch[fp16.BFloat16](t, rng, 96) })

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/cpu"
 
 	"github.com/flashgo/flashgo/fp16"
 )
@@ -22,17 +21,11 @@ import (
 // write shows up as a changed guard and an out-of-bounds read as a
 // sentinel (or NaN) in the output.
 
-var (
-	vecHasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
-	vecHasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
-)
-
 type packFunc func(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 
 // vecISA is one instruction-set variant of the vector kernels.
 type vecISA struct {
 	name       string
-	ok         bool
 	expSum     func(dst, src *float32, n int, max float32) float32
 	max        func(x *float32, n int) float32
 	scale      func(dst, src *float32, n int, a float32)
@@ -44,21 +37,32 @@ type vecISA struct {
 }
 
 var vecISAs = []vecISA{
-	{"avx512", vecHasAVX512, expSumAVX512, maxAVX512, scaleAVX512, packKTAVX512, packKTF16AVX512, packKTBF16AVX512, packF16AVX512, packBF16AVX512},
-	{"avx2", vecHasAVX2, expSumAVX2, maxAVX2, scaleAVX2, packKTAVX2, packKTF16AVX2, packKTBF16AVX2, packF16AVX2, packBF16AVX2},
+	{AVX512, expSumAVX512, maxAVX512, scaleAVX512, packKTAVX512, packKTF16AVX512, packKTBF16AVX512, packF16AVX512, packBF16AVX512},
+	{AVX2, expSumAVX2, maxAVX2, scaleAVX2, packKTAVX2, packKTF16AVX2, packKTBF16AVX2, packF16AVX2, packBF16AVX2},
 }
 
-// vecEach runs f as a subtest for every variant, skipping those the CPU
-// cannot run.
+// vecEach runs f once per variant, as testImpls does, skipping those
+// this machine cannot run.
 func vecEach(t *testing.T, f func(t *testing.T, v vecISA)) {
+	var names []string
 	for _, v := range vecISAs {
-		t.Run(v.name, func(t *testing.T) {
-			if !v.ok {
-				t.Skipf("CPU lacks %s", v.name)
-			}
-			f(t, v)
-		})
+		names = append(names, v.name)
 	}
+	testImpls(t, names, func(t *testing.T) { f(t, vecISANamed(t, Implementation())) })
+}
+
+// vecISANamed returns the named variant, or skips tb, naming what this
+// machine lacks, if it cannot run it.
+func vecISANamed(tb testing.TB, name string) vecISA {
+	tb.Helper()
+	skipUnlessImpl(tb, name)
+	for _, v := range vecISAs {
+		if v.name == name {
+			return v
+		}
+	}
+	tb.Fatalf("no vector variant %s", name)
+	return vecISA{}
 }
 
 // vecSizes returns 1..65, 127, 128, 129 and a few random sizes up to 1100.
@@ -75,21 +79,17 @@ func vecSizes(rng *rand.Rand) []int {
 }
 
 const (
-	vecGuard    = 7          // guard elements on each side of every buffer
+	vecGuard    = 7          // guard elements before every buffer (blockTrail after)
 	vecSentinel = 0x7fa5a5a5 // float32 NaN in guards and gaps
 	vecSent16   = 0x7e5a     // binary16 NaN (and a bfloat16 NaN) in gaps
 )
 
-var vecSentinelF = math.Float32frombits(vecSentinel)
-
-// vecBuf returns a buffer of n float32 at offset off (0..3) inside guards,
-// all set to the sentinel, and the view of the n elements.
+// vecBuf returns a guarded buffer of n float32 at offset off (0..3) after
+// the leading guards, all set to the sentinel (a one-row guardedBlock), and
+// the view of the n elements.
 func vecBuf(n, off int) (buf, view []float32) {
-	buf = make([]float32, n+off+2*vecGuard)
-	for i := range buf {
-		buf[i] = vecSentinelF
-	}
-	return buf, buf[vecGuard+off : vecGuard+off+n]
+	b := newGuardedBlock(1, n, n, vecGuard+off, vecSentinel)
+	return b.buf, b.s()
 }
 
 func vecBuf16(n, off int) (buf, view []uint16) {
@@ -98,29 +98,6 @@ func vecBuf16(n, off int) (buf, view []uint16) {
 		buf[i] = vecSent16
 	}
 	return buf, buf[vecGuard+off : vecGuard+off+n]
-}
-
-// vecUlp returns the distance between a and b in units in the last place
-// (0 for two NaNs, a large number for NaN against a number).
-func vecUlp(a, b float32) int64 {
-	an, bn := a != a, b != b
-	if an || bn {
-		if an && bn {
-			return 0
-		}
-		return math.MaxInt32
-	}
-	ia, ib := int64(math.Float32bits(a)), int64(math.Float32bits(b))
-	if ia&(1<<31) != 0 {
-		ia = -(ia &^ (1 << 31))
-	}
-	if ib&(1<<31) != 0 {
-		ib = -(ib &^ (1 << 31))
-	}
-	if ia > ib {
-		return ia - ib
-	}
-	return ib - ia
 }
 
 // requireSameBits fails unless got and want hold the same bit patterns.
@@ -171,7 +148,7 @@ func checkExpSum(t testing.TB, fn func(dst, src *float32, n int, max float32) fl
 	want := expSumGeneric(w, s, mx)
 	requireSameBits(t, sBuf, sOrig, "expSum n %d: src changed", n)
 	for i := range n {
-		if u := vecUlp(d[i], w[i]); u > 1 || (w[i] != w[i] && math.Float32bits(d[i]) != math.Float32bits(w[i])) {
+		if u := ulps(d[i], w[i]); u > 1 || (w[i] != w[i] && math.Float32bits(d[i]) != math.Float32bits(w[i])) {
 			t.Fatalf("expSum n %d max %v: Exp(%v) = %v (%#08x), generic %v (%#08x)", n, mx, s[i]-mx, d[i], math.Float32bits(d[i]), w[i], math.Float32bits(w[i]))
 		}
 		d[i], w[i] = 0, 0
@@ -182,7 +159,7 @@ func checkExpSum(t testing.TB, fn func(dst, src *float32, n int, max float32) fl
 	// In place.
 	sum2 := fn(&s[0], &s[0], n, mx)
 	for i := range n {
-		if u := vecUlp(s[i], expSumGeneric(w[i:i+1], src[i:i+1], mx)); u > 1 {
+		if u := ulps(s[i], expSumGeneric(w[i:i+1], src[i:i+1], mx)); u > 1 {
 			t.Fatalf("expSum in place n %d: element %d is %v, want %v", n, i, s[i], w[i])
 		}
 	}
@@ -256,10 +233,10 @@ func TestExpAsmAccuracy(t *testing.T) {
 				x := src[i]
 				ref := float32(math.Exp(float64(x)))
 				g := Exp(x)
-				if u := vecUlp(dst[i], ref); u > worstRef {
+				if u := ulps(dst[i], ref); u > worstRef {
 					worstRef, atRef = u, x
 				}
-				if u := vecUlp(dst[i], g); u > worstGo {
+				if u := ulps(dst[i], g); u > worstGo {
 					worstGo, atGo = u, x
 				}
 				if math.Float32bits(dst[i]) == math.Float32bits(g) {
@@ -578,9 +555,7 @@ func TestPackAllBitsAsm(t *testing.T) {
 }
 
 func FuzzExpSumAVX512(f *testing.F) {
-	if !vecHasAVX512 {
-		f.Skip("CPU lacks AVX-512")
-	}
+	skipUnlessImpl(f, AVX512)
 	f.Add([]byte{0, 0, 0x80, 0x3f, 0, 0, 0x80, 0xff, 0, 0, 0xc0, 0x7f}, float32(0), uint8(1))
 	f.Add(make([]byte, 4*67), float32(2.5), uint8(3))
 	f.Fuzz(func(t *testing.T, data []byte, mx float32, off uint8) {
@@ -597,9 +572,7 @@ func FuzzExpSumAVX512(f *testing.F) {
 }
 
 func FuzzPackKTF16AVX512(f *testing.F) {
-	if !vecHasAVX512 {
-		f.Skip("CPU lacks AVX-512")
-	}
+	skipUnlessImpl(f, AVX512)
 	f.Add([]byte{0x00, 0x3c, 0x01, 0x7c, 0x00, 0x80}, uint8(17), uint8(5), uint8(1), uint8(2), uint8(3))
 	f.Add([]byte{0xff}, uint8(64), uint8(128), uint8(0), uint8(0), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, n, d, gapS, gapD, offs uint8) {

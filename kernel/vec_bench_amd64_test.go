@@ -17,24 +17,13 @@ import (
 // one), and a 64-key × 128-component K or V tile.
 
 // vecBenchISAs returns the variants to benchmark: generic, then every
-// assembly variant this CPU can run.
+// assembly variant (vecISANamed skips those this machine cannot run).
 func vecBenchISAs() []string {
-	names := []string{"generic"}
+	names := []string{Generic}
 	for i := len(vecISAs) - 1; i >= 0; i-- {
-		if vecISAs[i].ok {
-			names = append(names, vecISAs[i].name)
-		}
+		names = append(names, vecISAs[i].name)
 	}
 	return names
-}
-
-func vecISANamed(name string) vecISA {
-	for _, v := range vecISAs {
-		if v.name == name {
-			return v
-		}
-	}
-	panic(name)
 }
 
 // reportPerElem adds an ns/elem metric.
@@ -67,7 +56,7 @@ func BenchmarkExpSum(b *testing.B) {
 						s += expSumGeneric(dst, src, mx)
 					}
 				} else {
-					fn := vecISANamed(name).expSum
+					fn := vecISANamed(b, name).expSum
 					for b.Loop() {
 						s += fn(&dst[0], &src[0], n, mx)
 					}
@@ -91,7 +80,7 @@ func BenchmarkMax(b *testing.B) {
 						s += maxGeneric(x)
 					}
 				} else {
-					fn := vecISANamed(name).max
+					fn := vecISANamed(b, name).max
 					for b.Loop() {
 						s += fn(&x[0], n)
 					}
@@ -114,7 +103,7 @@ func BenchmarkScale(b *testing.B) {
 						scaleGeneric(x, x, 1)
 					}
 				} else {
-					fn := vecISANamed(name).scale
+					fn := vecISANamed(b, name).scale
 					for b.Loop() {
 						fn(&x[0], &x[0], n, 1)
 					}
@@ -166,7 +155,7 @@ func BenchmarkPackKT(b *testing.B) {
 				benchPack(b, 4, func() { packKTGeneric(dst, n, f, d, n, d) })
 				return
 			}
-			fn := vecISANamed(name).packKT
+			fn := vecISANamed(b, name).packKT
 			benchPack(b, 4, func() { fn(&dst[0], n, &f[0], d, n, d) })
 		})
 	}
@@ -176,7 +165,7 @@ func BenchmarkPackKT(b *testing.B) {
 				benchPack(b, 2, func() { packKTFloat16Generic(dst, n, hf, d, n, d) })
 				return
 			}
-			fn := vecISANamed(name).packKTF16
+			fn := vecISANamed(b, name).packKTF16
 			benchPack(b, 2, func() { fn(&dst[0], n, &h[0], d, n, d) })
 		})
 	}
@@ -186,7 +175,7 @@ func BenchmarkPackKT(b *testing.B) {
 				benchPack(b, 2, func() { packKTBFloat16Generic(dst, n, hb, d, n, d) })
 				return
 			}
-			fn := vecISANamed(name).packKTBF16
+			fn := vecISANamed(b, name).packKTBF16
 			benchPack(b, 2, func() { fn(&dst[0], n, &h[0], d, n, d) })
 		})
 	}
@@ -203,7 +192,7 @@ func BenchmarkPackF16(b *testing.B) {
 				benchPack(b, 2, func() { packFloat16Generic(dst, d, hf, d, n, d) })
 				return
 			}
-			fn := vecISANamed(name).packF16
+			fn := vecISANamed(b, name).packF16
 			benchPack(b, 2, func() { fn(&dst[0], d, &h[0], d, n, d) })
 		})
 	}
@@ -220,7 +209,7 @@ func BenchmarkPackBF16(b *testing.B) {
 				benchPack(b, 2, func() { packBFloat16Generic(dst, d, hb, d, n, d) })
 				return
 			}
-			fn := vecISANamed(name).packBF16
+			fn := vecISANamed(b, name).packBF16
 			benchPack(b, 2, func() { fn(&dst[0], d, &h[0], d, n, d) })
 		})
 	}

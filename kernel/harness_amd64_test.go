@@ -1,0 +1,35 @@
+//go:build amd64 && !purego
+
+package kernel
+
+import "golang.org/x/sys/cpu"
+
+// The CPU features the tests ask about, beside cpu_x86.go's hasAVX2 and
+// hasAVX512 (amxErr says whether AMX can run).
+var hasAVX512BF16 = hasAVX512 && cpu.X86.HasAVX512BF16
+
+// cpuLacks says why this machine cannot run im, or returns "" if it can.
+func cpuLacks(im impl) string {
+	switch im {
+	case implGeneric:
+	case implAVX2:
+		if !hasAVX2 {
+			return "this machine has no AVX2, FMA and F16C"
+		}
+	case implAVX512:
+		if !hasAVX512 {
+			return "this machine has no AVX-512 F, BW and VL"
+		}
+	case implAVX512BF16:
+		if !hasAVX512BF16 {
+			return "this machine has no AVX-512 F, BW, VL and BF16"
+		}
+	case implAMX:
+		if amxErr != nil {
+			return amxErr.Error() // "this machine has no AMX-BF16", or what else is missing
+		}
+	default:
+		return "this machine is not arm64"
+	}
+	return ""
+}
