@@ -4,58 +4,324 @@
 
 package kernel
 
-// qkRowsF32AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsF32AVX512 is the AVX-512 kernel of QKRows for float32 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e].
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// qkRowsF16AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsF16AVX512 is the AVX-512 kernel of QKRows for binary16 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// qkRowsBF16AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsBF16AVX512 is the AVX-512 kernel of QKRows for bfloat16 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// qkRowsQ8AVX512 computes rows (1..4) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsQ8AVX512 is the AVX-512 kernel of QKRows for Q8 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 32, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is float32(k[e])·ks[e/32].
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// pvRowsF16AVX512 accumulates rows (1..4) probability rows times cols value rows into the first dv columns of o (PVRows).
-// The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
+// pvRowsF16AVX512 is the AVX-512 kernel of PVRows for binary16 values:
+// it accumulates rows (1..4) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
 func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
-// pvRowsBF16AVX512 accumulates rows (1..4) probability rows times cols value rows into the first dv columns of o (PVRows).
-// The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
+// pvRowsBF16AVX512 is the AVX-512 kernel of PVRows for bfloat16 values:
+// it accumulates rows (1..4) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
 func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
-// pvRowsQ8AVX512 accumulates rows (1..4) probability rows times cols value rows into the first dv columns of o (PVRows).
-// The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
+// pvRowsQ8AVX512 is the AVX-512 kernel of PVRows for Q8 values:
+// it accumulates rows (1..4) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 32, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is float32(v[e])·vs[e/32].
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
 func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
-// qkRowsF32AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsF32AVX2 is the AVX2 kernel of QKRows for float32 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e].
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// qkRowsF16AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsF16AVX2 is the AVX2 kernel of QKRows for binary16 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// qkRowsBF16AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsBF16AVX2 is the AVX2 kernel of QKRows for bfloat16 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// qkRowsQ8AVX2 computes rows (1..2) query rows' scaled dot products with cols key rows over their first dv components (QKRows).
-// The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.
+// qkRowsQ8AVX2 is the AVX2 kernel of QKRows for Q8 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 32, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is float32(k[e])·ks[e/32].
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
 func qkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
-// pvRowsF16AVX2 accumulates rows (1..2) probability rows times cols value rows into the first dv columns of o (PVRows).
-// The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
+// pvRowsF16AVX2 is the AVX2 kernel of PVRows for binary16 values:
+// it accumulates rows (1..2) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
 func pvRowsF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
-// pvRowsBF16AVX2 accumulates rows (1..2) probability rows times cols value rows into the first dv columns of o (PVRows).
-// The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
+// pvRowsBF16AVX2 is the AVX2 kernel of PVRows for bfloat16 values:
+// it accumulates rows (1..2) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
 func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
-// pvRowsQ8AVX2 accumulates rows (1..2) probability rows times cols value rows into the first dv columns of o (PVRows).
-// The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.
+// pvRowsQ8AVX2 is the AVX2 kernel of PVRows for Q8 values:
+// it accumulates rows (1..2) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 32, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is float32(v[e])·vs[e/32].
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
 func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
