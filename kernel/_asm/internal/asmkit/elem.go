@@ -32,7 +32,7 @@ func (t Elem) GoType() string { return [...]string{"*float32", "*uint16", "*uint
 // Widen converts the vector of t elements at m (memory, or a register
 // holding them) to float32 lanes in dst. Q8 values come out unscaled: the
 // caller multiplies by their block's scale.
-func (t Elem) Widen(m operand.Op, dst VecVirtual) {
+func (t Elem) Widen(m operand.Op, dst Register) {
 	switch t {
 	case F32:
 		VMOVUPS(m, dst)
