@@ -47,6 +47,7 @@ import (
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
@@ -134,14 +135,6 @@ func tilerelease() {
 	x86enc.Emit("TILERELEASE", x86enc.TILERELEASE())
 }
 
-func paramAddr(name string) Mem {
-	c, err := Param(name).Resolve()
-	if err != nil {
-		panic(err)
-	}
-	return c.Addr
-}
-
 // cTile returns the register holding the address of C tile (r, c) of the
 // block, computing it into tmp unless it is the block's first.
 func cTile(r, c int) GPPhysical {
@@ -164,7 +157,7 @@ func cTile(r, c int) GPPhysical {
 func (g *gen) block(mr, nr int) {
 	Commentf("%d×%d block of C tiles", mr, nr)
 	lZero, lInit, lK := g.label("zero%d%d", mr, nr), g.label("init%d%d", mr, nr), g.label("k%d%d", mr, nr)
-	TESTB(U8(flagLoadC), paramAddr("flags"))
+	TESTB(U8(flagLoadC), asmkit.ParamAddr("flags"))
 	JZ(LabelRef(lZero))
 	for r := range mr {
 		for c := range nr {
@@ -218,7 +211,7 @@ func (g *gen) block(mr, nr int) {
 // under K1 (no lanes when the row is a whole number of vectors) a row.
 func (g *gen) scaleRows(mr int) {
 	lSkip, lRow, lVec, lTail := g.label("noscale%d", mr), g.label("srow%d", mr), g.label("svec%d", mr), g.label("stail%d", mr)
-	TESTB(U8(flagScale), paramAddr("flags"))
+	TESTB(U8(flagScale), asmkit.ParamAddr("flags"))
 	JZ(LabelRef(lSkip))
 	Commentf("scale the %d row tile(s) of the row pair", mr)
 	MOVQ(cRow, tmp)
@@ -319,7 +312,7 @@ func amxTiles() {
 	MOVQ(kc, g.bkStep)
 
 	Comment("The scaling: a row of the grid is nt·4n bytes, nvec whole vectors and a partial one of K1's lanes.")
-	VBROADCASTSS(paramAddr("scale"), zScale)
+	VBROADCASTSS(asmkit.ParamAddr("scale"), zScale)
 	Load(Param("nt"), tmp)
 	IMULQ(nStep, tmp)
 	MOVQ(tmp, kc)
