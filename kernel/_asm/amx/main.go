@@ -2,7 +2,7 @@
 // kernel, the tile product behind QKTBF16 and PVBF16 at the amx level, and
 // the helpers that read XCR0 and the tile configuration:
 //
-//	go run ./amx -out ../amx_amd64.s -stubs ../amx_stubs_amd64.go -pkg kernel
+//	go run ./amx -out ../amx_amd64.s -stubs ../amx_amd64.go -pkg kernel
 //
 // Neither Go's assembler nor avo knows the tile instructions: x86enc
 // encodes them and they are emitted as BYTE directives after a comment
@@ -20,7 +20,7 @@
 //
 // Every tile instruction reads or writes exactly the bytes of its tile
 // (rows × colsb, rows ldX apart), so a grid whose tiles are partial reads
-// and writes no element outside its blocks. The Go wrapper (amx_amd64.go)
+// and writes no element outside its blocks. The Go wrapper (amx_asm.go)
 // cuts an operation into at most 2 × 2 × 2 such grids: whole tiles and
 // the partial tile of the rows, of the columns and of the reduction side,
 // one call and one tile configuration each. It builds the 64-byte
@@ -51,7 +51,7 @@ import (
 	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
-// Flags of amxTiles; amx_amd64.go has the same constants.
+// Flags of amxTiles; amx_asm.go has the same constants.
 const (
 	flagLoadC = 1 // start each block from C rather than from zero
 	flagScale = 2 // multiply C by scale once stored

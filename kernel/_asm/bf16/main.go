@@ -1,7 +1,7 @@
 // Command bf16 generates the amd64 assembly of the kernel package's two
 // bfloat16 products, QKTBF16 and PVBF16, with AVX512-BF16:
 //
-//	go run ./bf16 -out ../bf16_avx512_amd64.s -stubs ../bf16_avx512_stubs_amd64.go -pkg kernel
+//	go run ./bf16 -out ../bf16_amd64.s -stubs ../bf16_amd64.go -pkg kernel
 //
 // Both kernels are the register-blocked product C (+)= A·B of the float32
 // gemm kernels (see ../gemm), with bfloat16 operands taken a pair of the

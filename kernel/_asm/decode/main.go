@@ -11,7 +11,7 @@
 // Every kernel comes in an AVX-512 and an AVX2+FMA+F16C variant and in
 // four element types. Run it from kernel/_asm:
 //
-//	go run ./decode -out ../decode_amd64.s -stubs ../decode_amd64.go -pkg kernel
+//	go run ./decode -out ../rows_amd64.s -stubs ../rows_amd64.go -pkg kernel
 //
 // The kernels handle the first dv components of every row, dv a multiple
 // of the vector width (of 32 for Q8); the Go wrappers add the rest.
