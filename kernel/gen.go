@@ -4,9 +4,13 @@ package kernel
 // of its own so that avo never reaches flashgo's users. The generated files
 // are committed; `make generate` (go generate ./...) rewrites them and CI
 // fails if that changes anything.
+//
+// Each generator writes one kernel family's x_amd64.s and its stubs,
+// x_amd64.go, under the family's stem; the hand-written Go that calls them
+// is x_asm.go (see docs/design.md, "SIMD kernels").
 
 //go:generate sh -c "cd _asm && go run ./gemm -out ../gemm_amd64.s -stubs ../gemm_amd64.go -pkg kernel"
 //go:generate sh -c "cd _asm && go run ./vec -out ../vec_amd64.s -stubs ../vec_amd64.go -pkg kernel"
-//go:generate sh -c "cd _asm && go run ./decode -out ../decode_amd64.s -stubs ../decode_amd64.go -pkg kernel"
-//go:generate sh -c "cd _asm && go run ./amx -out ../amx_amd64.s -stubs ../amx_stubs_amd64.go -pkg kernel"
-//go:generate sh -c "cd _asm && go run ./bf16 -out ../bf16_avx512_amd64.s -stubs ../bf16_avx512_stubs_amd64.go -pkg kernel"
+//go:generate sh -c "cd _asm && go run ./decode -out ../rows_amd64.s -stubs ../rows_amd64.go -pkg kernel"
+//go:generate sh -c "cd _asm && go run ./amx -out ../amx_amd64.s -stubs ../amx_amd64.go -pkg kernel"
+//go:generate sh -c "cd _asm && go run ./bf16 -out ../bf16_amd64.s -stubs ../bf16_amd64.go -pkg kernel"

@@ -4,7 +4,7 @@ package kernel
 
 import "golang.org/x/sys/cpu"
 
-// The CPU features the tests ask about, beside cpu_x86.go's hasAVX2 and
+// The CPU features the tests ask about, beside cpu_amd64.go's hasAVX2 and
 // hasAVX512 (amxErr says whether AMX can run).
 var hasAVX512BF16 = hasAVX512 && cpu.X86.HasAVX512BF16
 

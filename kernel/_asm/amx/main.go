@@ -2,7 +2,7 @@
 // kernel, the tile product behind QKTBF16 and PVBF16 at the amx level, and
 // the helpers that read XCR0 and the tile configuration:
 //
-//	go run ./amx -out ../amx_amd64.s -stubs ../amx_stubs_amd64.go -pkg kernel
+//	go run ./amx -out ../amx_amd64.s -stubs ../amx_amd64.go -pkg kernel
 //
 // Neither Go's assembler nor avo knows the tile instructions: x86enc
 // encodes them and they are emitted as BYTE directives after a comment
@@ -20,7 +20,7 @@
 //
 // Every tile instruction reads or writes exactly the bytes of its tile
 // (rows × colsb, rows ldX apart), so a grid whose tiles are partial reads
-// and writes no element outside its blocks. The Go wrapper (amx_amd64.go)
+// and writes no element outside its blocks. The Go wrapper (amx_asm.go)
 // cuts an operation into at most 2 × 2 × 2 such grids: whole tiles and
 // the partial tile of the rows, of the columns and of the reduction side,
 // one call and one tile configuration each. It builds the 64-byte
@@ -47,10 +47,11 @@ import (
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
-// Flags of amxTiles; amx_amd64.go has the same constants.
+// Flags of amxTiles; amx_asm.go has the same constants.
 const (
 	flagLoadC = 1 // start each block from C rather than from zero
 	flagScale = 2 // multiply C by scale once stored
@@ -134,14 +135,6 @@ func tilerelease() {
 	x86enc.Emit("TILERELEASE", x86enc.TILERELEASE())
 }
 
-func paramAddr(name string) Mem {
-	c, err := Param(name).Resolve()
-	if err != nil {
-		panic(err)
-	}
-	return c.Addr
-}
-
 // cTile returns the register holding the address of C tile (r, c) of the
 // block, computing it into tmp unless it is the block's first.
 func cTile(r, c int) GPPhysical {
@@ -164,7 +157,7 @@ func cTile(r, c int) GPPhysical {
 func (g *gen) block(mr, nr int) {
 	Commentf("%d×%d block of C tiles", mr, nr)
 	lZero, lInit, lK := g.label("zero%d%d", mr, nr), g.label("init%d%d", mr, nr), g.label("k%d%d", mr, nr)
-	TESTB(U8(flagLoadC), paramAddr("flags"))
+	TESTB(U8(flagLoadC), asmkit.ParamAddr("flags"))
 	JZ(LabelRef(lZero))
 	for r := range mr {
 		for c := range nr {
@@ -218,7 +211,7 @@ func (g *gen) block(mr, nr int) {
 // under K1 (no lanes when the row is a whole number of vectors) a row.
 func (g *gen) scaleRows(mr int) {
 	lSkip, lRow, lVec, lTail := g.label("noscale%d", mr), g.label("srow%d", mr), g.label("svec%d", mr), g.label("stail%d", mr)
-	TESTB(U8(flagScale), paramAddr("flags"))
+	TESTB(U8(flagScale), asmkit.ParamAddr("flags"))
 	JZ(LabelRef(lSkip))
 	Commentf("scale the %d row tile(s) of the row pair", mr)
 	MOVQ(cRow, tmp)
@@ -319,7 +312,7 @@ func amxTiles() {
 	MOVQ(kc, g.bkStep)
 
 	Comment("The scaling: a row of the grid is nt·4n bytes, nvec whole vectors and a partial one of K1's lanes.")
-	VBROADCASTSS(paramAddr("scale"), zScale)
+	VBROADCASTSS(asmkit.ParamAddr("scale"), zScale)
 	Load(Param("nt"), tmp)
 	IMULQ(nStep, tmp)
 	MOVQ(tmp, kc)

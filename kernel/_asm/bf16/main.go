@@ -1,7 +1,7 @@
 // Command bf16 generates the amd64 assembly of the kernel package's two
 // bfloat16 products, QKTBF16 and PVBF16, with AVX512-BF16:
 //
-//	go run ./bf16 -out ../bf16_avx512_amd64.s -stubs ../bf16_avx512_stubs_amd64.go -pkg kernel
+//	go run ./bf16 -out ../bf16_amd64.s -stubs ../bf16_amd64.go -pkg kernel
 //
 // Both kernels are the register-blocked product C (+)= A·B of the float32
 // gemm kernels (see ../gemm), with bfloat16 operands taken a pair of the
@@ -49,6 +49,7 @@ import (
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
@@ -82,13 +83,12 @@ const (
 	zScale = 31 // index in zmm of QKTBF16's scale
 )
 
-var zmm = []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
-	Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
+var zmm = asmkit.AVX512.Reg
 
 // acc is the accumulator of row r, vector v; bReg the register holding
 // B's vector v at the current pair.
-func acc(r, v int) VecPhysical { return zmm[r*nv+v] }
-func bReg(v int) VecPhysical   { return zmm[24+v] }
+func acc(r, v int) VecPhysical { return zmm(r*nv + v) }
+func bReg(v int) VecPhysical   { return zmm(24 + v) }
 
 var (
 	mask16       Mem // uint16 masks, entry i = 2^(i+1) − 1
@@ -199,7 +199,7 @@ func step(rows int, b block, u int) {
 		loadVec(bAddr(u, v), bReg(v), b.isMasked(v))
 	}
 	for r := 0; r < rows; r++ {
-		t := zmm[bcast0+r%2]
+		t := zmm(bcast0 + r%2)
 		VPBROADCASTD(aAddr(r, u), t)
 		for v := 0; v < b.nv; v++ {
 			vdpbf16ps(acc(r, v), bReg(v), t)
@@ -279,7 +279,7 @@ func (g *gen) micro(rows int, b block) {
 	g.pairs()
 	g.kloop(rows, b)
 	if g.k == qkt {
-		forAcc(rows, b, func(_, _ int, acc VecPhysical, _ bool) { VMULPS(zmm[zScale], acc, acc) })
+		forAcc(rows, b, func(_, _ int, acc VecPhysical, _ bool) { VMULPS(zmm(zScale), acc, acc) })
 	}
 	forAcc(rows, b, func(r, v int, acc VecPhysical, masked bool) { storeVec(acc, cAddr(r, v), masked) })
 }
@@ -353,7 +353,7 @@ func (g *gen) function() {
 	SHLQ(U8(2), ldc)
 	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
 	if g.k == qkt {
-		VBROADCASTSS(paramAddr("scale"), zmm[zScale])
+		VBROADCASTSS(asmkit.ParamAddr("scale"), zmm(zScale))
 	}
 	irem := AllocLocal(8)
 	cCol := AllocLocal(8)
@@ -409,25 +409,13 @@ func (g *gen) function() {
 	ADDQ(U32(width*4), cCol)     // 64 float32
 	SUBQ(U32(width), nrem)
 	JG(LabelRef(lCol))
-	VZEROUPPER()
-	RET()
-}
-
-func paramAddr(name string) Mem {
-	c, err := Param(name).Resolve()
-	if err != nil {
-		panic(err)
-	}
-	return c.Addr
+	asmkit.Ret()
 }
 
 func main() {
 	ConstraintExpr("amd64,!purego")
 
-	mask16 = GLOBL("bf16Mask16", RODATA|NOPTR)
-	for i := 0; i < lanes; i++ {
-		DATA(2*i, U16(uint16(1<<(i+1)-1)))
-	}
+	mask16 = asmkit.Opmask16("bf16Mask16", 1)
 
 	// (0.99609375, 1.0078125) and (1.0078125, 0.99609375) as bfloat16
 	// pairs: ordinary numbers, as in the gemm generator's FMA peak.
@@ -484,8 +472,7 @@ func roundFunc() {
 	cvt()
 	VMOVDQU16(Y0, K1, Mem{Base: RDI})
 	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	asmkit.Ret()
 }
 
 func qktFunc() {
@@ -554,19 +541,18 @@ func peakFunc() {
 	)
 	Load(Param("n"), RCX)
 	for i := 0; i < 24; i++ {
-		VPXORD(zmm[i], zmm[i], zmm[i])
+		VPXORD(zmm(i), zmm(i), zmm(i))
 	}
-	VPBROADCASTD(peakOperands, zmm[24])
-	VPBROADCASTD(peakOperands.Offset(4), zmm[25])
+	VPBROADCASTD(peakOperands, zmm(24))
+	VPBROADCASTD(peakOperands.Offset(4), zmm(25))
 	TESTQ(RCX, RCX)
 	JLE(LabelRef(name + "_done"))
 	Label(name + "_loop")
 	for i := 0; i < 24; i++ {
-		vdpbf16ps(zmm[i], zmm[24], zmm[25])
+		vdpbf16ps(zmm(i), zmm(24), zmm(25))
 	}
 	DECQ(RCX)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	asmkit.Ret()
 }

@@ -11,7 +11,7 @@
 // Every kernel comes in an AVX-512 and an AVX2+FMA+F16C variant and in
 // four element types. Run it from kernel/_asm:
 //
-//	go run ./decode -out ../decode_amd64.s -stubs ../decode_amd64.go -pkg kernel
+//	go run ./decode -out ../rows_amd64.s -stubs ../rows_amd64.go -pkg kernel
 //
 // The kernels handle the first dv components of every row, dv a multiple
 // of the vector width (of 32 for Q8); the Go wrappers add the rest.
@@ -35,29 +35,23 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
-type elemType int
+type elemType = asmkit.Elem
 
 const (
-	f32 elemType = iota
-	f16
-	bf16
-	q8
+	f32  = asmkit.F32
+	f16  = asmkit.F16
+	bf16 = asmkit.BF16
+	q8   = asmkit.Q8
 )
-
-func (t elemType) size() int { return [...]int{4, 2, 2, 1}[t] }
-
-// shift is log2 of the element size.
-func (t elemType) shift() uint64 { return [...]uint64{2, 1, 1, 0}[t] }
-
-func (t elemType) name() string { return [...]string{"F32", "F16", "BF16", "Q8"}[t] }
-
-func (t elemType) goType() string { return [...]string{"*float32", "*uint16", "*uint16", "*int8"}[t] }
 
 // While the kernels read a K or V row they prefetch the row ahead bytes
 // further on into the L2 with PREFETCHT2 (the Go wrappers pass 64 rows:
@@ -67,43 +61,24 @@ func (t elemType) goType() string { return [...]string{"*float32", "*uint16", "*
 // way than with PREFETCHT0 16 keys ahead, which ties up the L1 fill
 // buffers that demand loads need (docs/benchmarks.md).
 
+// isa is one instruction-set variant with its register blocks.
 type isa struct {
-	name  string
-	lanes int
-	mr    int // rows of a register block
-	nv    int // PVRows: vectors of a register block
+	*asmkit.ISA
+	mr int // rows of a register block
+	nv int // PVRows: vectors of a register block
 }
-
-func (x *isa) avx512() bool { return x.lanes == 16 }
 
 var (
-	avx512 = &isa{name: "AVX512", lanes: 16, mr: 4, nv: 4}
-	avx2   = &isa{name: "AVX2", lanes: 8, mr: 2, nv: 4}
+	avx512 = &isa{ISA: asmkit.AVX512, mr: 4, nv: 4}
+	avx2   = &isa{ISA: asmkit.AVX2, mr: 2, nv: 4}
 )
-
-// vec returns a new vector register of the ISA's width.
-func (x *isa) vec() VecVirtual {
-	if x.avx512() {
-		return ZMM()
-	}
-	return YMM()
-}
 
 // load converts the vector of t elements at m into dst; sc is the address
 // of the Q8 block scale that applies to it.
 func (x *isa) load(t elemType, m Mem, sc Mem, dst VecVirtual) {
-	switch t {
-	case f32:
-		VMOVUPS(m, dst)
-	case f16:
-		VCVTPH2PS(m, dst)
-	case bf16:
-		VPMOVZXWD(m, dst)
-		VPSLLD(Imm(16), dst, dst)
-	case q8:
-		VPMOVSXBD(m, dst)
-		VCVTDQ2PS(dst, dst)
-		if x.avx512() {
+	t.Widen(m, dst)
+	if t == q8 {
+		if x.IsAVX512() {
 			VMULPS_BCST(sc, dst, dst)
 		} else {
 			s := YMM()
@@ -115,7 +90,7 @@ func (x *isa) load(t elemType, m Mem, sc Mem, dst VecVirtual) {
 
 // hsum4 reduces four accumulators to one xmm holding the sum of each.
 func (x *isa) hsum4(a [4]VecVirtual) Register {
-	t0, t1, t2, t3 := x.vec(), x.vec(), x.vec(), x.vec()
+	t0, t1, t2, t3 := x.Vec(), x.Vec(), x.Vec(), x.Vec()
 	VUNPCKLPS(a[1], a[0], t0)
 	VUNPCKHPS(a[1], a[0], t1)
 	VADDPS(t1, t0, t0)
@@ -131,7 +106,7 @@ func (x *isa) hsum4(a [4]VecVirtual) Register {
 // lanesum adds the 128-bit lanes of v into one xmm.
 func (x *isa) lanesum(v VecVirtual) Register {
 	xl := XMM()
-	if x.avx512() {
+	if x.IsAVX512() {
 		h := YMM()
 		VEXTRACTF64X4(Imm(1), v, h)
 		VADDPS(h, v.AsY(), h)
@@ -149,12 +124,44 @@ func (x *isa) lanesum(v VecVirtual) Register {
 // within each 128-bit lane and then across the lanes, so that a score does
 // not depend on whether its key went through a group of four or alone.
 func (x *isa) hsum1(a VecVirtual) Register {
-	t := x.vec()
+	t := x.Vec()
 	VPERMILPS(Imm(0x4e), a, t) // e2 e3 e0 e1 in every lane
 	VADDPS(t, a, a)
 	VPERMILPS(Imm(0xb1), a, t) // swap neighbours
 	VADDPS(t, a, a)
 	return x.lanesum(a)
+}
+
+var elemDoc = map[elemType]string{f32: "float32", f16: "binary16", bf16: "bfloat16", q8: "Q8"}
+
+// dvMultiple is what the kernels of t need dv to be a multiple of: the
+// vector width, or a Q8 block.
+func (x *isa) dvMultiple(t elemType) int {
+	if t == q8 {
+		return 32
+	}
+	return x.Lanes()
+}
+
+// rowsDoc is the end of a decode kernel's doc comment: what the element
+// function f of the reference loop is for t (x the rows, xs the Q8
+// scales), the prefetch, and order, how the sums differ from the loop.
+func rowsDoc(f, x, xs string, t elemType, order string) []string {
+	var e string
+	switch t {
+	case f32:
+		e = fmt.Sprintf("%s(e) is %s[e]", f, x)
+	case f16:
+		e = fmt.Sprintf("%s(e) is %s[e] widened exactly from binary16 (VCVTPH2PS)", f, x)
+	case bf16:
+		e = fmt.Sprintf("%s(e) is %s[e] shifted left by 16 (bfloat16 to float32)", f, x)
+	case q8:
+		e = fmt.Sprintf("%s(e) is float32(%s[e])·%s[e/32]", f, x, xs)
+	}
+	return append([]string{
+		"where " + e + ".",
+		"While it reads element e of " + x + " it prefetches element e+ahead into the",
+	}, strings.Split("L2 cache; ahead changes the speed, never the result. "+order, "\n")...)
 }
 
 // dispatchRows jumps to the code for the rows argument's block of
@@ -165,7 +172,7 @@ func dispatchRows(x *isa, name string) {
 		CMPQ(rows, U8(rb))
 		JEQ(LabelRef(fmt.Sprintf("%s_r%d", name, rb)))
 	}
-	ret()
+	asmkit.Ret()
 }
 
 // floatStride loads the leading dimension param of a float32 matrix and
@@ -193,16 +200,32 @@ func rowAddr(base, ld, ld3 Register, r, disp int) Mem {
 }
 
 func genQK(x *isa, t elemType) {
-	name := "qkRows" + t.name() + x.name
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)", t.goType()))
-	Doc(name+" computes rows (1.."+fmt.Sprint(x.mr)+") query rows' scaled dot products with cols key rows over their first dv components (QKRows).",
-		"The leading dimensions are in elements; for Q8, ks holds a scale per 32 elements of k.")
-	step := x.lanes // components per inner iteration
+	name := "qkRows" + t.Name() + x.Name
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)", t.GoType()))
+	Pragma("noescape")
+	Doc(append([]string{
+		fmt.Sprintf("%s is the %s kernel of QKRows for %s keys:", name, x.Doc, elemDoc[t]),
+		fmt.Sprintf("the scaled dot products of rows (1..%d) query rows with cols key rows over", x.mr),
+		fmt.Sprintf("their first dv components (dv a multiple of %d, leading dimensions in", x.dvMultiple(t)),
+		"elements):",
+		"",
+		"	for i := 0; i < rows; i++ {",
+		"		for j := 0; j < cols; j++ {",
+		"			var acc float32",
+		"			for c := 0; c < dv; c++ {",
+		"				acc += q[i*ldQ+c] * K(j*ldK + c)",
+		"			}",
+		"			s[i*ldS+j] = scale * acc",
+		"		}",
+		"	}",
+		"",
+	}, rowsDoc("K", "k", "ks", t, "The order of the\nadditions differs from the loop.")...)...)
+	step := x.Lanes() // components per inner iteration
 	if t == q8 {
 		step = 32
 	}
-	sub := step / x.lanes
-	zs := x.vec()
+	sub := step / x.Lanes()
+	zs := x.Vec()
 	sx := Load(Param("scale"), XMM())
 	VBROADCASTSS(sx, zs)
 
@@ -226,7 +249,7 @@ func genQK(x *isa, t elemType) {
 			for r := range acc {
 				acc[r] = make([]VecVirtual, nk)
 				for u := range acc[r] {
-					acc[r][u] = x.vec()
+					acc[r][u] = x.Vec()
 					VXORPS(acc[r][u], acc[r][u], acc[r][u])
 				}
 			}
@@ -240,7 +263,7 @@ func genQK(x *isa, t elemType) {
 				// bytes apart.
 				SHRQ(U8(3), ldK)
 			} else {
-				SHLQ(U8(t.shift()), ldK)
+				SHLQ(U8(t.Shift()), ldK)
 			}
 			LEAQ(Mem{Base: ldK, Index: ldK, Scale: 2}, ldK3)
 			kc := GP64()
@@ -286,24 +309,24 @@ func genQK(x *isa, t elemType) {
 			for si := 0; si < sub; si++ {
 				kv := make([]VecVirtual, nk)
 				for u := range kv {
-					kv[u] = x.vec()
+					kv[u] = x.Vec()
 					var sc Mem
 					if t == q8 {
 						sc = rowAddr(ksc, ldK, ldK3, u, 0)
 					}
-					x.load(t, rowAddr(kc, ldKb, ldKb3, u, si*x.lanes*t.size()), sc, kv[u])
+					x.load(t, rowAddr(kc, ldKb, ldKb3, u, si*x.Lanes()*t.Size()), sc, kv[u])
 				}
 				for r := 0; r < rb; r++ {
-					qv := x.vec()
-					VMOVUPS(rowAddr(qc, ldQ, ldQ3, r, si*x.lanes*4), qv)
+					qv := x.Vec()
+					VMOVUPS(rowAddr(qc, ldQ, ldQ3, r, si*x.Lanes()*4), qv)
 					for u := range kv {
 						VFMADD231PS(qv, kv[u], acc[r][u])
 					}
 				}
 			}
 			ADDQ(U32(step*4), qc)
-			ADDQ(U32(step*t.size()), kc)
-			ADDQ(U32(step*t.size()), pf)
+			ADDQ(U32(step*t.Size()), kc)
+			ADDQ(U32(step*t.Size()), pf)
 			if t == q8 {
 				ADDQ(U8(4), ksc)
 			}
@@ -338,7 +361,7 @@ func genQK(x *isa, t elemType) {
 				}
 				ADDQ(kc, ksg)
 			}
-			SHLQ(U8(t.shift()), ldK)
+			SHLQ(U8(t.Shift()), ldK)
 			if nk == 4 {
 				SHLQ(U8(2), ldK)
 			}
@@ -348,15 +371,31 @@ func genQK(x *isa, t elemType) {
 			JMP(LabelRef(loop))
 			Label(done)
 		}
-		ret()
+		asmkit.Ret()
 	}
 }
 
 func genPV(x *isa, t elemType) {
-	name := "pvRows" + t.name() + x.name
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv, ahead int)", t.goType()))
-	Doc(name+" accumulates rows (1.."+fmt.Sprint(x.mr)+") probability rows times cols value rows into the first dv columns of o (PVRows).",
-		"The leading dimensions are in elements; for Q8, vs holds a scale per 32 elements of v.")
+	name := "pvRows" + t.Name() + x.Name
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv, ahead int)", t.GoType()))
+	Pragma("noescape")
+	Doc(append([]string{
+		fmt.Sprintf("%s is the %s kernel of PVRows for %s values:", name, x.Doc, elemDoc[t]),
+		fmt.Sprintf("it accumulates rows (1..%d) probability rows times cols value rows into", x.mr),
+		fmt.Sprintf("the first dv columns of o (dv a multiple of %d, leading dimensions in", x.dvMultiple(t)),
+		"elements):",
+		"",
+		"	for i := 0; i < rows; i++ {",
+		"		for c := 0; c < dv; c++ {",
+		"			acc := o[i*ldO+c]",
+		"			for j := 0; j < cols; j++ {",
+		"				acc += p[i*ldP+j] * V(j*ldV + c)",
+		"			}",
+		"			o[i*ldO+c] = acc",
+		"		}",
+		"	}",
+		"",
+	}, rowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once.")...)...)
 	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
 		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
@@ -364,7 +403,7 @@ func genPV(x *isa, t elemType) {
 		oc := Load(Param("o"), GP64())    // o at the column block
 		vc := Load(Param("v"), GP64())    // v row 0 at the column block
 		vecs := Load(Param("dv"), GP64()) // vectors of columns left
-		SHRQ(U8(map[int]uint64{8: 3, 16: 4}[x.lanes]), vecs)
+		SHRQ(U8(map[int]uint64{8: 3, 16: 4}[x.Lanes()]), vecs)
 		var sc Register
 		if t == q8 {
 			sc = Load(Param("vs"), GP64())
@@ -374,10 +413,10 @@ func genPV(x *isa, t elemType) {
 		CMPQ(vecs, U8(x.nv))
 		JL(LabelRef(lbl("part")))
 		pvBlock(x, t, rb, x.nv, lbl("full_b"), oc, vc, sc)
-		ADDQ(U32(x.nv*x.lanes*4), oc)
-		ADDQ(U32(x.nv*x.lanes*t.size()), vc)
+		ADDQ(U32(x.nv*x.Lanes()*4), oc)
+		ADDQ(U32(x.nv*x.Lanes()*t.Size()), vc)
 		if t == q8 {
-			ADDQ(U8(x.nv*x.lanes/32*4), sc)
+			ADDQ(U8(x.nv*x.Lanes()/32*4), sc)
 		}
 		SUBQ(U8(x.nv), vecs)
 		JMP(LabelRef(lbl("full")))
@@ -386,11 +425,11 @@ func genPV(x *isa, t elemType) {
 			CMPQ(vecs, U8(nv))
 			JEQ(LabelRef(lbl(fmt.Sprintf("part%d", nv))))
 		}
-		ret()
+		asmkit.Ret()
 		for nv := x.nv - 1; nv >= 1; nv-- {
 			Label(lbl(fmt.Sprintf("part%d", nv)))
 			pvBlock(x, t, rb, nv, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
-			ret()
+			asmkit.Ret()
 		}
 	}
 }
@@ -406,8 +445,8 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	for r := range acc {
 		acc[r] = make([]VecVirtual, nv)
 		for w := range acc[r] {
-			acc[r][w] = x.vec()
-			VMOVUPS(Mem{Base: or, Disp: w * x.lanes * 4}, acc[r][w])
+			acc[r][w] = x.Vec()
+			VMOVUPS(Mem{Base: or, Disp: w * x.Lanes() * 4}, acc[r][w])
 		}
 		if r+1 < rb {
 			ADDQ(ldO, or)
@@ -422,7 +461,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 		MOVQ(ldV, ldS)
 		SHRQ(U8(3), ldS) // bytes between two rows' scales
 	}
-	SHLQ(U8(t.shift()), ldV)
+	SHLQ(U8(t.Shift()), ldV)
 	vp := GP64()
 	MOVQ(vc, vp)
 	var sp Register
@@ -442,7 +481,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	ADDQ(vp, pf)
 	j := Load(Param("cols"), GP64())
 	Label(lbl)
-	for off := 0; off < nv*x.lanes*t.size(); off += 64 {
+	for off := 0; off < nv*x.Lanes()*t.Size(); off += 64 {
 		PREFETCHT2(Mem{Base: pf, Disp: off})
 	}
 	if t == q8 {
@@ -450,15 +489,15 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	}
 	vv := make([]VecVirtual, nv)
 	for w := range vv {
-		vv[w] = x.vec()
+		vv[w] = x.Vec()
 		var m Mem
 		if t == q8 {
-			m = Mem{Base: sp, Disp: w * x.lanes / 32 * 4}
+			m = Mem{Base: sp, Disp: w * x.Lanes() / 32 * 4}
 		}
-		x.load(t, Mem{Base: vp, Disp: w * x.lanes * t.size()}, m, vv[w])
+		x.load(t, Mem{Base: vp, Disp: w * x.Lanes() * t.Size()}, m, vv[w])
 	}
 	for r := 0; r < rb; r++ {
-		b := x.vec()
+		b := x.Vec()
 		VBROADCASTSS(rowAddr(pp, ldP, ldP3, r, 0), b)
 		for w := range vv {
 			VFMADD231PS(b, vv[w], acc[r][w])
@@ -477,7 +516,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	MOVQ(oc, or)
 	for r := range acc {
 		for w := range acc[r] {
-			VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.lanes * 4})
+			VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.Lanes() * 4})
 		}
 		if r+1 < rb {
 			ADDQ(ldO, or)
@@ -496,12 +535,4 @@ func main() {
 		}
 	}
 	Generate()
-}
-
-// ret leaves the function with the upper halves of the vector registers
-// cleared, so that the SSE code the Go compiler emits pays no transition
-// penalty.
-func ret() {
-	VZEROUPPER()
-	RET()
 }

@@ -39,6 +39,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
 // chunk is qktChunk of the Go code: QKT sums at most this many components
@@ -65,46 +67,42 @@ var (
 	bCol = R15 // B row 0 at the column block's first column
 )
 
-// isa describes one instruction-set variant.
+// isa is one instruction-set variant with its register block.
 type isa struct {
-	name     string // suffix of the Go function: AVX512 or AVX2
-	doc      string // name in documentation
-	vecBytes int    // bytes in one vector register
-	lanes    int    // float32 lanes in one vector
-	mr       int    // rows of the register block
-	nv       int    // vectors of the register block
+	*asmkit.ISA
+	doc string // name in documentation
+	mr  int    // rows of the register block
+	nv  int    // vectors of the register block
 	// acc returns the accumulator of row r, vector v.
 	acc func(r, v int) VecPhysical
 	// b returns the register holding B's vector v at the current k.
 	b func(v int) VecPhysical
 }
 
-func (x *isa) avx512() bool { return x.vecBytes == 64 }
-
 // width is the number of columns of a full register block.
-func (x *isa) width() int { return x.nv * x.lanes }
+func (x *isa) width() int { return x.nv * x.Lanes() }
 
-var zmm = []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
-	Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}
-
-var ymm = []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
+var (
+	zmm = asmkit.AVX512.Reg
+	ymm = asmkit.AVX2.Reg
+)
 
 // AVX-512: 6 rows × 4 zmm (64 columns) = 24 accumulators Z0–Z23, the B row
 // in Z24–Z27, the A broadcasts alternating between Z28 and Z29, the QKT
 // scale in Z31; the last vector of a partial block is loaded and stored
 // through the opmask K1.
 var avx512 = &isa{
-	name: "AVX512", doc: "AVX-512", vecBytes: 64, lanes: 16, mr: 6, nv: 4,
-	acc: func(r, v int) VecPhysical { return zmm[r*4+v] },
-	b:   func(v int) VecPhysical { return zmm[24+v] },
+	ISA: asmkit.AVX512, doc: "AVX-512", mr: 6, nv: 4,
+	acc: func(r, v int) VecPhysical { return zmm(r*4 + v) },
+	b:   func(v int) VecPhysical { return zmm(24 + v) },
 }
 
 // AVX2: 6 rows × 2 ymm (16 columns) = 12 accumulators Y0–Y11, the B row in
 // Y12–Y13, the A broadcast in Y14, the tail mask in Y15 (VMASKMOVPS).
 var avx2 = &isa{
-	name: "AVX2", doc: "AVX2 and FMA", vecBytes: 32, lanes: 8, mr: 6, nv: 2,
-	acc: func(r, v int) VecPhysical { return ymm[r*2+v] },
-	b:   func(v int) VecPhysical { return ymm[12+v] },
+	ISA: asmkit.AVX2, doc: "AVX2 and FMA", mr: 6, nv: 2,
+	acc: func(r, v int) VecPhysical { return ymm(r*2 + v) },
+	b:   func(v int) VecPhysical { return ymm(12 + v) },
 }
 
 const (
@@ -166,7 +164,7 @@ func (g *gen) aAddr(r, u int) Mem {
 
 // bAddr is B's vector v of row u (0..3) counted from the current k.
 func (g *gen) bAddr(u, v int) Mem {
-	m := Mem{Base: bp, Disp: g.x.vecBytes * v}
+	m := Mem{Base: bp, Disp: g.x.VecBytes * v}
 	switch u {
 	case 1:
 		m = m.Idx(ldb, 1)
@@ -184,7 +182,7 @@ func (g *gen) cAddr(r, v int) Mem {
 	if r >= 3 {
 		base = c3
 	}
-	m := Mem{Base: base, Disp: g.x.vecBytes * v}
+	m := Mem{Base: base, Disp: g.x.VecBytes * v}
 	switch r % 3 {
 	case 1:
 		m = m.Idx(ldc, 1)
@@ -202,10 +200,10 @@ func (g *gen) loadVec(m Mem, dst VecPhysical, masked bool) {
 	switch {
 	case !masked:
 		VMOVUPS(m, dst)
-	case g.x.avx512():
+	case g.x.IsAVX512():
 		VMOVUPS_Z(m, K1, dst)
 	default:
-		VMASKMOVPS(m, ymm[avx2Mask], dst)
+		VMASKMOVPS(m, ymm(avx2Mask), dst)
 	}
 }
 
@@ -213,10 +211,10 @@ func (g *gen) storeVec(src VecPhysical, m Mem, masked bool) {
 	switch {
 	case !masked:
 		VMOVUPS(src, m)
-	case g.x.avx512():
+	case g.x.IsAVX512():
 		VMOVUPS(src, K1, m)
 	default:
-		VMASKMOVPS(src, ymm[avx2Mask], m)
+		VMASKMOVPS(src, ymm(avx2Mask), m)
 	}
 }
 
@@ -228,9 +226,9 @@ func (g *gen) step(mr int, b block, u int) {
 		g.loadVec(g.bAddr(u, v), x.b(v), g.isMasked(b, v))
 	}
 	for r := 0; r < mr; r++ {
-		t := ymm[avx2Bcast]
-		if x.avx512() {
-			t = zmm[zBcast+r%2]
+		t := ymm(avx2Bcast)
+		if x.IsAVX512() {
+			t = zmm(zBcast + r%2)
 		}
 		VBROADCASTSS(g.aAddr(r, u), t)
 		for v := 0; v < b.nv; v++ {
@@ -282,13 +280,7 @@ func (g *gen) forAcc(mr int, b block, f func(r, v int, acc VecPhysical, masked b
 }
 
 func (g *gen) zeroAcc(mr int, b block) {
-	g.forAcc(mr, b, func(_, _ int, acc VecPhysical, _ bool) {
-		if g.x.avx512() {
-			VPXORD(acc, acc, acc)
-		} else {
-			VXORPS(acc, acc, acc)
-		}
-	})
+	g.forAcc(mr, b, func(_, _ int, acc VecPhysical, _ bool) { g.x.Zero(acc) })
 }
 
 // addC adds C's block into the accumulators.
@@ -298,10 +290,10 @@ func (g *gen) addC(mr int, b block) {
 		switch {
 		case !masked:
 			VADDPS(m, acc, acc)
-		case g.x.avx512():
+		case g.x.IsAVX512():
 			VADDPS_Z(m, acc, K1, acc)
 		default:
-			VMASKMOVPS(m, ymm[avx2Mask], g.x.b(0))
+			VMASKMOVPS(m, ymm(avx2Mask), g.x.b(0))
 			VADDPS(g.x.b(0), acc, acc)
 		}
 	})
@@ -320,22 +312,14 @@ func (g *gen) storeC(mr int, b block) {
 }
 
 func (g *gen) scaleAcc(mr int, b block) {
-	s := zmm[zScale]
-	if !g.x.avx512() {
-		s = ymm[avx2Bcast]
-		VBROADCASTSS(paramAddr("scale"), s)
+	s := zmm(zScale)
+	if !g.x.IsAVX512() {
+		s = ymm(avx2Bcast)
+		VBROADCASTSS(asmkit.ParamAddr("scale"), s)
 	}
 	g.forAcc(mr, b, func(_, _ int, acc VecPhysical, _ bool) {
 		VMULPS(s, acc, acc)
 	})
-}
-
-func paramAddr(name string) Mem {
-	c, err := Param(name).Resolve()
-	if err != nil {
-		panic(err)
-	}
-	return c.Addr
 }
 
 // micro emits the register block of mr rows at A row aRow, C block c0 and
@@ -458,8 +442,8 @@ func (g *gen) function() {
 	SHLQ(U8(2), ldb)
 	SHLQ(U8(2), ldc)
 	LEAQ(Mem{Base: ldb, Index: ldb, Scale: 2}, ldb3)
-	if g.k == qkt && x.avx512() {
-		VBROADCASTSS(paramAddr("scale"), zmm[zScale])
+	if g.k == qkt && x.IsAVX512() {
+		VBROADCASTSS(asmkit.ParamAddr("scale"), zmm(zScale))
 	}
 	irem := AllocLocal(8)
 	cCol := AllocLocal(8)
@@ -480,7 +464,7 @@ func (g *gen) function() {
 	CMOVQGT(krem, kc)
 	DECQ(kc) // kc = n−1
 	var blocks []block
-	if x.avx512() {
+	if x.IsAVX512() {
 		// nv−1 = (n−1)/16 vectors; when n is not a multiple of 16, K1 is
 		// the mask of the last vector, 1 + (n−1)%16 lanes. Blocks of whole
 		// vectors load without a mask, which is measurably faster.
@@ -515,14 +499,14 @@ func (g *gen) function() {
 		blocks = []block{{nv: 2}, {nv: 1}, {nv: 1, masked: true}, {nv: 2, masked: true}}
 		CMPQ(kc, U8(w-1))
 		JE(LabelRef(g.blockLabel(blocks[0])))
-		CMPQ(kc, U8(x.lanes-1))
+		CMPQ(kc, U8(x.Lanes()-1))
 		JE(LabelRef(g.blockLabel(blocks[1])))
 		MOVQ(kc, krem)
 		ANDQ(U8(7), krem)
 		NEGQ(krem)
 		LEAQ(mask8.Offset(28), c3)
-		VMOVDQU(Mem{Base: c3, Index: krem, Scale: 4}, ymm[avx2Mask])
-		CMPQ(kc, U8(x.lanes))
+		VMOVDQU(Mem{Base: c3, Index: krem, Scale: 4}, ymm(avx2Mask))
+		CMPQ(kc, U8(x.Lanes()))
 		JB(LabelRef(g.blockLabel(blocks[2])))
 		JMP(LabelRef(g.blockLabel(blocks[3])))
 	}
@@ -535,25 +519,14 @@ func (g *gen) function() {
 	ADDQ(U32(w*4), cCol)
 	SUBQ(U32(w), nrem)
 	JG(LabelRef(lCol))
-	VZEROUPPER()
-	RET()
+	asmkit.Ret()
 }
 
 func main() {
 	ConstraintExpr("amd64,!purego")
 
-	mask16 = GLOBL("gemmMask16", RODATA|NOPTR)
-	for i := 0; i < 16; i++ {
-		DATA(2*i, U16(uint16(1<<(i+1)-1)))
-	}
-	mask8 = GLOBL("gemmMask8", RODATA|NOPTR)
-	for i := 0; i < 16; i++ {
-		v := uint32(0)
-		if i < 8 {
-			v = 0xffffffff
-		}
-		DATA(4*i, U32(v))
-	}
+	mask16 = asmkit.Opmask16("gemmMask16", 1)
+	mask8 = asmkit.Mask8("gemmMask8")
 
 	peakOperands = GLOBL("gemmPeakOperands", RODATA|NOPTR)
 	DATA(0, F32(0.999))
@@ -577,7 +550,7 @@ func blockDoc(x *isa, rows, cols string) string {
 }
 
 func qktFunc(x *isa) {
-	name := "qkt" + x.name
+	name := "qkt" + x.Name
 	TEXT(name, NOSPLIT, "func(s *float32, ldS int, q *float32, ldQ int, kt *float32, ldK int, rows, cols, d int, scale float32)")
 	Pragma("noescape")
 	Doc(
@@ -603,7 +576,7 @@ func qktFunc(x *isa) {
 }
 
 func pvFunc(x *isa) {
-	name := "pv" + x.name
+	name := "pv" + x.Name
 	TEXT(name, NOSPLIT, "func(o *float32, ldO int, p *float32, ldP int, v *float32, ldV int, rows, cols, d int)")
 	Pragma("noescape")
 	Doc(
@@ -629,37 +602,32 @@ func pvFunc(x *isa) {
 // peakFunc emits a loop of independent FMAs that saturates the FMA ports:
 // AVX-512 24 zmm chains (768 flops an iteration), AVX2 12 ymm chains (192).
 func peakFunc(x *isa) {
-	name := "fmaPeak" + x.name
+	name := "fmaPeak" + x.Name
 	TEXT(name, NOSPLIT, "func(n int)")
-	chains, regs := 24, zmm
-	if !x.avx512() {
-		chains, regs = 12, ymm
+	chains, regs := 24, x.Reg
+	if !x.IsAVX512() {
+		chains = 12
 	}
 	Doc(
 		name+" runs n iterations of "+fmt.Sprint(chains)+" independent "+x.doc+" FMAs",
-		fmt.Sprintf("(%d flops an iteration); it computes nothing useful.", chains*x.lanes*2),
+		fmt.Sprintf("(%d flops an iteration); it computes nothing useful.", chains*x.Lanes()*2),
 	)
 	Load(Param("n"), RCX)
 	for i := 0; i < chains; i++ {
-		if x.avx512() {
-			VPXORD(regs[i], regs[i], regs[i])
-		} else {
-			VXORPS(regs[i], regs[i], regs[i])
-		}
+		x.Zero(regs(i))
 	}
 	// Multiply two ordinary numbers rather than zeros, whose FMAs can draw
 	// less power and so run at a higher clock than real work does.
-	VBROADCASTSS(peakOperands, regs[chains])
-	VBROADCASTSS(peakOperands.Offset(4), regs[chains+1])
+	VBROADCASTSS(peakOperands, regs(chains))
+	VBROADCASTSS(peakOperands.Offset(4), regs(chains+1))
 	TESTQ(RCX, RCX)
 	JLE(LabelRef(name + "_done"))
 	Label(name + "_loop")
 	for i := 0; i < chains; i++ {
-		VFMADD231PS(regs[chains], regs[chains+1], regs[i])
+		VFMADD231PS(regs(chains), regs(chains+1), regs(i))
 	}
 	DECQ(RCX)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	asmkit.Ret()
 }

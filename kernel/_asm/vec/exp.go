@@ -4,6 +4,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
 // The vector exponential follows kernel/exp.go step by step:
@@ -93,71 +95,6 @@ func (e *exp512) exp(v VecVirtual, tail Register) VecVirtual {
 	return p
 }
 
-func genExpSumAVX512() {
-	TEXT("expSumAVX512", NOSPLIT, "func(dst, src *float32, n int, max float32) float32")
-	Pragma("noescape")
-	doc("expSumAVX512 is the AVX-512 ExpSum kernel: " + expSumDoc)
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	n := Load(Param("n"), GP64())
-	mx := Load(Param("max"), XMM())
-	vmax := ZMM()
-	VBROADCASTSS(mx, vmax)
-	e := newExp512(vmax, false)
-	acc := ZMM()
-	VPXORD(acc, acc, acc) // VXORPS on zmm would need AVX512DQ
-
-	const unroll = 4
-	Label("loop")
-	CMPQ(n, U32(16*unroll))
-	JL(LabelRef("single"))
-	var ys [unroll]VecVirtual
-	for i := range ys {
-		v := ZMM()
-		VMOVUPS(Mem{Base: src}.Offset(64*i), v)
-		ys[i] = e.exp(v, nil)
-	}
-	for i, y := range ys {
-		VMOVUPS(y, Mem{Base: dst}.Offset(64*i))
-	}
-	VADDPS(ys[0], ys[1], ys[0])
-	VADDPS(ys[2], ys[3], ys[2])
-	VADDPS(ys[0], acc, acc)
-	VADDPS(ys[2], acc, acc)
-	ADDQ(U32(64*unroll), src)
-	ADDQ(U32(64*unroll), dst)
-	SUBQ(U32(16*unroll), n)
-	JMP(LabelRef("loop"))
-
-	Label("single")
-	CMPQ(n, U32(16))
-	JL(LabelRef("tail"))
-	v := ZMM()
-	VMOVUPS(Mem{Base: src}, v)
-	y := e.exp(v, nil)
-	VMOVUPS(y, Mem{Base: dst})
-	VADDPS(y, acc, acc)
-	ADDQ(U32(64), src)
-	ADDQ(U32(64), dst)
-	SUBQ(U32(16), n)
-	JMP(LabelRef("single"))
-
-	Label("tail")
-	TESTQ(n, n)
-	JE(LabelRef("reduce"))
-	k := mask16(n)
-	v = ZMM()
-	VMOVUPS_Z(Mem{Base: src}, k, v)
-	y = e.exp(v, k)
-	VMOVUPS(y, k, Mem{Base: dst})
-	VADDPS(y, acc, acc)
-
-	Label("reduce")
-	Store(hsum512(acc), ReturnIndex(0))
-	VZEROUPPER()
-	RET()
-}
-
 // hsum512 adds the 16 lanes of z into the low lane of the returned xmm,
 // using only EVEX-encodable instructions.
 func hsum512(z VecVirtual) Register {
@@ -218,66 +155,120 @@ func exp2(vmax, clamp, v, mask VecVirtual) VecVirtual {
 	return p
 }
 
-func genExpSumAVX2() {
-	TEXT("expSumAVX2", NOSPLIT, "func(dst, src *float32, n int, max float32) float32")
+// genExpSum emits the ExpSum kernel of x (expSumDoc). With AVX-512 the
+// main loop takes four vectors and adds their exponentials to the sum in
+// pairs; with AVX2 (half the registers, and exp2 needs more of them) it
+// takes two and adds them in turn, and at most one whole vector is left
+// after it.
+func genExpSum(x *asmkit.ISA) {
+	name := "expSum" + x.Name
+	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, max float32) float32")
 	Pragma("noescape")
-	doc("expSumAVX2 is the AVX2+FMA ExpSum kernel: " + expSumDoc)
+	isaDoc := x.Doc
+	if !x.IsAVX512() {
+		isaDoc += "+FMA"
+	}
+	doc(name + " is the " + isaDoc + " ExpSum kernel: " + expSumDoc)
+	lanes, vb := x.Lanes(), x.VecBytes
+	unroll, pairs := 2, false
+	if x.IsAVX512() {
+		unroll, pairs = 4, true
+	}
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("n"), GP64())
 	mx := Load(Param("max"), XMM())
-	vmax := YMM()
+	vmax := x.Vec()
 	VBROADCASTSS(mx, vmax)
-	clamp := YMM()
-	VMOVUPS(constAt(cClamp), clamp)
-	acc := YMM()
-	VXORPS(acc, acc, acc)
+	exp := newVecExp(x, vmax)
+	acc := x.Vec()
+	x.Zero(acc)
 
-	const unroll = 2
 	Label("loop")
-	CMPQ(n, U32(8*unroll))
+	CMPQ(n, U32(lanes*unroll))
 	JL(LabelRef("single"))
-	var ys [unroll]VecVirtual
+	ys := make([]VecVirtual, unroll)
 	for i := range ys {
-		v := YMM()
-		VMOVUPS(Mem{Base: src}.Offset(32*i), v)
-		ys[i] = exp2(vmax, clamp, v, nil)
+		v := x.Vec()
+		VMOVUPS(Mem{Base: src}.Offset(vb*i), v)
+		ys[i] = exp(v, nil)
 	}
-	for i, y := range ys {
-		VMOVUPS(y, Mem{Base: dst}.Offset(32*i))
-		VADDPS(y, acc, acc)
+	if pairs {
+		for i, y := range ys {
+			VMOVUPS(y, Mem{Base: dst}.Offset(vb*i))
+		}
+		for i := 0; i < unroll; i += 2 {
+			VADDPS(ys[i], ys[i+1], ys[i])
+		}
+		for i := 0; i < unroll; i += 2 {
+			VADDPS(ys[i], acc, acc)
+		}
+	} else {
+		for i, y := range ys {
+			VMOVUPS(y, Mem{Base: dst}.Offset(vb*i))
+			VADDPS(y, acc, acc)
+		}
 	}
-	ADDQ(U32(32*unroll), src)
-	ADDQ(U32(32*unroll), dst)
-	SUBQ(U32(8*unroll), n)
+	ADDQ(U32(vb*unroll), src)
+	ADDQ(U32(vb*unroll), dst)
+	SUBQ(U32(lanes*unroll), n)
 	JMP(LabelRef("loop"))
 
 	Label("single")
-	CMPQ(n, U32(8))
+	CMPQ(n, U32(lanes))
 	JL(LabelRef("tail"))
-	v := YMM()
+	v := x.Vec()
 	VMOVUPS(Mem{Base: src}, v)
-	y := exp2(vmax, clamp, v, nil)
+	y := exp(v, nil)
 	VMOVUPS(y, Mem{Base: dst})
 	VADDPS(y, acc, acc)
-	ADDQ(U32(32), src)
-	ADDQ(U32(32), dst)
-	SUBQ(U32(8), n)
+	ADDQ(U32(vb), src)
+	ADDQ(U32(vb), dst)
+	SUBQ(U32(lanes), n)
+	if unroll > 2 {
+		JMP(LabelRef("single"))
+	}
 
 	Label("tail")
 	TESTQ(n, n)
 	JE(LabelRef("reduce"))
-	m := mask8(n)
-	v = YMM()
-	VMASKMOVPS(Mem{Base: src}, m, v)
-	y = exp2(vmax, clamp, v, m)
-	VMASKMOVPS(y, m, Mem{Base: dst})
+	t := newTail(x, n)
+	v = x.Vec()
+	t.load(Mem{Base: src}, v)
+	y = exp(v, t)
+	t.store(y, Mem{Base: dst})
 	VADDPS(y, acc, acc)
 
 	Label("reduce")
-	Store(hsum2(acc), ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+	if x.IsAVX512() {
+		Store(hsum512(acc), ReturnIndex(0))
+	} else {
+		Store(hsum2(acc), ReturnIndex(0))
+	}
+	asmkit.Ret()
+}
+
+// newVecExp sets up the exponential of v − max for x (the AVX-512
+// constants in registers, the AVX2 clamp bound) and returns it; lanes
+// outside tail, when not nil, come out 0.
+func newVecExp(x *asmkit.ISA, vmax VecVirtual) func(v VecVirtual, t *tail) VecVirtual {
+	if x.IsAVX512() {
+		e := newExp512(vmax, false)
+		return func(v VecVirtual, t *tail) VecVirtual {
+			if t == nil {
+				return e.exp(v, nil)
+			}
+			return e.exp(v, t.m)
+		}
+	}
+	clamp := YMM()
+	VMOVUPS(constAt(cClamp), clamp)
+	return func(v VecVirtual, t *tail) VecVirtual {
+		if t == nil {
+			return exp2(vmax, clamp, v, nil)
+		}
+		return exp2(vmax, clamp, v, t.m.(VecVirtual))
+	}
 }
 
 // hsum2 adds the 8 lanes of y into the low lane of the returned xmm.

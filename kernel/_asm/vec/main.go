@@ -17,6 +17,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
 // The constants of kernel/exp.go, spelled the same way so that float32()
@@ -100,19 +102,8 @@ func genData() {
 		}
 	}
 
-	tailMask16 = GLOBL("vectail16", RODATA|NOPTR)
-	for i := 0; i <= 16; i++ {
-		DATA(2*i, U16(1<<i-1))
-	}
-
-	tailMask8 = GLOBL("vectail8", RODATA|NOPTR)
-	for i := 0; i < 16; i++ {
-		v := U32(0)
-		if i < 8 {
-			v = 0xffffffff
-		}
-		DATA(4*i, v)
-	}
+	tailMask16 = asmkit.Opmask16("vectail16", 0)
+	tailMask8 = asmkit.Mask8("vectail8")
 }
 
 // constAt returns the 32-byte slot i of the constant table.
@@ -126,49 +117,92 @@ func broadcast512(i int) VecVirtual {
 }
 
 // mask16 returns an opmask selecting the first rem lanes (rem in 0..16).
-func mask16(rem Register) Register {
-	tbl := GP64()
-	LEAQ(tailMask16, tbl)
-	k := K()
-	KMOVW(Mem{Base: tbl, Index: rem, Scale: 2}, k)
-	return k
-}
+func mask16(rem Register) Register { return asmkit.LoadOpmask(tailMask16, rem) }
 
 // mask8 returns a ymm whose first rem int32 lanes are all ones (rem in
 // 0..8), the mask operand of VMASKMOVPS.
-func mask8(rem Register) VecVirtual {
-	off := GP64()
-	MOVQ(U32(8), off)
-	SUBQ(rem, off)
-	tbl := GP64()
-	LEAQ(tailMask8, tbl)
-	m := YMM()
-	VMOVDQU(Mem{Base: tbl, Index: off, Scale: 4}, m)
-	return m
+func mask8(rem Register) VecVirtual { return asmkit.LoadMask8(tailMask8, rem) }
+
+// tail is the mask of the first n lanes of a vector, n < the vector's
+// lanes: an opmask with AVX-512, a VMASKMOVPS mask with AVX2.
+type tail struct {
+	x *asmkit.ISA
+	m Register
+}
+
+func newTail(x *asmkit.ISA, n Register) *tail {
+	if x.IsAVX512() {
+		return &tail{x, mask16(n)}
+	}
+	return &tail{x, mask8(n)}
+}
+
+// load reads the tail's lanes at m into dst, zeroing the others.
+func (t *tail) load(m Mem, dst VecVirtual) {
+	if t.x.IsAVX512() {
+		VMOVUPS_Z(m, t.m, dst)
+	} else {
+		VMASKMOVPS(m, t.m, dst)
+	}
+}
+
+// loadFill reads the tail's lanes at m into dst and sets the others to
+// fill.
+func (t *tail) loadFill(m Mem, fill, dst VecVirtual) {
+	if t.x.IsAVX512() {
+		VMOVAPS(fill, dst)
+		VMOVUPS(m, t.m, dst)
+	} else {
+		VMASKMOVPS(m, t.m, dst)
+		VBLENDVPS(t.m, dst, fill, dst)
+	}
+}
+
+// store writes the tail's lanes of src to m.
+func (t *tail) store(src VecVirtual, m Mem) {
+	if t.x.IsAVX512() {
+		VMOVUPS(src, t.m, m)
+	} else {
+		VMASKMOVPS(src, t.m, m)
+	}
+}
+
+// constVec loads constant slot i into every lane of a new vector: a
+// broadcast with AVX-512, the whole 32-byte slot with AVX2.
+func constVec(x *asmkit.ISA, i int) VecVirtual {
+	if x.IsAVX512() {
+		return broadcast512(i)
+	}
+	y := YMM()
+	VMOVUPS(constAt(i), y)
+	return y
 }
 
 func main() {
 	ConstraintExpr("amd64,!purego") // avo v0.5.0 takes +build syntax; it writes "amd64 && !purego"
 	genData()
 
-	genExpSumAVX512()
-	genExpSumAVX2()
-	genMaxAVX512()
-	genMaxAVX2()
-	genScaleAVX512()
-	genScaleAVX2()
+	isas := []*asmkit.ISA{asmkit.AVX512, asmkit.AVX2}
+	for _, x := range isas {
+		genExpSum(x)
+	}
+	for _, x := range isas {
+		genMax(x)
+	}
+	for _, x := range isas {
+		genScale(x)
+	}
 	genSoftmaxBF16AVX512()
 
-	for _, t := range []elemType{f32, f16, bf16} {
-		genPackKT(true, t)
+	for _, x := range isas {
+		for _, t := range []elemType{f32, f16, bf16} {
+			genPackKT(x, t)
+		}
 	}
-	for _, t := range []elemType{f32, f16, bf16} {
-		genPackKT(false, t)
+	for _, x := range isas {
+		genPackRows(x, f16)
+		genPackRows(x, bf16)
 	}
-	genPackRows(true, f16)
-	genPackRows(true, bf16)
-	genPackRows(false, f16)
-	genPackRows(false, bf16)
 
 	Generate()
 }

@@ -6,38 +6,20 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
-type elemType int
+type elemType = asmkit.Elem
 
 const (
-	f32 elemType = iota
-	f16
-	bf16
+	f32  = asmkit.F32
+	f16  = asmkit.F16
+	bf16 = asmkit.BF16
 )
 
-func (t elemType) size() int {
-	if t == f32 {
-		return 4
-	}
-	return 2
-}
-
-func (t elemType) shift() uint8 {
-	if t == f32 {
-		return 2
-	}
-	return 1
-}
-
-func (t elemType) goType() string {
-	if t == f32 {
-		return "*float32"
-	}
-	return "*uint16"
-}
-
-func (t elemType) conv() string {
+// conv is the reference loop's conversion of an element of t.
+func conv(t elemType) string {
 	switch t {
 	case f16:
 		return "f16→f32(src[j*ldSrc+k]) (binary16 widened exactly, as VCVTPH2PS does)"
@@ -47,15 +29,12 @@ func (t elemType) conv() string {
 	return "src[j*ldSrc+k]"
 }
 
-func (t elemType) name() string {
-	return [...]string{f32: "", f16: "F16", bf16: "BF16"}[t]
-}
-
-func suffix(avx512 bool) string {
-	if avx512 {
-		return "AVX512"
+// packName is t's part of a pack kernel's name: none for float32.
+func packName(t elemType) string {
+	if t == f32 {
+		return ""
 	}
-	return "AVX2"
+	return t.Name()
 }
 
 // Transposing packs. The panel is produced in blocks of kb keys (16 for
@@ -288,7 +267,7 @@ func (p *packKT) groupLoop(prefix string, srcs []Register, o Register, total, ba
 	DECQ(cnt)
 	JZ(LabelRef(prefix + "last"))
 	for _, r := range srcs {
-		ADDQ(U32(p.cg*p.t.size()), r)
+		ADDQ(U32(p.cg*p.t.Size()), r)
 	}
 	next := GP64()
 	LEAQ(Mem{Base: o, Index: p.dst.ld, Scale: uint8(p.cg)}, next)
@@ -307,40 +286,17 @@ func (p *packKT) groupLoop(prefix string, srcs []Register, o Register, total, ba
 	p.store(y, o, mask)
 }
 
-// scalarElem emits one element's conversion from (s) to (d).
-func scalarElem(t elemType, s, d Register) {
-	v := GP32()
-	switch t {
-	case f32:
-		MOVL(Mem{Base: s}, v)
-		MOVL(v, Mem{Base: d})
-	case f16:
-		MOVWLZX(Mem{Base: s}, v)
-		x := XMM()
-		VMOVD(v, x)
-		VCVTPH2PS(x, x)
-		VMOVSS(x, Mem{Base: d})
-	case bf16:
-		MOVWLZX(Mem{Base: s}, v)
-		SHLL(U8(16), v)
-		MOVL(v, Mem{Base: d})
-	}
-}
-
-func genPackKT(avx512 bool, t elemType) {
-	name := "packKT" + t.name() + suffix(avx512)
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *float32, ldDst int, src %s, ldSrc int, n, d int)", t.goType()))
+func genPackKT(x *asmkit.ISA, t elemType) {
+	avx512 := x.IsAVX512()
+	name := "packKT" + packName(t) + x.Name
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *float32, ldDst int, src %s, ldSrc int, n, d int)", t.GoType()))
 	Pragma("noescape")
-	isa := "AVX2"
-	if avx512 {
-		isa = "AVX-512"
-	}
-	Doc(fmt.Sprintf("%s is the %s kernel of PackKT%s: it packs n key rows of d components into a transposed panel,", name, isa,
+	Doc(fmt.Sprintf("%s is the %s kernel of PackKT%s: it packs n key rows of d components into a transposed panel,", name, x.Doc,
 		map[elemType]string{f32: "", f16: "Float16", bf16: "BFloat16"}[t]),
 		"",
 		"	for j := 0; j < n; j++ {",
 		"		for k := 0; k < d; k++ {",
-		"			dst[k*ldDst+j] = "+t.conv(),
+		"			dst[k*ldDst+j] = "+conv(t),
 		"		}",
 		"	}",
 		"",
@@ -353,7 +309,7 @@ func genPackKT(avx512 bool, t elemType) {
 	if t == bf16 {
 		p.cg = 8
 	}
-	es := t.size()
+	es := t.Size()
 
 	dst := Load(Param("dst"), GP64())
 	ldD := Load(Param("ldDst"), GP64())
@@ -362,7 +318,7 @@ func genPackKT(avx512 bool, t elemType) {
 	n := Load(Param("n"), GP64())
 	d := Load(Param("d"), GP64())
 	SHLQ(U8(2), ldD)
-	SHLQ(U8(t.shift()), ldS)
+	SHLQ(U8(t.Shift()), ldS)
 	TESTQ(n, n)
 	JLE(LabelRef("done"))
 	TESTQ(d, d)
@@ -396,7 +352,7 @@ func genPackKT(avx512 bool, t elemType) {
 	MOVQ(back, bd)
 	IMULQ(ldD, bd)
 	MOVQ(bd, backD)
-	SHLQ(U8(t.shift()), back)
+	SHLQ(U8(t.Shift()), back)
 	MOVQ(back, backS)
 
 	if t == f16 && avx512 {
@@ -433,7 +389,7 @@ func genPackKT(avx512 bool, t elemType) {
 	rp := GP64()
 	MOVQ(jj, rp)
 	IMULQ(ldS, rp)
-	ADDQ(paramAddr("src"), rp)
+	ADDQ(asmkit.ParamAddr("src"), rp)
 	srcs := []Register{rp}
 	var rq Register
 	if avx512 {
@@ -442,7 +398,7 @@ func genPackKT(avx512 bool, t elemType) {
 		srcs = append(srcs, rq)
 	}
 	o := GP64()
-	MOVQ(paramAddr("dst"), o)
+	MOVQ(asmkit.ParamAddr("dst"), o)
 	LEAQ(Mem{Base: o, Index: jj, Scale: 4}, o)
 	p.groupLoop("", srcs, o, groups, backS, backD, p.mainRow(rp, rq), nil)
 	CMPQ(j, lastBlock)
@@ -460,7 +416,7 @@ func genPackKT(avx512 bool, t elemType) {
 		mask = mask8(n)
 	}
 	rowp := GP64()
-	MOVQ(paramAddr("src"), rowp)
+	MOVQ(asmkit.ParamAddr("src"), rowp)
 	for r := 0; r < p.kb; r++ {
 		MOVQ(rowp, rowTable.Offset(8*r))
 		if r < p.kb-1 {
@@ -473,7 +429,7 @@ func genPackKT(avx512 bool, t elemType) {
 	off := GP64()
 	XORQ(off, off)
 	o = GP64()
-	MOVQ(paramAddr("dst"), o)
+	MOVQ(asmkit.ParamAddr("dst"), o)
 	p.groupLoop("small", []Register{off}, o, groups, backS, backD, func(r int) Mem {
 		b := GP64()
 		MOVQ(rowTable.Offset(8*r), b)
@@ -490,7 +446,7 @@ func genPackKT(avx512 bool, t elemType) {
 	c := GP64()
 	MOVQ(d, c)
 	Label("selem")
-	scalarElem(t, s, o)
+	t.WidenScalar(s, o)
 	ADDQ(U32(es), s)
 	ADDQ(ldD, o)
 	DECQ(c)
@@ -505,15 +461,6 @@ func genPackKT(avx512 bool, t elemType) {
 	RET()
 }
 
-// paramAddr returns the stack address of the named argument.
-func paramAddr(name string) Mem {
-	b, err := Param(name).Resolve()
-	if err != nil {
-		panic(err)
-	}
-	return b.Addr
-}
-
 func log2(x int) uint8 {
 	var l uint8
 	for 1<<l < x {
@@ -526,20 +473,17 @@ func log2(x int) uint8 {
 // (AVX2) elements at a time. AVX-512 finishes a row with an opmask; AVX2,
 // which has no masked 16-bit load, converts the last 8 elements of the row
 // again (overlapping) and falls back to single elements for d < 8.
-func genPackRows(avx512 bool, t elemType) {
-	name := "pack" + t.name() + suffix(avx512)
+func genPackRows(x *asmkit.ISA, t elemType) {
+	avx512 := x.IsAVX512()
+	name := "pack" + packName(t) + x.Name
 	TEXT(name, NOSPLIT, "func(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)")
 	Pragma("noescape")
-	isa := "AVX2"
-	if avx512 {
-		isa = "AVX-512"
-	}
-	Doc(fmt.Sprintf("%s is the %s kernel of Pack%s: it converts n rows of d elements into a row-major float32 panel,", name, isa,
+	Doc(fmt.Sprintf("%s is the %s kernel of Pack%s: it converts n rows of d elements into a row-major float32 panel,", name, x.Doc,
 		map[elemType]string{f16: "Float16", bf16: "BFloat16"}[t]),
 		"",
 		"	for j := 0; j < n; j++ {",
 		"		for k := 0; k < d; k++ {",
-		"			dst[j*ldDst+k] = "+t.conv(),
+		"			dst[j*ldDst+k] = "+conv(t),
 		"		}",
 		"	}",
 		"",
@@ -558,19 +502,7 @@ func genPackRows(avx512 bool, t elemType) {
 	TESTQ(d, d)
 	JLE(LabelRef("done"))
 
-	lanes := 8
-	if avx512 {
-		lanes = 16
-	}
-	convert := func(m Op, z Register) { // z = widen(m), m: memory or register
-		switch {
-		case t == f16:
-			VCVTPH2PS(m, z)
-		default:
-			VPMOVZXWD(m, z)
-			VPSLLD(U8(16), z, z)
-		}
-	}
+	lanes := x.Lanes()
 
 	var kt Register
 	var tailS, tailD Register
@@ -605,13 +537,8 @@ func genPackRows(avx512 bool, t elemType) {
 	CMPQ(c, U32(2))
 	JL(LabelRef("chunk"))
 	for i := 0; i < 2; i++ {
-		var z Register
-		if avx512 {
-			z = ZMM()
-		} else {
-			z = YMM()
-		}
-		convert(Mem{Base: s}.Offset(2*lanes*i), z)
+		z := x.Vec()
+		t.Widen(Mem{Base: s}.Offset(2*lanes*i), z)
 		VMOVUPS(z, Mem{Base: o}.Offset(4*lanes*i))
 	}
 	ADDQ(U32(4*lanes), s)
@@ -621,13 +548,8 @@ func genPackRows(avx512 bool, t elemType) {
 	Label("chunk")
 	TESTQ(c, c)
 	JE(LabelRef("tail"))
-	var z Register
-	if avx512 {
-		z = ZMM()
-	} else {
-		z = YMM()
-	}
-	convert(Mem{Base: s}, z)
+	z := x.Vec()
+	t.Widen(Mem{Base: s}, z)
 	VMOVUPS(z, Mem{Base: o})
 	ADDQ(U32(2*lanes), s)
 	ADDQ(U32(4*lanes), o)
@@ -638,11 +560,11 @@ func genPackRows(avx512 bool, t elemType) {
 		h := ZMM()
 		VMOVDQU16_Z(Mem{Base: s}, kt, h.AsY())
 		z = ZMM()
-		convert(h.AsY(), z)
+		t.Widen(h.AsY(), z)
 		VMOVUPS(z, kt, Mem{Base: o})
 	} else {
 		z = YMM()
-		convert(Mem{Base: src, Index: tailS, Scale: 1}, z)
+		t.Widen(Mem{Base: src, Index: tailS, Scale: 1}, z)
 		VMOVUPS(z, Mem{Base: dst, Index: tailD, Scale: 1})
 	}
 	Label("next")
@@ -662,7 +584,7 @@ func genPackRows(avx512 bool, t elemType) {
 		c := GP64()
 		MOVQ(d, c)
 		Label("selem")
-		scalarElem(t, s, o)
+		t.WidenScalar(s, o)
 		ADDQ(U32(2), s)
 		ADDQ(U32(4), o)
 		DECQ(c)

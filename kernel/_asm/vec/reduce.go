@@ -4,6 +4,8 @@ import (
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
 const maxDoc = `the largest of x[0:n], or the first NaN among them:
@@ -46,76 +48,124 @@ func nanScan(x Register) {
 	RET()
 }
 
-func genMaxAVX512() {
-	TEXT("maxAVX512", NOSPLIT, "func(x *float32, n int) float32")
+// genMax emits the Max kernel of x (maxDoc).
+func genMax(x *asmkit.ISA) {
+	name := "max" + x.Name
+	TEXT(name, NOSPLIT, "func(x *float32, n int) float32")
 	Pragma("noescape")
-	doc("maxAVX512 is the AVX-512 Max kernel: " + maxDoc)
+	doc(name + " is the " + x.Doc + " Max kernel: " + maxDoc)
+	lanes, vb := x.Lanes(), x.VecBytes
 	base := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
-	x := GP64()
-	MOVQ(base, x)
-	negInf := broadcast512(cNegInf)
-	var acc [4]VecVirtual
+	p := GP64()
+	MOVQ(base, p)
+	negInf := constVec(x, cNegInf)
+	// The four vectors of an iteration go to four accumulators with
+	// AVX-512 and to two with AVX2, which has half the registers.
+	acc := make([]VecVirtual, 4)
+	if !x.IsAVX512() {
+		acc = acc[:2]
+	}
 	for i := range acc {
-		acc[i] = ZMM()
+		acc[i] = x.Vec()
 		VMOVAPS(negInf, acc[i])
 	}
-	knan := K()
-	KXORW(knan, knan, knan)
+	nan := newNaNFlag(x)
 
 	Label("loop")
-	CMPQ(n, U32(64))
+	CMPQ(n, U32(4*lanes))
 	JL(LabelRef("single"))
 	var v [4]VecVirtual
 	for i := range v {
-		v[i] = ZMM()
-		VMOVUPS(Mem{Base: x}.Offset(64*i), v[i])
-		VMAXPS(v[i], acc[i], acc[i])
+		v[i] = x.Vec()
+		VMOVUPS(Mem{Base: p}.Offset(vb*i), v[i])
+		a := acc[i%len(acc)]
+		VMAXPS(v[i], a, a)
 	}
 	for i := 0; i < 4; i += 2 {
-		k := K()
-		VCMPPS(U8(3), v[i+1], v[i], k) // unordered: either is NaN
-		KORW(k, knan, knan)
+		nan.or(v[i+1], v[i]) // unordered: either is NaN
 	}
-	ADDQ(U32(256), x)
-	SUBQ(U32(64), n)
+	ADDQ(U32(4*vb), p)
+	SUBQ(U32(4*lanes), n)
 	JMP(LabelRef("loop"))
 
 	Label("single")
-	CMPQ(n, U32(16))
+	CMPQ(n, U32(lanes))
 	JL(LabelRef("tail"))
-	w := ZMM()
-	VMOVUPS(Mem{Base: x}, w)
+	w := x.Vec()
+	VMOVUPS(Mem{Base: p}, w)
 	VMAXPS(w, acc[0], acc[0])
-	k := K()
-	VCMPPS(U8(3), w, w, k)
-	KORW(k, knan, knan)
-	ADDQ(U32(64), x)
-	SUBQ(U32(16), n)
+	nan.or(w, w)
+	ADDQ(U32(vb), p)
+	SUBQ(U32(lanes), n)
 	JMP(LabelRef("single"))
 
 	Label("tail")
 	TESTQ(n, n)
 	JE(LabelRef("reduce"))
-	kt := mask16(n)
-	w = ZMM()
-	VMOVAPS(negInf, w)
-	VMOVUPS(Mem{Base: x}, kt, w) // lanes past n stay −Inf
+	t := newTail(x, n)
+	w = x.Vec()
+	t.loadFill(Mem{Base: p}, negInf, w) // lanes past n are −Inf
 	VMAXPS(w, acc[1], acc[1])
-	k = K()
-	VCMPPS(U8(3), w, w, k)
-	KORW(k, knan, knan)
+	nan.or(w, w)
 
 	Label("reduce")
-	KORTESTW(knan, knan)
-	JNE(LabelRef("nan"))
+	nan.jumpIfSet("nan")
 	r := XMM()
-	hmax512(acc, r)
+	if x.IsAVX512() {
+		hmax512([4]VecVirtual(acc), r)
+	} else {
+		hmax2(acc, r)
+	}
 	Store(r, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+	asmkit.Ret()
 
 	nanScan(base)
+}
+
+// nanFlag accumulates unordered compares: in an opmask with AVX-512, in a
+// ymm with AVX2.
+type nanFlag struct {
+	x *asmkit.ISA
+	f VecVirtual // AVX2
+	k Register   // AVX-512
+}
+
+func newNaNFlag(x *asmkit.ISA) *nanFlag {
+	f := &nanFlag{x: x}
+	if x.IsAVX512() {
+		f.k = K()
+		KXORW(f.k, f.k, f.k)
+	} else {
+		f.f = YMM()
+		VXORPS(f.f, f.f, f.f)
+	}
+	return f
+}
+
+// or sets the flag if a lane of a or b is NaN.
+func (f *nanFlag) or(a, b VecVirtual) {
+	if f.x.IsAVX512() {
+		k := K()
+		VCMPPS(U8(3), a, b, k)
+		KORW(k, f.k, f.k)
+	} else {
+		u := YMM()
+		VCMPPS(U8(3), a, b, u)
+		VORPS(u, f.f, f.f)
+	}
+}
+
+// jumpIfSet jumps to label if the flag is set.
+func (f *nanFlag) jumpIfSet(label string) {
+	if f.x.IsAVX512() {
+		KORTESTW(f.k, f.k)
+	} else {
+		bits := GP32()
+		VMOVMSKPS(f.f, bits)
+		TESTL(bits, bits)
+	}
+	JNE(LabelRef(label))
 }
 
 // hmax512 writes the largest lane of the four accumulators into dst (an
@@ -137,74 +187,10 @@ func hmax512(acc [4]VecVirtual, dst Register) {
 	VMAXPS(t.AsX(), r.AsX(), dst)
 }
 
-func genMaxAVX2() {
-	TEXT("maxAVX2", NOSPLIT, "func(x *float32, n int) float32")
-	Pragma("noescape")
-	doc("maxAVX2 is the AVX2 Max kernel: " + maxDoc)
-	base := Load(Param("x"), GP64())
-	n := Load(Param("n"), GP64())
-	x := GP64()
-	MOVQ(base, x)
-	negInf := YMM()
-	VMOVUPS(constAt(cNegInf), negInf)
-	var acc [2]VecVirtual
-	for i := range acc {
-		acc[i] = YMM()
-		VMOVAPS(negInf, acc[i])
-	}
-	nan := YMM()
-	VXORPS(nan, nan, nan)
-
-	Label("loop")
-	CMPQ(n, U32(32))
-	JL(LabelRef("single"))
-	var v [4]VecVirtual
-	for i := range v {
-		v[i] = YMM()
-		VMOVUPS(Mem{Base: x}.Offset(32*i), v[i])
-		VMAXPS(v[i], acc[i%2], acc[i%2])
-	}
-	for i := 0; i < 4; i += 2 {
-		u := YMM()
-		VCMPPS(U8(3), v[i+1], v[i], u)
-		VORPS(u, nan, nan)
-	}
-	ADDQ(U32(128), x)
-	SUBQ(U32(32), n)
-	JMP(LabelRef("loop"))
-
-	Label("single")
-	CMPQ(n, U32(8))
-	JL(LabelRef("tail"))
-	w := YMM()
-	VMOVUPS(Mem{Base: x}, w)
-	VMAXPS(w, acc[0], acc[0])
-	u := YMM()
-	VCMPPS(U8(3), w, w, u)
-	VORPS(u, nan, nan)
-	ADDQ(U32(32), x)
-	SUBQ(U32(8), n)
-	JMP(LabelRef("single"))
-
-	Label("tail")
-	TESTQ(n, n)
-	JE(LabelRef("reduce"))
-	m := mask8(n)
-	w = YMM()
-	VMASKMOVPS(Mem{Base: x}, m, w)
-	VBLENDVPS(m, w, negInf, w) // lanes past n become −Inf
-	VMAXPS(w, acc[1], acc[1])
-	u = YMM()
-	VCMPPS(U8(3), w, w, u)
-	VORPS(u, nan, nan)
-
-	Label("reduce")
-	bits := GP32()
-	VMOVMSKPS(nan, bits)
-	TESTL(bits, bits)
-	JNE(LabelRef("nan"))
+// hmax2 writes the largest lane of the two ymm accumulators into r (an
+// xmm; NaN lanes must have been ruled out).
+func hmax2(acc []VecVirtual, r VecVirtual) {
 	VMAXPS(acc[1], acc[0], acc[0])
-	r := XMM()
 	VEXTRACTF128(U8(1), acc[0], r)
 	VMAXPS(r, acc[0].AsX(), r)
 	t := XMM()
@@ -212,113 +198,58 @@ func genMaxAVX2() {
 	VMAXPS(t, r, r)
 	VPERMILPS(U8(0xb1), r, t)
 	VMAXPS(t, r, r)
-	Store(r, ReturnIndex(0))
-	VZEROUPPER()
-	RET()
-
-	nanScan(base)
 }
 
-func genScaleAVX512() {
-	TEXT("scaleAVX512", NOSPLIT, "func(dst, src *float32, n int, a float32)")
+// genScale emits the Scale kernel of x (scaleDoc).
+func genScale(x *asmkit.ISA) {
+	name := "scale" + x.Name
+	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, a float32)")
 	Pragma("noescape")
-	doc("scaleAVX512 is the AVX-512 Scale kernel: " + scaleDoc)
+	doc(name + " is the " + x.Doc + " Scale kernel: " + scaleDoc)
+	lanes, vb := x.Lanes(), x.VecBytes
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("n"), GP64())
 	ax := Load(Param("a"), XMM())
-	a := ZMM()
+	a := x.Vec()
 	VBROADCASTSS(ax, a)
 
 	Label("loop")
-	CMPQ(n, U32(64))
+	CMPQ(n, U32(4*lanes))
 	JL(LabelRef("single"))
 	var v [4]VecVirtual
 	for i := range v {
-		v[i] = ZMM()
-		VMULPS(Mem{Base: src}.Offset(64*i), a, v[i])
+		v[i] = x.Vec()
+		VMULPS(Mem{Base: src}.Offset(vb*i), a, v[i])
 	}
 	for i := range v {
-		VMOVUPS(v[i], Mem{Base: dst}.Offset(64*i))
+		VMOVUPS(v[i], Mem{Base: dst}.Offset(vb*i))
 	}
-	ADDQ(U32(256), src)
-	ADDQ(U32(256), dst)
-	SUBQ(U32(64), n)
+	ADDQ(U32(4*vb), src)
+	ADDQ(U32(4*vb), dst)
+	SUBQ(U32(4*lanes), n)
 	JMP(LabelRef("loop"))
 
 	Label("single")
-	CMPQ(n, U32(16))
+	CMPQ(n, U32(lanes))
 	JL(LabelRef("tail"))
-	w := ZMM()
+	w := x.Vec()
 	VMULPS(Mem{Base: src}, a, w)
 	VMOVUPS(w, Mem{Base: dst})
-	ADDQ(U32(64), src)
-	ADDQ(U32(64), dst)
-	SUBQ(U32(16), n)
+	ADDQ(U32(vb), src)
+	ADDQ(U32(vb), dst)
+	SUBQ(U32(lanes), n)
 	JMP(LabelRef("single"))
 
 	Label("tail")
 	TESTQ(n, n)
 	JE(LabelRef("done"))
-	k := mask16(n)
-	w = ZMM()
-	VMOVUPS_Z(Mem{Base: src}, k, w)
+	t := newTail(x, n)
+	w = x.Vec()
+	t.load(Mem{Base: src}, w)
 	VMULPS(w, a, w)
-	VMOVUPS(w, k, Mem{Base: dst})
+	t.store(w, Mem{Base: dst})
 
 	Label("done")
-	VZEROUPPER()
-	RET()
-}
-
-func genScaleAVX2() {
-	TEXT("scaleAVX2", NOSPLIT, "func(dst, src *float32, n int, a float32)")
-	Pragma("noescape")
-	doc("scaleAVX2 is the AVX2 Scale kernel: " + scaleDoc)
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	n := Load(Param("n"), GP64())
-	ax := Load(Param("a"), XMM())
-	a := YMM()
-	VBROADCASTSS(ax, a)
-
-	Label("loop")
-	CMPQ(n, U32(32))
-	JL(LabelRef("single"))
-	var v [4]VecVirtual
-	for i := range v {
-		v[i] = YMM()
-		VMULPS(Mem{Base: src}.Offset(32*i), a, v[i])
-	}
-	for i := range v {
-		VMOVUPS(v[i], Mem{Base: dst}.Offset(32*i))
-	}
-	ADDQ(U32(128), src)
-	ADDQ(U32(128), dst)
-	SUBQ(U32(32), n)
-	JMP(LabelRef("loop"))
-
-	Label("single")
-	CMPQ(n, U32(8))
-	JL(LabelRef("tail"))
-	w := YMM()
-	VMULPS(Mem{Base: src}, a, w)
-	VMOVUPS(w, Mem{Base: dst})
-	ADDQ(U32(32), src)
-	ADDQ(U32(32), dst)
-	SUBQ(U32(8), n)
-	JMP(LabelRef("single"))
-
-	Label("tail")
-	TESTQ(n, n)
-	JE(LabelRef("done"))
-	m := mask8(n)
-	w = YMM()
-	VMASKMOVPS(Mem{Base: src}, m, w)
-	VMULPS(w, a, w)
-	VMASKMOVPS(w, m, Mem{Base: dst})
-
-	Label("done")
-	VZEROUPPER()
-	RET()
+	asmkit.Ret()
 }
