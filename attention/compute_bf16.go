@@ -198,15 +198,8 @@ func foldFused(ws *workspace, c *call, j0, bc int, crossing bool) error {
 			}
 			continue
 		}
-		for r := range nr {
-			or, p := o[r*ld:][:d], ws.pb[r*ldP:]
-			for j := ws.lo[r0+r]; j < ws.vis[r0+r]; j++ {
-				pj := p[j].Float32()
-				v := vp[(j/2)*ldV+j%2:]
-				for k := range or {
-					or[k] += pj * v[2*k].Float32()
-				}
-			}
+		if err := pvHidingNonFinite(ws, r0, nr, vp, ldV, bc); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -281,13 +274,58 @@ func (bf16Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
 	if finite {
 		return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, vp, ldV, bl.rows, bc+bc%2, bl.d)
 	}
-	for r := range bl.rows {
-		o, p := ws.o[r*bl.ld:][:bl.d], ws.pb[r*ldP:]
-		for j := ws.lo[r]; j < ws.vis[r]; j++ {
-			pj := p[j].Float32()
-			v := vp[(j/2)*ldV+j%2:]
-			for k := range o {
-				o[k] += pj * v[2*k].Float32()
+	return pvHidingNonFinite(ws, 0, bl.rows, vp, ldV, bc)
+}
+
+// pvHidingNonFinite adds P·V to the rows [r0, r0+nr) of the block's
+// accumulators for a crossing tile of bc keys whose V panel vp holds a
+// NaN or ±Inf, without letting such a value reach a row that does not see
+// its key. The product runs over a copy of the panel whose non-finite
+// keys are zeroed (ws.vc), so that a row that sees none of them gets
+// exactly the bits it would get had those values been zeros (as with a
+// runtime's zeroed padding: the same kernel, the same operands); then each
+// row adds p·v for the non-finite keys inside its own range, which makes
+// it NaN or infinite as float arithmetic says. The probabilities are the
+// first nr rows of ws.pb, the rows' ranges ws.lo and ws.vis from r0.
+func pvHidingNonFinite(ws *workspace, r0, nr int, vp []fp16.BFloat16, ldV, bc int) error {
+	bl := &ws.blk
+	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
+	d, ld := bl.d, bl.ld
+	pairs := (bc + 1) / 2
+	vc := ws.vc[:pairs*ldV]
+	copy(vc, vp[:pairs*ldV])
+	bad := func(j int) bool {
+		for c := range d {
+			if vp[(j/2)*ldV+2*c+j%2]&0x7f80 == 0x7f80 {
+				return true
+			}
+		}
+		return false
+	}
+	for j := range bc {
+		if bad(j) {
+			for c := range d {
+				vc[(j/2)*ldV+2*c+j%2] = 0
+			}
+		}
+	}
+	o := ws.o[r0*ld:]
+	if err := kernel.PVBF16(o, ld, ws.pb, ldP, vc, ldV, nr, bc+bc%2, d); err != nil {
+		return err
+	}
+	for j := range bc {
+		if !bad(j) {
+			continue
+		}
+		v := vp[(j/2)*ldV+j%2:]
+		for r := range nr {
+			if j < ws.lo[r0+r] || j >= ws.vis[r0+r] {
+				continue
+			}
+			pj := ws.pb[r*ldP+j].Float32()
+			or := o[r*ld:][:d]
+			for k := range or {
+				or[k] += pj * v[2*k].Float32()
 			}
 		}
 	}

@@ -30,6 +30,7 @@ type workspace struct {
 	kp []fp16.BFloat16 // the K tile's pair panel
 	pb []fp16.BFloat16 // rows: the probabilities, rounded
 	vp []fp16.BFloat16 // the V tile's pair panel
+	vc []fp16.BFloat16 // a copy of a V panel without its non-finite rows (pvHidingNonFinite)
 
 	blk block // the block being folded
 }
@@ -77,6 +78,7 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 		ws.kp = alignedBF16(ldQ / 2 * ldK)
 		ws.pb = alignedBF16(rows * ldP)
 		ws.vp = alignedBF16(ldP / 2 * ldV)
+		ws.vc = alignedBF16(ldP / 2 * ldV)
 	}
 }
 
