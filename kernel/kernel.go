@@ -52,6 +52,65 @@ func QKT(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows
 	return nil
 }
 
+// MatMul computes the matrix product C = A·B of a row-major m×k block A
+// and a row-major k×n block B into the m×n block C:
+//
+//	for i := 0; i < m; i++ {
+//		for j := 0; j < n; j++ {
+//			var acc float32
+//			for t := 0; t < k; t++ {
+//				acc += a[i*ldA+t] * b[t*ldB+j]
+//			}
+//			c[i*ldC+j] = acc
+//		}
+//	}
+//
+// It is the entry point for a runtime's dense products (a model's
+// projections keep each weight matrix as B, its rows the inputs and its
+// columns the outputs, as PackKT writes a transposed matrix). It runs on
+// the same SIMD kernels as QKT, with the same rounding: each element is
+// independent of the others, so a product cut into column slices (see
+// MatMulColumns) gives the same bits as the whole. The order of the
+// additions is not part of the contract.
+func MatMul(c []float32, ldC int, a []float32, ldA int, b []float32, ldB int, m, n, k int) error {
+	if m < 0 || n < 0 || k < 0 {
+		return fmt.Errorf("kernel.MatMul: negative size (m %d, n %d, k %d); want sizes >= 0", m, n, k)
+	}
+	if err := checkBlock("MatMul", "c", len(c), ldC, m, n); err != nil {
+		return err
+	}
+	if err := checkBlock("MatMul", "a", len(a), ldA, m, k); err != nil {
+		return err
+	}
+	if err := checkBlock("MatMul", "b", len(b), ldB, k, n); err != nil {
+		return err
+	}
+	switch {
+	case m == 0 || n == 0:
+	case k == 0:
+		for i := range m {
+			clear(c[i*ldC:][:n])
+		}
+	default:
+		qkt(c, ldC, a, ldA, b, ldB, m, n, k, 1)
+	}
+	return nil
+}
+
+// MatMulColumns returns the number of output columns the active
+// implementation computes together (its register block): a caller that
+// splits a MatMul over goroutines by columns keeps every slice but the
+// last a multiple of it, so that no slice ends in a partial block.
+func MatMulColumns() int {
+	switch active {
+	case implAVX512:
+		return 64
+	case implAVX2, implNEON:
+		return 16
+	}
+	return 16
+}
+
 // PV accumulates the product of a probability tile and a V panel into an
 // output block:
 //

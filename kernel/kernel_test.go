@@ -387,3 +387,53 @@ func TestQKTEmptyDot(t *testing.T) {
 	require.NoError(t, QKT(s, 3, nil, 0, nil, 0, 2, 2, 0, 0.5))
 	assert.Equal(t, []float32{0, 0, 7, 0, 0, 7}, s)
 }
+
+// TestMatMul checks MatMul against its reference loop on odd sizes, with
+// strides, under every implementation, and that it is bitwise QKT with
+// scale 1 (the kernel it runs on) and bitwise the same when cut into
+// column slices of MatMulColumns.
+func TestMatMul(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(21, 22))
+		for _, m := range []int{1, 3, 7, 13} {
+			for _, n := range []int{1, 17, 63, 130} {
+				for _, k := range []int{0, 1, 5, 33} {
+					ldA, ldB, ldC := k+1, n+3, n+2
+					a, b := make([]float32, m*ldA), make([]float32, max(k, 1)*ldB)
+					for i := range a {
+						a[i] = float32(rng.NormFloat64())
+					}
+					for i := range b {
+						b[i] = float32(rng.NormFloat64())
+					}
+					c := make([]float32, m*ldC)
+					require.NoError(t, MatMul(c, ldC, a, ldA, b, ldB, m, n, k))
+					for i := range m {
+						for j := range n {
+							var want float64
+							var abs float64
+							for t := range k {
+								x := float64(a[i*ldA+t]) * float64(b[t*ldB+j])
+								want += x
+								abs += math.Abs(x)
+							}
+							require.InDelta(t, want, c[i*ldC+j], 1e-6*(1+abs), "m %d n %d k %d: c[%d][%d]", m, n, k, i, j)
+						}
+					}
+					s := make([]float32, m*ldC)
+					require.NoError(t, QKT(s, ldC, a, ldA, b, ldB, m, n, k, 1))
+					require.Equal(t, s, c, "MatMul is QKT with scale 1")
+					cut := make([]float32, m*ldC)
+					step := MatMulColumns()
+					for c0 := 0; c0 < n; c0 += step {
+						require.NoError(t, MatMul(cut[c0:], ldC, a, ldA, b[c0:], ldB, m, min(step, n-c0), k))
+					}
+					require.Equal(t, c, cut, "MatMul cut into slices of %d columns", step)
+				}
+			}
+		}
+		err := MatMul(make([]float32, 4), 2, make([]float32, 4), 2, make([]float32, 3), 2, 2, 2, 2)
+		require.ErrorContains(t, err, "kernel.MatMul: b has 3 elements")
+		require.ErrorContains(t, MatMul(nil, 0, nil, 0, nil, 0, -1, 0, 0), "negative size (m -1")
+	})
+}

@@ -41,7 +41,7 @@ type LoadOptions struct {
 //
 // Every weight matrix is stored transposed, [in][out], once at load: the
 // projection of a block of rows X[rows × in] is then Y = X·Wᵀ, which is
-// exactly [kernel.QKT] with the weight as its packed, transposed panel, so
+// exactly [kernel.MatMul] with the transposed weight as its B (kernel.PackKT), so
 // every projection runs on the SIMD tile kernel.
 type Model struct {
 	// Config holds the hyperparameters read from the file.
@@ -930,7 +930,7 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 const parallelWork = 1 << 18
 
 // matmul computes y[r][o] = Σ_i x[r][i]·W[o][i] for rows r: one
-// kernel.QKT call, or one per goroutine over a slice of the output columns
+// kernel.MatMul call, or one per goroutine over a slice of the output columns
 // when the product is large enough and the session may use more threads.
 func (s *Session) matmul(y []float32, ldY int, x []float32, ldX int, w *matrix, rows int) error {
 	threads := s.threads
@@ -943,12 +943,12 @@ func (s *Session) matmul(y []float32, ldY int, x []float32, ldX int, w *matrix, 
 	} else {
 		threads = 1
 	}
-	// Column slices are a multiple of 64 wide: the AVX-512 kernel's
-	// register block.
+	// Column slices are a whole number of the kernel's register blocks.
+	step := kernel.MatMulColumns()
 	width := (w.out + threads - 1) / threads
-	width = (width + 63) &^ 63
+	width = (width + step - 1) / step * step
 	if threads == 1 || width >= w.out {
-		if err := kernel.QKT(y, ldY, x, ldX, w.w, w.out, rows, w.out, w.in, 1); err != nil {
+		if err := kernel.MatMul(y, ldY, x, ldX, w.w, w.out, rows, w.out, w.in); err != nil {
 			return fmt.Errorf("model: projection: %w", err)
 		}
 		return nil
@@ -959,7 +959,7 @@ func (s *Session) matmul(y []float32, ldY int, x []float32, ldX int, w *matrix, 
 	for c0 := 0; c0 < w.out; c0 += width {
 		cols := min(width, w.out-c0)
 		wg.Go(func() {
-			if err := kernel.QKT(y[c0:], ldY, x, ldX, w.w[c0:], w.out, rows, cols, w.in, 1); err != nil {
+			if err := kernel.MatMul(y[c0:], ldY, x, ldX, w.w[c0:], w.out, rows, cols, w.in); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err

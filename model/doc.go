@@ -33,7 +33,7 @@
 // feed-forward block, the final norm and the logits (tied to the embedding
 // when output.weight is absent). Weights are converted to float32 and
 // transposed once at load, so that every projection of a block of tokens is
-// one GEMM (the kernel package's SIMD kernel.QKT), its output columns split
+// one GEMM (the kernel package's SIMD kernel.MatMul), its output columns split
 // across threads. A [Session] owns one contiguous
 // [attention.KVCache] per layer, holding keys and values as float32 or, with
 // [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8), grown by
