@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // DType is the element type of a Tensor.
@@ -25,8 +26,9 @@ const (
 )
 
 // Q8Block is the number of consecutive values of a row that share one
-// scale in a Q8 tensor.
-const Q8Block = 32
+// scale in a Q8 tensor: the kernels' block (kernel.Q8Block), which reads
+// such rows in place.
+const Q8Block = kernel.Q8Block
 
 // String returns the usual short name of the type: "f32", "f16", "bf16" or
 // "q8".
