@@ -67,6 +67,11 @@ func (c *call) keyRange(sg seg, il int) (lo, hi int) {
 	return lo, hi
 }
 
+// activationType reports whether queries and outputs may have element type
+// t: float32, or binary16 and bfloat16 (widened as the queries are
+// gathered, rounded as the output rows are written).
+func activationType(t DType) bool { return t == F32 || t == F16 || t == BF16 }
+
 // validate checks the arguments of Forward and ForwardLSE and returns the
 // call they describe.
 func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, error) {
@@ -78,11 +83,11 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 			return call{}, fmt.Errorf("attention: %s: %w", t.name, err)
 		}
 	}
-	if q.dtype != F32 {
-		return call{}, fmt.Errorf("attention: q has element type %v; want f32", q.dtype)
+	if !activationType(q.dtype) {
+		return call{}, fmt.Errorf("attention: q has element type %v; want f32, f16 or bf16", q.dtype)
 	}
-	if out.dtype != F32 {
-		return call{}, fmt.Errorf("attention: out has element type %v; want f32", out.dtype)
+	if !activationType(out.dtype) {
+		return call{}, fmt.Errorf("attention: out has element type %v; want f32, f16 or bf16", out.dtype)
 	}
 	if q.Dim == 0 {
 		return call{}, fmt.Errorf("attention: q has head dim 0; want >= 1")

@@ -57,7 +57,7 @@ func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
 	d, ld := bl.d, bl.ld
 	ldQ, _, _, _ := bf16Strides(bl.ldS, d)
 	// The arguments fit the workspace by construction.
-	if readsInPlace(c, bl.src.k) {
+	if readsInPlace(c, bl.src.k) || c.q.dtype != F32 {
 		gatherQ(ws, c, b, hk, p0, np)
 		_ = kernel.RoundRowsBF16(ws.qb, ldQ, ws.q, ld, bl.rows, d)
 	} else {

@@ -245,8 +245,42 @@ func gatherQ(ws *workspace, c *call, b, hk, p0, np int) {
 		h := hk*c.group + hg
 		for pi := range np {
 			r := hg*np + pi
-			copy(ws.q[r*ld:r*ld+d], q.f32[q.Offset(b, h, p0+pi):][:d])
+			gatherRow(ws.q[r*ld:r*ld+d], q, q.Offset(b, h, p0+pi))
 		}
+	}
+}
+
+// gatherRow widens the d = len(dst) elements of t from offset off into
+// dst: the float32 values of the queries whatever their storage type.
+func gatherRow(dst []float32, t *Tensor, off int) {
+	d := len(dst)
+	switch t.dtype {
+	case F16:
+		_ = kernel.PackFloat16(dst, d, t.f16[off:], d, 1, d)
+	case BF16:
+		_ = kernel.PackBFloat16(dst, d, t.bf16[off:], d, 1, d)
+	default:
+		copy(dst, t.f32[off:][:d])
+	}
+}
+
+// writeRow writes src to the d = len(src) elements of out from offset off,
+// rounded to nearest even where out is binary16 or bfloat16 (IEEE
+// conversions: subnormals kept, overflow to ±Inf, NaN stays NaN).
+func writeRow(out *Tensor, off int, src []float32) {
+	switch out.dtype {
+	case F16:
+		o := out.f16[off:][:len(src)]
+		for i, x := range src {
+			o[i] = fp16.FromFloat32(x)
+		}
+	case BF16:
+		o := out.bf16[off:][:len(src)]
+		for i, x := range src {
+			o[i] = fp16.BFloat16FromFloat32(x)
+		}
+	default:
+		copy(out.f32[off:][:len(src)], src)
 	}
 }
 
@@ -264,7 +298,11 @@ func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
 		}
 		for pi := range np {
 			r := hg*np + pi
-			orow := out.f32[out.Offset(b, h, p0+pi):][:d]
+			off := out.Offset(b, h, p0+pi)
+			orow := ws.o[r*ld : r*ld+d] // divided in place, then written to out
+			if out.dtype == F32 {
+				orow = out.f32[off:][:d]
+			}
 			lse := sink
 			if z := ws.z[r]; z == 0 {
 				clear(orow)
@@ -280,6 +318,9 @@ func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
 				zz := z*a + kernel.Exp(sink-mm)
 				kernel.Scale(orow, ws.o[r*ld:r*ld+d], a/zz)
 				lse = mm + float32(math.Log(float64(zz)))
+			}
+			if out.dtype != F32 {
+				writeRow(out, off, orow)
 			}
 			if c.lse != nil {
 				c.lse[(b*q.Heads+h)*q.Seq+p0+pi] = lse

@@ -377,8 +377,9 @@ func (c *PagedCache) runAhead(blocks []int32, hk, j, end int) (off, n, ahead int
 // position i + Len(seqs[b]) − Nq, which is decoding (Nq = 1), speculative
 // verification (a few drafts) and chunked prefill in one form.
 //
-// Shapes: q and out are F32 [len(seqs), Hq, Nq, Dim], with Hq a multiple
-// of the cache's Hkv and Dim the cache's. The same sequence may appear
+// Shapes: q and out are [len(seqs), Hq, Nq, Dim] in F32, F16 or BF16 (as
+// in Forward), with Hq a multiple of the cache's Hkv and Dim the cache's.
+// The same sequence may appear
 // more than once. Options are those of Forward except Mask, BoolMask and
 // CuSeqQ/CuSeqKV (errors here: a batch of paged sequences is already a
 // variable-length batch); Window, SoftCap, Slopes and Sinks apply per
@@ -427,8 +428,8 @@ func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs 
 		if err := t.t.Validate(); err != nil {
 			return call{}, fmt.Errorf("attention: ForwardPaged: %s: %w", t.name, err)
 		}
-		if t.t.dtype != F32 {
-			return call{}, fmt.Errorf("attention: ForwardPaged: %s has element type %v; want f32", t.name, t.t.dtype)
+		if !activationType(t.t.dtype) {
+			return call{}, fmt.Errorf("attention: ForwardPaged: %s has element type %v; want f32, f16 or bf16", t.name, t.t.dtype)
 		}
 	}
 	if q.Batch != len(seqs) {
