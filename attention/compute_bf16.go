@@ -121,19 +121,15 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 	bl.scaled = c.terms || !(c.scale > 0 && c.scale <= math.MaxFloat32)
 	// Without per-element terms nothing reads the whole tile's scores
 	// between the product and the softmax: the fold computes them chunk
-	// by chunk (foldFused).
+	// by chunk (foldTile).
 	if bl.fused = !c.terms && bl.rows > fuseRows; bl.fused {
 		bl.kp, bl.ldK = kp, ldK
 		return nil
 	}
-	scale := float32(1)
-	if bl.scaled {
-		scale = c.scale
-	}
-	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, scale)
+	return kernel.QKTBF16(ws.s, bl.ldS, ws.qb, ldQ, kp, ldK, bl.rows, bc, bl.d+bl.d%2, productScale(c, bl))
 }
 
-// fuseRows is the number of rows of a chunk of foldFused: four AMX row
+// fuseRows is the number of rows of a chunk of foldTile: four AMX row
 // tiles, whose scores (64 KiB with 256 keys) and probabilities stay in
 // the core's L2 cache, mostly in L1, between the product that writes them
 // and the next that reads them. On the 16-core Xeon (P1 and P3 in bf16,
@@ -141,68 +137,76 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 // the unfused fold's 256 (docs/benchmarks.md).
 var fuseRows = 64
 
-// foldFused folds a tile fuseRows rows at a time: scores, −Inf for the keys
-// outside each row's range (crossing), softmax, P·V, so that each chunk's
-// scores and probabilities are written and read again while cached, in the
-// first rows of ws.s and ws.pb. Row by row it computes what the unfused
-// fold computes, in the same order: the same bits.
-func foldFused(ws *workspace, c *call, j0, bc int, crossing bool) error {
+// foldTile folds a tile of bc keys from key j0 into the block: −Inf for
+// the keys outside each row's range (crossing), softmax, P·V. With
+// bl.fused it takes the rows fuseRows at a time and computes each chunk's
+// scores first, so that a chunk's scores and probabilities are written
+// and read again while cached, in the first rows of ws.s and ws.pb; row
+// by row that is what one pass over every row computes, in the same
+// order: the same bits. A crossing tile whose values are not all finite
+// goes through pvHidingNonFinite; a whole tile's values are all read,
+// finite or not, as in float32 (see Options).
+func foldTile(ws *workspace, c *call, j0, bc int, crossing bool) error {
 	bl := &ws.blk
 	vp, ldV, finite, err := valuesBF16(ws, c, j0, bc)
 	if err != nil {
 		return err
 	}
 	ldQ, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
-	scale := float32(1)
-	if bl.scaled {
-		scale = c.scale
+	d, ld := bl.d, bl.ld
+	step := bl.rows
+	if bl.fused {
+		step = fuseRows
 	}
-	smScale := float32(1)
-	if !bl.scaled {
-		smScale = c.scale
-	}
-	d, ld, ldS := bl.d, bl.ld, bl.ldS
-	for r0 := 0; r0 < bl.rows; r0 += fuseRows {
-		nr := min(fuseRows, bl.rows-r0)
-		if err := kernel.QKTBF16(ws.s, ldS, ws.qb[r0*ldQ:], ldQ, bl.kp, bl.ldK, nr, bc, d+d%2, scale); err != nil {
-			return err
+	for r0 := 0; r0 < bl.rows; r0 += step {
+		nr := min(step, bl.rows-r0)
+		if bl.fused {
+			if err := kernel.QKTBF16(ws.s, bl.ldS, ws.qb[r0*ldQ:], ldQ, bl.kp, bl.ldK, nr, bc, d+d%2, productScale(c, bl)); err != nil {
+				return err
+			}
 		}
 		if crossing {
-			for r := range nr {
-				row := ws.s[r*ldS:][:bc]
-				lo, hi := ws.lo[r0+r], ws.vis[r0+r]
-				for j := range lo {
-					row[j] = negInf
-				}
-				for j := hi; j < bc; j++ {
-					row[j] = negInf
-				}
-			}
+			hideEdges(ws, r0, nr, bc)
 		}
-		m, z, alpha := ws.m[r0:r0+nr], ws.z[r0:r0+nr], ws.alpha[r0:r0+nr]
-		if err := kernel.OnlineSoftmaxBF16(ws.s, ldS, ws.pb, ldP, nr, bc, smScale, m, z, alpha); err != nil {
+		if err := softmaxBF16(ws, c, r0, nr, bc); err != nil {
 			return err
 		}
-		if bc%2 == 1 {
-			for r := range nr {
-				ws.pb[r*ldP+bc] = 0
-			}
-		}
-		o := ws.o[r0*ld:]
-		if err := kernel.ScaleRows(o, ld, alpha, nr, d); err != nil {
-			return err
-		}
-		if !crossing || finite {
-			if err := kernel.PVBF16(o, ld, ws.pb, ldP, vp, ldV, nr, bc+bc%2, d); err != nil {
+		if crossing && !finite {
+			if err := pvHidingNonFinite(ws, r0, nr, vp, ldV, bc); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := pvHidingNonFinite(ws, r0, nr, vp, ldV, bc); err != nil {
+		if err := kernel.PVBF16(ws.o[r0*ld:], ld, ws.pb, ldP, vp, ldV, nr, bc+bc%2, d); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// productScale is the scale QKTBF16 applies: the call's when the scores
+// must hold scaled values (bl.scaled), else 1 and the softmax applies it.
+func productScale(c *call, bl *block) float32 {
+	if bl.scaled {
+		return c.scale
+	}
+	return 1
+}
+
+// hideEdges sets to −Inf the scores of the keys outside each row's range,
+// so that their probabilities are exactly 0: rows [r0, r0+nr) of the
+// block, whose scores are the first nr rows of ws.s.
+func hideEdges(ws *workspace, r0, nr, bc int) {
+	for r := range nr {
+		row := ws.s[r*ws.blk.ldS:][:bc]
+		lo, hi := ws.lo[r0+r], ws.vis[r0+r]
+		for j := range lo {
+			row[j] = negInf
+		}
+		for j := hi; j < bc; j++ {
+			row[j] = negInf
+		}
+	}
 }
 
 func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
@@ -227,20 +231,7 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 		}
 		return nil
 	}
-	if bl.fused {
-		return foldFused(ws, c, j0, bc, false)
-	}
-	if err := softmaxBF16(ws, c, bc); err != nil {
-		return err
-	}
-	// A whole tile's values are all read, finite or not, as in float32
-	// (see Options).
-	vp, ldV, _, err := valuesBF16(ws, c, j0, bc)
-	if err != nil {
-		return err
-	}
-	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
-	return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, vp, ldV, bl.rows, bc+bc%2, bl.d)
+	return foldTile(ws, c, j0, bc, false)
 }
 
 // foldCrossing hides the keys outside each row's range by a −Inf score, so
@@ -249,32 +240,7 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 // not finite, the rows are multiplied over their own ranges only, so that
 // such a value never reaches a row that cannot see it (as in float32).
 func (bf16Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
-	bl := &ws.blk
-	if bl.fused {
-		return foldFused(ws, c, j0, bc, true)
-	}
-	for r := range bl.rows {
-		row := ws.s[r*bl.ldS:][:bc]
-		lo, hi := ws.lo[r], ws.vis[r]
-		for j := range lo {
-			row[j] = negInf
-		}
-		for j := hi; j < bc; j++ {
-			row[j] = negInf
-		}
-	}
-	if err := softmaxBF16(ws, c, bc); err != nil {
-		return err
-	}
-	vp, ldV, finite, err := valuesBF16(ws, c, j0, bc)
-	if err != nil {
-		return err
-	}
-	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
-	if finite {
-		return kernel.PVBF16(ws.o, bl.ld, ws.pb, ldP, vp, ldV, bl.rows, bc+bc%2, bl.d)
-	}
-	return pvHidingNonFinite(ws, 0, bl.rows, vp, ldV, bc)
+	return foldTile(ws, c, j0, bc, true)
 }
 
 // pvHidingNonFinite adds P·V to the rows [r0, r0+nr) of the block's
@@ -352,25 +318,27 @@ func valuesBF16(ws *workspace, c *call, j0, bc int) ([]fp16.BFloat16, int, bool,
 	return ws.vp, ldV, finite, err
 }
 
-// softmaxBF16 folds the tile's scores into the running maxima and sums,
-// writes the probabilities rounded to bfloat16 into ws.pb (with a zero
-// partner after an odd last key) and rescales the accumulators.
-func softmaxBF16(ws *workspace, c *call, bc int) error {
+// softmaxBF16 folds the scores of rows [r0, r0+nr) of the block (the first
+// nr rows of ws.s) into their running maxima and sums, writes their
+// probabilities rounded to bfloat16 into the first nr rows of ws.pb (with
+// a zero partner after an odd last key) and rescales their accumulators.
+func softmaxBF16(ws *workspace, c *call, r0, nr, bc int) error {
 	bl := &ws.blk
-	scale := float32(1)
-	if !bl.scaled {
-		scale = c.scale
+	scale := c.scale
+	if bl.scaled {
+		scale = 1
 	}
 	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
-	if err := kernel.OnlineSoftmaxBF16(ws.s, bl.ldS, ws.pb, ldP, bl.rows, bc, scale, ws.m, ws.z, ws.alpha); err != nil {
+	m, z, alpha := ws.m[r0:r0+nr], ws.z[r0:r0+nr], ws.alpha[r0:r0+nr]
+	if err := kernel.OnlineSoftmaxBF16(ws.s, bl.ldS, ws.pb, ldP, nr, bc, scale, m, z, alpha); err != nil {
 		return err
 	}
 	if bc%2 == 1 {
-		for r := range bl.rows {
+		for r := range nr {
 			ws.pb[r*ldP+bc] = 0
 		}
 	}
-	return kernel.ScaleRows(ws.o, bl.ld, ws.alpha, bl.rows, bl.d)
+	return kernel.ScaleRows(ws.o[r0*bl.ld:], bl.ld, alpha, nr, bl.d)
 }
 
 // packVPairsTile packs the values of keys [j0, j0+bc) into the V pair

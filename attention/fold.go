@@ -270,15 +270,9 @@ func gatherRow(dst []float32, t *Tensor, off int) {
 func writeRow(out *Tensor, off int, src []float32) {
 	switch out.dtype {
 	case F16:
-		o := out.f16[off:][:len(src)]
-		for i, x := range src {
-			o[i] = fp16.FromFloat32(x)
-		}
+		fp16.EncodeFloat16(out.f16[off:][:len(src)], src)
 	case BF16:
-		o := out.bf16[off:][:len(src)]
-		for i, x := range src {
-			o[i] = fp16.BFloat16FromFloat32(x)
-		}
+		fp16.EncodeBFloat16(out.bf16[off:][:len(src)], src)
 	default:
 		copy(out.f32[off:][:len(src)], src)
 	}
