@@ -63,12 +63,13 @@ func BenchmarkGQA(b *testing.B) {
 	b.Run("P1/mha", func(b *testing.B) { benchCall(b, p, attention.Options{Causal: true}, p.FLOPs()) })
 }
 
-// BenchmarkFeatures times P1 with the logit modifiers and a mask on, to
-// show what the per-element pass costs.
+// BenchmarkFeatures times P1 with the logit modifiers and a mask on, and
+// plain P1 beside them, to show what the per-element pass costs.
 func BenchmarkFeatures(b *testing.B) {
 	p := benchShapes[0].p
 	slopes, _ := attention.ALiBiSlopes(p.HeadsQ)
 	sinks := make([]float32, p.HeadsQ)
+	b.Run("P1/plain", func(b *testing.B) { benchCall(b, p, attention.Options{Causal: true}, p.FLOPs()) })
 	b.Run("P1/softcap", func(b *testing.B) { benchCall(b, p, attention.Options{Causal: true, SoftCap: 50}, p.FLOPs()) })
 	b.Run("P1/alibi+sinks", func(b *testing.B) {
 		benchCall(b, p, attention.Options{Causal: true, Slopes: slopes, Sinks: sinks}, p.FLOPs())

@@ -25,10 +25,7 @@ func applyTerms(ws *workspace, c *call, b, hk, p0, np, j0, ldS int, sg seg) {
 			}
 			row := ws.s[r*ldS+a : r*ldS+e]
 			if cp := c.softCap; cp != 0 {
-				inv := 1 / cp
-				for t, x := range row {
-					row[t] = cp * tanh32(x*inv)
-				}
+				kernel.SoftCap(row, row, cp) // cp·tanh(x/cp), vectorised
 			}
 			i := p0 + pi // packed query position
 			if c.slopes != nil {
@@ -94,34 +91,6 @@ func addMask[T any](row []float32, mask []T, conv func(T) float32) {
 			row[t] += m
 		}
 	}
-}
-
-// tanh32 is tanh for soft-capping, accurate to about one float32 ulp: the
-// rational approximation of math.Tanh near 0 and 1 − 2/(e^{2|x|}+1) with
-// the float32 exponential elsewhere.
-func tanh32(x float32) float32 {
-	a := x
-	if a < 0 {
-		a = -a
-	}
-	switch {
-	case a < 0.625:
-		z := float64(x)
-		s := z * z
-		return float32(z + z*s*((-9.64399179425052238628e-1*s-9.92877231001918586564e1)*s-1.61468768441708447952e3)/
-			(((s+1.12811678491632931402e2)*s+2.23548839060100448583e3)*s+4.84406305325125486048e3))
-	case a > 10: // tanh rounds to ±1 in float32 (and ±Inf lands here)
-		if x < 0 {
-			return -1
-		}
-		return 1
-	}
-	e := float64(kernel.Exp(2 * a))
-	t := float32(1 - 2/(e+1)) // NaN stays NaN
-	if x < 0 {
-		t = -t
-	}
-	return t
 }
 
 // maskHidesTile reports whether the float or boolean mask hides every key

@@ -59,6 +59,18 @@ func maxOf(x []float32) float32 {
 	return maxGeneric(x)
 }
 
+func softCap(dst, src []float32, c, inv float32) {
+	switch active {
+	case implAVX512:
+		softCapAVX512(&dst[0], &src[0], len(dst), c, inv)
+		return
+	case implAVX2:
+		softCapAVX2(&dst[0], &src[0], len(dst), c, inv)
+		return
+	}
+	softCapGeneric(dst, src, c, inv)
+}
+
 func scale(dst, src []float32, a float32) {
 	switch active {
 	case implAVX512:

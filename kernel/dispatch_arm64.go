@@ -49,6 +49,10 @@ func maxOf(x []float32) float32 {
 	return maxGeneric(x)
 }
 
+func softCap(dst, src []float32, c, inv float32) {
+	softCapGeneric(dst, src, c, inv)
+}
+
 func scale(dst, src []float32, a float32) {
 	switch active {
 	case implNEON:

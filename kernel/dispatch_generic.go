@@ -22,6 +22,8 @@ func maxOf(x []float32) float32 { return maxGeneric(x) }
 
 func scale(dst, src []float32, a float32) { scaleGeneric(dst, src, a) }
 
+func softCap(dst, src []float32, c, inv float32) { softCapGeneric(dst, src, c, inv) }
+
 func packKT(dst []float32, ldDst int, src []float32, ldSrc int, n, d int) {
 	packKTGeneric(dst, ldDst, src, ldSrc, n, d)
 }

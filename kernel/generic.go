@@ -141,6 +141,13 @@ func maxGeneric(x []float32) float32 {
 	return m
 }
 
+func softCapGeneric(dst, src []float32, c, inv float32) {
+	src = src[:len(dst)]
+	for i, v := range src {
+		dst[i] = c * Tanh(v*inv)
+	}
+}
+
 func scaleGeneric(dst, src []float32, a float32) {
 	src = src[:len(dst)]
 	for i, v := range src {

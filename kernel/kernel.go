@@ -207,6 +207,28 @@ func Scale(dst, src []float32, a float32) int {
 	return n
 }
 
+// SoftCap caps each element of src smoothly to (−c, c) and writes it to
+// dst, returning the number of elements written:
+//
+//	inv := 1 / c
+//	for i := range n {
+//		dst[i] = c * Tanh(src[i]*inv)
+//	}
+//	return n
+//
+// where n = min(len(dst), len(src)). dst and src may be the same slice.
+// This is Gemma 2's logit soft-capping (attention.Options.SoftCap) of a row
+// of scores; c is the cap, a finite number > 0 (others give what the
+// formula gives). NaN stays NaN and ±Inf become ±c.
+func SoftCap(dst, src []float32, c float32) int {
+	n := min(len(dst), len(src))
+	if n == 0 {
+		return 0
+	}
+	softCap(dst[:n], src[:n], c, 1/c)
+	return n
+}
+
 // PackKT packs n float32 key rows of d components into a transposed panel:
 //
 //	for j := 0; j < n; j++ {

@@ -90,6 +90,50 @@ func scaleAVX512(dst *float32, src *float32, n int, a float32)
 //go:noescape
 func scaleAVX2(dst *float32, src *float32, n int, a float32)
 
+// softCapAVX512 is the AVX-512 SoftCap kernel: dst[i] = c·Tanh(src[i]·inv) for i < n (inv = 1/c):
+//
+//	for i := range n {
+//		x := src[i] * inv
+//		a := |x|
+//		if a < 0.625 {
+//			t = a + a³·P(a²)   // Horner's rule in fused multiply-adds
+//		} else {
+//			t = 1 − 2/(Exp(min(2a, 20)) + 1)
+//		}
+//		dst[i] = c * (t with the sign of x)
+//	}
+//
+// Both branches are taken for every lane and blended by a < 0.625 (a NaN
+// lane takes the second, which keeps it NaN). The exponential is Exp's
+// polynomial without its range handling: its argument is in [0, 20]
+// (tanh(10) rounds to 1), so 2^n is one exact scaling. n >= 1; dst may
+// equal src.
+//
+//go:noescape
+func softCapAVX512(dst *float32, src *float32, n int, c float32, inv float32)
+
+// softCapAVX2 is the AVX2+FMA SoftCap kernel: dst[i] = c·Tanh(src[i]·inv) for i < n (inv = 1/c):
+//
+//	for i := range n {
+//		x := src[i] * inv
+//		a := |x|
+//		if a < 0.625 {
+//			t = a + a³·P(a²)   // Horner's rule in fused multiply-adds
+//		} else {
+//			t = 1 − 2/(Exp(min(2a, 20)) + 1)
+//		}
+//		dst[i] = c * (t with the sign of x)
+//	}
+//
+// Both branches are taken for every lane and blended by a < 0.625 (a NaN
+// lane takes the second, which keeps it NaN). The exponential is Exp's
+// polynomial without its range handling: its argument is in [0, 20]
+// (tanh(10) rounds to 1), so 2^n is one exact scaling. n >= 1; dst may
+// equal src.
+//
+//go:noescape
+func softCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
+
 // softmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
 // whole tile, with AVX-512 and AVX512-BF16 (rows, cols >= 1, finite scale > 0,
 // leading dimensions in elements, p bfloat16):

@@ -116,7 +116,87 @@ DATA vecconst<>+432(SB)/4, $0x3f800000
 DATA vecconst<>+436(SB)/4, $0x3f800000
 DATA vecconst<>+440(SB)/4, $0x3f800000
 DATA vecconst<>+444(SB)/4, $0x3f800000
-GLOBL vecconst<>(SB), RODATA|NOPTR, $448
+DATA vecconst<>+448(SB)/4, $0x40000000
+DATA vecconst<>+452(SB)/4, $0x40000000
+DATA vecconst<>+456(SB)/4, $0x40000000
+DATA vecconst<>+460(SB)/4, $0x40000000
+DATA vecconst<>+464(SB)/4, $0x40000000
+DATA vecconst<>+468(SB)/4, $0x40000000
+DATA vecconst<>+472(SB)/4, $0x40000000
+DATA vecconst<>+476(SB)/4, $0x40000000
+DATA vecconst<>+480(SB)/4, $0x7fffffff
+DATA vecconst<>+484(SB)/4, $0x7fffffff
+DATA vecconst<>+488(SB)/4, $0x7fffffff
+DATA vecconst<>+492(SB)/4, $0x7fffffff
+DATA vecconst<>+496(SB)/4, $0x7fffffff
+DATA vecconst<>+500(SB)/4, $0x7fffffff
+DATA vecconst<>+504(SB)/4, $0x7fffffff
+DATA vecconst<>+508(SB)/4, $0x7fffffff
+DATA vecconst<>+512(SB)/4, $0x3f200000
+DATA vecconst<>+516(SB)/4, $0x3f200000
+DATA vecconst<>+520(SB)/4, $0x3f200000
+DATA vecconst<>+524(SB)/4, $0x3f200000
+DATA vecconst<>+528(SB)/4, $0x3f200000
+DATA vecconst<>+532(SB)/4, $0x3f200000
+DATA vecconst<>+536(SB)/4, $0x3f200000
+DATA vecconst<>+540(SB)/4, $0x3f200000
+DATA vecconst<>+544(SB)/4, $0x41a00000
+DATA vecconst<>+548(SB)/4, $0x41a00000
+DATA vecconst<>+552(SB)/4, $0x41a00000
+DATA vecconst<>+556(SB)/4, $0x41a00000
+DATA vecconst<>+560(SB)/4, $0x41a00000
+DATA vecconst<>+564(SB)/4, $0x41a00000
+DATA vecconst<>+568(SB)/4, $0x41a00000
+DATA vecconst<>+572(SB)/4, $0x41a00000
+DATA vecconst<>+576(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+580(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+584(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+588(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+592(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+596(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+600(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+604(SB)/4, $0xbeaaaaaa
+DATA vecconst<>+608(SB)/4, $0x3e088837
+DATA vecconst<>+612(SB)/4, $0x3e088837
+DATA vecconst<>+616(SB)/4, $0x3e088837
+DATA vecconst<>+620(SB)/4, $0x3e088837
+DATA vecconst<>+624(SB)/4, $0x3e088837
+DATA vecconst<>+628(SB)/4, $0x3e088837
+DATA vecconst<>+632(SB)/4, $0x3e088837
+DATA vecconst<>+636(SB)/4, $0x3e088837
+DATA vecconst<>+640(SB)/4, $0xbd5cf801
+DATA vecconst<>+644(SB)/4, $0xbd5cf801
+DATA vecconst<>+648(SB)/4, $0xbd5cf801
+DATA vecconst<>+652(SB)/4, $0xbd5cf801
+DATA vecconst<>+656(SB)/4, $0xbd5cf801
+DATA vecconst<>+660(SB)/4, $0xbd5cf801
+DATA vecconst<>+664(SB)/4, $0xbd5cf801
+DATA vecconst<>+668(SB)/4, $0xbd5cf801
+DATA vecconst<>+672(SB)/4, $0x3cb1cc96
+DATA vecconst<>+676(SB)/4, $0x3cb1cc96
+DATA vecconst<>+680(SB)/4, $0x3cb1cc96
+DATA vecconst<>+684(SB)/4, $0x3cb1cc96
+DATA vecconst<>+688(SB)/4, $0x3cb1cc96
+DATA vecconst<>+692(SB)/4, $0x3cb1cc96
+DATA vecconst<>+696(SB)/4, $0x3cb1cc96
+DATA vecconst<>+700(SB)/4, $0x3cb1cc96
+DATA vecconst<>+704(SB)/4, $0xbc0618f6
+DATA vecconst<>+708(SB)/4, $0xbc0618f6
+DATA vecconst<>+712(SB)/4, $0xbc0618f6
+DATA vecconst<>+716(SB)/4, $0xbc0618f6
+DATA vecconst<>+720(SB)/4, $0xbc0618f6
+DATA vecconst<>+724(SB)/4, $0xbc0618f6
+DATA vecconst<>+728(SB)/4, $0xbc0618f6
+DATA vecconst<>+732(SB)/4, $0xbc0618f6
+DATA vecconst<>+736(SB)/4, $0x3b0cd5f8
+DATA vecconst<>+740(SB)/4, $0x3b0cd5f8
+DATA vecconst<>+744(SB)/4, $0x3b0cd5f8
+DATA vecconst<>+748(SB)/4, $0x3b0cd5f8
+DATA vecconst<>+752(SB)/4, $0x3b0cd5f8
+DATA vecconst<>+756(SB)/4, $0x3b0cd5f8
+DATA vecconst<>+760(SB)/4, $0x3b0cd5f8
+DATA vecconst<>+764(SB)/4, $0x3b0cd5f8
+GLOBL vecconst<>(SB), RODATA|NOPTR, $768
 
 DATA vectail16<>+0(SB)/2, $0x0000
 DATA vectail16<>+2(SB)/2, $0x0001
@@ -754,6 +834,430 @@ tail:
 	VMASKMOVPS (CX), Y1, Y2
 	VMULPS     Y2, Y0, Y2
 	VMASKMOVPS Y2, Y1, (AX)
+
+done:
+	VZEROUPPER
+	RET
+
+// func softCapAVX512(dst *float32, src *float32, n int, c float32, inv float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·softCapAVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        c+24(FP), X0
+	MOVSS        inv+28(FP), X1
+	VBROADCASTSS X0, Z0
+	VBROADCASTSS X1, Z1
+
+loop:
+	CMPQ              DX, $0x00000020
+	JL                tail
+	VMOVUPS           (CX), Z2
+	VMULPS            Z2, Z1, Z2
+	VPANDD.BCST       vecconst<>+480(SB), Z2, Z3
+	VPXORD            Z3, Z2, Z2
+	VMULPS            Z3, Z3, Z4
+	VBROADCASTSS      vecconst<>+736(SB), Z5
+	VFMADD213PS.BCST  vecconst<>+704(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+672(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+640(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+608(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+576(SB), Z4, Z5
+	VMULPS            Z4, Z3, Z4
+	VFMADD213PS       Z3, Z4, Z5
+	VADDPS            Z3, Z3, Z4
+	VBROADCASTSS      vecconst<>+544(SB), Z6
+	VMINPS            Z4, Z6, Z4
+	VMULPS.BCST       vecconst<>+0(SB), Z4, Z6
+	VRNDSCALEPS       $0x00, Z6, Z6
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z6, Z4
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z6, Z4
+	VBROADCASTSS      vecconst<>+96(SB), Z7
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z4, Z7
+	VMULPS            Z4, Z7, Z7
+	VFMADD213PS       Z4, Z4, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VADDPS            Z4, Z7, Z7
+	VSCALEFPS         Z6, Z7, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VADDPS            Z4, Z7, Z7
+	VBROADCASTSS      vecconst<>+448(SB), Z4
+	VDIVPS            Z7, Z4, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VSUBPS            Z7, Z4, Z7
+	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z3, K1
+	VMOVAPS           Z5, K1, Z7
+	VPORD             Z2, Z7, Z7
+	VMULPS            Z0, Z7, Z7
+	VMOVUPS           64(CX), Z2
+	VMULPS            Z2, Z1, Z2
+	VPANDD.BCST       vecconst<>+480(SB), Z2, Z3
+	VPXORD            Z3, Z2, Z2
+	VMULPS            Z3, Z3, Z4
+	VBROADCASTSS      vecconst<>+736(SB), Z5
+	VFMADD213PS.BCST  vecconst<>+704(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+672(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+640(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+608(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+576(SB), Z4, Z5
+	VMULPS            Z4, Z3, Z4
+	VFMADD213PS       Z3, Z4, Z5
+	VADDPS            Z3, Z3, Z4
+	VBROADCASTSS      vecconst<>+544(SB), Z6
+	VMINPS            Z4, Z6, Z4
+	VMULPS.BCST       vecconst<>+0(SB), Z4, Z6
+	VRNDSCALEPS       $0x00, Z6, Z6
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z6, Z4
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z6, Z4
+	VBROADCASTSS      vecconst<>+96(SB), Z8
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z4, Z8
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z4, Z8
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z4, Z8
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z4, Z8
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z4, Z8
+	VMULPS            Z4, Z8, Z8
+	VFMADD213PS       Z4, Z4, Z8
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VADDPS            Z4, Z8, Z8
+	VSCALEFPS         Z6, Z8, Z8
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VADDPS            Z4, Z8, Z8
+	VBROADCASTSS      vecconst<>+448(SB), Z4
+	VDIVPS            Z8, Z4, Z8
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VSUBPS            Z8, Z4, Z8
+	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z3, K1
+	VMOVAPS           Z5, K1, Z8
+	VPORD             Z2, Z8, Z8
+	VMULPS            Z0, Z8, Z8
+	VMOVUPS           Z7, (AX)
+	VMOVUPS           Z8, 64(AX)
+	ADDQ              $0x00000080, CX
+	ADDQ              $0x00000080, AX
+	SUBQ              $0x00000020, DX
+	JMP               loop
+
+tail:
+	CMPQ              DX, $0x00000010
+	JL                partial
+	VMOVUPS           (CX), Z2
+	VMULPS            Z2, Z1, Z2
+	VPANDD.BCST       vecconst<>+480(SB), Z2, Z3
+	VPXORD            Z3, Z2, Z2
+	VMULPS            Z3, Z3, Z4
+	VBROADCASTSS      vecconst<>+736(SB), Z5
+	VFMADD213PS.BCST  vecconst<>+704(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+672(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+640(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+608(SB), Z4, Z5
+	VFMADD213PS.BCST  vecconst<>+576(SB), Z4, Z5
+	VMULPS            Z4, Z3, Z4
+	VFMADD213PS       Z3, Z4, Z5
+	VADDPS            Z3, Z3, Z4
+	VBROADCASTSS      vecconst<>+544(SB), Z6
+	VMINPS            Z4, Z6, Z4
+	VMULPS.BCST       vecconst<>+0(SB), Z4, Z6
+	VRNDSCALEPS       $0x00, Z6, Z6
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z6, Z4
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z6, Z4
+	VBROADCASTSS      vecconst<>+96(SB), Z7
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z4, Z7
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z4, Z7
+	VMULPS            Z4, Z7, Z7
+	VFMADD213PS       Z4, Z4, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VADDPS            Z4, Z7, Z7
+	VSCALEFPS         Z6, Z7, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VADDPS            Z4, Z7, Z7
+	VBROADCASTSS      vecconst<>+448(SB), Z4
+	VDIVPS            Z7, Z4, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z4
+	VSUBPS            Z7, Z4, Z7
+	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z3, K1
+	VMOVAPS           Z5, K1, Z7
+	VPORD             Z2, Z7, Z7
+	VMULPS            Z0, Z7, Z7
+	VMOVUPS           Z7, (AX)
+	ADDQ              $0x00000040, CX
+	ADDQ              $0x00000040, AX
+	SUBQ              $0x00000010, DX
+	JMP               tail
+
+partial:
+	TESTQ             DX, DX
+	JE                done
+	LEAQ              vectail16<>+0(SB), BX
+	KMOVW             (BX)(DX*2), K1
+	VMOVUPS.Z         (CX), K1, Z2
+	VMULPS            Z2, Z1, Z1
+	VPANDD.BCST       vecconst<>+480(SB), Z1, Z2
+	VPXORD            Z2, Z1, Z1
+	VMULPS            Z2, Z2, Z3
+	VBROADCASTSS      vecconst<>+736(SB), Z4
+	VFMADD213PS.BCST  vecconst<>+704(SB), Z3, Z4
+	VFMADD213PS.BCST  vecconst<>+672(SB), Z3, Z4
+	VFMADD213PS.BCST  vecconst<>+640(SB), Z3, Z4
+	VFMADD213PS.BCST  vecconst<>+608(SB), Z3, Z4
+	VFMADD213PS.BCST  vecconst<>+576(SB), Z3, Z4
+	VMULPS            Z3, Z2, Z3
+	VFMADD213PS       Z2, Z3, Z4
+	VADDPS            Z2, Z2, Z3
+	VBROADCASTSS      vecconst<>+544(SB), Z5
+	VMINPS            Z3, Z5, Z3
+	VMULPS.BCST       vecconst<>+0(SB), Z3, Z5
+	VRNDSCALEPS       $0x00, Z5, Z5
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z5, Z3
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z5, Z3
+	VBROADCASTSS      vecconst<>+96(SB), Z6
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z3, Z6
+	VMULPS            Z3, Z6, Z6
+	VFMADD213PS       Z3, Z3, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z6, Z6
+	VSCALEFPS         Z5, Z6, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z6, Z6
+	VBROADCASTSS      vecconst<>+448(SB), Z3
+	VDIVPS            Z6, Z3, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VSUBPS            Z6, Z3, Z6
+	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z2, K2
+	VMOVAPS           Z4, K2, Z6
+	VPORD             Z1, Z6, Z6
+	VMULPS            Z0, Z6, Z6
+	VMOVUPS           Z6, K1, (AX)
+
+done:
+	VZEROUPPER
+	RET
+
+// func softCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·softCapAVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        c+24(FP), X0
+	MOVSS        inv+28(FP), X1
+	VBROADCASTSS X0, Y0
+	VBROADCASTSS X1, Y1
+
+loop:
+	CMPQ         DX, $0x00000010
+	JL           tail
+	VMOVUPS      (CX), Y2
+	VMULPS       Y2, Y1, Y2
+	VANDPS       vecconst<>+480(SB), Y2, Y3
+	VXORPS       Y3, Y2, Y2
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+736(SB), Y5
+	VFMADD213PS  vecconst<>+704(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+672(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+640(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+608(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
+	VMULPS       Y4, Y3, Y4
+	VFMADD213PS  Y3, Y4, Y5
+	VADDPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+544(SB), Y6
+	VMINPS       Y4, Y6, Y4
+	VMULPS       vecconst<>+0(SB), Y4, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
+	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMOVUPS      vecconst<>+96(SB), Y7
+	VFMADD213PS  vecconst<>+128(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+160(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+192(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+224(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+256(SB), Y4, Y7
+	VMULPS       Y4, Y7, Y7
+	VFMADD213PS  Y4, Y4, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y7, Y7
+	VCVTPS2DQ    Y6, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       vecconst<>+416(SB), Y4, Y4
+	VMULPS       Y4, Y7, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y7, Y7
+	VMOVUPS      vecconst<>+448(SB), Y4
+	VDIVPS       Y7, Y4, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VSUBPS       Y7, Y4, Y7
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
+	VBLENDVPS    Y3, Y5, Y7, Y7
+	VORPS        Y2, Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      32(CX), Y2
+	VMULPS       Y2, Y1, Y2
+	VANDPS       vecconst<>+480(SB), Y2, Y3
+	VXORPS       Y3, Y2, Y2
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+736(SB), Y5
+	VFMADD213PS  vecconst<>+704(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+672(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+640(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+608(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
+	VMULPS       Y4, Y3, Y4
+	VFMADD213PS  Y3, Y4, Y5
+	VADDPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+544(SB), Y6
+	VMINPS       Y4, Y6, Y4
+	VMULPS       vecconst<>+0(SB), Y4, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
+	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMOVUPS      vecconst<>+96(SB), Y8
+	VFMADD213PS  vecconst<>+128(SB), Y4, Y8
+	VFMADD213PS  vecconst<>+160(SB), Y4, Y8
+	VFMADD213PS  vecconst<>+192(SB), Y4, Y8
+	VFMADD213PS  vecconst<>+224(SB), Y4, Y8
+	VFMADD213PS  vecconst<>+256(SB), Y4, Y8
+	VMULPS       Y4, Y8, Y8
+	VFMADD213PS  Y4, Y4, Y8
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y8, Y8
+	VCVTPS2DQ    Y6, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       vecconst<>+416(SB), Y4, Y4
+	VMULPS       Y4, Y8, Y8
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y8, Y8
+	VMOVUPS      vecconst<>+448(SB), Y4
+	VDIVPS       Y8, Y4, Y8
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VSUBPS       Y8, Y4, Y8
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
+	VBLENDVPS    Y3, Y5, Y8, Y8
+	VORPS        Y2, Y8, Y8
+	VMULPS       Y0, Y8, Y8
+	VMOVUPS      Y7, (AX)
+	VMOVUPS      Y8, 32(AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000040, AX
+	SUBQ         $0x00000010, DX
+	JMP          loop
+
+tail:
+	CMPQ         DX, $0x00000008
+	JL           partial
+	VMOVUPS      (CX), Y2
+	VMULPS       Y2, Y1, Y2
+	VANDPS       vecconst<>+480(SB), Y2, Y3
+	VXORPS       Y3, Y2, Y2
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+736(SB), Y5
+	VFMADD213PS  vecconst<>+704(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+672(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+640(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+608(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
+	VMULPS       Y4, Y3, Y4
+	VFMADD213PS  Y3, Y4, Y5
+	VADDPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+544(SB), Y6
+	VMINPS       Y4, Y6, Y4
+	VMULPS       vecconst<>+0(SB), Y4, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
+	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMOVUPS      vecconst<>+96(SB), Y7
+	VFMADD213PS  vecconst<>+128(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+160(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+192(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+224(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+256(SB), Y4, Y7
+	VMULPS       Y4, Y7, Y7
+	VFMADD213PS  Y4, Y4, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y7, Y7
+	VCVTPS2DQ    Y6, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       vecconst<>+416(SB), Y4, Y4
+	VMULPS       Y4, Y7, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y7, Y7
+	VMOVUPS      vecconst<>+448(SB), Y4
+	VDIVPS       Y7, Y4, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VSUBPS       Y7, Y4, Y7
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
+	VBLENDVPS    Y3, Y5, Y7, Y7
+	VORPS        Y2, Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	VMOVUPS      Y7, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, AX
+	SUBQ         $0x00000008, DX
+	JMP          tail
+
+partial:
+	TESTQ        DX, DX
+	JE           done
+	MOVQ         $0x00000008, BX
+	SUBQ         DX, BX
+	LEAQ         vectail8<>+0(SB), DX
+	VMOVDQU      (DX)(BX*4), Y2
+	VMASKMOVPS   (CX), Y2, Y3
+	VMULPS       Y3, Y1, Y1
+	VANDPS       vecconst<>+480(SB), Y1, Y3
+	VXORPS       Y3, Y1, Y1
+	VMULPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+736(SB), Y5
+	VFMADD213PS  vecconst<>+704(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+672(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+640(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+608(SB), Y4, Y5
+	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
+	VMULPS       Y4, Y3, Y4
+	VFMADD213PS  Y3, Y4, Y5
+	VADDPS       Y3, Y3, Y4
+	VMOVUPS      vecconst<>+544(SB), Y6
+	VMINPS       Y4, Y6, Y4
+	VMULPS       vecconst<>+0(SB), Y4, Y6
+	VROUNDPS     $0x00, Y6, Y6
+	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
+	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMOVUPS      vecconst<>+96(SB), Y7
+	VFMADD213PS  vecconst<>+128(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+160(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+192(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+224(SB), Y4, Y7
+	VFMADD213PS  vecconst<>+256(SB), Y4, Y7
+	VMULPS       Y4, Y7, Y7
+	VFMADD213PS  Y4, Y4, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y7, Y7
+	VCVTPS2DQ    Y6, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VPADDD       vecconst<>+416(SB), Y4, Y4
+	VMULPS       Y4, Y7, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VADDPS       Y4, Y7, Y7
+	VMOVUPS      vecconst<>+448(SB), Y4
+	VDIVPS       Y7, Y4, Y7
+	VMOVUPS      vecconst<>+288(SB), Y4
+	VSUBPS       Y7, Y4, Y7
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
+	VBLENDVPS    Y3, Y5, Y7, Y7
+	VORPS        Y1, Y7, Y7
+	VMULPS       Y0, Y7, Y7
+	VMASKMOVPS   Y7, Y2, (AX)
 
 done:
 	VZEROUPPER

@@ -63,6 +63,16 @@ const (
 	cClamp
 	cNegInf
 	cBias // int32 127<<23: the float32 exponent bias in position
+	cTwo
+	cAbsMask // int32 0x7fffffff: clears the sign bit
+	cTanhSplit
+	cTanhClamp
+	cTanh0
+	cTanh1
+	cTanh2
+	cTanh3
+	cTanh4
+	cTanh5
 	nConsts
 )
 
@@ -81,20 +91,30 @@ func f32bits(x float64) U32 { return U32(math.Float32bits(float32(x))) }
 func genData() {
 	consts = GLOBL("vecconst", RODATA|NOPTR)
 	vals := [nConsts]U32{
-		cLog2e:  f32bits(expLog2e),
-		cLn2Hi:  f32bits(expLn2Hi),
-		cLn2Lo:  f32bits(expLn2Lo),
-		cP0:     f32bits(expP0),
-		cP1:     f32bits(expP1),
-		cP2:     f32bits(expP2),
-		cP3:     f32bits(expP3),
-		cP4:     f32bits(expP4),
-		cP5:     f32bits(expP5),
-		cOne:    f32bits(1),
-		cExpMin: f32bits(expMin),
-		cClamp:  f32bits(expClamp),
-		cNegInf: U32(0xff800000),
-		cBias:   U32(127 << 23),
+		cLog2e:     f32bits(expLog2e),
+		cLn2Hi:     f32bits(expLn2Hi),
+		cLn2Lo:     f32bits(expLn2Lo),
+		cP0:        f32bits(expP0),
+		cP1:        f32bits(expP1),
+		cP2:        f32bits(expP2),
+		cP3:        f32bits(expP3),
+		cP4:        f32bits(expP4),
+		cP5:        f32bits(expP5),
+		cOne:       f32bits(1),
+		cExpMin:    f32bits(expMin),
+		cClamp:     f32bits(expClamp),
+		cNegInf:    U32(0xff800000),
+		cBias:      U32(127 << 23),
+		cTwo:       f32bits(2),
+		cAbsMask:   U32(0x7fffffff),
+		cTanhSplit: f32bits(tanhSplit),
+		cTanhClamp: f32bits(20),
+		cTanh0:     f32bits(tanhC0),
+		cTanh1:     f32bits(tanhC1),
+		cTanh2:     f32bits(tanhC2),
+		cTanh3:     f32bits(tanhC3),
+		cTanh4:     f32bits(tanhC4),
+		cTanh5:     f32bits(tanhC5),
 	}
 	for i, v := range vals {
 		for j := 0; j < 8; j++ {
@@ -191,6 +211,9 @@ func main() {
 	}
 	for _, x := range isas {
 		genScale(x)
+	}
+	for _, x := range isas {
+		genSoftCap(x)
 	}
 	genSoftmaxBF16AVX512()
 
