@@ -60,44 +60,48 @@ func testSoftCap(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	for _, c := range []float32{50, 30, 1, 0.37} {
 		inv := 1 / c
-		for _, n := range testSizes {
-			srcBuf, src := guarded(n)
-			dstBuf, dst := guarded(n)
-			for i := range src {
-				// Scores from about ±4c, the interesting range of the cap.
-				src[i] = float32(rng.NormFloat64()) * 2 * c
-			}
-			specials := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, nan, 0.625 * c, -0.625 * c, 1e-30, -1e-30, math.MaxFloat32, -math.MaxFloat32, 9 * c, 44 * c}
-			for i := 0; i < n && i < len(specials); i++ {
-				src[(i*7)%n] = specials[i]
-			}
-			orig := append([]float32{}, src...)
-			require.Equal(t, n, SoftCap(dst, src, c))
-			checkGuards(t, dstBuf, "SoftCap")
-			checkGuards(t, srcBuf, "SoftCap src")
-			for i := range src {
-				require.Equal(t, math.Float32bits(orig[i]), math.Float32bits(src[i]), "src modified at %d", i)
-			}
-			for i, x := range src {
-				want := c * Tanh(x*inv)
-				if x != x {
-					require.True(t, math.IsNaN(float64(dst[i])), "element %d: SoftCap(NaN) = %v", i, dst[i])
-					continue
+		// Spread 2: most vectors have lanes on both sides of the branch
+		// point; 0.1: most have every lane below it (the kernels skip the
+		// exponential for those).
+		for _, spread := range []float64{2, 0.1} {
+			for _, n := range testSizes {
+				srcBuf, src := guarded(n)
+				dstBuf, dst := guarded(n)
+				for i := range src {
+					src[i] = float32(rng.NormFloat64()*spread) * c
 				}
-				// A multiply-add rounded once in hardware may differ by
-				// an ulp from the twin's, and the product with c by one
-				// more.
-				require.LessOrEqual(t, ulps(want, dst[i]), int64(2), "c %v, element %d of %d: SoftCap(%v) = %v, want %v", c, i, n, x, dst[i], want)
-				// Against float64.
-				w64 := float64(c) * math.Tanh(float64(x)*float64(inv))
-				require.InDelta(t, w64, float64(dst[i]), 4e-7*float64(c)+1e-37, "c %v: SoftCap(%v)", c, x)
-			}
-			// In place.
-			cp := append([]float32(nil), src...)
-			SoftCap(cp, cp, c)
-			for i := range cp {
-				if cp[i] != dst[i] && !(cp[i] != cp[i] && dst[i] != dst[i]) {
-					t.Fatalf("in place: element %d is %v, want %v", i, cp[i], dst[i])
+				specials := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, nan, 0.625 * c, -0.625 * c, 1e-30, -1e-30, math.MaxFloat32, -math.MaxFloat32, 9 * c, 44 * c}
+				for i := 0; i < n && i < len(specials); i++ {
+					src[(i*7)%n] = specials[i]
+				}
+				orig := append([]float32{}, src...)
+				require.Equal(t, n, SoftCap(dst, src, c))
+				checkGuards(t, dstBuf, "SoftCap")
+				checkGuards(t, srcBuf, "SoftCap src")
+				for i := range src {
+					require.Equal(t, math.Float32bits(orig[i]), math.Float32bits(src[i]), "src modified at %d", i)
+				}
+				for i, x := range src {
+					want := c * Tanh(x*inv)
+					if x != x {
+						require.True(t, math.IsNaN(float64(dst[i])), "element %d: SoftCap(NaN) = %v", i, dst[i])
+						continue
+					}
+					// A multiply-add rounded once in hardware may differ by
+					// an ulp from the twin's, and the product with c by one
+					// more.
+					require.LessOrEqual(t, ulps(want, dst[i]), int64(2), "c %v, element %d of %d: SoftCap(%v) = %v, want %v", c, i, n, x, dst[i], want)
+					// Against float64.
+					w64 := float64(c) * math.Tanh(float64(x)*float64(inv))
+					require.InDelta(t, w64, float64(dst[i]), 4e-7*float64(c)+1e-37, "c %v: SoftCap(%v)", c, x)
+				}
+				// In place.
+				cp := append([]float32(nil), src...)
+				SoftCap(cp, cp, c)
+				for i := range cp {
+					if cp[i] != dst[i] && !(cp[i] != cp[i] && dst[i] != dst[i]) {
+						t.Fatalf("in place: element %d is %v, want %v", i, cp[i], dst[i])
+					}
 				}
 			}
 		}

@@ -103,8 +103,9 @@ func scaleAVX2(dst *float32, src *float32, n int, a float32)
 //		dst[i] = c * (t with the sign of x)
 //	}
 //
-// Both branches are taken for every lane and blended by a < 0.625 (a NaN
-// lane takes the second, which keeps it NaN). The exponential is Exp's
+// The polynomial is taken for every lane, the exponential branch only for
+// vectors with a lane at or above 0.625 (a NaN lane counts as one, and
+// keeps NaN), blended by a < 0.625. The exponential is Exp's
 // polynomial without its range handling: its argument is in [0, 20]
 // (tanh(10) rounds to 1), so 2^n is one exact scaling. n >= 1; dst may
 // equal src.
@@ -125,8 +126,9 @@ func softCapAVX512(dst *float32, src *float32, n int, c float32, inv float32)
 //		dst[i] = c * (t with the sign of x)
 //	}
 //
-// Both branches are taken for every lane and blended by a < 0.625 (a NaN
-// lane takes the second, which keeps it NaN). The exponential is Exp's
+// The polynomial is taken for every lane, the exponential branch only for
+// vectors with a lane at or above 0.625 (a NaN lane counts as one, and
+// keeps NaN), blended by a < 0.625. The exponential is Exp's
 // polynomial without its range handling: its argument is in [0, 20]
 // (tanh(10) rounds to 1), so 2^n is one exact scaling. n >= 1; dst may
 // equal src.

@@ -866,81 +866,93 @@ loop:
 	VFMADD213PS.BCST  vecconst<>+576(SB), Z4, Z5
 	VMULPS            Z4, Z3, Z4
 	VFMADD213PS       Z3, Z4, Z5
-	VADDPS            Z3, Z3, Z4
-	VBROADCASTSS      vecconst<>+544(SB), Z6
-	VMINPS            Z4, Z6, Z4
-	VMULPS.BCST       vecconst<>+0(SB), Z4, Z6
-	VRNDSCALEPS       $0x00, Z6, Z6
-	VFNMADD231PS.BCST vecconst<>+32(SB), Z6, Z4
-	VFNMADD231PS.BCST vecconst<>+64(SB), Z6, Z4
-	VBROADCASTSS      vecconst<>+96(SB), Z7
-	VFMADD213PS.BCST  vecconst<>+128(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+160(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+192(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+224(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+256(SB), Z4, Z7
-	VMULPS            Z4, Z7, Z7
-	VFMADD213PS       Z4, Z4, Z7
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VADDPS            Z4, Z7, Z7
-	VSCALEFPS         Z6, Z7, Z7
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VADDPS            Z4, Z7, Z7
-	VBROADCASTSS      vecconst<>+448(SB), Z4
-	VDIVPS            Z7, Z4, Z7
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VSUBPS            Z7, Z4, Z7
+	VMOVAPS           Z5, Z4
 	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z3, K1
-	VMOVAPS           Z5, K1, Z7
-	VPORD             Z2, Z7, Z7
-	VMULPS            Z0, Z7, Z7
+	KORTESTW          K1, K1
+	JCS               small1
+	VADDPS            Z3, Z3, Z3
+	VBROADCASTSS      vecconst<>+544(SB), Z4
+	VMINPS            Z3, Z4, Z3
+	VMULPS.BCST       vecconst<>+0(SB), Z3, Z4
+	VRNDSCALEPS       $0x00, Z4, Z4
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z4, Z3
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z4, Z3
+	VBROADCASTSS      vecconst<>+96(SB), Z6
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z3, Z6
+	VMULPS            Z3, Z6, Z6
+	VFMADD213PS       Z3, Z3, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z6, Z6
+	VSCALEFPS         Z4, Z6, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z6, Z6
+	VBROADCASTSS      vecconst<>+448(SB), Z3
+	VDIVPS            Z6, Z3, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VSUBPS            Z6, Z3, Z6
+	VMOVAPS           Z5, K1, Z6
+	VMOVAPS           Z6, Z4
+
+small1:
+	VPORD             Z2, Z4, Z4
+	VMULPS            Z0, Z4, Z4
 	VMOVUPS           64(CX), Z2
 	VMULPS            Z2, Z1, Z2
 	VPANDD.BCST       vecconst<>+480(SB), Z2, Z3
 	VPXORD            Z3, Z2, Z2
-	VMULPS            Z3, Z3, Z4
-	VBROADCASTSS      vecconst<>+736(SB), Z5
-	VFMADD213PS.BCST  vecconst<>+704(SB), Z4, Z5
-	VFMADD213PS.BCST  vecconst<>+672(SB), Z4, Z5
-	VFMADD213PS.BCST  vecconst<>+640(SB), Z4, Z5
-	VFMADD213PS.BCST  vecconst<>+608(SB), Z4, Z5
-	VFMADD213PS.BCST  vecconst<>+576(SB), Z4, Z5
-	VMULPS            Z4, Z3, Z4
-	VFMADD213PS       Z3, Z4, Z5
-	VADDPS            Z3, Z3, Z4
-	VBROADCASTSS      vecconst<>+544(SB), Z6
-	VMINPS            Z4, Z6, Z4
-	VMULPS.BCST       vecconst<>+0(SB), Z4, Z6
-	VRNDSCALEPS       $0x00, Z6, Z6
-	VFNMADD231PS.BCST vecconst<>+32(SB), Z6, Z4
-	VFNMADD231PS.BCST vecconst<>+64(SB), Z6, Z4
-	VBROADCASTSS      vecconst<>+96(SB), Z8
-	VFMADD213PS.BCST  vecconst<>+128(SB), Z4, Z8
-	VFMADD213PS.BCST  vecconst<>+160(SB), Z4, Z8
-	VFMADD213PS.BCST  vecconst<>+192(SB), Z4, Z8
-	VFMADD213PS.BCST  vecconst<>+224(SB), Z4, Z8
-	VFMADD213PS.BCST  vecconst<>+256(SB), Z4, Z8
-	VMULPS            Z4, Z8, Z8
-	VFMADD213PS       Z4, Z4, Z8
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VADDPS            Z4, Z8, Z8
-	VSCALEFPS         Z6, Z8, Z8
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VADDPS            Z4, Z8, Z8
-	VBROADCASTSS      vecconst<>+448(SB), Z4
-	VDIVPS            Z8, Z4, Z8
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VSUBPS            Z8, Z4, Z8
+	VMULPS            Z3, Z3, Z5
+	VBROADCASTSS      vecconst<>+736(SB), Z6
+	VFMADD213PS.BCST  vecconst<>+704(SB), Z5, Z6
+	VFMADD213PS.BCST  vecconst<>+672(SB), Z5, Z6
+	VFMADD213PS.BCST  vecconst<>+640(SB), Z5, Z6
+	VFMADD213PS.BCST  vecconst<>+608(SB), Z5, Z6
+	VFMADD213PS.BCST  vecconst<>+576(SB), Z5, Z6
+	VMULPS            Z5, Z3, Z5
+	VFMADD213PS       Z3, Z5, Z6
+	VMOVAPS           Z6, Z5
 	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z3, K1
-	VMOVAPS           Z5, K1, Z8
-	VPORD             Z2, Z8, Z8
-	VMULPS            Z0, Z8, Z8
-	VMOVUPS           Z7, (AX)
-	VMOVUPS           Z8, 64(AX)
-	ADDQ              $0x00000080, CX
-	ADDQ              $0x00000080, AX
-	SUBQ              $0x00000020, DX
-	JMP               loop
+	KORTESTW          K1, K1
+	JCS               small2
+	VADDPS            Z3, Z3, Z3
+	VBROADCASTSS      vecconst<>+544(SB), Z5
+	VMINPS            Z3, Z5, Z3
+	VMULPS.BCST       vecconst<>+0(SB), Z3, Z5
+	VRNDSCALEPS       $0x00, Z5, Z5
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z5, Z3
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z5, Z3
+	VBROADCASTSS      vecconst<>+96(SB), Z7
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z3, Z7
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z3, Z7
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z3, Z7
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z3, Z7
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z3, Z7
+	VMULPS            Z3, Z7, Z7
+	VFMADD213PS       Z3, Z3, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z7, Z7
+	VSCALEFPS         Z5, Z7, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z7, Z7
+	VBROADCASTSS      vecconst<>+448(SB), Z3
+	VDIVPS            Z7, Z3, Z7
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VSUBPS            Z7, Z3, Z7
+	VMOVAPS           Z6, K1, Z7
+	VMOVAPS           Z7, Z5
+
+small2:
+	VPORD   Z2, Z5, Z5
+	VMULPS  Z0, Z5, Z5
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000020, DX
+	JMP     loop
 
 tail:
 	CMPQ              DX, $0x00000010
@@ -958,39 +970,45 @@ tail:
 	VFMADD213PS.BCST  vecconst<>+576(SB), Z4, Z5
 	VMULPS            Z4, Z3, Z4
 	VFMADD213PS       Z3, Z4, Z5
-	VADDPS            Z3, Z3, Z4
-	VBROADCASTSS      vecconst<>+544(SB), Z6
-	VMINPS            Z4, Z6, Z4
-	VMULPS.BCST       vecconst<>+0(SB), Z4, Z6
-	VRNDSCALEPS       $0x00, Z6, Z6
-	VFNMADD231PS.BCST vecconst<>+32(SB), Z6, Z4
-	VFNMADD231PS.BCST vecconst<>+64(SB), Z6, Z4
-	VBROADCASTSS      vecconst<>+96(SB), Z7
-	VFMADD213PS.BCST  vecconst<>+128(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+160(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+192(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+224(SB), Z4, Z7
-	VFMADD213PS.BCST  vecconst<>+256(SB), Z4, Z7
-	VMULPS            Z4, Z7, Z7
-	VFMADD213PS       Z4, Z4, Z7
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VADDPS            Z4, Z7, Z7
-	VSCALEFPS         Z6, Z7, Z7
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VADDPS            Z4, Z7, Z7
-	VBROADCASTSS      vecconst<>+448(SB), Z4
-	VDIVPS            Z7, Z4, Z7
-	VBROADCASTSS      vecconst<>+288(SB), Z4
-	VSUBPS            Z7, Z4, Z7
+	VMOVAPS           Z5, Z4
 	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z3, K1
-	VMOVAPS           Z5, K1, Z7
-	VPORD             Z2, Z7, Z7
-	VMULPS            Z0, Z7, Z7
-	VMOVUPS           Z7, (AX)
-	ADDQ              $0x00000040, CX
-	ADDQ              $0x00000040, AX
-	SUBQ              $0x00000010, DX
-	JMP               tail
+	KORTESTW          K1, K1
+	JCS               small3
+	VADDPS            Z3, Z3, Z3
+	VBROADCASTSS      vecconst<>+544(SB), Z4
+	VMINPS            Z3, Z4, Z3
+	VMULPS.BCST       vecconst<>+0(SB), Z3, Z4
+	VRNDSCALEPS       $0x00, Z4, Z4
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z4, Z3
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z4, Z3
+	VBROADCASTSS      vecconst<>+96(SB), Z6
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z3, Z6
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z3, Z6
+	VMULPS            Z3, Z6, Z6
+	VFMADD213PS       Z3, Z3, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z6, Z6
+	VSCALEFPS         Z4, Z6, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VADDPS            Z3, Z6, Z6
+	VBROADCASTSS      vecconst<>+448(SB), Z3
+	VDIVPS            Z6, Z3, Z6
+	VBROADCASTSS      vecconst<>+288(SB), Z3
+	VSUBPS            Z6, Z3, Z6
+	VMOVAPS           Z5, K1, Z6
+	VMOVAPS           Z6, Z4
+
+small3:
+	VPORD   Z2, Z4, Z4
+	VMULPS  Z0, Z4, Z4
+	VMOVUPS Z4, (AX)
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, DX
+	JMP     tail
 
 partial:
 	TESTQ             DX, DX
@@ -1010,35 +1028,41 @@ partial:
 	VFMADD213PS.BCST  vecconst<>+576(SB), Z3, Z4
 	VMULPS            Z3, Z2, Z3
 	VFMADD213PS       Z2, Z3, Z4
-	VADDPS            Z2, Z2, Z3
-	VBROADCASTSS      vecconst<>+544(SB), Z5
-	VMINPS            Z3, Z5, Z3
-	VMULPS.BCST       vecconst<>+0(SB), Z3, Z5
-	VRNDSCALEPS       $0x00, Z5, Z5
-	VFNMADD231PS.BCST vecconst<>+32(SB), Z5, Z3
-	VFNMADD231PS.BCST vecconst<>+64(SB), Z5, Z3
-	VBROADCASTSS      vecconst<>+96(SB), Z6
-	VFMADD213PS.BCST  vecconst<>+128(SB), Z3, Z6
-	VFMADD213PS.BCST  vecconst<>+160(SB), Z3, Z6
-	VFMADD213PS.BCST  vecconst<>+192(SB), Z3, Z6
-	VFMADD213PS.BCST  vecconst<>+224(SB), Z3, Z6
-	VFMADD213PS.BCST  vecconst<>+256(SB), Z3, Z6
-	VMULPS            Z3, Z6, Z6
-	VFMADD213PS       Z3, Z3, Z6
-	VBROADCASTSS      vecconst<>+288(SB), Z3
-	VADDPS            Z3, Z6, Z6
-	VSCALEFPS         Z5, Z6, Z6
-	VBROADCASTSS      vecconst<>+288(SB), Z3
-	VADDPS            Z3, Z6, Z6
-	VBROADCASTSS      vecconst<>+448(SB), Z3
-	VDIVPS            Z6, Z3, Z6
-	VBROADCASTSS      vecconst<>+288(SB), Z3
-	VSUBPS            Z6, Z3, Z6
+	VMOVAPS           Z4, Z3
 	VCMPPS.BCST       $0x01, vecconst<>+512(SB), Z2, K2
-	VMOVAPS           Z4, K2, Z6
-	VPORD             Z1, Z6, Z6
-	VMULPS            Z0, Z6, Z6
-	VMOVUPS           Z6, K1, (AX)
+	KORTESTW          K2, K2
+	JCS               small4
+	VADDPS            Z2, Z2, Z2
+	VBROADCASTSS      vecconst<>+544(SB), Z3
+	VMINPS            Z2, Z3, Z2
+	VMULPS.BCST       vecconst<>+0(SB), Z2, Z3
+	VRNDSCALEPS       $0x00, Z3, Z3
+	VFNMADD231PS.BCST vecconst<>+32(SB), Z3, Z2
+	VFNMADD231PS.BCST vecconst<>+64(SB), Z3, Z2
+	VBROADCASTSS      vecconst<>+96(SB), Z5
+	VFMADD213PS.BCST  vecconst<>+128(SB), Z2, Z5
+	VFMADD213PS.BCST  vecconst<>+160(SB), Z2, Z5
+	VFMADD213PS.BCST  vecconst<>+192(SB), Z2, Z5
+	VFMADD213PS.BCST  vecconst<>+224(SB), Z2, Z5
+	VFMADD213PS.BCST  vecconst<>+256(SB), Z2, Z5
+	VMULPS            Z2, Z5, Z5
+	VFMADD213PS       Z2, Z2, Z5
+	VBROADCASTSS      vecconst<>+288(SB), Z2
+	VADDPS            Z2, Z5, Z5
+	VSCALEFPS         Z3, Z5, Z5
+	VBROADCASTSS      vecconst<>+288(SB), Z2
+	VADDPS            Z2, Z5, Z5
+	VBROADCASTSS      vecconst<>+448(SB), Z2
+	VDIVPS            Z5, Z2, Z5
+	VBROADCASTSS      vecconst<>+288(SB), Z2
+	VSUBPS            Z5, Z2, Z5
+	VMOVAPS           Z4, K2, Z5
+	VMOVAPS           Z5, Z3
+
+small4:
+	VPORD   Z1, Z3, Z3
+	VMULPS  Z0, Z3, Z3
+	VMOVUPS Z3, K1, (AX)
 
 done:
 	VZEROUPPER
@@ -1071,87 +1095,99 @@ loop:
 	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
 	VMULPS       Y4, Y3, Y4
 	VFMADD213PS  Y3, Y4, Y5
-	VADDPS       Y3, Y3, Y4
-	VMOVUPS      vecconst<>+544(SB), Y6
-	VMINPS       Y4, Y6, Y4
-	VMULPS       vecconst<>+0(SB), Y4, Y6
-	VROUNDPS     $0x00, Y6, Y6
-	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
-	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMOVAPS      Y5, Y4
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y6
+	VMOVMSKPS    Y6, BX
+	CMPL         BX, $0xff
+	JE           small1
+	VADDPS       Y3, Y3, Y3
+	VMOVUPS      vecconst<>+544(SB), Y4
+	VMINPS       Y3, Y4, Y3
+	VMULPS       vecconst<>+0(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS vecconst<>+32(SB), Y4, Y3
+	VFNMADD231PS vecconst<>+64(SB), Y4, Y3
 	VMOVUPS      vecconst<>+96(SB), Y7
-	VFMADD213PS  vecconst<>+128(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+160(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+192(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+224(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+256(SB), Y4, Y7
-	VMULPS       Y4, Y7, Y7
-	VFMADD213PS  Y4, Y4, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y7, Y7
-	VCVTPS2DQ    Y6, Y4
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       vecconst<>+416(SB), Y4, Y4
-	VMULPS       Y4, Y7, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y7, Y7
-	VMOVUPS      vecconst<>+448(SB), Y4
-	VDIVPS       Y7, Y4, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VSUBPS       Y7, Y4, Y7
-	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
-	VBLENDVPS    Y3, Y5, Y7, Y7
-	VORPS        Y2, Y7, Y7
-	VMULPS       Y0, Y7, Y7
+	VFMADD213PS  vecconst<>+128(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+160(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+192(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+224(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+256(SB), Y3, Y7
+	VMULPS       Y3, Y7, Y7
+	VFMADD213PS  Y3, Y3, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y7, Y7
+	VCVTPS2DQ    Y4, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       vecconst<>+416(SB), Y3, Y3
+	VMULPS       Y3, Y7, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y7, Y7
+	VMOVUPS      vecconst<>+448(SB), Y3
+	VDIVPS       Y7, Y3, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VSUBPS       Y7, Y3, Y7
+	VBLENDVPS    Y6, Y5, Y7, Y4
+
+small1:
+	VORPS        Y2, Y4, Y4
+	VMULPS       Y0, Y4, Y4
 	VMOVUPS      32(CX), Y2
 	VMULPS       Y2, Y1, Y2
 	VANDPS       vecconst<>+480(SB), Y2, Y3
 	VXORPS       Y3, Y2, Y2
-	VMULPS       Y3, Y3, Y4
-	VMOVUPS      vecconst<>+736(SB), Y5
-	VFMADD213PS  vecconst<>+704(SB), Y4, Y5
-	VFMADD213PS  vecconst<>+672(SB), Y4, Y5
-	VFMADD213PS  vecconst<>+640(SB), Y4, Y5
-	VFMADD213PS  vecconst<>+608(SB), Y4, Y5
-	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
-	VMULPS       Y4, Y3, Y4
-	VFMADD213PS  Y3, Y4, Y5
-	VADDPS       Y3, Y3, Y4
-	VMOVUPS      vecconst<>+544(SB), Y6
-	VMINPS       Y4, Y6, Y4
-	VMULPS       vecconst<>+0(SB), Y4, Y6
-	VROUNDPS     $0x00, Y6, Y6
-	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
-	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMULPS       Y3, Y3, Y5
+	VMOVUPS      vecconst<>+736(SB), Y6
+	VFMADD213PS  vecconst<>+704(SB), Y5, Y6
+	VFMADD213PS  vecconst<>+672(SB), Y5, Y6
+	VFMADD213PS  vecconst<>+640(SB), Y5, Y6
+	VFMADD213PS  vecconst<>+608(SB), Y5, Y6
+	VFMADD213PS  vecconst<>+576(SB), Y5, Y6
+	VMULPS       Y5, Y3, Y5
+	VFMADD213PS  Y3, Y5, Y6
+	VMOVAPS      Y6, Y5
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y7
+	VMOVMSKPS    Y7, BX
+	CMPL         BX, $0xff
+	JE           small2
+	VADDPS       Y3, Y3, Y3
+	VMOVUPS      vecconst<>+544(SB), Y5
+	VMINPS       Y3, Y5, Y3
+	VMULPS       vecconst<>+0(SB), Y3, Y5
+	VROUNDPS     $0x00, Y5, Y5
+	VFNMADD231PS vecconst<>+32(SB), Y5, Y3
+	VFNMADD231PS vecconst<>+64(SB), Y5, Y3
 	VMOVUPS      vecconst<>+96(SB), Y8
-	VFMADD213PS  vecconst<>+128(SB), Y4, Y8
-	VFMADD213PS  vecconst<>+160(SB), Y4, Y8
-	VFMADD213PS  vecconst<>+192(SB), Y4, Y8
-	VFMADD213PS  vecconst<>+224(SB), Y4, Y8
-	VFMADD213PS  vecconst<>+256(SB), Y4, Y8
-	VMULPS       Y4, Y8, Y8
-	VFMADD213PS  Y4, Y4, Y8
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y8, Y8
-	VCVTPS2DQ    Y6, Y4
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       vecconst<>+416(SB), Y4, Y4
-	VMULPS       Y4, Y8, Y8
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y8, Y8
-	VMOVUPS      vecconst<>+448(SB), Y4
-	VDIVPS       Y8, Y4, Y8
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VSUBPS       Y8, Y4, Y8
-	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
-	VBLENDVPS    Y3, Y5, Y8, Y8
-	VORPS        Y2, Y8, Y8
-	VMULPS       Y0, Y8, Y8
-	VMOVUPS      Y7, (AX)
-	VMOVUPS      Y8, 32(AX)
-	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000040, AX
-	SUBQ         $0x00000010, DX
-	JMP          loop
+	VFMADD213PS  vecconst<>+128(SB), Y3, Y8
+	VFMADD213PS  vecconst<>+160(SB), Y3, Y8
+	VFMADD213PS  vecconst<>+192(SB), Y3, Y8
+	VFMADD213PS  vecconst<>+224(SB), Y3, Y8
+	VFMADD213PS  vecconst<>+256(SB), Y3, Y8
+	VMULPS       Y3, Y8, Y8
+	VFMADD213PS  Y3, Y3, Y8
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y8, Y8
+	VCVTPS2DQ    Y5, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       vecconst<>+416(SB), Y3, Y3
+	VMULPS       Y3, Y8, Y8
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y8, Y8
+	VMOVUPS      vecconst<>+448(SB), Y3
+	VDIVPS       Y8, Y3, Y8
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VSUBPS       Y8, Y3, Y8
+	VBLENDVPS    Y7, Y6, Y8, Y5
+
+small2:
+	VORPS   Y2, Y5, Y5
+	VMULPS  Y0, Y5, Y5
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, DX
+	JMP     loop
 
 tail:
 	CMPQ         DX, $0x00000008
@@ -1169,42 +1205,48 @@ tail:
 	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
 	VMULPS       Y4, Y3, Y4
 	VFMADD213PS  Y3, Y4, Y5
-	VADDPS       Y3, Y3, Y4
-	VMOVUPS      vecconst<>+544(SB), Y6
-	VMINPS       Y4, Y6, Y4
-	VMULPS       vecconst<>+0(SB), Y4, Y6
-	VROUNDPS     $0x00, Y6, Y6
-	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
-	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMOVAPS      Y5, Y4
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y6
+	VMOVMSKPS    Y6, BX
+	CMPL         BX, $0xff
+	JE           small3
+	VADDPS       Y3, Y3, Y3
+	VMOVUPS      vecconst<>+544(SB), Y4
+	VMINPS       Y3, Y4, Y3
+	VMULPS       vecconst<>+0(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS vecconst<>+32(SB), Y4, Y3
+	VFNMADD231PS vecconst<>+64(SB), Y4, Y3
 	VMOVUPS      vecconst<>+96(SB), Y7
-	VFMADD213PS  vecconst<>+128(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+160(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+192(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+224(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+256(SB), Y4, Y7
-	VMULPS       Y4, Y7, Y7
-	VFMADD213PS  Y4, Y4, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y7, Y7
-	VCVTPS2DQ    Y6, Y4
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       vecconst<>+416(SB), Y4, Y4
-	VMULPS       Y4, Y7, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y7, Y7
-	VMOVUPS      vecconst<>+448(SB), Y4
-	VDIVPS       Y7, Y4, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VSUBPS       Y7, Y4, Y7
-	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
-	VBLENDVPS    Y3, Y5, Y7, Y7
-	VORPS        Y2, Y7, Y7
-	VMULPS       Y0, Y7, Y7
-	VMOVUPS      Y7, (AX)
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000020, AX
-	SUBQ         $0x00000008, DX
-	JMP          tail
+	VFMADD213PS  vecconst<>+128(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+160(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+192(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+224(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+256(SB), Y3, Y7
+	VMULPS       Y3, Y7, Y7
+	VFMADD213PS  Y3, Y3, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y7, Y7
+	VCVTPS2DQ    Y4, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       vecconst<>+416(SB), Y3, Y3
+	VMULPS       Y3, Y7, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y7, Y7
+	VMOVUPS      vecconst<>+448(SB), Y3
+	VDIVPS       Y7, Y3, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VSUBPS       Y7, Y3, Y7
+	VBLENDVPS    Y6, Y5, Y7, Y4
+
+small3:
+	VORPS   Y2, Y4, Y4
+	VMULPS  Y0, Y4, Y4
+	VMOVUPS Y4, (AX)
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000008, DX
+	JMP     tail
 
 partial:
 	TESTQ        DX, DX
@@ -1226,38 +1268,44 @@ partial:
 	VFMADD213PS  vecconst<>+576(SB), Y4, Y5
 	VMULPS       Y4, Y3, Y4
 	VFMADD213PS  Y3, Y4, Y5
-	VADDPS       Y3, Y3, Y4
-	VMOVUPS      vecconst<>+544(SB), Y6
-	VMINPS       Y4, Y6, Y4
-	VMULPS       vecconst<>+0(SB), Y4, Y6
-	VROUNDPS     $0x00, Y6, Y6
-	VFNMADD231PS vecconst<>+32(SB), Y6, Y4
-	VFNMADD231PS vecconst<>+64(SB), Y6, Y4
+	VMOVAPS      Y5, Y4
+	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y6
+	VMOVMSKPS    Y6, CX
+	CMPL         CX, $0xff
+	JE           small4
+	VADDPS       Y3, Y3, Y3
+	VMOVUPS      vecconst<>+544(SB), Y4
+	VMINPS       Y3, Y4, Y3
+	VMULPS       vecconst<>+0(SB), Y3, Y4
+	VROUNDPS     $0x00, Y4, Y4
+	VFNMADD231PS vecconst<>+32(SB), Y4, Y3
+	VFNMADD231PS vecconst<>+64(SB), Y4, Y3
 	VMOVUPS      vecconst<>+96(SB), Y7
-	VFMADD213PS  vecconst<>+128(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+160(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+192(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+224(SB), Y4, Y7
-	VFMADD213PS  vecconst<>+256(SB), Y4, Y7
-	VMULPS       Y4, Y7, Y7
-	VFMADD213PS  Y4, Y4, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y7, Y7
-	VCVTPS2DQ    Y6, Y4
-	VPSLLD       $0x17, Y4, Y4
-	VPADDD       vecconst<>+416(SB), Y4, Y4
-	VMULPS       Y4, Y7, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VADDPS       Y4, Y7, Y7
-	VMOVUPS      vecconst<>+448(SB), Y4
-	VDIVPS       Y7, Y4, Y7
-	VMOVUPS      vecconst<>+288(SB), Y4
-	VSUBPS       Y7, Y4, Y7
-	VCMPPS       $0x01, vecconst<>+512(SB), Y3, Y3
-	VBLENDVPS    Y3, Y5, Y7, Y7
-	VORPS        Y1, Y7, Y7
-	VMULPS       Y0, Y7, Y7
-	VMASKMOVPS   Y7, Y2, (AX)
+	VFMADD213PS  vecconst<>+128(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+160(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+192(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+224(SB), Y3, Y7
+	VFMADD213PS  vecconst<>+256(SB), Y3, Y7
+	VMULPS       Y3, Y7, Y7
+	VFMADD213PS  Y3, Y3, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y7, Y7
+	VCVTPS2DQ    Y4, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       vecconst<>+416(SB), Y3, Y3
+	VMULPS       Y3, Y7, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VADDPS       Y3, Y7, Y7
+	VMOVUPS      vecconst<>+448(SB), Y3
+	VDIVPS       Y7, Y3, Y7
+	VMOVUPS      vecconst<>+288(SB), Y3
+	VSUBPS       Y7, Y3, Y7
+	VBLENDVPS    Y6, Y5, Y7, Y4
+
+small4:
+	VORPS      Y1, Y4, Y4
+	VMULPS     Y0, Y4, Y4
+	VMASKMOVPS Y4, Y2, (AX)
 
 done:
 	VZEROUPPER

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -33,15 +35,15 @@ const softCapDoc = `dst[i] = c·Tanh(src[i]·inv) for i < n (inv = 1/c):
 		dst[i] = c * (t with the sign of x)
 	}
 
-Both branches are taken for every lane and blended by a < 0.625 (a NaN
-lane takes the second, which keeps it NaN). The exponential is Exp's
+The polynomial is taken for every lane, the exponential branch only for
+vectors with a lane at or above 0.625 (a NaN lane counts as one, and
+keeps NaN), blended by a < 0.625. The exponential is Exp's
 polynomial without its range handling: its argument is in [0, 20]
 (tanh(10) rounds to 1), so 2^n is one exact scaling. n >= 1; dst may
 equal src.`
 
 // genSoftCap emits the SoftCap kernel of x (softCapDoc): two vectors a
-// step with AVX-512, one with AVX2 (whose exponential needs more
-// registers), then a masked tail. The coefficients are memory operands
+// step, then one, then a masked tail. The coefficients are memory operands
 // (broadcast with AVX-512) so that the exponential keeps its registers.
 func genSoftCap(x *asmkit.ISA) {
 	name := "softCap" + x.Name
@@ -72,6 +74,7 @@ func genSoftCap(x *asmkit.ISA) {
 		}
 	}
 	// tanhCap returns c·Tanh(v·inv).
+	calls := 0
 	tanhCap := func(v VecVirtual) VecVirtual {
 		xv := x.Vec()
 		VMULPS(v, iv, xv)
@@ -93,23 +96,43 @@ func genSoftCap(x *asmkit.ISA) {
 		}
 		VMULPS(s, a, s) // a³
 		VFMADD213PS(a, s, p)
-		// Large: 1 − 2/(Exp(2a) + 1).
+		t := x.Vec()
+		VMOVAPS(p, t)
+		// Large: 1 − 2/(Exp(2a) + 1), skipped when every lane is small
+		// (as most scores are, well inside the cap).
+		calls++
+		skip := fmt.Sprintf("small%d", calls)
+		var k Register
+		var m VecVirtual
+		if x.IsAVX512() {
+			k = K()
+			VCMPPS_BCST(U8(1), constAt(cTanhSplit), a, k) // a < 0.625; false for NaN
+			KORTESTW(k, k)
+			JCS(LabelRef(skip)) // every lane
+		} else {
+			m = YMM()
+			VCMPPS(U8(1), constAt(cTanhSplit), a, m) // a < 0.625; false for NaN
+			g := GP32()
+			VMOVMSKPS(m, g)
+			CMPL(g, U8(0xff))
+			JE(LabelRef(skip))
+		}
 		a2 := x.Vec()
 		VADDPS(a, a, a2)
 		e := expTanh(x, a2)
 		VADDPS(constVec(x, cOne), e, e)
 		VDIVPS(e, constVec(x, cTwo), e)
 		VSUBPS(e, constVec(x, cOne), e)
-		t := e
 		if x.IsAVX512() {
-			k := K()
-			VCMPPS_BCST(U8(1), constAt(cTanhSplit), a, k) // a < 0.625; false for NaN
-			VMOVAPS(p, k, t)
+			VMOVAPS(p, k, e)
+			VMOVAPS(e, t)
+		} else {
+			VBLENDVPS(m, p, e, t)
+		}
+		Label(skip)
+		if x.IsAVX512() {
 			VPORD(sgn, t, t)
 		} else {
-			m := YMM()
-			VCMPPS(U8(1), constAt(cTanhSplit), a, m) // a < 0.625; false for NaN
-			VBLENDVPS(m, p, e, t)
 			VORPS(sgn, t, t)
 		}
 		VMULPS(cv, t, t)
