@@ -63,11 +63,17 @@ func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
 	} else {
 		// The packed products read only the rounded queries: round them
 		// straight from Q, row r = hi·np + pi as gatherQ lays them out.
+		// One call a query head, its np positions SeqStride apart (row by
+		// row where the view's rows overlap, or np = 1 with any stride).
 		q := &c.q
 		for g := range c.group {
+			h := hk*c.group + g
+			if q.SeqStride >= d {
+				_ = kernel.RoundRowsBF16(ws.qb[g*np*ldQ:], ldQ, q.f32[q.Offset(b, h, p0):], q.SeqStride, np, d)
+				continue
+			}
 			for pi := range np {
-				r := g*np + pi
-				_ = kernel.RoundRowsBF16(ws.qb[r*ldQ:], ldQ, q.f32[q.Offset(b, hk*c.group+g, p0+pi):], d, 1, d)
+				_ = kernel.RoundRowsBF16(ws.qb[(g*np+pi)*ldQ:], ldQ, q.f32[q.Offset(b, h, p0+pi):], d, 1, d)
 			}
 		}
 	}
