@@ -159,10 +159,15 @@ func softCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 //		m[i] = mNew
 //	}
 //
-// Each row takes two passes over its scores: the maximum of the scaled
-// scores (VMAXPS, with an unordered compare ORed into a NaN flag, as in
-// maxAVX512; a NaN sends the row to a scalar scan for the first NaN, which
-// scaled is the row's new maximum), then the exponentials (expSumAVX512's,
+// Each row takes two passes over its scores: their maximum, then the
+// exponentials. The first pass is VMAXPS of the unscaled scores alone,
+// scaled once at the end (the same value as the maximum of the scaled
+// scores: rounding is monotonic and scale > 0). VMAXPS may drop a NaN, so a
+// row whose maximum or whose sum comes out NaN (a NaN score, or +Inf ones)
+// is redone from its old m[i] by the exact path: a maximum pass of the
+// scaled scores with an unordered compare ORed into a NaN flag, as in
+// maxAVX512, a NaN sending the row to a scalar scan for the first NaN, which
+// scaled is the row's new maximum. The second pass takes the exponentials (expSumAVX512's,
 // the same bits), their sum, and their rounding to bfloat16
 // (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic for it)
 // stored straight into p. alpha's exponential is the same vector

@@ -31,10 +31,15 @@ leading dimensions in elements, p bfloat16):
 		m[i] = mNew
 	}
 
-Each row takes two passes over its scores: the maximum of the scaled
-scores (VMAXPS, with an unordered compare ORed into a NaN flag, as in
-maxAVX512; a NaN sends the row to a scalar scan for the first NaN, which
-scaled is the row's new maximum), then the exponentials (expSumAVX512's,
+Each row takes two passes over its scores: their maximum, then the
+exponentials. The first pass is VMAXPS of the unscaled scores alone,
+scaled once at the end (the same value as the maximum of the scaled
+scores: rounding is monotonic and scale > 0). VMAXPS may drop a NaN, so a
+row whose maximum or whose sum comes out NaN (a NaN score, or +Inf ones)
+is redone from its old m[i] by the exact path: a maximum pass of the
+scaled scores with an unordered compare ORed into a NaN flag, as in
+maxAVX512, a NaN sending the row to a scalar scan for the first NaN, which
+scaled is the row's new maximum. The second pass takes the exponentials (expSumAVX512's,
 the same bits), their sum, and their rounding to bfloat16
 (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic for it)
 stored straight into p. alpha's exponential is the same vector
@@ -84,184 +89,231 @@ func genSoftmaxBF16AVX512() {
 	pp := GP64() // the current probabilities
 	j := GP64()  // lanes left
 
-	Label("row")
-	// Pass 1: the maximum of the scaled scores, and a NaN flag.
-	var acc [4]VecVirtual
-	for i := range acc {
-		acc[i] = ZMM()
-		VMOVAPS(negInf, acc[i])
-	}
-	knan := K()
-	KXORW(knan, knan, knan)
-	MOVQ(s, x)
-	MOVQ(full, j)
-	Label("max4")
-	CMPQ(j, U32(64))
-	JL(LabelRef("max1"))
-	for i := range acc {
-		v := ZMM()
-		VMULPS(Mem{Base: x}.Offset(64*i), sc, v)
-		VMAXPS(v, acc[i], acc[i])
-		k := K()
-		VCMPPS(U8(3), v, v, k) // unordered: NaN
-		KORW(k, knan, knan)
-	}
-	ADDQ(U32(256), x)
-	SUBQ(U32(64), j)
-	JMP(LabelRef("max4"))
-	Label("max1")
-	TESTQ(j, j)
-	JE(LabelRef("maxtail"))
-	v := ZMM()
-	VMULPS(Mem{Base: x}, sc, v)
-	VMAXPS(v, acc[0], acc[0])
-	k := K()
-	VCMPPS(U8(3), v, v, k)
-	KORW(k, knan, knan)
-	ADDQ(U32(64), x)
-	SUBQ(U32(16), j)
-	JMP(LabelRef("max1"))
-	Label("maxtail")
-	TESTQ(rem, rem)
-	JE(LabelRef("maxreduce"))
-	v = ZMM()
-	VMOVAPS(negInf, v)
-	VMOVUPS(Mem{Base: x}, tail, v) // lanes past cols stay −Inf
-	VMULPS(v, sc, v)
-	VMAXPS(v, acc[1], acc[1])
-	k = K()
-	VCMPPS(U8(3), v, v, k)
-	KORW(k, knan, knan)
-
-	Label("maxreduce")
-	rmax := XMM()
-	KORTESTW(knan, knan)
-	JNE(LabelRef("nan"))
-	hmax512(acc, rmax)
-	JMP(LabelRef("newmax"))
-
-	// A NaN score: the row's maximum is the first one, scaled (the loop's
-	// mNew, since max(m, NaN) is NaN).
-	Label("nan")
-	MOVQ(s, x)
-	Label("scan")
-	VMOVSS(Mem{Base: x}, rmax)
-	VMULSS(scx, rmax, rmax) // scaled: the flag came from scaled scores
-	VUCOMISS(rmax, rmax)
-	JPS(LabelRef("nanfound"))
-	ADDQ(U32(4), x)
-	JMP(LabelRef("scan"))
-
-	Label("newmax")
-	// mNew = max(m[i], rmax): VMAXSS returns its second source, m[i], when
-	// either is NaN, so a NaN m[i] stays NaN (rmax is not NaN here).
-	mOld := XMM()
-	VMOVSS(Mem{Base: m}, mOld)
-	mNew := rmax
-	VMAXSS(mOld, rmax, mNew)
-	JMP(LabelRef("special"))
-	Label("nanfound")
-	VMOVSS(Mem{Base: m}, mOld) // mNew is the scaled NaN
-	Label("special")
-	VUCOMISS(negInf.AsX(), mNew) // equal: mNew is −Inf (ZF), unordered sets ZF and PF
-	JNE(LabelRef("live"))
-	JPS(LabelRef("live"))
-
-	// A row that has seen no key yet: p = 0, alpha = 1, m and z unchanged.
-	MOVQ(p, pp)
-	MOVQ(full, j)
-	zero := ZMM()
-	VPXORD(zero, zero, zero)
-	Label("clear")
-	TESTQ(j, j)
-	JE(LabelRef("cleartail"))
-	VMOVDQU16(zero.AsY(), Mem{Base: pp})
-	ADDQ(U32(32), pp)
-	SUBQ(U32(16), j)
-	JMP(LabelRef("clear"))
-	Label("cleartail")
-	TESTQ(rem, rem)
-	JE(LabelRef("clearone"))
-	VMOVDQU16(zero.AsY(), tail, Mem{Base: pp})
-	Label("clearone")
-	VMOVSS(e.one.AsX(), Mem{Base: alpha})
-	JMP(LabelRef("next"))
-
-	Label("live")
-	VMOVSS(mNew, Mem{Base: m})
-	VBROADCASTSS(mNew, vmax)
-	// alpha = Exp(m[i] − mNew), the vector exponential of m[i] broadcast.
-	vo := ZMM()
-	VBROADCASTSS(mOld, vo)
-	VMOVSS(e.exp(vo, nil).AsX(), Mem{Base: alpha})
-
-	// Pass 2: exponentials, their sum, and their rounding into p.
-	sum := ZMM()
-	VPXORD(sum, sum, sum)
-	MOVQ(s, x)
-	MOVQ(p, pp)
-	MOVQ(full, j)
-	store := func(y VecVirtual, off int, mask Register) {
-		VMOVAPS(y, Z30)
-		x86enc.Emit("VCVTNEPS2BF16 Y30, Z30", x86enc.VCVTNEPS2BF16(30, 30))
-		if mask != nil {
-			VMOVDQU16(Y30, mask, Mem{Base: pp})
-		} else {
-			VMOVDQU16(Y30, Mem{Base: pp}.Offset(off))
+	// rowCode emits the code of one row: fast, the maximum pass without
+	// the scale or the NaN flag (the common case), or the exact path
+	// that the fast one falls back to when a NaN shows.
+	rowCode := func(fast bool) {
+		pre := "slow_"
+		if fast {
+			pre = "fast_"
 		}
-	}
-	const unroll = 4
-	Label("exp4")
-	CMPQ(j, U32(16*unroll))
-	JL(LabelRef("exp1"))
-	var ys [unroll]VecVirtual
-	for i := range ys {
+		L := func(name string) string { return pre + name }
+		// Pass 1: the maximum of the scaled scores, and a NaN flag.
+		var acc [4]VecVirtual
+		for i := range acc {
+			acc[i] = ZMM()
+			VMOVAPS(negInf, acc[i])
+		}
+		knan := K()
+		KXORW(knan, knan, knan)
+		MOVQ(s, x)
+		MOVQ(full, j)
+		Label(L("max4"))
+		CMPQ(j, U32(64))
+		JL(LabelRef(L("max1")))
+		for i := range acc {
+			if fast {
+				VMAXPS(Mem{Base: x}.Offset(64*i), acc[i], acc[i])
+				continue
+			}
+			v := ZMM()
+			VMULPS(Mem{Base: x}.Offset(64*i), sc, v)
+			VMAXPS(v, acc[i], acc[i])
+			k := K()
+			VCMPPS(U8(3), v, v, k) // unordered: NaN
+			KORW(k, knan, knan)
+		}
+		ADDQ(U32(256), x)
+		SUBQ(U32(64), j)
+		JMP(LabelRef(L("max4")))
+		Label(L("max1"))
+		TESTQ(j, j)
+		JE(LabelRef(L("maxtail")))
+		if fast {
+			VMAXPS(Mem{Base: x}, acc[0], acc[0])
+		} else {
+			v := ZMM()
+			VMULPS(Mem{Base: x}, sc, v)
+			VMAXPS(v, acc[0], acc[0])
+			k := K()
+			VCMPPS(U8(3), v, v, k)
+			KORW(k, knan, knan)
+		}
+		ADDQ(U32(64), x)
+		SUBQ(U32(16), j)
+		JMP(LabelRef(L("max1")))
+		Label(L("maxtail"))
+		TESTQ(rem, rem)
+		JE(LabelRef(L("maxreduce")))
+		v := ZMM()
+		VMOVAPS(negInf, v)
+		VMOVUPS(Mem{Base: x}, tail, v) // lanes past cols stay −Inf
+		if !fast {
+			VMULPS(v, sc, v)
+		}
+		VMAXPS(v, acc[1], acc[1])
+		if !fast {
+			k := K()
+			VCMPPS(U8(3), v, v, k)
+			KORW(k, knan, knan)
+		}
+
+		Label(L("maxreduce"))
+		rmax := XMM()
+		if fast {
+			// The maximum of the unscaled scores, scaled: the same as the
+			// maximum of the scaled ones (rounding is monotonic and scale >
+			// 0). A NaN that VMAXPS kept sends the row to the exact path.
+			hmax512(acc, rmax)
+			VUCOMISS(rmax, rmax)
+			JPS(LabelRef("slow_row"))
+			VMULSS(scx, rmax, rmax)
+		} else {
+			KORTESTW(knan, knan)
+			JNE(LabelRef(L("nan")))
+			hmax512(acc, rmax)
+		}
+		JMP(LabelRef(L("newmax")))
+
+		// A NaN score: the row's maximum is the first one, scaled (the loop's
+		// mNew, since max(m, NaN) is NaN).
+		Label(L("nan"))
+		MOVQ(s, x)
+		Label(L("scan"))
+		VMOVSS(Mem{Base: x}, rmax)
+		VMULSS(scx, rmax, rmax) // scaled: the flag came from scaled scores
+		VUCOMISS(rmax, rmax)
+		JPS(LabelRef(L("nanfound")))
+		ADDQ(U32(4), x)
+		JMP(LabelRef(L("scan")))
+
+		Label(L("newmax"))
+		// mNew = max(m[i], rmax): VMAXSS returns its second source, m[i], when
+		// either is NaN, so a NaN m[i] stays NaN (rmax is not NaN here).
+		mOld := XMM()
+		VMOVSS(Mem{Base: m}, mOld)
+		mNew := rmax
+		VMAXSS(mOld, rmax, mNew)
+		JMP(LabelRef(L("special")))
+		Label(L("nanfound"))
+		VMOVSS(Mem{Base: m}, mOld) // mNew is the scaled NaN
+		Label(L("special"))
+		VUCOMISS(negInf.AsX(), mNew) // equal: mNew is −Inf (ZF), unordered sets ZF and PF
+		JNE(LabelRef(L("live")))
+		JPS(LabelRef(L("live")))
+
+		// A row that has seen no key yet: p = 0, alpha = 1, m and z unchanged.
+		MOVQ(p, pp)
+		MOVQ(full, j)
+		zero := ZMM()
+		VPXORD(zero, zero, zero)
+		Label(L("clear"))
+		TESTQ(j, j)
+		JE(LabelRef(L("cleartail")))
+		VMOVDQU16(zero.AsY(), Mem{Base: pp})
+		ADDQ(U32(32), pp)
+		SUBQ(U32(16), j)
+		JMP(LabelRef(L("clear")))
+		Label(L("cleartail"))
+		TESTQ(rem, rem)
+		JE(LabelRef(L("clearone")))
+		VMOVDQU16(zero.AsY(), tail, Mem{Base: pp})
+		Label(L("clearone"))
+		VMOVSS(e.one.AsX(), Mem{Base: alpha})
+		JMP(LabelRef("next"))
+
+		Label(L("live"))
+		VMOVSS(mNew, Mem{Base: m})
+		VBROADCASTSS(mNew, vmax)
+		// alpha = Exp(m[i] − mNew), the vector exponential of m[i] broadcast.
+		vo := ZMM()
+		VBROADCASTSS(mOld, vo)
+		VMOVSS(e.exp(vo, nil).AsX(), Mem{Base: alpha})
+
+		// Pass 2: exponentials, their sum, and their rounding into p.
+		sum := ZMM()
+		VPXORD(sum, sum, sum)
+		MOVQ(s, x)
+		MOVQ(p, pp)
+		MOVQ(full, j)
+		store := func(y VecVirtual, off int, mask Register) {
+			VMOVAPS(y, Z30)
+			x86enc.Emit("VCVTNEPS2BF16 Y30, Z30", x86enc.VCVTNEPS2BF16(30, 30))
+			if mask != nil {
+				VMOVDQU16(Y30, mask, Mem{Base: pp})
+			} else {
+				VMOVDQU16(Y30, Mem{Base: pp}.Offset(off))
+			}
+		}
+		const unroll = 4
+		Label(L("exp4"))
+		CMPQ(j, U32(16*unroll))
+		JL(LabelRef(L("exp1")))
+		var ys [unroll]VecVirtual
+		for i := range ys {
+			w := ZMM()
+			VMULPS(Mem{Base: x}.Offset(64*i), sc, w)
+			ys[i] = e.exp(w, nil)
+		}
+		for i, y := range ys {
+			store(y, 32*i, nil)
+		}
+		VADDPS(ys[0], ys[1], ys[0])
+		VADDPS(ys[2], ys[3], ys[2])
+		VADDPS(ys[0], sum, sum)
+		VADDPS(ys[2], sum, sum)
+		ADDQ(U32(64*unroll), x)
+		ADDQ(U32(32*unroll), pp)
+		SUBQ(U32(16*unroll), j)
+		JMP(LabelRef(L("exp4")))
+		Label(L("exp1"))
+		TESTQ(j, j)
+		JE(LabelRef(L("exptail")))
 		w := ZMM()
-		VMULPS(Mem{Base: x}.Offset(64*i), sc, w)
-		ys[i] = e.exp(w, nil)
-	}
-	for i, y := range ys {
-		store(y, 32*i, nil)
-	}
-	VADDPS(ys[0], ys[1], ys[0])
-	VADDPS(ys[2], ys[3], ys[2])
-	VADDPS(ys[0], sum, sum)
-	VADDPS(ys[2], sum, sum)
-	ADDQ(U32(64*unroll), x)
-	ADDQ(U32(32*unroll), pp)
-	SUBQ(U32(16*unroll), j)
-	JMP(LabelRef("exp4"))
-	Label("exp1")
-	TESTQ(j, j)
-	JE(LabelRef("exptail"))
-	w := ZMM()
-	VMULPS(Mem{Base: x}, sc, w)
-	y := e.exp(w, nil)
-	store(y, 0, nil)
-	VADDPS(y, sum, sum)
-	ADDQ(U32(64), x)
-	ADDQ(U32(32), pp)
-	SUBQ(U32(16), j)
-	JMP(LabelRef("exp1"))
-	Label("exptail")
-	TESTQ(rem, rem)
-	JE(LabelRef("rowsum"))
-	w = ZMM()
-	VMOVUPS_Z(Mem{Base: x}, tail, w)
-	VMULPS(w, sc, w)
-	y = e.exp(w, tail)
-	store(y, 0, tail)
-	VADDPS(y, sum, sum)
+		VMULPS(Mem{Base: x}, sc, w)
+		y := e.exp(w, nil)
+		store(y, 0, nil)
+		VADDPS(y, sum, sum)
+		ADDQ(U32(64), x)
+		ADDQ(U32(32), pp)
+		SUBQ(U32(16), j)
+		JMP(LabelRef(L("exp1")))
+		Label(L("exptail"))
+		TESTQ(rem, rem)
+		JE(LabelRef(L("rowsum")))
+		w = ZMM()
+		VMOVUPS_Z(Mem{Base: x}, tail, w)
+		VMULPS(w, sc, w)
+		y = e.exp(w, tail)
+		store(y, 0, tail)
+		VADDPS(y, sum, sum)
 
-	Label("rowsum")
-	// z[i] = alpha[i]·z[i] + sum, rounded after each operation as in Go.
-	h := hsum512(sum)
-	zi := XMM()
-	VMOVSS(Mem{Base: z}, zi)
-	VMULSS(Mem{Base: alpha}, zi, zi)
-	VADDSS(h, zi, zi)
-	VMOVSS(zi, Mem{Base: z})
+		Label(L("rowsum"))
+		// z[i] = alpha[i]·z[i] + sum, rounded after each operation as in Go.
+		h := hsum512(sum)
+		if fast {
+			// A NaN sum: a NaN score that VMAXPS dropped (or an infinite
+			// one). The exact path redoes the row from m[i] as it was.
+			VUCOMISS(h, h)
+			JPS(LabelRef(L("redo")))
+		}
+		zi := XMM()
+		VMOVSS(Mem{Base: z}, zi)
+		VMULSS(Mem{Base: alpha}, zi, zi)
+		VADDSS(h, zi, zi)
+		VMOVSS(zi, Mem{Base: z})
+		JMP(LabelRef("next"))
+		if fast {
+			Label(L("redo"))
+			VMOVSS(mOld, Mem{Base: m})
+			JMP(LabelRef("slow_row"))
+		}
 
+	}
+	Label("row")
+	rowCode(true)
+	Label("slow_row")
+	rowCode(false)
 	Label("next")
 	ADDQ(ldS, s)
 	ADDQ(ldP, p)
