@@ -179,8 +179,7 @@ func packK(dst []float32, ld int, k *Tensor, off, n, d int) error {
 	case BF16:
 		return kernel.PackKTBFloat16(dst, ld, k.bf16[off:], k.SeqStride, n, d)
 	case Q8:
-		packKTQ8(dst, ld, k, off, n, d)
-		return nil
+		return kernel.PackKTQ8(dst, ld, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, n, d)
 	}
 	return kernel.PackKT(dst, ld, k.f32[off:], k.SeqStride, n, d)
 }
@@ -194,8 +193,7 @@ func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
 	case BF16:
 		return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
 	case Q8:
-		packQ8(dst, ld, v, off, n, d)
-		return nil
+		return kernel.PackQ8(dst, ld, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, n, d)
 	}
 	for j := range n {
 		copy(dst[j*ld:j*ld+d], v.f32[off+j*v.SeqStride:][:d])

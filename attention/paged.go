@@ -350,9 +350,9 @@ func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
 // runAhead is run for the row kernels: it returns the offset of position
 // j's row of K/V head hk in the storage, the number of positions n from j
 // up to end that lie at consecutive rows and whose positions
-// kernel.PrefetchRows further on do too, and the distance in elements
+// kernel.Current().PrefetchRows further on do too, and the distance in elements
 // from position j's row to that further row, which is what the kernels
-// prefetch while they read it. The kernels' own distance (PrefetchRows rows
+// prefetch while they read it. The kernels' own distance (Capabilities.PrefetchRows rows
 // further on in memory) would land in other blocks than the sequence's
 // next ones, unless the table lists consecutive blocks; through the table
 // it lands where the sequence goes on. Past the end of the table there is
@@ -360,7 +360,7 @@ func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
 func (c *PagedCache) runAhead(blocks []int32, hk, j, end int) (off, n, ahead int) {
 	blk, pos, n := c.run(blocks, j, end)
 	off = c.k.Offset(blk, hk, pos)
-	t := j + kernel.PrefetchRows
+	t := j + kernel.Current().PrefetchRows
 	if t >= len(blocks)*c.blockSize {
 		return off, n, 0
 	}

@@ -142,7 +142,7 @@ func (e *Engine) threadCount() int {
 
 // computeBlocks computes every block of c, spreading them over the pool.
 func (e *Engine) computeBlocks(c *call, np int) error {
-	c.direct = c.group*c.q.Seq <= directRows && kernel.RowKernels()
+	c.direct = c.group*c.q.Seq <= directRows && kernel.Current().RowKernels
 	c.math = f32Math{}
 	if c.precision == PrecisionBFloat16 {
 		c.math = bf16Math{}

@@ -118,37 +118,3 @@ func abs32(x float32) float32 {
 	}
 	return x
 }
-
-// packKTQ8 dequantises n Q8 keys of dimension d starting at element off of
-// k into the transposed panel dst (leading dimension ld):
-// dst[c·ld + j] = k[off + j·SeqStride + c]·scale. It is the Go fallback
-// the Q8 path uses for every tile; a SIMD kernel (widen int8 to int32,
-// convert, multiply by the broadcast block scale, transpose as PackKT
-// does) belongs in package kernel and would replace this loop.
-func packKTQ8(dst []float32, ld int, k *Tensor, off, n, d int) {
-	for j := range n {
-		row := off + j*k.SeqStride
-		for c0 := 0; c0 < d; c0 += Q8Block {
-			s := k.q8s[(row+c0)/Q8Block]
-			for c, x := range k.i8[row+c0 : row+c0+Q8Block] {
-				dst[(c0+c)*ld+j] = float32(x) * s
-			}
-		}
-	}
-}
-
-// packQ8 dequantises n Q8 value rows of dimension d starting at element off
-// of v into the row-major panel dst (leading dimension ld). Like packKTQ8,
-// a Go loop standing in for a SIMD kernel.
-func packQ8(dst []float32, ld int, v *Tensor, off, n, d int) {
-	for j := range n {
-		row := off + j*v.SeqStride
-		out := dst[j*ld : j*ld+d]
-		for c0 := 0; c0 < d; c0 += Q8Block {
-			s := v.q8s[(row+c0)/Q8Block]
-			for c, x := range v.i8[row+c0 : row+c0+Q8Block] {
-				out[c0+c] = float32(x) * s
-			}
-		}
-	}
-}

@@ -61,7 +61,7 @@ func (s *kvSource) run(j, end int) kvRun {
 
 // rowRun is run for the decode kernels, which read rows in place and
 // prefetch ahead of them: in a paged sequence the run also ends where the
-// rows kernel.PrefetchRows further on stop being consecutive, and the
+// rows kernel.Current().PrefetchRows further on stop being consecutive, and the
 // prefetch distance goes through the block table to where the sequence
 // continues (0 past its last block).
 func (s *kvSource) rowRun(j, end int) kvRun {
@@ -73,8 +73,9 @@ func (s *kvSource) rowRun(j, end int) kvRun {
 }
 
 func (s *kvSource) viewRun(j, end int) kvRun {
+	ahead := kernel.Current().PrefetchRows
 	return kvRun{
 		kOff: s.kBase + j*s.k.SeqStride, vOff: s.vBase + j*s.v.SeqStride, n: end - j,
-		kAhead: kernel.PrefetchRows * s.k.SeqStride, vAhead: kernel.PrefetchRows * s.v.SeqStride,
+		kAhead: ahead * s.k.SeqStride, vAhead: ahead * s.v.SeqStride,
 	}
 }

@@ -16,6 +16,21 @@
 // bf16 products. Kernels know nothing of heads, masks or sequences: the
 // attention package decides which tile to compute and what to do with it.
 //
+// What a caller may rely on. The exported kernels are a stable surface
+// that a runtime may reuse outside attention: the tile products QKT and PV
+// (and MatMul, the general float32 matrix product that the model package
+// uses for its projections), the row kernels QKRows and PVRows, the softmax
+// pieces (OnlineSoftmax, ExpSum, Max, Scale, ScaleRows, SoftCap, with
+// their scalar Exp and Tanh), the packs, and the bfloat16 products with
+// their packs and softmax. Current reports what the selected implementation
+// wants of its callers (whether the row kernels beat packing, how far they
+// prefetch, MatMul's column block), so that a caller asks instead of
+// knowing registers and distances. Implementation, Implementations,
+// SetImplementation and the FLASHGO_KERNEL variable choose among the
+// implementations (tests and benchmarks), and Peak measures the FMA peak
+// of one core for reports. Everything else, the assembly and its register
+// plans, is internal and may change.
+//
 // The pure-Go functions in this package are the specification: each doc
 // comment states the reference loop, and the assembly versions are tested
 // against them. Kernels that take leading dimensions check that every slice

@@ -70,7 +70,7 @@ func QKT(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows
 // columns the outputs, as PackKT writes a transposed matrix). It runs on
 // the same SIMD kernels as QKT, with the same rounding: each element is
 // independent of the others, so a product cut into column slices (see
-// MatMulColumns) gives the same bits as the whole. The order of the
+// Capabilities.MatMulColumns) gives the same bits as the whole. The order of the
 // additions is not part of the contract.
 func MatMul(c []float32, ldC int, a []float32, ldA int, b []float32, ldB int, m, n, k int) error {
 	if m < 0 || n < 0 || k < 0 {
@@ -97,11 +97,8 @@ func MatMul(c []float32, ldC int, a []float32, ldA int, b []float32, ldB int, m,
 	return nil
 }
 
-// MatMulColumns returns the number of output columns the active
-// implementation computes together (its register block): a caller that
-// splits a MatMul over goroutines by columns keeps every slice but the
-// last a multiple of it, so that no slice ends in a partial block.
-func MatMulColumns() int {
+// matMulColumns is Capabilities.MatMulColumns.
+func matMulColumns() int {
 	switch active {
 	case implAVX512:
 		return 64
@@ -341,6 +338,72 @@ func checkPack(fn string, nDst, ldDst, nSrc, ldSrc, n, d int, transpose bool) er
 		return checkBlock(fn, "dst", nDst, ldDst, d, n)
 	}
 	return checkBlock(fn, "dst", nDst, ldDst, n, d)
+}
+
+// PackKTQ8 dequantises n int8 key rows of d components into a transposed
+// panel, as PackKT packs float32 ones:
+//
+//	for j := 0; j < n; j++ {
+//		for k := 0; k < d; k++ {
+//			e := j*ldSrc + k
+//			dst[k*ldDst+j] = float32(src[e]) * scales[e/Q8Block]
+//		}
+//	}
+//
+// ldSrc must be a multiple of Q8Block (every row starts a block) and
+// scales hold the scale of every block the rows reach, as for QKRows. The
+// product is the one QKRows and PVRows take in registers, so a key
+// dequantised here and one read by them are the same float32. It is a Go
+// loop on every implementation for now.
+func PackKTQ8(dst []float32, ldDst int, src []int8, scales []float32, ldSrc int, n, d int) error {
+	if err := checkPack("PackKTQ8", len(dst), ldDst, len(src), ldSrc, n, d, true); err != nil {
+		return err
+	}
+	if err := checkRows("PackKTQ8", "src", src, scales, ldSrc, n, d); err != nil {
+		return err
+	}
+	for j := range n {
+		for c0 := 0; c0 < d; c0 += Q8Block {
+			e := j*ldSrc + c0
+			s := scales[e/Q8Block]
+			for c, x := range src[e : e+min(Q8Block, d-c0)] {
+				dst[(c0+c)*ldDst+j] = float32(x) * s
+			}
+		}
+	}
+	return nil
+}
+
+// PackQ8 dequantises n int8 value rows of d components into a row-major
+// panel:
+//
+//	for j := 0; j < n; j++ {
+//		for k := 0; k < d; k++ {
+//			e := j*ldSrc + k
+//			dst[j*ldDst+k] = float32(src[e]) * scales[e/Q8Block]
+//		}
+//	}
+//
+// with PackKTQ8's conditions on ldSrc and scales. It is a Go loop on every
+// implementation for now.
+func PackQ8(dst []float32, ldDst int, src []int8, scales []float32, ldSrc int, n, d int) error {
+	if err := checkPack("PackQ8", len(dst), ldDst, len(src), ldSrc, n, d, false); err != nil {
+		return err
+	}
+	if err := checkRows("PackQ8", "src", src, scales, ldSrc, n, d); err != nil {
+		return err
+	}
+	for j := range n {
+		out := dst[j*ldDst : j*ldDst+d]
+		for c0 := 0; c0 < d; c0 += Q8Block {
+			e := j*ldSrc + c0
+			s := scales[e/Q8Block]
+			for c, x := range src[e : e+min(Q8Block, d-c0)] {
+				out[c0+c] = float32(x) * s
+			}
+		}
+	}
+	return nil
 }
 
 // OnlineSoftmax folds a tile of scores into the running maximum m and the

@@ -8,9 +8,9 @@ import (
 	"github.com/flashgo/flashgo/fp16"
 )
 
-// RowKernels reports whether QKRows and PVRows run in assembly here (and so
-// beat packing a tile for QKT and PV when there are few query rows).
-func RowKernels() bool { return active == implAVX512 || active == implAVX2 }
+// rowKernels reports whether QKRows and PVRows run in assembly here
+// (Capabilities.RowKernels).
+func rowKernels() bool { return active == implAVX512 || active == implAVX2 }
 
 // rowBlocking returns the rows of the active assembly's register block and
 // the components of rows of d elements of x's type that it handles: whole

@@ -2,10 +2,11 @@
 
 package kernel
 
-// RowKernels reports whether QKRows and PVRows run in assembly here. They
-// do only on amd64 for now: elsewhere they are the generic Go loops, and
-// packing a tile for the (NEON) QKT and PV kernels is faster.
-func RowKernels() bool { return false }
+// rowKernels reports whether QKRows and PVRows run in assembly here
+// (Capabilities.RowKernels). They do only on amd64 for now: elsewhere they
+// are the generic Go loops, and packing a tile for the (NEON) QKT and PV
+// kernels is faster.
+func rowKernels() bool { return false }
 
 func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32, ahead int) int {
 	return 0

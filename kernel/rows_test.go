@@ -167,7 +167,7 @@ func testPVRows[T RowElem](t *testing.T) {
 // allocation) and compares them within rounding.
 func TestRowsAsmMatchesGeneric(t *testing.T) {
 	testAllImpls(t, func(t *testing.T) {
-		if !RowKernels() {
+		if !Current().RowKernels {
 			t.Skipf("QKRows and PVRows have no assembly in %s", Implementation())
 		}
 		rng := rand.New(rand.NewPCG(35, 36))
@@ -277,8 +277,8 @@ func testRowsPrefetch[T RowElem](t *testing.T, rng *rand.Rand, ld int) {
 	fill(rng, p)
 	x := makeRows[T](rng, cols, ld, d)
 	want, wantO := make([]float32, rows*cols), make([]float32, rows*d)
-	require.NoError(t, QKRowsPrefetch(want, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, PrefetchRows*ld))
-	require.NoError(t, PVRowsPrefetch(wantO, d, p, cols, x.x, x.scales, ld, rows, cols, d, PrefetchRows*ld))
+	require.NoError(t, QKRowsPrefetch(want, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, Current().PrefetchRows*ld))
+	require.NoError(t, PVRowsPrefetch(wantO, d, p, cols, x.x, x.scales, ld, rows, cols, d, Current().PrefetchRows*ld))
 	for _, ahead := range []int{0, 1, -3 * ld, 7*ld + 5, 1000 * ld} {
 		s, o := make([]float32, rows*cols), make([]float32, rows*d)
 		require.NoError(t, QKRowsPrefetch(s, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, ahead))

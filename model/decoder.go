@@ -944,7 +944,7 @@ func (s *Session) matmul(y []float32, ldY int, x []float32, ldX int, w *matrix, 
 		threads = 1
 	}
 	// Column slices are a whole number of the kernel's register blocks.
-	step := kernel.MatMulColumns()
+	step := kernel.Current().MatMulColumns
 	width := (w.out + threads - 1) / threads
 	width = (width + step - 1) / step * step
 	if threads == 1 || width >= w.out {

@@ -1,0 +1,37 @@
+package kernel
+
+// Capabilities is what the selected implementation tells its callers about
+// how to call it well. The results of the kernels never depend on it: it
+// only says which of two correct ways is faster here, and how callers
+// should cut their work. It changes only when the implementation does
+// (SetImplementation).
+type Capabilities struct {
+	// RowKernels reports whether QKRows and PVRows are SIMD kernels here.
+	// Then a call with few query rows (a decode step) is faster reading K
+	// and V rows where they lie with them than packing each tile for QKT
+	// and PV; otherwise (the generic loops: arm64 for now, purego) packing
+	// is faster.
+	RowKernels bool
+
+	// PrefetchRows is how many rows ahead of the row they read QKRows and
+	// PVRows prefetch. A caller whose rows are not evenly spaced (a paged
+	// cache's blocks) finds where the row that many positions on lies and
+	// passes its distance to QKRowsPrefetch and PVRowsPrefetch.
+	PrefetchRows int
+
+	// MatMulColumns is the number of output columns MatMul computes
+	// together (its register block): a caller that splits a MatMul over
+	// goroutines by columns keeps every slice but the last a multiple of
+	// it, so that no slice ends in a partial block and the slices' results
+	// are the bits of the whole.
+	MatMulColumns int
+}
+
+// Current returns the Capabilities of the implementation selected now.
+func Current() Capabilities {
+	return Capabilities{
+		RowKernels:    rowKernels(),
+		PrefetchRows:  prefetchRows,
+		MatMulColumns: matMulColumns(),
+	}
+}
