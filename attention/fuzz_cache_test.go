@@ -52,7 +52,8 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 // each sequence, bitwise the output and
 // log-sum-exp of Engine.Forward over its KVCache, as ForwardPaged's
 // documentation promises, and for F32, F16 and BF16 storage stay within
-// 1e-4 of the float64 oracle over the model's rows.
+// 1e-4 of the float64 oracle over the model's rows; ForwardKVCaches over
+// the sequences' KVCaches must give bitwise ForwardPaged's result.
 func FuzzCaches(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("appendde\x00\x01\x01\x03\x02\x04\x00\x00\x00\x00\x05\x00\x05\x00\x03\x00\x00\x05\x00"))
@@ -143,6 +144,20 @@ func FuzzCaches(f *testing.F) {
 			lse := nanBuffer(len(seqs)*hq*nq, outGuard)
 			if err := e.ForwardPagedLSE(attention.F32Tensor(out, ql), lse, attention.F32Tensor(q, ql), pc, seqs, opts); err != nil {
 				t.Fatalf("ForwardPagedLSE %v: %v", seqs, err)
+			}
+			// The same batch from the sequences' contiguous caches in one
+			// call: bitwise the paged result.
+			kcs := make([]*attention.KVCache, len(seqs))
+			for b, id := range seqs {
+				kcs[b] = live[id].kv
+			}
+			out2 := nanBuffer(ql.Span(), outGuard)
+			lse2 := nanBuffer(len(seqs)*hq*nq, outGuard)
+			if err := e.ForwardKVCachesLSE(attention.F32Tensor(out2, ql), lse2, attention.F32Tensor(q, ql), kcs, opts); err != nil {
+				t.Fatalf("ForwardKVCachesLSE: %v", err)
+			}
+			if !sameBits(out2, out) || !sameBits(lse2, lse) {
+				t.Fatalf("%v cfg %+v opts %+v: ForwardKVCaches differs from ForwardPaged over the same sequences %v", dt, cfg, opts, seqs)
 			}
 			bl := attention.BHSD(1, hq, nq, d)
 			for b, id := range seqs {

@@ -65,3 +65,47 @@ func ExamplePagedCache() {
 	fmt.Println(cache.NumBlocks()-cache.FreeBlocks(), "blocks in use")
 	// Output: 3 blocks in use
 }
+
+// A serving loop holds one contiguous cache per request and decodes every
+// request in one call a step: each appends its new token's K and V, then
+// ForwardKVCaches reads the caches, of different lengths, in place. The
+// slice picks which requests take part, in any order.
+func ExampleEngine_ForwardKVCaches() {
+	const hq, hkv, d = 8, 2, 64
+	prompts := []int{5, 12, 1} // three requests with prompts of different lengths
+	caches := make([]*attention.KVCache, len(prompts))
+	for i, n := range prompts {
+		c, err := attention.NewKVCache(attention.BF16, hkv, 256, d)
+		if err != nil {
+			panic(err)
+		}
+		kv := make([]float32, hkv*n*d) // ... the prompt's keys and values ...
+		if err := c.Append(attention.F32Tensor(kv, attention.BHSD(1, hkv, n, d)), attention.F32Tensor(kv, attention.BHSD(1, hkv, n, d))); err != nil {
+			panic(err)
+		}
+		caches[i] = c
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	B := len(caches)
+	q := make([]float32, B*hq*d)   // [B, 1, Hq, d]: each request's new query
+	out := make([]float32, B*hq*d) // [B, 1, Hq, d]
+	k, v := make([]float32, hkv*d), make([]float32, hkv*d)
+	for range 4 {
+		for _, c := range caches {
+			// ... project the request's token into its q, k and v ...
+			if err := c.Append(attention.F32Tensor(k, attention.BHSD(1, hkv, 1, d)), attention.F32Tensor(v, attention.BHSD(1, hkv, 1, d))); err != nil {
+				panic(err)
+			}
+		}
+		err := e.ForwardKVCaches(attention.F32Tensor(out, attention.BSHD(B, 1, hq, d)), attention.F32Tensor(q, attention.BSHD(B, 1, hq, d)),
+			caches, attention.Options{Causal: true})
+		if err != nil {
+			panic(err)
+		}
+	}
+	for _, c := range caches {
+		fmt.Print(c.Len(), " ")
+	}
+	fmt.Println("positions cached")
+	// Output: 9 16 5 positions cached
+}

@@ -3,8 +3,9 @@ package attention
 import "github.com/flashgo/flashgo/kernel"
 
 // The first seam of the tile loop: where K and V rows come from. A call
-// reads them from tensor views (Forward) or through the block tables of a
-// paged cache (ForwardPaged); the loop sees neither, only a kvSource that
+// reads them from tensor views (Forward), from a contiguous cache per
+// batch entry (ForwardKVCaches) or through the block tables of a paged
+// cache (ForwardPaged); the loop sees none of them, only a kvSource that
 // hands out the keys of a tile as runs of rows lying one after the other in
 // memory. A contiguous view is one run; a paged sequence is a run per
 // stretch of consecutive blocks. This is the only place that tells the two
@@ -12,7 +13,7 @@ import "github.com/flashgo/flashgo/kernel"
 
 // kvSource is where the keys and values of one (batch entry, K/V head) lie.
 type kvSource struct {
-	k, v         *Tensor // the storage: the call's tensors or the cache's
+	k, v         *Tensor // the storage: the call's tensors or a cache's
 	kBase, vBase int     // tensor view: offsets of the sequence's key 0
 	cache        *PagedCache
 	blocks       []int32 // paged: the sequence's block table
@@ -35,6 +36,9 @@ func (c *call) keys(b int) int {
 		_, n := c.paged.table(b)
 		return n
 	}
+	if c.caches != nil {
+		return c.caches[b].n
+	}
 	return c.k.Seq
 }
 
@@ -44,6 +48,10 @@ func (c *call) source(b, hk int, sg seg) kvSource {
 	if p := &c.paged; p.cache != nil {
 		blocks, _ := p.table(b)
 		return kvSource{k: &p.cache.k, v: &p.cache.v, cache: p.cache, blocks: blocks, hk: hk}
+	}
+	if c.caches != nil {
+		kc := c.caches[b]
+		return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0)}
 	}
 	return kvSource{k: &c.k, v: &c.v, kBase: c.k.Offset(b, hk, sg.kv0), vBase: c.v.Offset(b, hk, sg.kv0)}
 }

@@ -142,11 +142,21 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 					clear(row)
 					continue
 				}
+				// The row maximum includes the sink, except in bfloat16,
+				// where the probabilities are rounded relative to the
+				// maximum of the scores alone, as the fused kernels round
+				// them (the sink joins the sum at the end there).
 				m := sink // −Inf without sinks
+				if n.BFloat16 {
+					m = float32(math.Inf(-1))
+				}
 				for _, x := range row[lo:hi] {
 					if x > m {
 						m = x
 					}
+				}
+				if math.IsInf(float64(m), -1) {
+					m = sink // every score −Inf: the sink's weight alone
 				}
 				var sum float32
 				if p.Sinks != nil {

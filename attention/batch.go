@@ -1,0 +1,130 @@
+package attention
+
+import "fmt"
+
+// ForwardKVCaches computes attention for a batch of requests, each with a
+// contiguous cache of its own: batch entry b of q (and out) holds the
+// queries of the Nq newest positions of caches[b], whose keys and values
+// are all of its Len() cached positions (append the new tokens' K and V
+// first). It is flash_attn_with_kvcache's batched decode: the caches may
+// have different lengths (its cache_seqlens) and the slice picks which
+// caches and in which order (its cache_batch_idx); the same cache may
+// appear more than once. With Options{Causal: true} the bottom-right
+// alignment makes query i of entry b see the keys up to position i +
+// caches[b].Len() − Nq: decoding (Nq = 1), speculative verification (a few
+// drafts) and chunked prefill in one form, as ForwardPaged.
+//
+// A serving loop holds one KVCache per request and decodes all of them in
+// one call a step: the work of every request and head is split across the
+// engine's threads together, and a long cache's keys across several
+// (Config.KVSplits), so a step with a few long requests keeps every thread
+// busy.
+//
+// Shapes: q and out are [len(caches), Hq, Nq, Dim] in F32, F16 or BF16 (as
+// in Forward); every cache has the same element type, heads Hkv (Hq a
+// multiple of it) and Dim as q. Options are those of ForwardPaged: Forward's
+// except Mask, BoolMask and CuSeqQ/CuSeqKV (errors here: the batch of
+// caches is already a variable-length batch); Window, SoftCap, Slopes and
+// Sinks apply per request with its own length. An empty cache gives its
+// rows zeros (and a log-sum-exp of −Inf, or their sink's).
+//
+// The output of each entry is bitwise that of Forward over the cache's
+// K() and V() for the same engine configuration when the split of the
+// keys is the same (Config.KVSplits 1, or a shape whose automatic split
+// agrees). A misuse returns an error and writes nothing. After the first
+// call of a shape it allocates nothing. The caches must not be appended to
+// or truncated during the call; any number of calls may read them at once.
+func (e *Engine) ForwardKVCaches(out, q Tensor, caches []*KVCache, opts Options) error {
+	return e.forwardKVCaches(out, nil, q, caches, opts)
+}
+
+// ForwardKVCachesLSE is ForwardKVCaches that also writes each row's
+// log-sum-exp into lse, laid out [len(caches), Hq, Nq] contiguously, as
+// ForwardLSE does.
+func (e *Engine) ForwardKVCachesLSE(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts Options) error {
+	if lse == nil {
+		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %s elements", rowCountText(q.Layout))
+	}
+	return e.forwardKVCaches(out, lse, q, caches, opts)
+}
+
+func (e *Engine) forwardKVCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts Options) error {
+	c, err := validateCaches(out, lse, q, caches, &opts)
+	if err != nil {
+		return err
+	}
+	if q.Batch == 0 || q.Seq == 0 {
+		return nil
+	}
+	return e.computeBlocks(&c, e.positionsPerBlock(&c))
+}
+
+// validateCaches checks ForwardKVCaches' arguments and returns the call.
+func validateCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts *Options) (call, error) {
+	const fn = "attention: ForwardKVCaches: "
+	for _, t := range [...]struct {
+		name string
+		t    Tensor
+	}{{"q", q}, {"out", out}} {
+		if err := t.t.Validate(); err != nil {
+			return call{}, fmt.Errorf(fn+"%s: %w", t.name, err)
+		}
+		if !activationType(t.t.dtype) {
+			return call{}, fmt.Errorf(fn+"%s has element type %v; want f32, f16 or bf16", t.name, t.t.dtype)
+		}
+	}
+	if q.Batch != len(caches) {
+		return call{}, fmt.Errorf(fn+"q has batch %d and caches has %d caches; want the same", q.Batch, len(caches))
+	}
+	var first *KVCache
+	maxLen := 0
+	for b, kc := range caches {
+		if kc == nil {
+			return call{}, fmt.Errorf(fn+"caches[%d] is nil; want a cache from NewKVCache", b)
+		}
+		if kc.k.dtype == 0 {
+			return call{}, fmt.Errorf(fn+"caches[%d] is a zero KVCache; want a cache from NewKVCache", b)
+		}
+		if first == nil {
+			first = kc
+		} else if kc.k.dtype != first.k.dtype || kc.heads != first.heads || kc.dim != first.dim {
+			return call{}, fmt.Errorf(fn+"caches[%d] holds %v × %d heads × dim %d and caches[0] %v × %d × %d; want every cache the same",
+				b, kc.k.dtype, kc.heads, kc.dim, first.k.dtype, first.heads, first.dim)
+		}
+		maxLen = max(maxLen, kc.n)
+	}
+	heads, dim, dtype := 1, q.Dim, F32
+	if first != nil {
+		heads, dim, dtype = first.heads, first.dim, first.k.dtype
+		if q.Dim != dim {
+			return call{}, fmt.Errorf(fn+"q has head dim %d and the caches %d; want the same", q.Dim, dim)
+		}
+		if q.Heads == 0 || q.Heads%heads != 0 {
+			return call{}, fmt.Errorf(fn+"q has %d heads and the caches %d; want a positive multiple (grouped-query attention)", q.Heads, heads)
+		}
+	}
+	if err := checkOutputs(fn, out, lse, q); err != nil {
+		return call{}, err
+	}
+	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
+		return call{}, fmt.Errorf(fn + "Options.Mask and Options.BoolMask are not supported; want them unset")
+	}
+	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
+		return call{}, fmt.Errorf(fn + "Options.CuSeqQ/CuSeqKV are not supported (the batch of caches is already variable-length); want them nil")
+	}
+	scale, err := callScale(opts.Scale, q.Dim)
+	if err != nil {
+		return call{}, err
+	}
+	// k and v describe the shape only (no data): the tile loop reads each
+	// entry's cache through c.caches.
+	kv := Tensor{Layout: Layout{Batch: q.Batch, Heads: heads, Seq: maxLen, Dim: dim}, dtype: dtype}
+	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, caches: caches}
+	if q.Heads > 0 {
+		c.group = q.Heads / heads
+	}
+	if err := validateOptions(&c, opts); err != nil {
+		return call{}, err
+	}
+	return c, nil
+}
