@@ -104,3 +104,57 @@ func headRows(x []float32, hkv, n, d, p0, m int) []float32 {
 	}
 	return out
 }
+
+// BenchmarkKVCachesBatch measures one decode step of 8 requests (Hq 32,
+// Hkv 8, d 128, f16 caches of 512 to 4096 positions): batch=true is one
+// ForwardKVCaches call over the 8 caches, batch=false one Forward call a
+// cache. MB/s is the cached K and V read.
+func BenchmarkKVCachesBatch(b *testing.B) {
+	const hq, hkv, d = 32, 8, 128
+	lens := []int{512, 4096, 1024, 2048, 700, 3000, 1500, 2500}
+	rng := rand.New(rand.NewPCG(91, 92))
+	caches := make([]*attention.KVCache, len(lens))
+	bytes := 0
+	for i, n := range lens {
+		kc, err := attention.NewKVCache(attention.F16, hkv, n, d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		k, v := randChunk(rng, attention.F16, hkv, n, d)
+		if err := kc.Append(chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)); err != nil {
+			b.Fatal(err)
+		}
+		caches[i] = kc
+		bytes += 2 * hkv * n * d * 2
+	}
+	B := len(caches)
+	q := randn(rng, B*hq*d)
+	out := make([]float32, len(q))
+	for _, batch := range []bool{true, false} {
+		b.Run(fmt.Sprintf("batch=%v", batch), func(b *testing.B) {
+			e := mustEngine(b, attention.Config{})
+			step := func() {
+				if batch {
+					l := attention.BSHD(B, 1, hq, d)
+					if err := e.ForwardKVCaches(attention.F32Tensor(out, l), attention.F32Tensor(q, l), caches, attention.Options{Causal: true}); err != nil {
+						b.Fatal(err)
+					}
+					return
+				}
+				l := attention.BSHD(1, 1, hq, d)
+				for i, kc := range caches {
+					if err := e.Forward(attention.F32Tensor(out[i*hq*d:], l), attention.F32Tensor(q[i*hq*d:], l), kc.K(), kc.V(), attention.Options{Causal: true}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			step()
+			b.SetBytes(int64(bytes))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				step()
+			}
+		})
+	}
+}
