@@ -31,10 +31,10 @@ type call struct {
 	trim       bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
 	gridTiles  bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
 
-	// paged, when its cache is non-nil, is where K and V live (ForwardPaged),
-	// and caches, when non-nil, holds batch entry b's in caches[b]
-	// (ForwardKVCaches): k and v then carry the shape only, Seq being the
-	// longest sequence.
+	// paged, when on, is where K and V live (paged pools: ForwardPagedKV,
+	// ForwardPaged), and caches, when non-nil, holds batch entry b's in
+	// caches[b] (ForwardKVCaches): k and v then carry the shape only, Seq
+	// being the longest sequence.
 	paged  pagedRead
 	caches []*KVCache
 }

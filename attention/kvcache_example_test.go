@@ -109,3 +109,38 @@ func ExampleEngine_ForwardKVCaches() {
 	fmt.Println("positions cached")
 	// Output: 9 16 5 positions cached
 }
+
+// A runtime that manages its own block pool, in vLLM's layout: key and
+// value pools [numBlocks, blockSize, Hkv, d], an int32 block table
+// [batch, maxBlocks] and the sequences' lengths. ForwardPagedKV decodes
+// the batch straight from them, without moving the data.
+func ExampleEngine_ForwardPagedKV() {
+	const hq, hkv, d, blockSize, numBlocks, maxBlocks = 8, 2, 64, 16, 32, 4
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d) // [numBlocks, blockSize, Hkv, d]
+	kPool := make([]float32, pool.Span())                // ... the runtime's cached keys ...
+	vPool := make([]float32, pool.Span())                // ... and values ...
+	kv := attention.PagedKV{
+		K: attention.F32Tensor(kPool, pool),
+		V: attention.F32Tensor(vPool, pool),
+		BlockTable: []int32{
+			7, 3, 0, 0, // sequence 0: blocks 7 then 3 (the zeros are unused)
+			7, 12, 30, 0, // sequence 1 shares block 7, its prompt prefix
+		},
+		MaxBlocks: maxBlocks,
+		SeqLens:   []int32{20, 40},
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	q := make([]float32, 2*hq*d)   // [batch, 1, Hq, d]: one new token each
+	out := make([]float32, 2*hq*d) // [batch, 1, Hq, d]
+	err := e.ForwardPagedKV(attention.F32Tensor(out, attention.BSHD(2, 1, hq, d)), attention.F32Tensor(q, attention.BSHD(2, 1, hq, d)),
+		kv, attention.Options{Causal: true})
+	fmt.Println(err)
+
+	kv.SeqLens[1] = 80 // more than the table's 4 blocks of 16 hold
+	err = e.ForwardPagedKV(attention.F32Tensor(out, attention.BSHD(2, 1, hq, d)), attention.F32Tensor(q, attention.BSHD(2, 1, hq, d)),
+		kv, attention.Options{Causal: true})
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// attention: ForwardPagedKV: kv.SeqLens[1] is 80; want 0 to MaxBlocks·BlockSize = 64
+}

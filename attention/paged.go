@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-
-	"github.com/flashgo/flashgo/kernel"
 )
 
 // SeqID names a sequence of a PagedCache. The zero SeqID is never used.
@@ -318,56 +316,6 @@ func (c *PagedCache) Check() error {
 	return nil
 }
 
-// pagedRead is what the tile loop needs to read a call's K/V from a paged
-// cache. It is set up under the cache's read lock.
-type pagedRead struct {
-	cache *PagedCache
-	seqs  []SeqID
-}
-
-// table returns the block table and length of batch entry b.
-func (p *pagedRead) table(b int) ([]int32, int) {
-	s := p.cache.seqs[p.seqs[b]]
-	return s.blocks, s.n
-}
-
-// run returns where position j of a sequence with block table blocks lies
-// (block blk, position pos in it) and how many positions n from j up to end
-// follow it at consecutive rows of every head: the rest of its block and
-// of each next block of the table that is the next block of the pool.
-func (c *PagedCache) run(blocks []int32, j, end int) (blk, pos, n int) {
-	bs := c.blockSize
-	i := j / bs
-	blk, pos = int(blocks[i]), j-i*bs
-	n = bs - pos
-	for j+n < end && i+1 < len(blocks) && blocks[i+1] == blocks[i]+1 {
-		i++
-		n += bs
-	}
-	return blk, pos, min(n, end-j)
-}
-
-// runAhead is run for the row kernels: it returns the offset of position
-// j's row of K/V head hk in the storage, the number of positions n from j
-// up to end that lie at consecutive rows and whose positions
-// kernel.Current().PrefetchRows further on do too, and the distance in elements
-// from position j's row to that further row, which is what the kernels
-// prefetch while they read it. The kernels' own distance (Capabilities.PrefetchRows rows
-// further on in memory) would land in other blocks than the sequence's
-// next ones, unless the table lists consecutive blocks; through the table
-// it lands where the sequence goes on. Past the end of the table there is
-// nothing of the sequence to prefetch and the distance is 0.
-func (c *PagedCache) runAhead(blocks []int32, hk, j, end int) (off, n, ahead int) {
-	blk, pos, n := c.run(blocks, j, end)
-	off = c.k.Offset(blk, hk, pos)
-	t := j + kernel.Current().PrefetchRows
-	if t >= len(blocks)*c.blockSize {
-		return off, n, 0
-	}
-	tblk, tpos, tn := c.run(blocks, t, t+n)
-	return off, min(n, tn), c.k.Offset(tblk, hk, tpos) - off
-}
-
 // ForwardPaged computes attention for a batch of sequences read from a
 // paged cache: batch entry b of q (and out) holds the queries of the Nq
 // newest positions of sequence seqs[b], whose keys and values are all the
@@ -463,10 +411,10 @@ func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs 
 		return call{}, err
 	}
 	// k and v describe the shape only (no data): the tile loop reads the
-	// cache through c.paged.
+	// cache's pools through c.paged, as ForwardPagedKV reads a caller's.
 	kv := Tensor{Layout: Layout{Batch: q.Batch, Heads: cache.heads, Seq: maxLen, Dim: q.Dim}, dtype: cache.k.dtype}
 	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / cache.heads,
-		paged: pagedRead{cache: cache, seqs: seqs}}
+		paged: pagedRead{cache: cache, seqs: seqs, bs: cache.blockSize, merge: true}}
 	if err := validateOptions(&c, opts); err != nil {
 		return call{}, err
 	}

@@ -42,7 +42,7 @@ const maxPrepackBytes = 1 << 30
 // kernels of decode) and tiles that start on even keys.
 func (p *prepack) setup(c *call, nBlk, blockKV int) {
 	p.on = prepackEnabled && c.precision == PrecisionBFloat16 && nBlk >= 2 && !c.direct && c.cuQ == nil &&
-		c.paged.cache == nil && c.caches == nil && blockKV%2 == 0 && c.k.Seq > 0
+		!c.paged.on() && c.caches == nil && blockKV%2 == 0 && c.k.Seq > 0
 	if !p.on {
 		return
 	}

@@ -4,8 +4,9 @@ import "github.com/flashgo/flashgo/kernel"
 
 // The first seam of the tile loop: where K and V rows come from. A call
 // reads them from tensor views (Forward), from a contiguous cache per
-// batch entry (ForwardKVCaches) or through the block tables of a paged
-// cache (ForwardPaged); the loop sees none of them, only a kvSource that
+// batch entry (ForwardKVCaches) or through the block tables of paged pools
+// (ForwardPagedKV over a caller's, ForwardPaged over a PagedCache's); the
+// loop sees none of them, only a kvSource that
 // hands out the keys of a tile as runs of rows lying one after the other in
 // memory. A contiguous view is one run; a paged sequence is a run per
 // stretch of consecutive blocks. This is the only place that tells the two
@@ -13,11 +14,11 @@ import "github.com/flashgo/flashgo/kernel"
 
 // kvSource is where the keys and values of one (batch entry, K/V head) lie.
 type kvSource struct {
-	k, v         *Tensor // the storage: the call's tensors or a cache's
-	kBase, vBase int     // tensor view: offsets of the sequence's key 0
-	cache        *PagedCache
-	blocks       []int32 // paged: the sequence's block table
-	hk           int     // paged: the K/V head
+	k, v         *Tensor    // the storage: the call's tensors or a cache's
+	kBase, vBase int        // tensor view: offsets of the sequence's key 0
+	pg           *pagedRead // paged: the pools and their geometry, or nil
+	blocks       []int32    // paged: the sequence's block table
+	hk           int        // paged: the K/V head
 }
 
 // kvRun is a run of n keys whose K rows start at element kOff of the
@@ -32,7 +33,7 @@ type kvRun struct {
 // keys returns the number of keys of batch entry b: the K/V sequence
 // length, or the paged sequence's length.
 func (c *call) keys(b int) int {
-	if c.paged.cache != nil {
+	if c.paged.on() {
 		_, n := c.paged.table(b)
 		return n
 	}
@@ -45,9 +46,10 @@ func (c *call) keys(b int) int {
 // source returns where the keys of sequence sg of batch entry b, K/V head
 // hk, lie.
 func (c *call) source(b, hk int, sg seg) kvSource {
-	if p := &c.paged; p.cache != nil {
+	if p := &c.paged; p.on() {
 		blocks, _ := p.table(b)
-		return kvSource{k: &p.cache.k, v: &p.cache.v, cache: p.cache, blocks: blocks, hk: hk}
+		k, v := p.pools()
+		return kvSource{k: k, v: v, pg: p, blocks: blocks, hk: hk}
 	}
 	if c.caches != nil {
 		kc := c.caches[b]
@@ -59,12 +61,11 @@ func (c *call) source(b, hk int, sg seg) kvSource {
 // run returns the run of keys that starts at key j and ends at end or
 // where the rows stop being consecutive, for the packs.
 func (s *kvSource) run(j, end int) kvRun {
-	if s.cache == nil {
+	if s.pg == nil {
 		return s.viewRun(j, end)
 	}
-	blk, pos, n := s.cache.run(s.blocks, j, end)
-	off := s.k.Offset(blk, s.hk, pos)
-	return kvRun{kOff: off, vOff: off, n: n}
+	blk, pos, n := s.pg.run(s.blocks, j, end)
+	return kvRun{kOff: s.k.Offset(blk, s.hk, pos), vOff: s.v.Offset(blk, s.hk, pos), n: n}
 }
 
 // rowRun is run for the decode kernels, which read rows in place and
@@ -73,11 +74,10 @@ func (s *kvSource) run(j, end int) kvRun {
 // prefetch distance goes through the block table to where the sequence
 // continues (0 past its last block).
 func (s *kvSource) rowRun(j, end int) kvRun {
-	if s.cache == nil {
+	if s.pg == nil {
 		return s.viewRun(j, end)
 	}
-	off, n, ahead := s.cache.runAhead(s.blocks, s.hk, j, end)
-	return kvRun{kOff: off, vOff: off, n: n, kAhead: ahead, vAhead: ahead}
+	return s.pg.runAhead(s.blocks, s.hk, j, end)
 }
 
 func (s *kvSource) viewRun(j, end int) kvRun {

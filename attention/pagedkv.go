@@ -1,0 +1,239 @@
+package attention
+
+import (
+	"fmt"
+
+	"github.com/flashgo/flashgo/kernel"
+)
+
+// PagedKV is a view of a paged K/V store that the caller owns, as vLLM
+// lays one out: a pool of blocks of BlockSize positions for keys and one
+// for values, a block table per sequence and the sequences' lengths.
+// Position p of sequence b lives at slot p mod BlockSize of block
+// BlockTable[b·MaxBlocks + p/BlockSize].
+//
+// K and V are the pools as Tensors whose Batch is the number of blocks,
+// Seq the block size, Heads the K/V heads and Dim the head dim, so that
+// row (block, head, slot) is at Offset(block, head, slot):
+// BSHD(numBlocks, blockSize, Hkv, d) is vLLM's [numBlocks, blockSize, Hkv,
+// d] and BHSD(numBlocks, Hkv, blockSize, d) the per-head [numBlocks, Hkv,
+// blockSize, d]; any strides with a contiguous head dim work, and K and V
+// may differ in layout but not in shape or element type (F32, F16, BF16 or
+// Q8). Nothing is copied; the engine reads the blocks where they lie.
+//
+// BlockTable is row-major [batch][MaxBlocks] (vLLM's block_tables), of
+// which sequence b uses the first ceil(SeqLens[b]/BlockSize) entries; the
+// rest may hold anything. Blocks may be shared between sequences and
+// listed in any order.
+type PagedKV struct {
+	K, V       Tensor
+	BlockTable []int32
+	MaxBlocks  int
+	SeqLens    []int32
+}
+
+// ForwardPagedKV computes attention for a batch of sequences read from a
+// caller-owned paged store: batch entry b of q (and out) holds the queries
+// of the Nq newest positions of sequence b, whose keys and values are its
+// SeqLens[b] positions in kv. Semantics, shapes and options are those of
+// ForwardPaged (q and out are [batch, Hq, Nq, Dim] in F32, F16 or BF16;
+// with Options{Causal: true} decoding, speculative verification and
+// chunked prefill are one form; Mask, BoolMask and CuSeqQ/CuSeqKV are
+// errors), and so is the output: ForwardPaged is this call over the
+// cache's own pools and tables, and a caller's store holding the same
+// values gives the same bits.
+//
+// The table and the lengths are checked before anything is read: a block
+// id out of [0, number of blocks) among the entries a sequence uses, a
+// length beyond MaxBlocks·BlockSize or negative, or a table shorter than
+// batch·MaxBlocks is an error that names the entry, and nothing is
+// written. After the first call of a shape it allocates nothing. The
+// store must not change during the call; any number of calls may read it
+// at once.
+func (e *Engine) ForwardPagedKV(out, q Tensor, kv PagedKV, opts Options) error {
+	return e.forwardPagedKV(out, nil, q, &kv, opts)
+}
+
+// ForwardPagedKVLSE is ForwardPagedKV that also writes each row's
+// log-sum-exp into lse, laid out [batch, Hq, Nq] contiguously, as
+// ForwardLSE does.
+func (e *Engine) ForwardPagedKVLSE(out Tensor, lse []float32, q Tensor, kv PagedKV, opts Options) error {
+	if lse == nil {
+		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %s elements", rowCountText(q.Layout))
+	}
+	return e.forwardPagedKV(out, lse, q, &kv, opts)
+}
+
+func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts Options) error {
+	c, err := validatePagedKV(out, lse, q, kv, &opts)
+	if err != nil {
+		return err
+	}
+	if q.Batch == 0 || q.Seq == 0 {
+		return nil
+	}
+	return e.computeBlocks(&c, e.positionsPerBlock(&c))
+}
+
+// validatePagedKV checks ForwardPagedKV's arguments and returns the call.
+func validatePagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts *Options) (call, error) {
+	const fn = "attention: ForwardPagedKV: "
+	for _, t := range [...]struct {
+		name string
+		t    Tensor
+	}{{"q", q}, {"out", out}, {"kv.K", kv.K}, {"kv.V", kv.V}} {
+		if err := t.t.Validate(); err != nil {
+			return call{}, fmt.Errorf(fn+"%s: %w", t.name, err)
+		}
+	}
+	for _, t := range [...]namedTensor{{"q", q}, {"out", out}} {
+		if !activationType(t.t.dtype) {
+			return call{}, fmt.Errorf(fn+"%s has element type %v; want f32, f16 or bf16", t.name, t.t.dtype)
+		}
+	}
+	k, v := kv.K, kv.V
+	if k.dtype != v.dtype || k.Batch != v.Batch || k.Seq != v.Seq || k.Heads != v.Heads || k.Dim != v.Dim {
+		return call{}, fmt.Errorf(fn+"kv.K is %v [%d blocks, %d heads, %d positions, dim %d] and kv.V %v [%d %d %d %d]; want the same type and shape",
+			k.dtype, k.Batch, k.Heads, k.Seq, k.Dim, v.dtype, v.Batch, v.Heads, v.Seq, v.Dim)
+	}
+	if k.Seq < 1 || k.Heads < 1 {
+		return call{}, fmt.Errorf(fn+"the pools have blocks of %d positions and %d heads; want >= 1 each", k.Seq, k.Heads)
+	}
+	for _, t := range [...]namedTensor{{"kv.K", k}, {"kv.V", v}} {
+		if t.t.Seq >= 2 && t.t.SeqStride < t.t.Dim {
+			return call{}, fmt.Errorf(fn+"%s has SeqStride %d with head dim %d; want SeqStride >= %d, so that a block's rows do not overlap",
+				t.name, t.t.SeqStride, t.t.Dim, t.t.Dim)
+		}
+	}
+	if q.Dim != k.Dim {
+		return call{}, fmt.Errorf(fn+"q has head dim %d and the pools %d; want the same", q.Dim, k.Dim)
+	}
+	if q.Heads == 0 || q.Heads%k.Heads != 0 {
+		return call{}, fmt.Errorf(fn+"q has %d heads and the pools %d; want a positive multiple (grouped-query attention)", q.Heads, k.Heads)
+	}
+	if err := checkOutputs(fn, out, lse, q); err != nil {
+		return call{}, err
+	}
+	bs, nBlocks, B := k.Seq, k.Batch, q.Batch
+	if len(kv.SeqLens) != B {
+		return call{}, fmt.Errorf(fn+"kv.SeqLens has %d lengths and q a batch of %d; want one length per sequence", len(kv.SeqLens), B)
+	}
+	if kv.MaxBlocks < 0 {
+		return call{}, fmt.Errorf(fn+"kv.MaxBlocks is %d; want >= 0", kv.MaxBlocks)
+	}
+	if n, ok := mulSize(B, kv.MaxBlocks); !ok || len(kv.BlockTable) < n {
+		return call{}, fmt.Errorf(fn+"kv.BlockTable has %d entries; want >= batch·MaxBlocks = %d·%d", len(kv.BlockTable), B, kv.MaxBlocks)
+	}
+	maxKeys, ok := mulSize(kv.MaxBlocks, bs)
+	if !ok {
+		return call{}, fmt.Errorf(fn+"kv.MaxBlocks %d × block size %d overflows int", kv.MaxBlocks, bs)
+	}
+	maxLen := 0
+	for b, n32 := range kv.SeqLens {
+		n := int(n32)
+		if n < 0 || n > maxKeys {
+			return call{}, fmt.Errorf(fn+"kv.SeqLens[%d] is %d; want 0 to MaxBlocks·BlockSize = %d", b, n, maxKeys)
+		}
+		for i, id := range kv.BlockTable[b*kv.MaxBlocks:][:(n+bs-1)/bs] {
+			if id < 0 || int(id) >= nBlocks {
+				return call{}, fmt.Errorf(fn+"kv.BlockTable[%d][%d] is block %d; want 0 to %d (the pools' blocks)", b, i, id, nBlocks-1)
+			}
+		}
+		maxLen = max(maxLen, n)
+	}
+	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
+		return call{}, fmt.Errorf(fn + "Options.Mask and Options.BoolMask are not supported; want them unset")
+	}
+	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
+		return call{}, fmt.Errorf(fn + "Options.CuSeqQ/CuSeqKV are not supported (the batch of sequences is already variable-length); want them nil")
+	}
+	scale, err := callScale(opts.Scale, q.Dim)
+	if err != nil {
+		return call{}, err
+	}
+	shape := Tensor{Layout: Layout{Batch: B, Heads: k.Heads, Seq: maxLen, Dim: k.Dim}, dtype: k.dtype}
+	c := call{out: out, q: q, k: shape, v: shape, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads,
+		paged: pagedRead{pool: *kv, bs: bs, merge: k.BatchStride == bs*k.SeqStride && v.BatchStride == bs*v.SeqStride}}
+	if err := validateOptions(&c, opts); err != nil {
+		return call{}, err
+	}
+	return c, nil
+}
+
+// pagedRead is what the tile loop needs to read a call's K/V from paged
+// pools: the pools, their block size, and where the block tables and
+// lengths are, a PagedCache's sequences (set up under its read lock) or a
+// caller's PagedKV.
+type pagedRead struct {
+	cache *PagedCache // ForwardPaged: the cache, whose tables seqs name
+	seqs  []SeqID
+	pool  PagedKV // ForwardPagedKV: the caller's pools, tables and lengths
+	bs    int     // positions per block
+	// merge: the first row of a block follows the last of the block
+	// before it in the pool, in K and in V, so that consecutive blocks in
+	// a table are one run of rows.
+	merge bool
+}
+
+// on reports whether the call reads paged pools.
+func (p *pagedRead) on() bool { return p.bs > 0 }
+
+// pools returns the K and V pools, [blocks, heads, block size, dim].
+func (p *pagedRead) pools() (k, v *Tensor) {
+	if p.cache != nil {
+		return &p.cache.k, &p.cache.v
+	}
+	return &p.pool.K, &p.pool.V
+}
+
+// table returns the block table and length of batch entry b.
+func (p *pagedRead) table(b int) ([]int32, int) {
+	if p.cache != nil {
+		s := p.cache.seqs[p.seqs[b]]
+		return s.blocks, s.n
+	}
+	n := int(p.pool.SeqLens[b])
+	return p.pool.BlockTable[b*p.pool.MaxBlocks:][:(n+p.bs-1)/p.bs], n
+}
+
+// run returns where position j of a sequence with block table blocks lies
+// (block blk, position pos in it) and how many positions n from j up to end
+// follow it at consecutive rows of every head: the rest of its block and,
+// where the pools' blocks follow each other, of each next block of the
+// table that is the next block of the pool.
+func (p *pagedRead) run(blocks []int32, j, end int) (blk, pos, n int) {
+	bs := p.bs
+	i := j / bs
+	blk, pos = int(blocks[i]), j-i*bs
+	n = bs - pos
+	for p.merge && j+n < end && i+1 < len(blocks) && blocks[i+1] == blocks[i]+1 {
+		i++
+		n += bs
+	}
+	return blk, pos, min(n, end-j)
+}
+
+// runAhead is run for the row kernels: the run of keys from j on up to end
+// (at most) that lie at consecutive rows and whose positions
+// kernel.Current().PrefetchRows further on do too, with the distances, in
+// elements, from position j's K and V rows of head hk to those further
+// rows, which is what the kernels prefetch while they read them. The
+// kernels' own distance (that many rows further on in memory) would land
+// in other blocks than the sequence's next ones, unless the table lists
+// consecutive blocks; through the table it lands where the sequence goes
+// on. Past the end of the table there is nothing of the sequence to
+// prefetch and the distances are 0.
+func (p *pagedRead) runAhead(blocks []int32, hk, j, end int) kvRun {
+	k, v := p.pools()
+	blk, pos, n := p.run(blocks, j, end)
+	r := kvRun{kOff: k.Offset(blk, hk, pos), vOff: v.Offset(blk, hk, pos), n: n}
+	t := j + kernel.Current().PrefetchRows
+	if t >= len(blocks)*p.bs {
+		return r
+	}
+	tblk, tpos, tn := p.run(blocks, t, t+n)
+	r.n = min(n, tn)
+	r.kAhead = k.Offset(tblk, hk, tpos) - r.kOff
+	r.vAhead = v.Offset(tblk, hk, tpos) - r.vOff
+	return r
+}

@@ -1,0 +1,357 @@
+package attention_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// typedTensor stores the float32 values x as element type dt in a tensor
+// of layout l, rounding (or quantising) as KVCache.Append does.
+func typedTensor(t testing.TB, dt attention.DType, x []float32, l attention.Layout) attention.Tensor {
+	t.Helper()
+	switch dt {
+	case attention.F16:
+		return attention.F16Tensor(fp16.Float16s(x), l)
+	case attention.BF16:
+		return attention.BF16Tensor(fp16.BFloat16s(x), l)
+	case attention.Q8:
+		q, sc := make([]int8, len(x)), make([]float32, len(x)/attention.Q8Block)
+		require.NoError(t, attention.QuantizeQ8(q, sc, x))
+		return attention.Q8Tensor(q, sc, l)
+	}
+	return attention.F32Tensor(x, l)
+}
+
+// vllmPool is a caller-owned paged store for tests: float32 pools in a
+// layout (vLLM's [blocks, blockSize, Hkv, d] or per head), block tables
+// and lengths, and the sequences' rows in order, [hkv][n][d] float32.
+type vllmPool struct {
+	kv     attention.PagedKV
+	k, v   []float32 // the pools' float32 values
+	seqK   [][]float32
+	seqV   [][]float32
+	lens   []int
+	layout attention.Layout
+}
+
+// newVLLMPool lays out sequences of the given lengths in a pool of blocks
+// of bs positions listed in shuffled order; the first two sequences share
+// their first block (a common prefix) when both have one.
+func newVLLMPool(t testing.TB, rng *rand.Rand, dt attention.DType, perHead bool, hkv, d, bs int, lens []int) *vllmPool {
+	t.Helper()
+	maxBlocks := 0
+	total := 0
+	for _, n := range lens {
+		maxBlocks = max(maxBlocks, (n+bs-1)/bs)
+		total += (n + bs - 1) / bs
+	}
+	nBlocks := total + 3 // a few unused
+	l := attention.BSHD(nBlocks, bs, hkv, d)
+	if perHead {
+		l = attention.BHSD(nBlocks, hkv, bs, d)
+	}
+	p := &vllmPool{lens: lens, layout: l}
+	p.k, p.v = randn(rng, l.Span()), randn(rng, l.Span())
+	roundKV(dt, p.k)
+	roundKV(dt, p.v)
+	ids := rng.Perm(nBlocks)
+	table := make([]int32, len(lens)*(maxBlocks+1)) // one spare column of garbage
+	for i := range table {
+		table[i] = -7
+	}
+	next := 0
+	for b, n := range lens {
+		for i := range (n + bs - 1) / bs {
+			if b == 1 && i == 0 && lens[0] >= bs && n > 0 {
+				table[b*(maxBlocks+1)] = table[0] // shared prefix block
+				continue
+			}
+			table[b*(maxBlocks+1)+i] = int32(ids[next])
+			next++
+		}
+	}
+	seqLens := make([]int32, len(lens))
+	for b, n := range lens {
+		seqLens[b] = int32(n)
+		sk, sv := make([]float32, hkv*n*d), make([]float32, hkv*n*d)
+		for pos := range n {
+			blk := int(table[b*(maxBlocks+1)+pos/bs])
+			for h := range hkv {
+				off := l.Offset(blk, h, pos%bs)
+				copy(sk[(h*n+pos)*d:][:d], p.k[off:][:d])
+				copy(sv[(h*n+pos)*d:][:d], p.v[off:][:d])
+			}
+		}
+		p.seqK, p.seqV = append(p.seqK, sk), append(p.seqV, sv)
+	}
+	p.kv = attention.PagedKV{K: typedTensor(t, dt, p.k, l), V: typedTensor(t, dt, p.v, l),
+		BlockTable: table, MaxBlocks: maxBlocks + 1, SeqLens: seqLens}
+	return p
+}
+
+// TestPagedKVMatchesForward decodes a batch of sequences from a
+// caller-owned pool, in vLLM's layout and per head, and checks every
+// output and log-sum-exp bitwise against Forward over a KVCache holding
+// the sequence, for every implementation and both precisions.
+func TestPagedKVMatchesForward(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+			t.Run(prec.String(), inPrecision(prec, testPagedKVMatchesForward))
+		}
+	})
+}
+
+func testPagedKVMatchesForward(t *testing.T) {
+	rng := rand.New(rand.NewPCG(101, 102))
+	const hkv, d = 2, 32
+	lens := []int{37, 20, 1, 0, 130, 3}
+	for _, dt := range kvTypesQ8 {
+		for _, perHead := range []bool{false, true} {
+			for _, bs := range []int{1, 3, 16} {
+				pool := newVLLMPool(t, rng, dt, perHead, hkv, d, bs, lens)
+				refs := make([]*attention.KVCache, len(lens))
+				for b, n := range lens {
+					kc, err := attention.NewKVCache(dt, hkv, n, d)
+					require.NoError(t, err)
+					if n > 0 {
+						require.NoError(t, kc.Append(chunkTensor(pool.seqK[b], hkv, n, d), chunkTensor(pool.seqV[b], hkv, n, d)))
+					}
+					refs[b] = kc
+				}
+				for _, g := range []int{1, 3} {
+					for _, nq := range []int{1, 3} {
+						for _, threads := range []int{1, 3} {
+							for _, opt := range []string{"causal", "window", "softcap", "sinks"} {
+								hq := g * hkv
+								e := mustEngine(t, attention.Config{BlockKV: 32, Threads: threads})
+								opts := attention.Options{Causal: true, Precision: precisionUnderTest}
+								switch opt {
+								case "window":
+									opts.Window = &attention.Window{Left: 10, Right: 0}
+								case "softcap":
+									opts.SoftCap = 2
+								case "sinks":
+									opts.Sinks = randn(rng, hq)
+								}
+								B := len(lens)
+								q := randn(rng, B*hq*nq*d)
+								l := attention.BHSD(B, hq, nq, d)
+								out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
+								require.NoError(t, e.ForwardPagedKVLSE(attention.F32Tensor(out, l), lse, attention.F32Tensor(q, l), pool.kv, opts))
+								for b := range lens {
+									l1 := attention.BHSD(1, hq, nq, d)
+									o1, s1 := make([]float32, hq*nq*d), make([]float32, hq*nq)
+									require.NoError(t, e.ForwardLSE(attention.F32Tensor(o1, l1), s1, attention.F32Tensor(q[b*hq*nq*d:], l1), refs[b].K(), refs[b].V(), opts))
+									what := fmt.Sprintf("%v perHead %v bs %d g %d nq %d threads %d %s seq %d", dt, perHead, bs, g, nq, threads, opt, b)
+									bitsEqual(t, what+" out", out[b*hq*nq*d:][:hq*nq*d], o1)
+									bitsEqual(t, what+" lse", lse[b*hq*nq:][:hq*nq], s1)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPagedKVOracle checks ForwardPagedKV against the float64 oracle with
+// the default configuration (automatic split of long sequences).
+func TestPagedKVOracle(t *testing.T) {
+	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+		t.Run(prec.String(), inPrecision(prec, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(103, 104))
+			const hkv, hq, d, nq, bs = 2, 6, 64, 2, 16
+			lens := []int{2, 700, 33, 1300}
+			for _, dt := range kvTypesQ8 {
+				pool := newVLLMPool(t, rng, dt, false, hkv, d, bs, lens)
+				B := len(lens)
+				q := randn(rng, B*hq*nq*d)
+				l := attention.BHSD(B, hq, nq, d)
+				out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
+				require.NoError(t, mustEngine(t, attention.Config{}).ForwardPagedKVLSE(attention.F32Tensor(out, l), lse,
+					attention.F32Tensor(q, l), pool.kv, attention.Options{Causal: true, Precision: precisionUnderTest}))
+				for b, n := range lens {
+					p := reference.Params{Batch: 1, HeadsQ: hq, HeadsKV: hkv, SeqQ: nq, SeqKV: n, Dim: d, Causal: true}
+					checkPrecisionError(t, fmt.Sprintf("%v seq %d (len %d)", dt, b, n), p, q[b*hq*nq*d:][:hq*nq*d], pool.seqK[b], pool.seqV[b],
+						out[b*hq*nq*d:][:hq*nq*d], lse[b*hq*nq:][:hq*nq], 2e-5, 1e-4)
+				}
+			}
+		}))
+	}
+}
+
+// TestPagedKVErrors checks that bad tables, lengths and pools are errors
+// that name the entry, with nothing written.
+func TestPagedKVErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(105, 106))
+	const hkv, hq, d, bs = 2, 4, 32, 4
+	lens := []int{5, 9}
+	pool := newVLLMPool(t, rng, attention.F16, false, hkv, d, bs, lens)
+	e := mustEngine(t, attention.Config{})
+	B := len(lens)
+	q := randn(rng, B*hq*d)
+	l := attention.BHSD(B, hq, 1, d)
+	edit := func(f func(kv *attention.PagedKV)) attention.PagedKV {
+		kv := pool.kv
+		kv.BlockTable = append([]int32(nil), kv.BlockTable...)
+		kv.SeqLens = append([]int32(nil), kv.SeqLens...)
+		f(&kv)
+		return kv
+	}
+	nBlocks := pool.layout.Batch
+	for _, c := range []struct {
+		name string
+		kv   attention.PagedKV
+		opts attention.Options
+		want string
+	}{
+		{"block id high", edit(func(kv *attention.PagedKV) { kv.BlockTable[kv.MaxBlocks+2] = int32(nBlocks) }), attention.Options{}, fmt.Sprintf("kv.BlockTable[1][2] is block %d; want 0 to %d", nBlocks, nBlocks-1)},
+		{"block id negative", edit(func(kv *attention.PagedKV) { kv.BlockTable[0] = -1 }), attention.Options{}, "kv.BlockTable[0][0] is block -1"},
+		{"length beyond the table", edit(func(kv *attention.PagedKV) { kv.SeqLens[1] = int32(kv.MaxBlocks*bs + 1) }), attention.Options{}, "kv.SeqLens[1] is"},
+		{"negative length", edit(func(kv *attention.PagedKV) { kv.SeqLens[0] = -1 }), attention.Options{}, "kv.SeqLens[0] is -1"},
+		{"short table", edit(func(kv *attention.PagedKV) { kv.BlockTable = kv.BlockTable[:kv.MaxBlocks] }), attention.Options{}, "kv.BlockTable has"},
+		{"lengths", edit(func(kv *attention.PagedKV) { kv.SeqLens = kv.SeqLens[:1] }), attention.Options{}, "kv.SeqLens has 1 lengths"},
+		{"negative MaxBlocks", edit(func(kv *attention.PagedKV) { kv.MaxBlocks = -1 }), attention.Options{}, "kv.MaxBlocks is -1"},
+		{"types", edit(func(kv *attention.PagedKV) { kv.V = typedTensor(t, attention.BF16, pool.v, pool.layout) }), attention.Options{}, "want the same type and shape"},
+		{"heads", edit(func(kv *attention.PagedKV) {
+			kv.K = attention.F16Tensor(fp16.Float16s(pool.k), attention.BSHD(nBlocks, bs, 1, 2*d))
+		}), attention.Options{}, "want the same type and shape"},
+		{"overlapping rows", edit(func(kv *attention.PagedKV) { kv.K.SeqStride = 1; kv.V.SeqStride = 1 }), attention.Options{}, "SeqStride 1"},
+		{"mask", pool.kv, attention.Options{BoolMask: attention.BoolMask{Data: []bool{true}, Layout: attention.BHSD(1, 1, 1, 1)}}, "not supported"},
+	} {
+		out := nanBuffer(len(q), float32(math.NaN()))
+		err := e.ForwardPagedKV(attention.F32Tensor(out, l), attention.F32Tensor(q, l), c.kv, c.opts)
+		require.ErrorContains(t, err, c.want, c.name)
+		require.ErrorContains(t, err, "attention: ", c.name)
+		for i, x := range out {
+			require.True(t, math.IsNaN(float64(x)), "%s: out[%d] written on error", c.name, i)
+		}
+	}
+	// Garbage past a sequence's used entries is never read.
+	require.NoError(t, e.ForwardPagedKV(attention.F32Tensor(make([]float32, len(q)), l), attention.F32Tensor(q, l), pool.kv, attention.Options{Causal: true}))
+}
+
+// TestPagedKVAllocs checks that a decode step from a caller's pool
+// allocates nothing once the engine has seen the shape.
+func TestPagedKVAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("SKIP: the race detector allocates")
+	}
+	rng := rand.New(rand.NewPCG(107, 108))
+	const hkv, hq, d, bs = 2, 8, 64, 16
+	pool := newVLLMPool(t, rng, attention.BF16, false, hkv, d, bs, []int{100, 7, 1000, 0, 333})
+	e := mustEngine(t, attention.Config{Threads: 3})
+	B := len(pool.lens)
+	q := randn(rng, B*hq*d)
+	out, lse := make([]float32, len(q)), make([]float32, B*hq)
+	l := attention.BSHD(B, 1, hq, d)
+	step := func() {
+		if err := e.ForwardPagedKVLSE(attention.F32Tensor(out, l), lse, attention.F32Tensor(q, l), pool.kv, attention.Options{Causal: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if n := testing.AllocsPerRun(20, step); n != 0 {
+		t.Fatalf("ForwardPagedKV allocates %v times a step; want 0", n)
+	}
+}
+
+// FuzzPagedKV decodes a caller-owned pool's geometry, block table and
+// lengths from the input, hostile ones included (block ids out of range,
+// lengths beyond the table or negative, tables too short), and runs
+// ForwardPagedKV. An error must leave the output untouched; a success must
+// give each sequence bitwise the output of Forward over its rows gathered
+// into a contiguous tensor of the pool's element type (for Q8, within
+// 1e-4 of the float64 oracle instead: re-quantising gathered rows may
+// move a scale by an ulp).
+func FuzzPagedKV(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("\x00\x01\x01\x07\x03\x05\x01\x02\x03\x02\x01\x04\x00\x05\x03\x02\x01\x00\x06\x02\x01"))
+	f.Add([]byte("\x01\x00\x00\x02\x01\x02\x00\x01\x02\x06\x07\x00\x03\x09\x01"))
+	f.Add([]byte("\x03\x01\x01\x00\x00\x03\x01\x02\x03\xff\xfe\x00\x01\x02\x03"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := newFuzzReader(data)
+		dt := fuzzKVType[r.intn(4)]
+		hkv, group, d := 1+r.intn(2), 1+r.intn(2), 1+r.intn(8)
+		if dt == attention.Q8 {
+			d = attention.Q8Block
+		}
+		bs, nBlocks := 1+r.intn(4), 1+r.intn(6)
+		l := attention.BSHD(nBlocks, bs, hkv, d)
+		if r.bool() {
+			l = attention.BHSD(nBlocks, hkv, bs, d)
+		}
+		B, maxBlocks, nq := 1+r.intn(3), r.intn(4), 1+r.intn(2)
+		table := make([]int32, max(0, B*maxBlocks-r.intn(2)))
+		for i := range table {
+			table[i] = int32(r.intn(nBlocks+2)) - 1 // −1 and nBlocks are out of range
+		}
+		lens := make([]int32, B)
+		for b := range lens {
+			lens[b] = int32(r.intn(maxBlocks*bs+2)) - int32(r.intn(2)) // may be −1 or past the table
+		}
+		kf, vf := randn(r.rng, l.Span()), randn(r.rng, l.Span())
+		roundKV(dt, kf)
+		roundKV(dt, vf)
+		kv := attention.PagedKV{K: typedTensor(t, dt, kf, l), V: typedTensor(t, dt, vf, l), BlockTable: table, MaxBlocks: maxBlocks, SeqLens: lens}
+		hq := hkv * group
+		e, err := attention.NewEngine(attention.Config{BlockKV: fuzzBlocks[r.intn(len(fuzzBlocks))], Threads: 1 + r.intn(3), KVSplits: r.intn(4)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := attention.Options{Causal: r.bool()}
+		ql := attention.BHSD(B, hq, nq, d)
+		q := randn(r.rng, ql.Span())
+		out := nanBuffer(ql.Span(), outGuard)
+		if err := e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), kv, opts); err != nil {
+			for i, x := range out {
+				if math.Float32bits(x) != math.Float32bits(outGuard) {
+					t.Fatalf("error %v, but out[%d] was written", err, i)
+				}
+			}
+			return
+		}
+		for b, n32 := range lens {
+			n := int(n32)
+			gk, gv := make([]float32, hkv*n*d), make([]float32, hkv*n*d)
+			for pos := range n {
+				blk := int(table[b*maxBlocks+pos/bs])
+				for h := range hkv {
+					copy(gk[(h*n+pos)*d:][:d], kf[l.Offset(blk, h, pos%bs):][:d])
+					copy(gv[(h*n+pos)*d:][:d], vf[l.Offset(blk, h, pos%bs):][:d])
+				}
+			}
+			got := out[b*hq*nq*d:][:hq*nq*d]
+			qb := q[b*hq*nq*d:][:hq*nq*d]
+			l1 := attention.BHSD(1, hq, nq, d)
+			if dt == attention.Q8 {
+				p := reference.Params{Batch: 1, HeadsQ: hq, HeadsKV: hkv, SeqQ: nq, SeqKV: n, Dim: d, Causal: opts.Causal}
+				w, _, err := reference.Attention(p, reference.Float64s(qb), reference.Float64s(gk), reference.Float64s(gv))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if errs := reference.Compare(got, w); errs.MaxAbs > 1e-4 {
+					t.Fatalf("Q8 sequence %d (%d positions): %v", b, n, errs)
+				}
+				continue
+			}
+			kl := attention.BHSD(1, hkv, n, d)
+			want := make([]float32, hq*nq*d)
+			if err := e.Forward(attention.F32Tensor(want, l1), attention.F32Tensor(qb, l1), typedTensor(t, dt, gk, kl), typedTensor(t, dt, gv, kl), opts); err != nil {
+				t.Fatal(err)
+			}
+			if !sameBits(got, want) {
+				t.Fatalf("%v bs %d layout %+v: sequence %d (%d positions, table %v) differs from Forward over its rows:\n%v\n%v", dt, bs, l, b, n, table, got, want)
+			}
+		}
+	})
+}
