@@ -103,7 +103,7 @@ func validateCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts
 			return call{}, fmt.Errorf(fn+"q has %d heads and the caches %d; want a positive multiple (grouped-query attention)", q.Heads, heads)
 		}
 	}
-	if err := checkOutputs(fn, out, lse, q); err != nil {
+	if err := checkOutputs(fn, out, lse, q, q.Dim); err != nil {
 		return call{}, err
 	}
 	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
@@ -119,7 +119,7 @@ func validateCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts
 	// k and v describe the shape only (no data): the tile loop reads each
 	// entry's cache through c.caches.
 	kv := Tensor{Layout: Layout{Batch: q.Batch, Heads: heads, Seq: maxLen, Dim: dim}, dtype: dtype}
-	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, caches: caches}
+	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, caches: caches, dv: q.Dim}
 	if q.Heads > 0 {
 		c.group = q.Heads / heads
 	}

@@ -12,6 +12,7 @@ type call struct {
 	scale        float32
 	causal       bool
 	group        int  // query heads per K/V head
+	dv           int  // head dim of V and of the output (q's and k's is q.Dim)
 	direct       bool // read K and V rows in place (few query rows; see directRows)
 	precision    Precision
 	math         tileMath // how the tiles' products are computed (set by computeBlocks)
@@ -38,6 +39,10 @@ type call struct {
 	paged  pagedRead
 	caches []*KVCache
 }
+
+// wsDim is the widest head dim of the call, which sizes the scratch rows:
+// q's (and k's) or v's (and the output's).
+func (c *call) wsDim() int { return max(c.q.Dim, c.dv) }
 
 // seg is the sequence a block of queries belongs to: packed queries
 // [q0, q0+nq) and keys [kv0, kv0+nk). Without variable lengths it is the
@@ -98,8 +103,11 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 	if q.Heads == 0 || k.Heads == 0 {
 		return call{}, fmt.Errorf("attention: q has %d heads and k has %d; want >= 1 each", q.Heads, k.Heads)
 	}
-	if k.Dim != q.Dim || v.Dim != q.Dim {
-		return call{}, fmt.Errorf("attention: head dims are q %d, k %d, v %d; want all equal", q.Dim, k.Dim, v.Dim)
+	if k.Dim != q.Dim {
+		return call{}, fmt.Errorf("attention: head dims are q %d and k %d; want them equal (v and out may have another)", q.Dim, k.Dim)
+	}
+	if v.Dim == 0 {
+		return call{}, fmt.Errorf("attention: v has head dim 0; want >= 1")
 	}
 	if k.Batch != q.Batch || v.Batch != q.Batch {
 		return call{}, fmt.Errorf("attention: batch sizes are q %d, k %d, v %d; want all equal", q.Batch, k.Batch, v.Batch)
@@ -119,14 +127,14 @@ func validate(out Tensor, lse []float32, q, k, v Tensor, opts *Options) (call, e
 				t.name, t.t.SeqStride, t.t.Seq, t.t.Dim, t.t.Dim)
 		}
 	}
-	if err := checkOutputs("attention: ", out, lse, q, namedTensor{"k", k}, namedTensor{"v", v}); err != nil {
+	if err := checkOutputs("attention: ", out, lse, q, v.Dim, namedTensor{"k", k}, namedTensor{"v", v}); err != nil {
 		return call{}, err
 	}
 	scale, err := callScale(opts.Scale, q.Dim)
 	if err != nil {
 		return call{}, err
 	}
-	c := call{out: out, q: q, k: denseRows(k), v: denseRows(v), lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads}
+	c := call{out: out, q: q, k: denseRows(k), v: denseRows(v), lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads, dv: v.Dim}
 	if err := validateOptions(&c, opts); err != nil {
 		return call{}, err
 	}
@@ -152,13 +160,17 @@ type namedTensor struct {
 }
 
 // checkOutputs checks out and lse (which may be nil) against the queries q
-// and the other inputs: out has q's shape and distinct elements, lse holds
-// a value per row, and neither shares memory with an input or the other.
-// Error messages start with prefix.
-func checkOutputs(prefix string, out Tensor, lse []float32, q Tensor, inputs ...namedTensor) error {
-	if out.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != q.Dim {
-		return fmt.Errorf("%sout has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
-			prefix, out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
+// and the other inputs: out has q's shape with head dim dv (v's) and
+// distinct elements, lse holds a value per row, and neither shares memory
+// with an input or the other. Error messages start with prefix.
+func checkOutputs(prefix string, out Tensor, lse []float32, q Tensor, dv int, inputs ...namedTensor) error {
+	if out.Batch != q.Batch || out.Heads != q.Heads || out.Seq != q.Seq || out.Dim != dv {
+		if dv == q.Dim {
+			return fmt.Errorf("%sout has shape [%d %d %d %d]; want q's shape [%d %d %d %d]",
+				prefix, out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, q.Dim)
+		}
+		return fmt.Errorf("%sout has shape [%d %d %d %d]; want q's shape with v's head dim, [%d %d %d %d]",
+			prefix, out.Batch, out.Heads, out.Seq, out.Dim, q.Batch, q.Heads, q.Seq, dv)
 	}
 	if !out.injective() {
 		return fmt.Errorf("%sout has strides [%d %d %d 1] under which elements of shape [%d %d %d %d] overlap; want every element distinct",

@@ -30,7 +30,8 @@ type tileMath interface {
 // block is the geometry of the block of query rows being folded and the
 // source of its keys.
 type block struct {
-	rows, np, d int      // rows = group × np query positions; d the head dim
+	rows, np, d int      // rows = group × np query positions; d the head dim of q and k
+	dv          int      // the head dim of v and of the output
 	ld, ldS     int      // row strides of ws.q and ws.o, and of ws.s
 	src         kvSource // where the block's K/V rows lie
 	scaled      bool     // bf16Math: ws.s holds scale·Q·Kᵀ (else Q·Kᵀ, scaled by the softmax)
@@ -83,13 +84,13 @@ func (f32Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 	bl := &ws.blk
 	if c.direct {
 		// P·V from the V rows where they lie.
-		if err := softmaxWholeTile(ws, bl.rows, bc, bl.d, bl.ld, bl.ldS); err != nil {
+		if err := softmaxWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS); err != nil {
 			return err
 		}
 		src := &bl.src
 		for j := j0; j < j0+bc; {
 			r := src.rowRun(j, j0+bc)
-			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.d, r.vAhead); err != nil {
+			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
 				return err
 			}
 			j += r.n
@@ -100,7 +101,7 @@ func (f32Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 	if err != nil {
 		return err
 	}
-	return foldWholeTile(ws, bl.rows, bc, bl.d, bl.ld, bl.ldS, vt, ldV)
+	return foldWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS, vt, ldV)
 }
 
 func (f32Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
@@ -109,7 +110,7 @@ func (f32Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
 	if err != nil {
 		return err
 	}
-	return foldCrossingTile(ws, bl.rows, bl.d, bl.ld, bl.ldS, vt, ldV)
+	return foldCrossingTile(ws, bl.rows, bl.dv, bl.ld, bl.ldS, vt, ldV)
 }
 
 // valuesF32 returns the float32 V tile of keys [j0, j0+bc) and its leading
@@ -121,12 +122,12 @@ func (f32Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
 func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 	bl := &ws.blk
 	src := &bl.src
-	if r := src.run(j0, j0+bc); src.v.dtype == F32 && r.n == bc && src.v.SeqStride == bl.d {
-		return src.v.f32[r.vOff:], bl.d, nil
+	if r := src.run(j0, j0+bc); src.v.dtype == F32 && r.n == bc && src.v.SeqStride == bl.dv {
+		return src.v.f32[r.vOff:], bl.dv, nil
 	}
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
-		if err := packV(ws.v[(j-j0)*bl.ld:], bl.ld, src.v, r.vOff, r.n, bl.d); err != nil {
+		if err := packV(ws.v[(j-j0)*bl.ld:], bl.ld, src.v, r.vOff, r.n, bl.dv); err != nil {
 			return nil, 0, err
 		}
 		j += r.n

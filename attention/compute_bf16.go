@@ -32,8 +32,8 @@ type bf16Math struct{}
 // padded by one cache line (panelPad): the tile products read 16 rows of
 // a tile 64 bytes each, and at a stride that is a multiple of 1 KiB (256
 // keys, d = 128) those rows crowd into a few sets of the L1 cache.
-func bf16Strides(cols, d int) (ldQ, ldK, ldP, ldV int) {
-	return roundUp(d, 32), 2*roundUp(cols, 16) + panelPad, roundUp(cols, 32) + panelPad, 2*roundUp(d, 16) + panelPad
+func bf16Strides(cols, d, dv int) (ldQ, ldK, ldP, ldV int) {
+	return roundUp(d, 32), 2*roundUp(cols, 16) + panelPad, roundUp(cols, 32) + panelPad, 2*roundUp(dv, 16) + panelPad
 }
 
 // panelPad is the padding of the bf16 panels' rows: 32 bfloat16s, 64 bytes.
@@ -55,7 +55,7 @@ func readsInPlace(c *call, t *Tensor) bool { return c.direct && t.dtype == BF16 
 func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
 	bl := &ws.blk
 	d, ld := bl.d, bl.ld
-	ldQ, _, _, _ := bf16Strides(bl.ldS, d)
+	ldQ, _, _, _ := bf16Strides(bl.ldS, d, bl.dv)
 	// The arguments fit the workspace by construction.
 	if readsInPlace(c, bl.src.k) || c.q.dtype != F32 {
 		gatherQ(ws, c, b, hk, p0, np)
@@ -106,7 +106,7 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 		}
 		return nil
 	}
-	ldQ, ldK, _, _ := bf16Strides(bl.ldS, bl.d)
+	ldQ, ldK, _, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	kp := ws.kp
 	if bl.preK != nil {
 		kp, ldK = bl.preK[2*j0:], c.pre.ldK // packed once for the call
@@ -158,7 +158,7 @@ func foldTile(ws *workspace, c *call, j0, bc int, crossing bool) error {
 	if err != nil {
 		return err
 	}
-	ldQ, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
+	ldQ, _, ldP, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	d, ld := bl.d, bl.ld
 	step := bl.rows
 	if bl.fused {
@@ -183,7 +183,7 @@ func foldTile(ws *workspace, c *call, j0, bc int, crossing bool) error {
 			}
 			continue
 		}
-		if err := kernel.PVBF16(ws.o[r0*ld:], ld, ws.pb, ldP, vp, ldV, nr, bc+bc%2, d); err != nil {
+		if err := kernel.PVBF16(ws.o[r0*ld:], ld, ws.pb, ldP, vp, ldV, nr, bc+bc%2, bl.dv); err != nil {
 			return err
 		}
 	}
@@ -219,7 +219,7 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if readsInPlace(c, src.v) && bl.scaled {
-		if err := softmaxWholeTile(ws, bl.rows, bc, bl.d, bl.ld, bl.ldS); err != nil {
+		if err := softmaxWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS); err != nil {
 			return err
 		}
 		for r := range bl.rows {
@@ -230,7 +230,7 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 		}
 		for j := j0; j < j0+bc; {
 			r := src.rowRun(j, j0+bc)
-			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.d, r.vAhead); err != nil {
+			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
 				return err
 			}
 			j += r.n
@@ -261,8 +261,8 @@ func (bf16Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
 // first nr rows of ws.pb, the rows' ranges ws.lo and ws.vis from r0.
 func pvHidingNonFinite(ws *workspace, r0, nr int, vp []fp16.BFloat16, ldV, bc int) error {
 	bl := &ws.blk
-	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
-	d, ld := bl.d, bl.ld
+	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
+	d, ld := bl.dv, bl.ld
 	pairs := (bc + 1) / 2
 	vc := ws.vc[:pairs*ldV]
 	copy(vc, vp[:pairs*ldV])
@@ -320,7 +320,7 @@ func valuesBF16(ws *workspace, c *call, j0, bc int) ([]fp16.BFloat16, int, bool,
 		}
 	}
 	finite, err := packVPairsTile(ws, j0, bc)
-	_, _, _, ldV := bf16Strides(bl.ldS, bl.d)
+	_, _, _, ldV := bf16Strides(bl.ldS, bl.d, bl.dv)
 	return ws.vp, ldV, finite, err
 }
 
@@ -334,7 +334,7 @@ func softmaxBF16(ws *workspace, c *call, r0, nr, bc int) error {
 	if bl.scaled {
 		scale = 1
 	}
-	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d)
+	_, _, ldP, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	m, z, alpha := ws.m[r0:r0+nr], ws.z[r0:r0+nr], ws.alpha[r0:r0+nr]
 	if err := kernel.OnlineSoftmaxBF16(ws.s, bl.ldS, ws.pb, ldP, nr, bc, scale, m, z, alpha); err != nil {
 		return err
@@ -344,7 +344,7 @@ func softmaxBF16(ws *workspace, c *call, r0, nr, bc int) error {
 			ws.pb[r*ldP+bc] = 0
 		}
 	}
-	return kernel.ScaleRows(ws.o[r0*bl.ld:], bl.ld, alpha, nr, bl.d)
+	return kernel.ScaleRows(ws.o[r0*bl.ld:], bl.ld, alpha, nr, bl.dv)
 }
 
 // packVPairsTile packs the values of keys [j0, j0+bc) into the V pair
@@ -354,17 +354,17 @@ func softmaxBF16(ws *workspace, c *call, r0, nr, bc int) error {
 func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
 	bl := &ws.blk
 	src := &bl.src
-	_, _, _, ldV := bf16Strides(bl.ldS, bl.d)
+	_, _, _, ldV := bf16Strides(bl.ldS, bl.d, bl.dv)
 	all := true
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
 		off, n := r.vOff, r.n
 		if t := j - j0; t%2 == 1 {
-			if err := packV(ws.v, bl.ld, src.v, off, 1, bl.d); err != nil {
+			if err := packV(ws.v, bl.ld, src.v, off, 1, bl.dv); err != nil {
 				return false, err
 			}
 			dst := ws.vp[(t/2)*ldV+1:]
-			for k, x := range ws.v[:bl.d] {
+			for k, x := range ws.v[:bl.dv] {
 				b := kernel.RoundBF16(x)
 				all = all && b&0x7f80 != 0x7f80
 				dst[2*k] = b
@@ -374,7 +374,7 @@ func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
 				continue
 			}
 		}
-		finite, err := packVPairs(ws.vp[((j-j0)/2)*ldV:], ldV, src.v, off, n, bl.d)
+		finite, err := packVPairs(ws.vp[((j-j0)/2)*ldV:], ldV, src.v, off, n, bl.dv)
 		if err != nil {
 			return false, err
 		}

@@ -123,12 +123,16 @@ func Forward(out, q, k, v Tensor, opts Options) error {
 // Forward computes out = softmax(scale·Q·Kᵀ + mask)·V for every batch and
 // query head, without materialising the score matrix.
 //
-// Shapes (Layout's batch, heads, seq, dim): q and out are [B, Hq, Nq, D] in
-// F32, F16 or BF16 (they may differ: fp16 and bf16 queries are widened as
-// they are gathered, and each output row is rounded to nearest even as it
-// is written, so with such types the result is the float32 result of the
-// widened queries, rounded once; the log-sum-exps are float32 either way);
-// k and v are [B, Hkv, Nkv, D] in F32, F16, BF16 or Q8 (they may differ). Hq must be a multiple of Hkv: query head h reads K/V head
+// Shapes (Layout's batch, heads, seq, dim): q is [B, Hq, Nq, D] and out
+// [B, Hq, Nq, Dv], in F32, F16 or BF16 (they may differ: fp16 and bf16
+// queries are widened as they are gathered, and each output row is rounded
+// to nearest even as it is written, so with such types the result is the
+// float32 result of the widened queries, rounded once; the log-sum-exps are
+// float32 either way); k is [B, Hkv, Nkv, D] and v [B, Hkv, Nkv, Dv], in
+// F32, F16, BF16 or Q8 (they may differ). Dv, the head dim of v and of the
+// output, is usually D; it may differ (DeepSeek's multi-head latent
+// attention has D 192 and Dv 128, its absorbed decode 576 and 512), and
+// the default scale is 1/sqrt(D) either way. Hq must be a multiple of Hkv: query head h reads K/V head
 // h/(Hq/Hkv), which covers multi-head, grouped-query and multi-query
 // attention. B, Nq and Nkv may be 0. The rows of k and of v must not
 // overlap: with Nkv >= 2 their SeqStride must be at least D (with one

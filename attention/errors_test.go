@@ -53,7 +53,7 @@ func TestErrors(t *testing.T) {
 		{"zero q", out, lse, attention.Tensor{}, k, v, attention.Options{}, "q: no data"},
 		{"zero out", attention.Tensor{}, lse, q, k, v, attention.Options{}, "out: no data"},
 		{"head dim 0", attention.F32Tensor(outBuf, attention.BHSD(b, hq, nq, 0)), lse, attention.F32Tensor(qbuf, attention.BHSD(b, hq, nq, 0)), k, v, attention.Options{}, "head dim 0"},
-		{"k head dim", out, lse, q, attention.F32Tensor(kbuf, attention.BHSD(b, hkv, nkv/2, 2*d)), v, attention.Options{}, "head dims are q 8, k 16, v 8"},
+		{"k head dim", out, lse, q, attention.F32Tensor(kbuf, attention.BHSD(b, hkv, nkv/2, 2*d)), v, attention.Options{}, "head dims are q 8 and k 16; want them equal"},
 		{"heads not multiple", out, lse, q, attention.F32Tensor(kbuf, attention.BHSD(b, 3, 2, d)), attention.F32Tensor(vbuf, attention.BHSD(b, 3, 2, d)), attention.Options{}, "q has 4 heads and k has 3; want a multiple"},
 		{"kv seq mismatch", out, lse, q, k, attention.F32Tensor(vbuf, attention.BHSD(b, hkv, nkv-1, d)), attention.Options{}, "v has 2 heads × 5 keys and k has 2 × 6"},
 		{"batch mismatch", out, lse, q, attention.F32Tensor(kbuf, attention.BHSD(2, 1, nkv, d)), v, attention.Options{}, "batch sizes are q 1, k 2, v 1"},

@@ -73,7 +73,7 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 	ws.lo = make([]int, rows)
 	ws.vis = make([]int, rows)
 	if ws.bf16 {
-		ldQ, ldK, ldP, ldV := bf16Strides(cols, ws.dim)
+		ldQ, ldK, ldP, ldV := bf16Strides(cols, ws.dim, ws.dim)
 		ws.qb = alignedBF16(rows * ldQ)
 		ws.kp = alignedBF16(ldQ / 2 * ldK)
 		ws.pb = alignedBF16(rows * ldP)
@@ -139,7 +139,7 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 // path's (c.math: float32 or bfloat16).
 func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
 	np := p1 - p0
-	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, ld: padRow(c.q.Dim), ldS: c.bkv, src: c.source(b, hk, sg)}
+	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(b, hk, sg)}
 	if c.pre != nil {
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
@@ -282,7 +282,7 @@ func writeRow(out *Tensor, off int, src []float32) {
 // from p0 by their sums, folds in the sinks, and writes the output rows and
 // log-sum-exps.
 func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
-	q, d, g, ld := &c.q, c.q.Dim, c.group, padRow(c.q.Dim)
+	q, d, g, ld := &c.q, c.dv, c.group, padRow(c.wsDim())
 	out := &c.out
 	for hg := range g {
 		h := hk*g + hg

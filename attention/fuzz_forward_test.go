@@ -195,6 +195,9 @@ func FuzzForward(f *testing.F) {
 		cfg := attention.Config{BlockQ: fuzzBlocks[r.intn(len(fuzzBlocks))], BlockKV: fuzzBlocks[r.intn(len(fuzzBlocks))], KVSplits: r.intn(4)}
 		qMag := float32(1 + r.intn(3))
 		misuse := r.intn(12)
+		if r.intn(4) == 0 && kvType != attention.Q8 {
+			p.DimV = 1 + r.intn(9) // V and the output of another head dim (may equal Dim)
+		}
 
 		q := randn(r.rng, p.QLen())
 		for i := range q {
@@ -206,10 +209,10 @@ func FuzzForward(f *testing.F) {
 		q0 := append([]float32(nil), qbuf...)
 		qT := attention.F32Tensor(qbuf[qv.pre:], qv.lay)
 		k := buildFuzzKV(kvType, kind, p.Batch, p.HeadsKV, p.SeqKV, p.Dim, randn(r.rng, p.KVLen()))
-		v := buildFuzzKV(kvType, kind, p.Batch, p.HeadsKV, p.SeqKV, p.Dim, randn(r.rng, p.KVLen()))
+		v := buildFuzzKV(kvType, kind, p.Batch, p.HeadsKV, p.SeqKV, p.VDim(), randn(r.rng, p.VLen()))
 		opts := optionsFor(p, attention.F32)
 		opts.Precision = prec
-		ov := makeView(kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
+		ov := makeView(kind, p.Batch, p.HeadsQ, p.SeqQ, p.VDim())
 		outLay := ov.lay
 		lseLen := p.LSELen()
 		pr := &problem{p: p, kvType: kvType, kind: kind, q: q, k: k.canon, v: v.canon, opts: opts}

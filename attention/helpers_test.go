@@ -185,7 +185,7 @@ func newProblem(rng *rand.Rand, p reference.Params, kvType attention.DType, kind
 	pr := &problem{p: p, kvType: kvType, kind: kind}
 	pr.q = randn(rng, p.QLen())
 	pr.k = randn(rng, p.KVLen())
-	pr.v = randn(rng, p.KVLen())
+	pr.v = randn(rng, p.VLen())
 	roundTo(kvType, pr.k)
 	roundTo(kvType, pr.v)
 	pr.build()
@@ -342,7 +342,7 @@ func (pr *problem) oracleBF16QK(t testing.TB) ([]float64, []float64) {
 // float32 accumulation).
 func (pr *problem) naiveError(t testing.TB, want []float64) reference.Errors {
 	t.Helper()
-	got := make([]float32, pr.p.QLen())
+	got := make([]float32, pr.p.OutLen())
 	n := reference.Naive{BFloat16: pr.opts.Precision == attention.PrecisionBFloat16}
 	require.NoError(t, n.Attention(pr.p, got, pr.q, pr.k, pr.v))
 	return reference.Compare(got, want)
@@ -408,7 +408,7 @@ func checkPrecisionError(t *testing.T, what string, p reference.Params, q, k, v,
 	require.NoError(t, err)
 	tol := tol32
 	if precisionUnderTest == attention.PrecisionBFloat16 {
-		naive := make([]float32, p.QLen())
+		naive := make([]float32, p.OutLen())
 		n := reference.Naive{BFloat16: true}
 		require.NoError(t, n.Attention(p, naive, q, k, v))
 		tol = 2*reference.Compare(naive, want).MaxAbs + 1e-6

@@ -7,7 +7,9 @@ import (
 )
 
 // KVCache is the contiguous key/value cache of one sequence: for each of
-// Hkv heads, room for Cap positions of Dim components of keys and of values,
+// Hkv heads, room for Cap positions of Dim components of keys and of values
+// (one head dim for both: keys and values of different dims are Forward's
+// own tensors),
 // stored as F32, F16, BF16 or Q8 (Dim a multiple of Q8Block; see
 // QuantizeQ8 for the rounding). Append writes new positions (converting from
 // float32), Truncate drops positions from the end (rollback after

@@ -389,7 +389,7 @@ func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs 
 	if q.Heads == 0 || q.Heads%cache.heads != 0 {
 		return call{}, fmt.Errorf("attention: ForwardPaged: q has %d heads and the cache %d; want a positive multiple (grouped-query attention)", q.Heads, cache.heads)
 	}
-	if err := checkOutputs("attention: ForwardPaged: ", out, lse, q); err != nil {
+	if err := checkOutputs("attention: ForwardPaged: ", out, lse, q, q.Dim); err != nil {
 		return call{}, err
 	}
 	maxLen := 0
@@ -413,7 +413,7 @@ func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs 
 	// k and v describe the shape only (no data): the tile loop reads the
 	// cache's pools through c.paged, as ForwardPagedKV reads a caller's.
 	kv := Tensor{Layout: Layout{Batch: q.Batch, Heads: cache.heads, Seq: maxLen, Dim: q.Dim}, dtype: cache.k.dtype}
-	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / cache.heads,
+	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / cache.heads, dv: q.Dim,
 		paged: pagedRead{cache: cache, seqs: seqs, bs: cache.blockSize, merge: true}}
 	if err := validateOptions(&c, opts); err != nil {
 		return call{}, err

@@ -111,7 +111,7 @@ func validatePagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts *Opt
 	if q.Heads == 0 || q.Heads%k.Heads != 0 {
 		return call{}, fmt.Errorf(fn+"q has %d heads and the pools %d; want a positive multiple (grouped-query attention)", q.Heads, k.Heads)
 	}
-	if err := checkOutputs(fn, out, lse, q); err != nil {
+	if err := checkOutputs(fn, out, lse, q, q.Dim); err != nil {
 		return call{}, err
 	}
 	bs, nBlocks, B := k.Seq, k.Batch, q.Batch
@@ -152,7 +152,7 @@ func validatePagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts *Opt
 		return call{}, err
 	}
 	shape := Tensor{Layout: Layout{Batch: B, Heads: k.Heads, Seq: maxLen, Dim: k.Dim}, dtype: k.dtype}
-	c := call{out: out, q: q, k: shape, v: shape, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads,
+	c := call{out: out, q: q, k: shape, v: shape, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads, dv: q.Dim,
 		paged: pagedRead{pool: *kv, bs: bs, merge: k.BatchStride == bs*k.SeqStride && v.BatchStride == bs*v.SeqStride}}
 	if err := validateOptions(&c, opts); err != nil {
 		return call{}, err

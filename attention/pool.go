@@ -163,7 +163,7 @@ func (e *Engine) computeBlocks(c *call, np int) error {
 	}
 	if j.splits > 1 {
 		j.total *= j.splits
-		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.q.Dim)
+		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.wsDim())
 	}
 	j.pre.setup(c, j.nBlk, c.bkv)
 	if j.pre.on {
@@ -172,7 +172,7 @@ func (e *Engine) computeBlocks(c *call, np int) error {
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
-	e.reserveWorkspaces(1+max(0, helpers), c.group*np, c.bkv, c.q.Dim, c.precision == PrecisionBFloat16)
+	e.reserveWorkspaces(1+max(0, helpers), c.group*np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
 	if helpers > 0 {
 		p := e.pool
 		p.grow(helpers)
@@ -225,7 +225,7 @@ func (j *job) work() {
 	ws := j.e.getWorkspace()
 	defer j.e.putWorkspace(ws)
 	c := &j.c
-	ws.ensure(c.group*j.np, c.bkv, c.q.Dim, c.precision == PrecisionBFloat16)
+	ws.ensure(c.group*j.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
 	heads := c.k.Heads
 	// Variable lengths: the blocks are numbered sequence by sequence, and
 	// each worker's block indices only grow, so it finds a block's

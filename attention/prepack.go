@@ -48,7 +48,7 @@ func (p *prepack) setup(c *call, nBlk, blockKV int) {
 	}
 	nk, d := c.k.Seq, c.q.Dim
 	p.ldK = 2*roundUp(nk, 16) + panelPad // see bf16Strides
-	p.ldV = 2*roundUp(d, 16) + panelPad
+	p.ldV = 2*roundUp(c.dv, 16) + panelPad
 	p.kLen = (d + 1) / 2 * p.ldK
 	p.vLen = (nk + 1) / 2 * p.ldV
 	bh := c.q.Batch * c.k.Heads
@@ -90,7 +90,7 @@ func (p *prepack) panels(c *call, b, hk int) (k, v []fp16.BFloat16, bad []int32,
 	if err := packKPairs(k, p.ldK, src.k, r.kOff, nk, d); err != nil {
 		return nil, nil, nil, err
 	}
-	finite, err := packVPairs(v, p.ldV, src.v, r.vOff, nk, d)
+	finite, err := packVPairs(v, p.ldV, src.v, r.vOff, nk, c.dv)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -63,10 +63,10 @@ func (j *job) foldPart(ws *workspace, i int) error {
 func (e *Engine) mergeParts(j *job) {
 	c := &j.c
 	p := &j.parts
-	rows, ld, d, S := p.rows, p.ld, c.q.Dim, j.splits
+	rows, ld, d, S := p.rows, p.ld, c.dv, j.splits
 	ws := e.getWorkspace()
 	defer e.putWorkspace(ws)
-	ws.ensure(rows, c.bkv, d, false)
+	ws.ensure(rows, c.bkv, c.wsDim(), false)
 	for bh := range c.q.Batch * c.k.Heads {
 		base := bh * S
 		for r := range rows {

@@ -42,23 +42,24 @@ func LogitCondition(p Params, q, k, v []float64) (float64, error) {
 	if err := checkLen("k", len(k), p.KVLen(), "Params.KVLen"); err != nil {
 		return 0, err
 	}
-	if err := checkLen("v", len(v), p.KVLen(), "Params.KVLen"); err != nil {
+	if err := checkLen("v", len(v), p.VLen(), "Params.VLen"); err != nil {
 		return 0, err
 	}
 	if p.SeqQ == 0 || p.SeqKV == 0 {
 		return 0, nil
 	}
-	d := p.Dim
+	d, dv := p.Dim, p.VDim()
 	group := p.HeadsQ / p.HeadsKV
 	scale := p.EffectiveScale()
 	var worst float64
 	keys := make([]int, 0, p.SeqKV)
 	x := make([]float64, 0, p.SeqKV)     // logits, then weights p_j
 	kappa := make([]float64, 0, p.SeqKV) // κ_j
-	o := make([]float64, d)
+	o := make([]float64, dv)
 	for b := 0; b < p.Batch; b++ {
 		for h := 0; h < p.HeadsQ; h++ {
 			kvOff := (b*p.HeadsKV + h/group) * p.SeqKV * d
+			vOff := (b*p.HeadsKV + h/group) * p.SeqKV * dv
 			sink := p.sink(h)
 			for i := 0; i < p.SeqQ; i++ {
 				row := (b*p.HeadsQ+h)*p.SeqQ + i
@@ -104,14 +105,14 @@ func LogitCondition(p Params, q, k, v []float64) (float64, error) {
 				clear(o)
 				for t, j := range keys {
 					x[t] /= z
-					for c, vc := range v[kvOff+j*d : kvOff+j*d+d] {
+					for c, vc := range v[vOff+j*dv : vOff+j*dv+dv] {
 						o[c] += x[t] * vc
 					}
 				}
 				for c, oc := range o {
 					var e float64
 					for t, j := range keys {
-						e += x[t] * kappa[t] * math.Abs(v[kvOff+j*d+c]-oc)
+						e += x[t] * kappa[t] * math.Abs(v[vOff+j*dv+c]-oc)
 					}
 					if e *= Float32Unit; e > worst && !math.IsInf(e, 0) { // NaN fails e > worst
 						worst = e

@@ -57,8 +57,8 @@ func roundedBF16(x []float32) []float32 {
 }
 
 // Attention writes softmax(scale·Q·Kᵀ + mask)·V into out (layout [batch,
-// HeadsQ, SeqQ, Dim]) for q ([batch, HeadsQ, SeqQ, Dim]) and k, v ([batch,
-// HeadsKV, SeqKV, Dim]). The log-sum-exp is not computed. Rows with no
+// HeadsQ, SeqQ, VDim]) for q ([batch, HeadsQ, SeqQ, Dim]), k ([batch,
+// HeadsKV, SeqKV, Dim]) and v ([batch, HeadsKV, SeqKV, VDim]). The log-sum-exp is not computed. Rows with no
 // visible key are written as zeros. An error is returned, and nothing
 // written, for invalid Params or when a slice is shorter than needed; the
 // message names the argument.
@@ -66,7 +66,7 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if err := checkLen("out", len(out), p.QLen(), "Params.QLen"); err != nil {
+	if err := checkLen("out", len(out), p.OutLen(), "Params.OutLen"); err != nil {
 		return err
 	}
 	if err := checkLen("q", len(q), p.QLen(), "Params.QLen"); err != nil {
@@ -75,7 +75,7 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 	if err := checkLen("k", len(k), p.KVLen(), "Params.KVLen"); err != nil {
 		return err
 	}
-	if err := checkLen("v", len(v), p.KVLen(), "Params.KVLen"); err != nil {
+	if err := checkLen("v", len(v), p.VLen(), "Params.VLen"); err != nil {
 		return err
 	}
 	if p.SeqQ == 0 {
@@ -84,14 +84,14 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 	if p.SeqKV == 0 {
 		// Every row is fully masked; BLAS would also reject the zero leading
 		// dimension of an empty score matrix.
-		clear(out[:p.QLen()])
+		clear(out[:p.OutLen()])
 		return nil
 	}
 
 	if n.BFloat16 {
-		q, k, v = roundedBF16(q[:p.QLen()]), roundedBF16(k[:p.KVLen()]), roundedBF16(v[:p.KVLen()])
+		q, k, v = roundedBF16(q[:p.QLen()]), roundedBF16(k[:p.KVLen()]), roundedBF16(v[:p.VLen()])
 	}
-	d := p.Dim
+	d, dv := p.Dim, p.VDim()
 	nq, nk := p.SeqQ, p.SeqKV
 	if cap(n.scores) < nq*nk {
 		n.scores = make([]float32, nq*nk)
@@ -109,8 +109,9 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 			kvOff := (b*p.HeadsKV + h/group) * nk * d
 			qh := q[qOff : qOff+nq*d]
 			kh := k[kvOff : kvOff+nk*d]
-			vh := v[kvOff : kvOff+nk*d]
-			oh := out[qOff : qOff+nq*d]
+			vOff := (b*p.HeadsKV + h/group) * nk * dv
+			vh := v[vOff : vOff+nk*dv]
+			oh := out[(b*p.HeadsQ+h)*nq*dv:][:nq*dv]
 			sink := float32(p.sink(h))
 
 			// S = scale·Q·Kᵀ  (nq×nk).
@@ -182,7 +183,7 @@ func (n *Naive) Attention(p Params, out, q, k, v []float32) error {
 			}
 
 			// O = P·V  (nq×d).
-			impl.Sgemm(blas.NoTrans, blas.NoTrans, nq, d, nk, 1, s, nk, vh, d, 0, oh, d)
+			impl.Sgemm(blas.NoTrans, blas.NoTrans, nq, dv, nk, 1, s, nk, vh, dv, 0, oh, dv)
 		}
 	}
 	return nil

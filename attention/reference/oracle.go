@@ -8,10 +8,10 @@ import (
 )
 
 // Attention is the float64 oracle: it returns out = softmax(scale·Q·Kᵀ +
-// mask)·V (QLen elements, layout [batch, HeadsQ, SeqQ, Dim]) and the natural
+// mask)·V (OutLen elements, layout [batch, HeadsQ, SeqQ, VDim]) and the natural
 // log-sum-exp of every row's visible logits, sink included (LSELen elements,
 // layout [batch, HeadsQ, SeqQ]). q has layout [batch, HeadsQ, SeqQ, Dim] and
-// k, v have [batch, HeadsKV, SeqKV, Dim]; slices longer than needed are
+// k has [batch, HeadsKV, SeqKV, Dim] and v [batch, HeadsKV, SeqKV, VDim]; slices longer than needed are
 // accepted and only their leading elements read. Every feature of Params
 // (causal masks of either alignment, sliding window, float and boolean
 // masks, ALiBi, soft-capping, sinks, variable-length batches) is applied
@@ -48,11 +48,11 @@ func Attention(p Params, q, k, v []float64) (out, lse []float64, err error) {
 	if err := checkLen("k", len(k), p.KVLen(), "Params.KVLen"); err != nil {
 		return nil, nil, err
 	}
-	if err := checkLen("v", len(v), p.KVLen(), "Params.KVLen"); err != nil {
+	if err := checkLen("v", len(v), p.VLen(), "Params.VLen"); err != nil {
 		return nil, nil, err
 	}
 
-	out = make([]float64, p.QLen())
+	out = make([]float64, p.OutLen())
 	lse = make([]float64, p.LSELen())
 	if p.SeqQ == 0 {
 		return out, lse, nil
@@ -71,7 +71,7 @@ func Attention(p Params, q, k, v []float64) (out, lse []float64, err error) {
 		return out, lse, nil
 	}
 
-	d := p.Dim
+	d, dv := p.Dim, p.VDim()
 	group := p.HeadsQ / p.HeadsKV
 	scale := p.EffectiveScale()
 	s := blas64.General{Rows: p.SeqQ, Cols: p.SeqKV, Stride: p.SeqKV, Data: make([]float64, p.SeqQ*p.SeqKV)}
@@ -148,9 +148,10 @@ func Attention(p Params, q, k, v []float64) (out, lse []float64, err error) {
 				// NaN in a visible V row reaches the output even when its
 				// weight underflowed to 0 (gonum's Gemm would skip that
 				// zero, breaking the NaN rule above).
-				o := out[row*d : row*d+d]
+				o := out[row*dv : row*dv+dv]
+				vOff := (b*p.HeadsKV + h/group) * p.SeqKV * dv
 				for t, j := range keys {
-					vj := v[kvOff+j*d : kvOff+j*d+d]
+					vj := v[vOff+j*dv : vOff+j*dv+dv]
 					for c, x := range vj {
 						o[c] += w[t] * x
 					}

@@ -78,8 +78,12 @@ type Params struct {
 	// Either may be zero: an empty query set gives an empty result, an empty
 	// key set gives rows with no visible key (zeros, log-sum-exp −Inf).
 	SeqQ, SeqKV int
-	// Dim is the head dimension shared by Q, K and V.
+	// Dim is the head dimension of Q and K.
 	Dim int
+	// DimV is the head dimension of V and of the output; 0 means Dim
+	// (DeepSeek's multi-head latent attention has Dim 192 and DimV 128,
+	// its absorbed decode 576 and 512).
+	DimV int
 	// Scale multiplies Q·Kᵀ before the softmax; 0 means 1/sqrt(Dim), the
 	// usual choice, so the zero value of the field does the common thing.
 	Scale float64
@@ -179,6 +183,9 @@ func (p Params) Validate() error {
 	if err := atLeast("Dim", p.Dim, 1); err != nil {
 		return err
 	}
+	if err := atLeast("DimV", p.DimV, 0); err != nil {
+		return err
+	}
 	if p.HeadsQ%p.HeadsKV != 0 {
 		return fmt.Errorf("reference: Params.HeadsQ = %d is not a multiple of Params.HeadsKV = %d", p.HeadsQ, p.HeadsKV)
 	}
@@ -193,6 +200,9 @@ func (p Params) Validate() error {
 	}
 	if !fits(p.Batch, p.HeadsKV, p.SeqKV, p.Dim) {
 		return fmt.Errorf("reference: Params sizes overflow int in KVLen (Batch·HeadsKV·SeqKV·Dim)")
+	}
+	if !fits(p.Batch, p.HeadsKV, p.SeqKV, p.DimV) || !fits(p.Batch, p.HeadsQ, p.SeqQ, p.DimV) {
+		return fmt.Errorf("reference: Params sizes overflow int in VLen or OutLen (·DimV)")
 	}
 	if !fits(p.SeqQ, p.SeqKV, 1, 1) {
 		return fmt.Errorf("reference: Params sizes overflow int in the score matrix (SeqQ·SeqKV)")
@@ -346,8 +356,24 @@ func fits(a, b, c, d int) bool {
 // Batch·HeadsQ·SeqQ·Dim.
 func (p Params) QLen() int { return p.Batch * p.HeadsQ * p.SeqQ * p.Dim }
 
-// KVLen is the number of elements of K and of V: Batch·HeadsKV·SeqKV·Dim.
+// KVLen is the number of elements of K: Batch·HeadsKV·SeqKV·Dim (and of V
+// when DimV is 0 or Dim).
 func (p Params) KVLen() int { return p.Batch * p.HeadsKV * p.SeqKV * p.Dim }
+
+// VDim is the head dimension of V and of the output: DimV, or Dim when
+// DimV is 0.
+func (p Params) VDim() int {
+	if p.DimV == 0 {
+		return p.Dim
+	}
+	return p.DimV
+}
+
+// VLen is the number of elements of V: Batch·HeadsKV·SeqKV·VDim.
+func (p Params) VLen() int { return p.Batch * p.HeadsKV * p.SeqKV * p.VDim() }
+
+// OutLen is the number of elements of the output: Batch·HeadsQ·SeqQ·VDim.
+func (p Params) OutLen() int { return p.Batch * p.HeadsQ * p.SeqQ * p.VDim() }
 
 // LSELen is the number of log-sum-exp values, one per query row:
 // Batch·HeadsQ·SeqQ.

@@ -706,3 +706,46 @@ func BenchmarkNaive(b *testing.B) {
 	}
 	b.ReportMetric(p.FLOPs()*float64(b.N)/float64(b.Elapsed().Nanoseconds()), "GFLOP/s")
 }
+
+// TestDimV checks the oracle and the naive baseline with V (and the
+// output) of another head dim than Q and K, on a case computed by hand.
+func TestDimV(t *testing.T) {
+	p := Params{Batch: 1, HeadsQ: 1, HeadsKV: 1, SeqQ: 1, SeqKV: 2, Dim: 2, DimV: 3, Scale: 1}
+	q := []float64{1, 0}
+	k := []float64{1, 0, 0, 1}
+	v := []float64{1, 2, 3, 4, 5, 6}
+	out, lse, err := Attention(p, q, k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := math.E
+	p0, p1 := e/(e+1), 1/(e+1)
+	want := []float64{p0*1 + p1*4, p0*2 + p1*5, p0*3 + p1*6}
+	if len(out) != 3 {
+		t.Fatalf("out has %d elements; want 3 (VDim)", len(out))
+	}
+	for i := range want {
+		if math.Abs(out[i]-want[i]) > 1e-15 {
+			t.Fatalf("out = %v; want %v", out, want)
+		}
+	}
+	if math.Abs(lse[0]-math.Log(e+1)) > 1e-15 {
+		t.Fatalf("lse = %v; want ln(e+1)", lse[0])
+	}
+	var n Naive
+	out32 := make([]float32, 3)
+	if err := n.Attention(p, out32, []float32{1, 0}, []float32{1, 0, 0, 1}, []float32{1, 2, 3, 4, 5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if math.Abs(float64(out32[i])-want[i]) > 1e-6 {
+			t.Fatalf("naive out = %v; want %v", out32, want)
+		}
+	}
+	if _, _, err := Attention(p, q, k, v[:5]); err == nil {
+		t.Fatal("a V of 5 elements for VLen 6 was accepted")
+	}
+	if _, err := LogitCondition(p, q, k, v); err != nil {
+		t.Fatal(err)
+	}
+}
