@@ -69,3 +69,29 @@ func ExampleForward_error() {
 	fmt.Println(attention.Forward(out, q, k, k, attention.Options{}))
 	// Output: attention: q has 2 heads and k has 3; want a multiple (grouped-query attention)
 }
+
+// Multi-head latent attention's absorbed decode: the keys are 576 wide (a
+// 512-wide latent and 64 rotary components) and the values are the
+// latent alone, a view of the first 512 components of each key row, so
+// the output is 512 wide. The default scale is 1/sqrt(576).
+func ExampleEngine_Forward_latent() {
+	const heads, kvHeads, n, dk, dv = 16, 1, 100, 576, 512
+	latent := make([]float32, n*dk) // [n][576]: the cache, one row per position
+	for i := range latent {
+		latent[i] = float32(i%7) * 0.01
+	}
+	q := make([]float32, heads*dk) // one new token's queries
+	out := make([]float32, heads*dv)
+
+	k := attention.F32Tensor(latent, attention.BSHD(1, n, kvHeads, dk))
+	v := k
+	v.Dim = dv // the same rows, their first 512 components
+	eng, _ := attention.NewEngine(attention.Config{})
+	err := eng.Forward(
+		attention.F32Tensor(out, attention.BSHD(1, 1, heads, dv)),
+		attention.F32Tensor(q, attention.BSHD(1, 1, heads, dk)),
+		k, v, attention.Options{Causal: true},
+	)
+	fmt.Println(err, len(out)/heads)
+	// Output: <nil> 512
+}
