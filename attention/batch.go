@@ -49,6 +49,9 @@ func (e *Engine) ForwardKVCachesLSE(out Tensor, lse []float32, q Tensor, caches 
 }
 
 func (e *Engine) forwardKVCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts Options) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
 	c, err := validateCaches(out, lse, q, caches, &opts)
 	if err != nil {
 		return err

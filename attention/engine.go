@@ -84,6 +84,18 @@ type Engine struct {
 	pool     *pool
 }
 
+// usable returns an error for a nil Engine or one not made by NewEngine
+// (the zero Engine), which every call reports instead of crashing.
+func (e *Engine) usable() error {
+	if e == nil {
+		return fmt.Errorf("attention: the Engine is nil; want one from NewEngine")
+	}
+	if e.pool == nil {
+		return fmt.Errorf("attention: the Engine is a zero Engine; want one from NewEngine")
+	}
+	return nil
+}
+
 // NewEngine returns an engine with the given configuration.
 func NewEngine(cfg Config) (*Engine, error) {
 	if cfg.BlockQ < 0 || cfg.BlockQ > MaxBlockQ {
@@ -159,6 +171,9 @@ func (e *Engine) ForwardLSE(out Tensor, lse []float32, q, k, v Tensor, opts Opti
 }
 
 func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
 	c, err := validate(out, lse, q, k, v, &opts)
 	if err != nil {
 		return err

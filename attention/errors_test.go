@@ -111,3 +111,25 @@ func TestErrors(t *testing.T) {
 		require.NoError(t, e.ForwardLSE(out, lse, q, k, v, attention.Options{Causal: true}))
 	})
 }
+
+// TestUnusableEngine checks that a nil Engine and a zero Engine return an
+// error from every entry point instead of crashing.
+func TestUnusableEngine(t *testing.T) {
+	q := attention.F32Tensor(make([]float32, 8), attention.BHSD(1, 1, 1, 8))
+	o := attention.F32Tensor(make([]float32, 8), attention.BHSD(1, 1, 1, 8))
+	kc, err := attention.NewKVCache(attention.F32, 1, 4, 8)
+	require.NoError(t, err)
+	pc, err := attention.NewPagedCache(attention.F32, 1, 8, 4, 2)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		e    *attention.Engine
+		want string
+	}{{"nil", nil, "Engine is nil"}, {"zero", &attention.Engine{}, "zero Engine"}} {
+		require.ErrorContains(t, c.e.Forward(o, q, q, q, attention.Options{}), c.want, c.name)
+		require.ErrorContains(t, c.e.ForwardLSE(o, make([]float32, 1), q, q, q, attention.Options{}), c.want, c.name)
+		require.ErrorContains(t, c.e.ForwardPaged(o, q, pc, []attention.SeqID{pc.NewSequence()}, attention.Options{}), c.want, c.name)
+		require.ErrorContains(t, c.e.ForwardKVCaches(o, q, []*attention.KVCache{kc}, attention.Options{}), c.want, c.name)
+		require.ErrorContains(t, c.e.ForwardPagedKV(o, q, attention.PagedKV{}, attention.Options{}), c.want, c.name)
+	}
+}

@@ -351,6 +351,9 @@ func (e *Engine) ForwardPagedLSE(out Tensor, lse []float32, q Tensor, cache *Pag
 }
 
 func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
 	if cache == nil {
 		return fmt.Errorf("attention: ForwardPaged: cache is nil")
 	}

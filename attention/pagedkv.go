@@ -65,6 +65,9 @@ func (e *Engine) ForwardPagedKVLSE(out Tensor, lse []float32, q Tensor, kv Paged
 }
 
 func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts Options) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
 	c, err := validatePagedKV(out, lse, q, kv, &opts)
 	if err != nil {
 		return err
