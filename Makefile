@@ -18,12 +18,15 @@ FUZZFLAGS   ?=
 all: lint test
 
 help:
+	@echo "make              make lint, then make test"
+	@echo "make help         this list"
 	@echo "make test         go test ./..."
 	@echo "make test-race    go test -race ./attention/... ./kernel/..."
 	@echo "make test-purego  go test -tags purego ./..."
 	@echo "make bench        go test -run XXX -bench \$$BENCH ./... (BENCHTIME=$(BENCHTIME))"
 	@echo "make fuzz         every Fuzz target of $(FUZZPKGS), each for FUZZTIME=$(FUZZTIME) (FUZZFLAGS: e.g. -parallel 2)"
 	@echo "make lint         gofmt -l, go vet, staticcheck (pinned)"
+	@echo "make fmt          gofmt -w the sources"
 	@echo "make generate     regenerate the generated sources (go generate ./...)"
 	@echo "make attnbench    run the default benchmark"
 

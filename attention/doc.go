@@ -45,4 +45,14 @@
 // nor is one that Mask or BoolMask hides before the row's first visible key
 // or after its last, such as padding; one that they hide between visible
 // keys may be read with weight 0, see Options).
+//
+// The examples show each way in: Engine.Forward (prefill over the [batch,
+// seq, heads, dim] projections of a model, fp16 K/V), Engine.ForwardLSE
+// (log-sum-exps, an empty row), Forward's error (what a misuse returns),
+// Engine.Forward_latent (V of another head dim, multi-head latent
+// attention), KVCache (a decode loop over one cache),
+// Engine.ForwardKVCaches (a serving loop over one cache per request),
+// PagedCache (forked sequences sharing a prompt), Engine.ForwardPagedKV
+// (a runtime's own vLLM-style block pool), Merge and MergeN (attention over
+// key ranges computed apart) and DequantizeQ8 (int8 K/V).
 package attention

@@ -15,7 +15,7 @@ import (
 )
 
 // storiesKnownAnswer is the greedy continuation of BOS published with
-// llama2.c for stories260K (shared/models/README.md).
+// llama2.c for stories260K (README.md, "The test model").
 const storiesKnownAnswer = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " +
 	"One day, she saw a big, red ball. She wanted to play with it, but it was too high."
 

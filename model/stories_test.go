@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// storiesPath is the shared test model (see ../../shared/models/README.md):
+// storiesPath is the shared test model (README.md, "The test model", says where to get it):
 // Karpathy's TinyStories stories260K converted to GGUF v3 by llama.cpp.
 var storiesPath = filepath.Join("..", "..", "shared", "models", "stories260K.gguf")
 
@@ -23,7 +23,7 @@ func openStories(t *testing.T) *gguf.File {
 	t.Helper()
 	f, err := gguf.Open(storiesPath)
 	if err != nil {
-		t.Skipf("test model %s not available (%v); it lives outside the repository, see shared/models/README.md", storiesPath, err)
+		t.Skipf("test model %s not available (%v); it lives outside the repository: README.md (\"The test model\") says where to get it and its sha256", storiesPath, err)
 	}
 	t.Cleanup(func() { f.Close() })
 	return f

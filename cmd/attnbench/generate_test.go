@@ -14,13 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// storiesModel is the shared test model (shared/models/README.md).
+// storiesModel is the shared test model (README.md, "The test model").
 var storiesModel = filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
 
 func needStories(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(storiesModel); err != nil {
-		t.Skipf("test model %s not available (%v); it lives outside the repository, see shared/models/README.md", storiesModel, err)
+		t.Skipf("test model %s not available (%v); it lives outside the repository: README.md (\"The test model\") says where to get it and its sha256", storiesModel, err)
 	}
 }
 

@@ -143,7 +143,7 @@ func modelPresets() []modelPreset {
 		},
 		{
 			// karpathy/tinyllamas stories260K as llama.cpp converts it
-			// (shared/models/README.md): llama.embedding_length 64,
+			// (README.md, "The test model"): llama.embedding_length 64,
 			// feed_forward_length 172, block_count 5,
 			// attention.head_count 8, head_count_kv 4, context_length
 			// 2048, no rope.freq_base (10000), layer_norm_rms_epsilon

@@ -301,7 +301,7 @@ func TestPresetAttentionOptions(t *testing.T) {
 func TestStoriesPreset(t *testing.T) {
 	f, err := gguf.Open(storiesModel)
 	if err != nil {
-		t.Skipf("test model %s not available (%v); it lives outside the repository, see shared/models/README.md", storiesModel, err)
+		t.Skipf("test model %s not available (%v); it lives outside the repository: README.md (\"The test model\") says where to get it and its sha256", storiesModel, err)
 	}
 	defer f.Close()
 	c, err := model.ReadConfig(f)
