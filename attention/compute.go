@@ -136,10 +136,11 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 }
 
 // directRows is the most rows (query heads of a group × query positions of
-// the call, c.direct) for which a call reads K and V rows in place with kernel.QKRows and
-// kernel.PVRows rather than packing each tile for QKT and PV: the row
-// kernels re-read a tile's rows for every 4 query rows (2 with AVX2), the
-// packed kernels reuse a packed tile across all of them.
+// the call, c.direct) for which a call reads K and V rows in place with
+// kernel.QKRows and kernel.PVRows rather than packing each tile for QKT and
+// PV (where kernel.Current says the row kernels are SIMD): the row kernels
+// re-read a tile's rows for every few query rows, the packed kernels reuse
+// a packed tile across all of them.
 const directRows = 16
 
 // qkDirect writes the scores of rows query rows of ws.q against n keys of
