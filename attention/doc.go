@@ -11,17 +11,23 @@
 // [batch, heads, seq, dim] with the head dimension contiguous, so the
 // [batch, seq, heads, dim] layout of a projection, the [batch, heads, seq,
 // dim] layout and views into a larger buffer all work without copies.
-// Queries and outputs are float32; keys and values may be float32, fp16,
-// bfloat16 or 8-bit quantised (Q8, a scale per 32 values), converted to
-// float32 once per tile.
+// Queries and outputs are float32, fp16 or bfloat16 (widened as they are
+// gathered, rounded once as they are written); keys and values may be
+// float32, fp16, bfloat16 or 8-bit quantised (Q8, a scale per 32 values),
+// converted to float32 once per tile or in registers. V and the output may
+// have another head dim than Q and K (multi-head latent attention).
+// Options.Precision picks float32 products or bfloat16 ones with float32
+// accumulation (AMX, AVX512-BF16).
 //
 // KV caches: KVCache is the contiguous cache of one sequence, whose K and V
 // views Forward reads in place, so that decode and chunked prefill are one
-// causal Forward call; PagedCache holds many sequences in fixed-size blocks
-// with copy-on-write forks, and Engine.ForwardPaged decodes a batch of its
-// sequences of different lengths in one call, reading the tiles through
-// the block tables. Config.KVSplits splits each decode's key range across
-// threads (flash-decoding).
+// causal Forward call, and Engine.ForwardKVCaches decodes a batch of them,
+// of different lengths, in one call; PagedCache holds many sequences in
+// fixed-size blocks with copy-on-write forks, and Engine.ForwardPaged
+// decodes a batch of its sequences in one call, reading the tiles through
+// the block tables; Engine.ForwardPagedKV does the same over a caller's own
+// block pool (PagedKV, vLLM's layout). Config.KVSplits splits each decode's
+// key range across threads (flash-decoding).
 //
 // An Engine owns scratch memory and reuses it: after the first call with a
 // given shape, calls allocate nothing. One Engine may be used from many
