@@ -23,7 +23,7 @@ import (
 // (relative to Σ|q_k·k_jk|, not to |s|), with independent signs, so the
 // naive error of one draw can be several times smaller than the engine's
 // with neither being wrong: about one seed in six broke the old rule here.
-// The rule of docs/math.md, Section 5 adds the condition term E_κ
+// The rule of docs/math.md, Section 5 adds twice the condition term E_κ
 // (reference.LogitCondition), which bounds that common error.
 func TestIllConditionedAccuracy(t *testing.T) { forEachImpl(t, testIllConditionedAccuracy) }
 

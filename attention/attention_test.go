@@ -22,8 +22,8 @@ var (
 
 // checkAgainstOracle runs pr through e and applies the project's pass rule
 // (docs/math.md, Section 5): the error may be at most twice that of the
-// naive baseline plus 1e-6, plus in float32 the condition term E_κ of
-// reference.LogitCondition; and with float32 K/V of head dim <= 128 at most
+// naive baseline plus 1e-6, plus in float32 twice the condition term E_κ
+// of reference.LogitCondition; and with float32 K/V of head dim <= 128 at most
 // 1e-5 + E_κ absolute.
 func checkAgainstOracle(t *testing.T, e *attention.Engine, pr *problem) reference.Errors {
 	t.Helper()
