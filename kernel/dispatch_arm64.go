@@ -50,6 +50,12 @@ func maxOf(x []float32) float32 {
 }
 
 func softCap(dst, src []float32, c, inv float32) {
+	if active == implNEON {
+		if n4 := len(dst) &^ 3; n4 > 0 {
+			softCapNEON(&dst[0], &src[0], n4, c, inv)
+			dst, src = dst[n4:], src[n4:len(dst)]
+		}
+	}
 	softCapGeneric(dst, src, c, inv)
 }
 

@@ -88,6 +88,18 @@ func maxNEON(x *float32, n int) float32
 //go:noescape
 func scaleNEON(dst, src *float32, n int, a float32)
 
+// softCapNEON is SoftCap for n a multiple of 4 (the wrapper does the
+// rest):
+//
+//	for i := range n {
+//		dst[i] = c * Tanh(src[i]*inv)
+//	}
+//
+// in Tanh's steps, both of its branches taken for every lane and blended.
+//
+//go:noescape
+func softCapNEON(dst, src *float32, n int, c, inv float32)
+
 // packKTNEON packs n float32 rows of d components into a transposed panel:
 //
 //	for j := 0; j < n; j++ {

@@ -1437,3 +1437,125 @@ pb_next:
 	BNE pb_row
 pb_done:
 	RET
+
+// func softCapNEON(dst, src *float32, n int, c, inv float32)
+//
+// SoftCap for n a multiple of 4, four lanes a step, in the steps of the
+// scalar Tanh (kernel/tanh.go) and of the amd64 kernels: x = src·inv,
+// a = |x|; the polynomial a + a³·P(a²) by fused steps; the exponential
+// of min(2a, 20) as Exp computes it (n = FRINTN(t·log2e), r = t − n·ln2hi
+// − n·ln2lo fused, the polynomial by fused steps, p·r·r + r as
+// fma(p·r, r, r), + 1, times 2^n as one exact scaling since n <= 29), then
+// 1 − 2/(e+1); the two blended by a < 0.625 (false for NaN), the sign of x
+// ORed back, times c. The Go wrapper does the last n mod 4 elements.
+//
+// V16 c, V17 inv, V18 0.625, V19 20, V20 log2e, V21 ln2hi, V22 ln2lo,
+// V23-V28 P0-P5, V29 1.0, V30 2.0, V31 int32 127, V10-V15 the tanh
+// coefficients C0-C5; V0-V9 work.
+TEXT ·softCapNEON(SB), NOSPLIT, $0-32
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	FMOVS c+24(FP), F16
+	VDUP V16.S[0], V16.S4
+	FMOVS inv+28(FP), F17
+	VDUP V17.S[0], V17.S4
+	MOVD $0x3f200000, R9 // 0.625
+	VDUP R9, V18.S4
+	MOVD $0x41a00000, R9 // 20
+	VDUP R9, V19.S4
+	MOVD $0x3fb8aa3b, R9 // log2e
+	VDUP R9, V20.S4
+	MOVD $0x3f318000, R9 // ln2hi 0.693359375
+	VDUP R9, V21.S4
+	MOVD $0xb95e8083, R9 // ln2lo -2.12194440e-4
+	VDUP R9, V22.S4
+	MOVD $0x39506967, R9 // P0 1.9875691500e-4
+	VDUP R9, V23.S4
+	MOVD $0x3ab743ce, R9 // P1 1.3981999507e-3
+	VDUP R9, V24.S4
+	MOVD $0x3c088908, R9 // P2 8.3334519073e-3
+	VDUP R9, V25.S4
+	MOVD $0x3d2aa9c1, R9 // P3 4.1665795894e-2
+	VDUP R9, V26.S4
+	MOVD $0x3e2aaaaa, R9 // P4 1.6666665459e-1
+	VDUP R9, V27.S4
+	MOVD $0x3f000000, R9 // P5 5.0000001201e-1 (0.5 in float32)
+	VDUP R9, V28.S4
+	MOVD $0x3f800000, R9 // 1.0
+	VDUP R9, V29.S4
+	MOVD $0x40000000, R9 // 2.0
+	VDUP R9, V30.S4
+	MOVD $127, R9
+	VDUP R9, V31.S4
+	MOVD $0xbeaaaaaa, R9 // C0 -0.33333331010377593
+	VDUP R9, V10.S4
+	MOVD $0x3e088837, R9 // C1 0.13333212501733507
+	VDUP R9, V11.S4
+	MOVD $0xbd5cf801, R9 // C2 -0.053947454169667799
+	VDUP R9, V12.S4
+	MOVD $0x3cb1cc96, R9 // C3 0.021704000400234427
+	VDUP R9, V13.S4
+	MOVD $0xbc0618f6, R9 // C4 -0.0081846616708225253
+	VDUP R9, V14.S4
+	MOVD $0x3b0cd5f8, R9 // C5 0.0021489841078801922
+	VDUP R9, V15.S4
+	CBZ R2, sc_done
+sc_loop:
+	VLD1.P 16(R1), [V0.S4]
+	WORD $0x6e31dc01 // FMUL V1.4S, V0.4S, V17.4S
+	WORD $0x4ea0f822 // FABS V2.4S, V1.4S
+	VEOR V2.B16, V1.B16, V3.B16 // the sign bits of x
+	WORD $0x6e22dc44 // FMUL V4.4S, V2.4S, V2.4S
+	// p = C0 + s·(C1 + s·(... + s·C5)), fused steps
+	VORR V14.B16, V14.B16, V5.B16
+	VFMLA V15.S4, V4.S4, V5.S4
+	VORR V13.B16, V13.B16, V6.B16
+	VFMLA V5.S4, V4.S4, V6.S4
+	VORR V12.B16, V12.B16, V5.B16
+	VFMLA V6.S4, V4.S4, V5.S4
+	VORR V11.B16, V11.B16, V6.B16
+	VFMLA V5.S4, V4.S4, V6.S4
+	VORR V10.B16, V10.B16, V5.B16
+	VFMLA V6.S4, V4.S4, V5.S4
+	WORD $0x6e22dc86 // FMUL V6.4S, V4.4S, V2.4S
+	VORR V2.B16, V2.B16, V7.B16
+	VFMLA V6.S4, V5.S4, V7.S4 // small = a + a³·p
+	WORD $0x4e22d448 // FADD V8.4S, V2.4S, V2.4S
+	WORD $0x4eb3f508 // FMIN V8.4S, V8.4S, V19.4S
+	WORD $0x6e34dd09 // FMUL V9.4S, V8.4S, V20.4S
+	WORD $0x4e218929 // FRINTN V9.4S, V9.4S
+	VFMLS V21.S4, V9.S4, V8.S4
+	VFMLS V22.S4, V9.S4, V8.S4
+	VORR V24.B16, V24.B16, V4.B16
+	VFMLA V23.S4, V8.S4, V4.S4
+	VORR V25.B16, V25.B16, V5.B16
+	VFMLA V4.S4, V8.S4, V5.S4
+	VORR V26.B16, V26.B16, V4.B16
+	VFMLA V5.S4, V8.S4, V4.S4
+	VORR V27.B16, V27.B16, V5.B16
+	VFMLA V4.S4, V8.S4, V5.S4
+	VORR V28.B16, V28.B16, V4.B16
+	VFMLA V5.S4, V8.S4, V4.S4
+	WORD $0x6e28dc85 // FMUL V5.4S, V4.4S, V8.4S
+	VORR V8.B16, V8.B16, V6.B16
+	VFMLA V5.S4, V8.S4, V6.S4
+	WORD $0x4e3dd4c6 // FADD V6.4S, V6.4S, V29.4S
+	WORD $0x4ea1b929 // FCVTZS V9.4S, V9.4S
+	VADD V31.S4, V9.S4, V9.S4
+	VSHL $23, V9.S4, V9.S4
+	WORD $0x6e29dcc6 // FMUL V6.4S, V6.4S, V9.4S
+	WORD $0x4e3dd4c6 // FADD V6.4S, V6.4S, V29.4S
+	WORD $0x6e26ffc6 // FDIV V6.4S, V30.4S, V6.4S
+	WORD $0x4ea6d7a6 // FSUB V6.4S, V29.4S, V6.4S
+	WORD $0x6ea2e644 // FCMGT V4.4S, V18.4S, V2.4S
+	VEOR V7.B16, V6.B16, V5.B16
+	VAND V4.B16, V5.B16, V5.B16
+	VEOR V5.B16, V6.B16, V6.B16
+	VORR V3.B16, V6.B16, V6.B16
+	WORD $0x6e30dcc6 // FMUL V6.4S, V6.4S, V16.4S
+	VST1.P [V6.S4], 16(R0)
+	SUBS $4, R2
+	BNE sc_loop
+sc_done:
+	RET
