@@ -65,16 +65,8 @@ func (e *Engine) forwardKVCaches(out Tensor, lse []float32, q Tensor, caches []*
 // validateCaches checks ForwardKVCaches' arguments and returns the call.
 func validateCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts *Options) (call, error) {
 	const fn = "attention: ForwardKVCaches: "
-	for _, t := range [...]struct {
-		name string
-		t    Tensor
-	}{{"q", q}, {"out", out}} {
-		if err := t.t.Validate(); err != nil {
-			return call{}, fmt.Errorf(fn+"%s: %w", t.name, err)
-		}
-		if !activationType(t.t.dtype) {
-			return call{}, fmt.Errorf(fn+"%s has element type %v; want f32, f16 or bf16", t.name, t.t.dtype)
-		}
+	if err := checkBatchQueries(fn, q, out); err != nil {
+		return call{}, err
 	}
 	if q.Batch != len(caches) {
 		return call{}, fmt.Errorf(fn+"q has batch %d and caches has %d caches; want the same", q.Batch, len(caches))
@@ -109,11 +101,8 @@ func validateCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts
 	if err := checkOutputs(fn, out, lse, q, q.Dim); err != nil {
 		return call{}, err
 	}
-	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
-		return call{}, fmt.Errorf(fn + "Options.Mask and Options.BoolMask are not supported; want them unset")
-	}
-	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
-		return call{}, fmt.Errorf(fn + "Options.CuSeqQ/CuSeqKV are not supported (the batch of caches is already variable-length); want them nil")
+	if err := checkBatchOptions(fn, "caches", opts); err != nil {
+		return call{}, err
 	}
 	scale, err := callScale(opts.Scale, q.Dim)
 	if err != nil {

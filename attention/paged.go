@@ -369,19 +369,39 @@ func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedC
 	return e.computeBlocks(&c, e.positionsPerBlock(&c))
 }
 
+// checkBatchQueries checks q and out of a call over a batch of caches or
+// paged sequences (ForwardPaged, ForwardKVCaches, ForwardPagedKV): valid
+// views of an activation type. Messages start with prefix.
+func checkBatchQueries(prefix string, q, out Tensor) error {
+	for _, t := range [...]namedTensor{{"q", q}, {"out", out}} {
+		if err := t.t.Validate(); err != nil {
+			return fmt.Errorf("%s%s: %w", prefix, t.name, err)
+		}
+		if !activationType(t.t.dtype) {
+			return fmt.Errorf("%s%s has element type %v; want f32, f16 or bf16", prefix, t.name, t.t.dtype)
+		}
+	}
+	return nil
+}
+
+// checkBatchOptions refuses the options that a batch of caches or paged
+// sequences (what) cannot take: the masks, and variable lengths, which
+// the batch already is.
+func checkBatchOptions(prefix, what string, opts *Options) error {
+	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
+		return fmt.Errorf("%sOptions.Mask and Options.BoolMask are not supported; want them unset", prefix)
+	}
+	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
+		return fmt.Errorf("%sOptions.CuSeqQ/CuSeqKV are not supported (the batch of %s is already variable-length); want them nil", prefix, what)
+	}
+	return nil
+}
+
 // validatePaged checks ForwardPaged's arguments under the cache's read
 // lock and returns the call.
 func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts *Options) (call, error) {
-	for _, t := range [...]struct {
-		name string
-		t    Tensor
-	}{{"q", q}, {"out", out}} {
-		if err := t.t.Validate(); err != nil {
-			return call{}, fmt.Errorf("attention: ForwardPaged: %s: %w", t.name, err)
-		}
-		if !activationType(t.t.dtype) {
-			return call{}, fmt.Errorf("attention: ForwardPaged: %s has element type %v; want f32, f16 or bf16", t.name, t.t.dtype)
-		}
+	if err := checkBatchQueries("attention: ForwardPaged: ", q, out); err != nil {
+		return call{}, err
 	}
 	if q.Batch != len(seqs) {
 		return call{}, fmt.Errorf("attention: ForwardPaged: q has batch %d and seqs %d sequences; want the same", q.Batch, len(seqs))
@@ -403,11 +423,8 @@ func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs 
 		}
 		maxLen = max(maxLen, s.n)
 	}
-	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
-		return call{}, fmt.Errorf("attention: ForwardPaged: Options.Mask and Options.BoolMask are not supported; want them unset")
-	}
-	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
-		return call{}, fmt.Errorf("attention: ForwardPaged: Options.CuSeqQ/CuSeqKV are not supported (the batch of sequences is already variable-length); want them nil")
+	if err := checkBatchOptions("attention: ForwardPaged: ", "sequences", opts); err != nil {
+		return call{}, err
 	}
 	scale, err := callScale(opts.Scale, q.Dim)
 	if err != nil {

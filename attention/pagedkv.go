@@ -81,17 +81,12 @@ func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV
 // validatePagedKV checks ForwardPagedKV's arguments and returns the call.
 func validatePagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts *Options) (call, error) {
 	const fn = "attention: ForwardPagedKV: "
-	for _, t := range [...]struct {
-		name string
-		t    Tensor
-	}{{"q", q}, {"out", out}, {"kv.K", kv.K}, {"kv.V", kv.V}} {
+	if err := checkBatchQueries(fn, q, out); err != nil {
+		return call{}, err
+	}
+	for _, t := range [...]namedTensor{{"kv.K", kv.K}, {"kv.V", kv.V}} {
 		if err := t.t.Validate(); err != nil {
 			return call{}, fmt.Errorf(fn+"%s: %w", t.name, err)
-		}
-	}
-	for _, t := range [...]namedTensor{{"q", q}, {"out", out}} {
-		if !activationType(t.t.dtype) {
-			return call{}, fmt.Errorf(fn+"%s has element type %v; want f32, f16 or bf16", t.name, t.t.dtype)
 		}
 	}
 	k, v := kv.K, kv.V
@@ -144,11 +139,8 @@ func validatePagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts *Opt
 		}
 		maxLen = max(maxLen, n)
 	}
-	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
-		return call{}, fmt.Errorf(fn + "Options.Mask and Options.BoolMask are not supported; want them unset")
-	}
-	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
-		return call{}, fmt.Errorf(fn + "Options.CuSeqQ/CuSeqKV are not supported (the batch of sequences is already variable-length); want them nil")
+	if err := checkBatchOptions(fn, "sequences", opts); err != nil {
+		return call{}, err
 	}
 	scale, err := callScale(opts.Scale, q.Dim)
 	if err != nil {
