@@ -129,7 +129,7 @@ func testPagedKVMatchesForward(t *testing.T) {
 				for _, g := range []int{1, 3} {
 					for _, nq := range []int{1, 3} {
 						for _, threads := range []int{1, 3} {
-							for _, opt := range []string{"causal", "window", "softcap", "sinks"} {
+							for _, opt := range []string{"causal", "window", "softcap", "sinks", "alibi"} {
 								hq := g * hkv
 								e := mustEngine(t, attention.Config{BlockKV: 32, Threads: threads})
 								opts := attention.Options{Causal: true, Precision: precisionUnderTest}
@@ -140,6 +140,8 @@ func testPagedKVMatchesForward(t *testing.T) {
 									opts.SoftCap = 2
 								case "sinks":
 									opts.Sinks = randn(rng, hq)
+								case "alibi":
+									opts.Slopes, _ = attention.ALiBiSlopes(hq)
 								}
 								B := len(lens)
 								q := randn(rng, B*hq*nq*d)
