@@ -9,8 +9,8 @@ type Capabilities struct {
 	// RowKernels reports whether QKRows and PVRows are SIMD kernels here.
 	// Then a call with few query rows (a decode step) is faster reading K
 	// and V rows where they lie with them than packing each tile for QKT
-	// and PV; otherwise (the generic loops: arm64 for now, purego) packing
-	// is faster.
+	// and PV; otherwise (the generic loops: purego, or an architecture
+	// other than amd64 and arm64) packing is faster.
 	RowKernels bool
 
 	// PrefetchRows is how many rows ahead of the row they read QKRows and

@@ -68,13 +68,14 @@ func TestPackQ8Errors(t *testing.T) {
 }
 
 // TestCurrent checks Capabilities against each implementation: the row
-// kernels are SIMD exactly at the amd64 levels, and MatMul's column block
+// kernels are SIMD exactly at the amd64 levels and NEON (never in the
+// generic code, nor with purego), and MatMul's column block
 // is a positive multiple of the vector width.
 func TestCurrent(t *testing.T) {
 	testAllImpls(t, func(t *testing.T) {
 		c := Current()
 		switch Implementation() {
-		case AVX512, AVX2, AVX512BF16, AMX:
+		case AVX512, AVX2, AVX512BF16, AMX, NEON:
 			assert.True(t, c.RowKernels, Implementation())
 		default:
 			assert.False(t, c.RowKernels, Implementation())

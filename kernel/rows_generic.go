@@ -1,11 +1,11 @@
-//go:build !amd64 || purego
+//go:build !(amd64 || arm64) || purego
 
 package kernel
 
 // rowKernels reports whether QKRows and PVRows run in assembly here
-// (Capabilities.RowKernels). They do only on amd64 for now: elsewhere they
-// are the generic Go loops, and packing a tile for the (NEON) QKT and PV
-// kernels is faster.
+// (Capabilities.RowKernels). They do on amd64 and arm64: elsewhere (and
+// with purego) they are the generic Go loops, and packing a tile for QKT
+// and PV is faster.
 func rowKernels() bool { return false }
 
 func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32, ahead int) int {

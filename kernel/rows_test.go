@@ -163,34 +163,49 @@ func testPVRows[T RowElem](t *testing.T) {
 }
 
 // TestRowsAsmMatchesGeneric runs the assembly of every implementation that
-// has it and the generic Go code on the same unaligned inputs (slices starting one element into an
-// allocation) and compares them within rounding.
+// has it and the generic Go code on the same unaligned inputs (slices
+// starting one element into an allocation), for every element type, and
+// compares them within rounding.
 func TestRowsAsmMatchesGeneric(t *testing.T) {
 	testAllImpls(t, func(t *testing.T) {
 		if !Current().RowKernels {
 			t.Skipf("QKRows and PVRows have no assembly in %s", Implementation())
 		}
-		rng := rand.New(rand.NewPCG(35, 36))
-		for _, d := range []int{32, 64, 96, 128, 160, 256} {
-			const rows, cols = 7, 67
-			q := make([]float32, rows*d+1)[1:]
-			fill(rng, q)
-			k := makeRows[int8](rng, cols, d, d)
-			h := makeRows[fp16.Float16](rng, cols+1, d, d)
-			h.x = h.x[1:] // unaligned
-			s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
-			require.NoError(t, QKRows(s1, cols, q, d, k.x, k.scales, d, rows, cols, d, 0.125))
-			qkRowsGeneric(s2, cols, q, d, k.x, k.scales, d, rows, cols, 0, d, 0.125)
-			for i := range s1 {
-				assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "q8 d %d score %d", d, i)
-			}
-			require.NoError(t, QKRows(s1, cols, q, d, h.x, nil, d, rows, cols-1, d, 0.125))
-			qkRowsGeneric(s2, cols, q, d, h.x, nil, d, rows, cols-1, 0, d, 0.125)
-			for i := range s1 {
-				assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "f16 d %d score %d", d, i)
-			}
-		}
+		t.Run("f32", testRowsAsmMatchesGeneric[float32])
+		t.Run("f16", testRowsAsmMatchesGeneric[fp16.Float16])
+		t.Run("bf16", testRowsAsmMatchesGeneric[fp16.BFloat16])
+		t.Run("q8", testRowsAsmMatchesGeneric[int8])
 	})
+}
+
+func testRowsAsmMatchesGeneric[T RowElem](t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 36))
+	_, isQ8 := any([]T(nil)).([]int8)
+	for _, d := range []int{32, 64, 96, 128, 160, 256} {
+		const rows, cols = 7, 67
+		q := make([]float32, rows*d+1)[1:]
+		fill(rng, q)
+		p := make([]float32, rows*cols+1)[1:]
+		fill(rng, p)
+		x := makeRows[T](rng, cols+1, d, d)
+		if !isQ8 { // unaligned; Q8 rows must start their blocks
+			x.x = x.x[1:]
+		}
+		s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
+		require.NoError(t, QKRows(s1, cols, q, d, x.x, x.scales, d, rows, cols, d, 0.125))
+		qkRowsGeneric(s2, cols, q, d, x.x, x.scales, d, rows, cols, 0, d, 0.125)
+		for i := range s1 {
+			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "QK d %d score %d", d, i)
+		}
+		o1, o2 := make([]float32, rows*d), make([]float32, rows*d)
+		fill(rng, o1)
+		copy(o2, o1)
+		require.NoError(t, PVRows(o1, d, p, cols, x.x, x.scales, d, rows, cols, d))
+		pvRowsGeneric(o2, d, p, cols, x.x, x.scales, d, rows, cols, 0, d)
+		for i := range o1 {
+			assert.InDelta(t, o2[i], o1[i], 1e-4*(1+math.Abs(float64(o2[i]))), "PV d %d output %d", d, i)
+		}
+	}
 }
 
 func TestRowsErrors(t *testing.T) {
