@@ -22,7 +22,8 @@ import (
 // kernel implementation this machine has.
 
 // With -short (CI's emulated arm64 run) they run on the best implementation
-// only: the others run the same bf16 products as portable Go.
+// only: under qemu every implementation is slow, and the products of the
+// others are the float32 kernels the other tests cover.
 func inBF16(f func(t *testing.T)) func(t *testing.T) {
 	return func(t *testing.T) {
 		if testing.Short() {

@@ -189,9 +189,10 @@ const (
 	// softmax is float32, and its probabilities are rounded to bfloat16
 	// for P·V, which accumulates in float32. docs/math.md gives the error
 	// this adds. Every option has the same meaning as in float32. On a
-	// machine without AMX or AVX512-BF16 the bfloat16 products run as
-	// portable Go (kernel.BF16Implementation says which), to the same
-	// rounding points and slower than float32.
+	// machine without AMX or AVX512-BF16 the bfloat16 products run the
+	// float32 FMA kernels on operands widened exactly to float32 (AVX-512,
+	// AVX2, NEON; portable Go with purego; kernel.BF16Implementation says
+	// which), to the same rounding points and slower than float32.
 	PrecisionBFloat16
 )
 

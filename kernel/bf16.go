@@ -14,6 +14,8 @@ import (
 // times the float32 FMA rate of a core (3–6× measured on the engine's
 // tiles on a Sapphire Rapids Xeon), VDPBF16PS at twice the FMA rate on
 // AMD Zen 4 and at half of it on that Xeon (BenchmarkVDPBF16PSPeak).
+// Elsewhere (avx512, avx2, neon) they run the float32 FMA kernels on
+// operands widened exactly to float32 (bf16_widen.go).
 //
 // Both instructions multiply pairs: the right-hand operand holds, for each
 // output column n, the two bfloat16 elements k = 2t and 2t+1 of the

@@ -20,6 +20,9 @@ func qktBF16(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat1
 	case implAVX512BF16:
 		qktBF16AVX512(&s[0], ldS, (*uint16)(&q[0]), ldQ, (*uint16)(&kp[0]), ldK, rows, cols, d, scale)
 		return
+	case implAVX512, implAVX2:
+		qktBF16Widen(s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
+		return
 	}
 	qktBF16Generic(s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
 }
@@ -31,6 +34,9 @@ func pvBF16(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16
 		return
 	case implAVX512BF16:
 		pvBF16AVX512(&o[0], ldO, (*uint16)(&p[0]), ldP, (*uint16)(&vp[0]), ldV, rows, cols, d)
+		return
+	case implAVX512, implAVX2:
+		pvBF16Widen(o, ldO, p, ldP, vp, ldV, rows, cols, d)
 		return
 	}
 	pvBF16Generic(o, ldO, p, ldP, vp, ldV, rows, cols, d)

@@ -57,7 +57,7 @@ func split(l impl) (f32, bf16 impl) {
 	case implAMX, implAVX512BF16:
 		return implAVX512, l
 	}
-	return l, implGeneric
+	return l, l
 }
 
 // chooseImpl picks the best available implementation, or the one the
@@ -100,7 +100,9 @@ func names(avail []impl) []string {
 func Implementation() string { return implNames[level] }
 
 // BF16Implementation returns the name of the implementation of the
-// bfloat16 products (QKTBF16, PVBF16): "amx", "avx512bf16" or "generic".
+// bfloat16 products (QKTBF16, PVBF16): "amx" or "avx512bf16" (bf16
+// instructions), "avx512", "avx2" or "neon" (the float32 FMA kernels of
+// that level on operands widened exactly to float32), or "generic".
 func BF16Implementation() string { return implNames[activeBF16] }
 
 // Implementations returns the names of the implementations this machine

@@ -50,9 +50,9 @@ func TestSplitLevels(t *testing.T) {
 	for _, c := range []struct{ level, f32, bf16 impl }{
 		{implAMX, implAVX512, implAMX},
 		{implAVX512BF16, implAVX512, implAVX512BF16},
-		{implAVX512, implAVX512, implGeneric},
-		{implAVX2, implAVX2, implGeneric},
-		{implNEON, implNEON, implGeneric},
+		{implAVX512, implAVX512, implAVX512},
+		{implAVX2, implAVX2, implAVX2},
+		{implNEON, implNEON, implNEON},
 		{implGeneric, implGeneric, implGeneric},
 	} {
 		f, b := split(c.level)

@@ -57,7 +57,8 @@ type report struct {
 	start   time.Time
 	machine machine
 	kernel  string
-	// bf16Kernel runs the products of the bf16 rows: amx, avx512bf16, or
+	// bf16Kernel runs the products of the bf16 rows: amx, avx512bf16, the
+	// float32 kernels of avx512, avx2 or neon on widened operands, or
 	// generic (portable Go).
 	bf16Kernel string
 	reps       int

@@ -1,0 +1,120 @@
+package kernel
+
+import (
+	"math"
+
+	"github.com/flashgo/flashgo/fp16"
+)
+
+// The bfloat16 products on CPUs without bf16 instructions (AVX2, AVX-512
+// without AVX512-BF16, NEON): the operands are widened to float32, exactly
+// (a bfloat16 is a float32 with its low 16 bits zero, subnormals flushed to
+// zero as the bf16 instructions read them), a block at a time into stack
+// buffers, and multiplied by the float32 FMA kernels of the level. The
+// product of two bfloat16 values is exact in float32, so this computes what
+// QKTBF16 and PVBF16 specify, float32 accumulation included; only the order
+// of the additions differs from the generic twins (chunks of widenBlock).
+// Widening costs one pass over a block of each operand for widenBlock² ×
+// the other side's products: a few per cent of the FMA kernels' time,
+// against several times more for the generic loops.
+
+// widenBlock is the rows, columns and reduction length of the blocks the
+// widening products take at a time: 3 buffers of 64 × 64 float32s, 48 KiB
+// of stack.
+const widenBlock = 64
+
+// qktBF16Widen is QKTBF16 through qkt on widened blocks: for each block of
+// 64 rows, the d components go 64 at a time (the first block of scores
+// written by qkt, the later ones added), then the scale is applied, as the
+// twin does. Each block of q is widened once, each block of the panel once
+// per 64 rows.
+func qktBF16Widen(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
+	const w = widenBlock
+	var kt, qf, part [w * w]float32
+	for i0 := 0; i0 < rows; i0 += w {
+		nr := min(w, rows-i0)
+		for k0 := 0; k0 < d; k0 += w {
+			nk := min(w, d-k0) // even: d is
+			for ii := range nr {
+				widenBF16(qf[ii*w:][:nk], q[(i0+ii)*ldQ+k0:][:nk])
+			}
+			for j0 := 0; j0 < cols; j0 += w {
+				nc := min(w, cols-j0)
+				for kk := 0; kk < nk; kk += 2 {
+					widenPairs(kt[kk*w:][:nc], kt[(kk+1)*w:][:nc], kp[((k0+kk)/2)*ldK+2*j0:][:2*nc])
+				}
+				if k0 == 0 {
+					qkt(s[i0*ldS+j0:], ldS, qf[:], w, kt[:], w, nr, nc, nk, 1)
+					continue
+				}
+				qkt(part[:], w, qf[:], w, kt[:], w, nr, nc, nk, 1)
+				for ii := range nr {
+					dst := s[(i0+ii)*ldS+j0:][:nc]
+					for j, x := range part[ii*w:][:nc] {
+						dst[j] += x
+					}
+				}
+			}
+		}
+		for i := i0; i < i0+nr; i++ {
+			dst := s[i*ldS:][:cols]
+			for j, x := range dst {
+				dst[j] = scale * x
+			}
+		}
+	}
+}
+
+// pvBF16Widen is PVBF16 through pv on widened blocks of 64 rows, 64 keys
+// and 64 output columns; pv accumulates into o, key by key in order. Each
+// block of p is widened once, each block of the panel once per 64 rows.
+func pvBF16Widen(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
+	const w = widenBlock
+	var vf, pf [w * w]float32
+	for i0 := 0; i0 < rows; i0 += w {
+		nr := min(w, rows-i0)
+		for j0 := 0; j0 < cols; j0 += w {
+			nj := min(w, cols-j0) // even: cols is
+			for ii := range nr {
+				widenBF16(pf[ii*w:][:nj], p[(i0+ii)*ldP+j0:][:nj])
+			}
+			for c0 := 0; c0 < d; c0 += w {
+				nd := min(w, d-c0)
+				for jj := 0; jj < nj; jj += 2 {
+					widenPairs(vf[jj*w:][:nd], vf[(jj+1)*w:][:nd], vp[((j0+jj)/2)*ldV+2*c0:][:2*nd])
+				}
+				pv(o[i0*ldO+c0:], ldO, pf[:], w, vf[:], w, nr, nj, nd)
+			}
+		}
+	}
+}
+
+// widenBF16 writes bf16Value of each element of src into dst (len(dst) =
+// len(src)).
+func widenBF16(dst []float32, src []fp16.BFloat16) {
+	src = src[:len(dst)]
+	for i, b := range src {
+		u := uint32(b) << 16
+		if b&0x7f80 == 0 {
+			u &= 0x80000000
+		}
+		dst[i] = math.Float32frombits(u)
+	}
+}
+
+// widenPairs writes bf16Value of the first and second element of each pair
+// of src into even and odd (len(even) = len(odd) = len(src)/2).
+func widenPairs(even, odd []float32, src []fp16.BFloat16) {
+	odd = odd[:len(even)]
+	src = src[:2*len(even)]
+	for j := range even {
+		a, b := uint32(src[2*j])<<16, uint32(src[2*j+1])<<16
+		if a&0x7f800000 == 0 {
+			a &= 0x80000000
+		}
+		if b&0x7f800000 == 0 {
+			b &= 0x80000000
+		}
+		even[j], odd[j] = math.Float32frombits(a), math.Float32frombits(b)
+	}
+}
