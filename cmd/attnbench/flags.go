@@ -212,7 +212,8 @@ func parse(args []string, help io.Writer) (config, error) {
 		"i iff i' - j >= N, i' = i + Nkv - Nq), to every shape, a preset's own included; GFLOP/s then counts\n"+
 		"the visible query-key pairs exactly and GB/s the keys some query sees (default: none)")
 	precList := fs.String("precision", "f32", "comma-separated compute `precisions` of the products Q·Kᵀ and P·V: f32 (float32 FMA) and bf16\n"+
-		"(bfloat16 operands, float32 accumulation: AMX or AVX512-BF16 where the CPU has them); each runs every case")
+		"(bfloat16 operands, float32 accumulation: AMX or AVX512-BF16 where the CPU has them, else the float32\n"+
+		"kernels on operands widened to float32); each runs every case")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.
