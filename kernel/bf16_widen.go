@@ -1,10 +1,6 @@
 package kernel
 
-import (
-	"math"
-
-	"github.com/flashgo/flashgo/fp16"
-)
+import "github.com/flashgo/flashgo/fp16"
 
 // The bfloat16 products on CPUs without bf16 instructions (AVX2, AVX-512
 // without AVX512-BF16, NEON): the operands are widened to float32, exactly
@@ -14,9 +10,10 @@ import (
 // product of two bfloat16 values is exact in float32, so this computes what
 // QKTBF16 and PVBF16 specify, float32 accumulation included; only the order
 // of the additions differs from the generic twins (chunks of widenBlock).
-// Widening costs one pass over a block of each operand for widenBlock² ×
-// the other side's products: a few per cent of the FMA kernels' time,
-// against several times more for the generic loops.
+// Widening is scalar Go: on P1/4 in bf16 precision with avx2 (Zen 4,
+// benchmarks.md) it took about 30 % of the time against 22 % for the
+// products, 16–18 × faster in all than the generic twins and 2.1–2.6 ×
+// float32 precision's time.
 
 // widenBlock is the rows, columns and reduction length of the blocks the
 // widening products take at a time: 3 buffers of 64 × 64 float32s, 48 KiB
@@ -25,9 +22,10 @@ const widenBlock = 64
 
 // qktBF16Widen is QKTBF16 through qkt on widened blocks: for each block of
 // 64 rows, the d components go 64 at a time (the first block of scores
-// written by qkt, the later ones added), then the scale is applied, as the
-// twin does. Each block of q is widened once, each block of the panel once
-// per 64 rows.
+// written by qkt, the later ones added), and the scale multiplies the
+// whole sum once, as in the twin: qkt applies it where one block covers d,
+// the last addition where it does not. Each block of q is widened once,
+// each block of the panel once per 64 rows.
 func qktBF16Widen(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
 	const w = widenBlock
 	var kt, qf, part [w * w]float32
@@ -43,23 +41,26 @@ func qktBF16Widen(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BF
 				for kk := 0; kk < nk; kk += 2 {
 					widenPairs(kt[kk*w:][:nc], kt[(kk+1)*w:][:nc], kp[((k0+kk)/2)*ldK+2*j0:][:2*nc])
 				}
+				last := k0+nk == d
 				if k0 == 0 {
-					qkt(s[i0*ldS+j0:], ldS, qf[:], w, kt[:], w, nr, nc, nk, 1)
+					sc := float32(1)
+					if last {
+						sc = scale
+					}
+					qkt(s[i0*ldS+j0:], ldS, qf[:], w, kt[:], w, nr, nc, nk, sc)
 					continue
 				}
 				qkt(part[:], w, qf[:], w, kt[:], w, nr, nc, nk, 1)
 				for ii := range nr {
 					dst := s[(i0+ii)*ldS+j0:][:nc]
 					for j, x := range part[ii*w:][:nc] {
-						dst[j] += x
+						if last {
+							dst[j] = scale * (dst[j] + x)
+						} else {
+							dst[j] += x
+						}
 					}
 				}
-			}
-		}
-		for i := i0; i < i0+nr; i++ {
-			dst := s[i*ldS:][:cols]
-			for j, x := range dst {
-				dst[j] = scale * x
 			}
 		}
 	}
@@ -94,11 +95,7 @@ func pvBF16Widen(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFl
 func widenBF16(dst []float32, src []fp16.BFloat16) {
 	src = src[:len(dst)]
 	for i, b := range src {
-		u := uint32(b) << 16
-		if b&0x7f80 == 0 {
-			u &= 0x80000000
-		}
-		dst[i] = math.Float32frombits(u)
+		dst[i] = bf16Value(b)
 	}
 }
 
@@ -108,13 +105,6 @@ func widenPairs(even, odd []float32, src []fp16.BFloat16) {
 	odd = odd[:len(even)]
 	src = src[:2*len(even)]
 	for j := range even {
-		a, b := uint32(src[2*j])<<16, uint32(src[2*j+1])<<16
-		if a&0x7f800000 == 0 {
-			a &= 0x80000000
-		}
-		if b&0x7f800000 == 0 {
-			b &= 0x80000000
-		}
-		even[j], odd[j] = math.Float32frombits(a), math.Float32frombits(b)
+		even[j], odd[j] = bf16Value(src[2*j]), bf16Value(src[2*j+1])
 	}
 }
