@@ -1,4 +1,4 @@
-//go:build amd64 && !purego
+//go:build (amd64 || arm64) && !purego
 
 package kernel
 
@@ -8,23 +8,42 @@ import (
 	"github.com/flashgo/flashgo/fp16"
 )
 
-// rowKernels reports whether QKRows and PVRows run in assembly here
-// (Capabilities.RowKernels).
-func rowKernels() bool { return active == implAVX512 || active == implAVX2 }
+// The Go side of the row kernels on the architectures that have them: it
+// cuts the rows into register blocks and hands each block to the kernel of
+// the element type at the active level (qkRowsBlock and pvRowsBlock, in
+// rows_asm_amd64.go and rows_arm64.go, with the blocking, rowBlock).
+
+// rowKind is the element type of K or V rows, as the kernels are named.
+type rowKind int
+
+const (
+	rowF32 rowKind = iota
+	rowF16
+	rowBF16
+	rowQ8
+)
+
+func kindOf[T RowElem](x []T) rowKind {
+	switch any(x).(type) {
+	case []fp16.Float16:
+		return rowF16
+	case []fp16.BFloat16:
+		return rowBF16
+	case []int8:
+		return rowQ8
+	}
+	return rowF32
+}
 
 // rowBlocking returns the rows of the active assembly's register block and
 // the components of rows of d elements of x's type that it handles: whole
 // vectors, or whole Q8 blocks for int8. dv is 0 where there is no assembly.
 func rowBlocking[T RowElem](x []T, d int) (mr, dv int) {
-	mr, lanes := 4, 16
-	switch active {
-	case implAVX512:
-	case implAVX2:
-		mr, lanes = 2, 8
-	default:
+	mr, lanes := rowBlock()
+	if mr == 0 {
 		return 0, 0
 	}
-	if _, ok := any(x).([]int8); ok {
+	if kindOf(x) == rowQ8 {
 		lanes = Q8Block
 	}
 	return mr, d &^ (lanes - 1)
@@ -38,41 +57,15 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 	if dv == 0 {
 		return 0
 	}
+	kind := kindOf(k)
 	ahead *= int(unsafe.Sizeof(k[0])) // in bytes
 	var ks *float32
-	if _, ok := any(k).([]int8); ok {
+	if kind == rowQ8 {
 		ks = &scales[0]
 	}
 	kp := unsafe.Pointer(unsafe.SliceData(k))
 	for i0 := 0; i0 < rows; i0 += mr {
-		rb := min(mr, rows-i0)
-		sp, qp := &s[i0*ldS], &q[i0*ldQ]
-		switch any(k).(type) {
-		case []float32:
-			if active == implAVX512 {
-				qkRowsF32AVX512(sp, ldS, qp, ldQ, (*float32)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			} else {
-				qkRowsF32AVX2(sp, ldS, qp, ldQ, (*float32)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			}
-		case []int8:
-			if active == implAVX512 {
-				qkRowsQ8AVX512(sp, ldS, qp, ldQ, (*int8)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			} else {
-				qkRowsQ8AVX2(sp, ldS, qp, ldQ, (*int8)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			}
-		default:
-			_, bf := any(k).([]fp16.BFloat16)
-			switch {
-			case active == implAVX512 && bf:
-				qkRowsBF16AVX512(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			case active == implAVX512:
-				qkRowsF16AVX512(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			case bf:
-				qkRowsBF16AVX2(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			default:
-				qkRowsF16AVX2(sp, ldS, qp, ldQ, (*uint16)(kp), ldK, ks, rb, cols, dv, scale, ahead)
-			}
-		}
+		qkRowsBlock(kind, &s[i0*ldS], ldS, &q[i0*ldQ], ldQ, kp, ldK, ks, min(mr, rows-i0), cols, dv, scale, ahead)
 	}
 	return dv
 }
@@ -88,35 +81,15 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 	if dv == 0 {
 		return 0
 	}
+	kind := kindOf(v)
 	ahead *= int(unsafe.Sizeof(v[0])) // in bytes
 	var vs *float32
-	if _, ok := any(v).([]int8); ok {
+	if kind == rowQ8 {
 		vs = &scales[0]
 	}
 	vp := unsafe.Pointer(unsafe.SliceData(v))
 	for i0 := 0; i0 < rows; i0 += mr {
-		rb := min(mr, rows-i0)
-		op, pp := &o[i0*ldO], &p[i0*ldP]
-		switch any(v).(type) {
-		case []int8:
-			if active == implAVX512 {
-				pvRowsQ8AVX512(op, ldO, pp, ldP, (*int8)(vp), ldV, vs, rb, cols, dv, ahead)
-			} else {
-				pvRowsQ8AVX2(op, ldO, pp, ldP, (*int8)(vp), ldV, vs, rb, cols, dv, ahead)
-			}
-		case []fp16.BFloat16:
-			if active == implAVX512 {
-				pvRowsBF16AVX512(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
-			} else {
-				pvRowsBF16AVX2(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
-			}
-		default:
-			if active == implAVX512 {
-				pvRowsF16AVX512(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
-			} else {
-				pvRowsF16AVX2(op, ldO, pp, ldP, (*uint16)(vp), ldV, vs, rb, cols, dv, ahead)
-			}
-		}
+		pvRowsBlock(kind, &o[i0*ldO], ldO, &p[i0*ldP], ldP, vp, ldV, vs, min(mr, rows-i0), cols, dv, ahead)
 	}
 	return dv
 }
