@@ -54,14 +54,13 @@ type elem struct {
 	name  string // in the function names: F32, F16, BF16, Q8
 	goPtr string // the Go type of the row pointer
 	shift int    // log2 of its size in bytes
-	doc   string
 }
 
 var (
-	f32  = elem{"F32", "*float32", 2, "k[e]"}
-	f16  = elem{"F16", "*uint16", 1, "k[e] widened exactly from binary16 (FCVTL)"}
-	bf16 = elem{"BF16", "*uint16", 1, "k[e] widened exactly from bfloat16 (SHLL #16)"}
-	q8   = elem{"Q8", "*int8", 0, "float32(k[e])·ks[e/32] (SXTL, SCVTF, FMUL)"}
+	f32  = elem{"F32", "*float32", 2}
+	f16  = elem{"F16", "*uint16", 1}  // widened by FCVTL
+	bf16 = elem{"BF16", "*uint16", 1} // widened by SHLL #16
+	q8   = elem{"Q8", "*int8", 0}     // SXTL, SCVTF, and FMUL by the block's scale
 )
 
 // fn collects one kernel's GNU assembly.
@@ -369,7 +368,6 @@ func words(f *fn, dir string) []string {
 type kernel struct {
 	f      *fn
 	params []string // name and Go type, in order
-	doc    string
 }
 
 func main() {
@@ -383,10 +381,10 @@ func main() {
 
 	var ks []kernel
 	for _, e := range []elem{f32, f16, bf16, q8} {
-		ks = append(ks, kernel{qkRows(e), []string{"s *float32", "ldS int", "q *float32", "ldQ int", "k " + e.goPtr, "ldK int", "ks *float32", "rows int", "cols int", "dv int", "scale float32", "ahead int"}, ""})
+		ks = append(ks, kernel{qkRows(e), []string{"s *float32", "ldS int", "q *float32", "ldQ int", "k " + e.goPtr, "ldK int", "ks *float32", "rows int", "cols int", "dv int", "scale float32", "ahead int"}})
 	}
 	for _, e := range []elem{f16, bf16, q8} {
-		ks = append(ks, kernel{pvRows(e), []string{"o *float32", "ldO int", "p *float32", "ldP int", "v " + e.goPtr, "ldV int", "vs *float32", "rows int", "cols int", "dv int", "ahead int"}, ""})
+		ks = append(ks, kernel{pvRows(e), []string{"o *float32", "ldO int", "p *float32", "ldP int", "v " + e.goPtr, "ldV int", "vs *float32", "rows int", "cols int", "dv int", "ahead int"}})
 	}
 
 	var b strings.Builder
