@@ -25,6 +25,11 @@ type Capabilities struct {
 	// it, so that no slice ends in a partial block and the slices' results
 	// are the bits of the whole.
 	MatMulColumns int
+
+	// Int8Dot reports whether QKRowsQ8Dot runs on integer dot-product
+	// instructions here (VPDPBUSD, AVX512-VNNI). Elsewhere it is a Go
+	// loop, slower than QKRows on the same Q8 keys.
+	Int8Dot bool
 }
 
 // Current returns the Capabilities of the implementation selected now.
@@ -33,5 +38,6 @@ func Current() Capabilities {
 		RowKernels:    rowKernels(),
 		PrefetchRows:  prefetchRows,
 		MatMulColumns: matMulColumns(),
+		Int8Dot:       int8Dot(),
 	}
 }

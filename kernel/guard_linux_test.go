@@ -104,6 +104,13 @@ func guardRows[T RowElem](t *testing.T, a []*guardedArena, atEnd bool, gap, rows
 	k, ks, ldK := rowsOperand[T](a[2], a[3], cols, d, d+gap, atEnd)
 	require.NoError(t, QKRows(s, ldS, q, ldQ, k, ks, ldK, rows, cols, d, 1))
 	require.NoError(t, QKRowsPrefetch(s, ldS, q, ldQ, k, ks, ldK, rows, cols, d, 1, 2))
+	if k8, ok := any(k).([]int8); ok {
+		// The integer product reads the same keys; its query rows are its
+		// own (Q8Query).
+		var qq Q8Query
+		require.NoError(t, qq.Set(q, ldQ, rows, d))
+		require.NoError(t, QKRowsQ8Dot(s, ldS, &qq, k8, ks, ldK, cols, 1))
+	}
 
 	ldO, ldP := d+gap, cols+gap
 	o := a[0].block((rows-1)*ldO+d, atEnd)

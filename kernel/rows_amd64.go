@@ -325,3 +325,35 @@ func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int
 //
 //go:noescape
 func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// qkRowsQ8DotAVX512 is the AVX512-VNNI kernel of QKRowsQ8Dot: the scaled dot products
+// of rows (1..4) prepared int8 query rows with cols Q8 key rows over their
+// first dv components (dv a multiple of 64; ldK in elements, a multiple
+// of 32; ldQP in bytes):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for l := 0; l < dv/4; l++ { // lane l: components 4l..4l+3
+//				ch := qp[i*ldQP+192*(l/16):] // the lane's chunk of row i
+//				w := 4 * (l % 16)
+//				dot := int32(ch[64+w:]) // qc: −128·Σ of the four query bytes
+//				for t := 0; t < 4; t++ {
+//					dot += int32(int8(ch[w+t])) * (int32(k[j*ldK+4*l+t]) + 128)
+//				}
+//				acc += float32(dot) * float32(ch[128+w:]) * ks[(j*ldK+4*l)/32]
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where int32(b) and float32(b) read four little-endian bytes: each chunk of
+// 64 components of a query row is its 64 bytes, 16 correction dwords (so
+// that dot is the exact Σ q·k of the lane) and 16 scales (the scale of the
+// query block that holds the lane), as QKRowsQ8Dot prepares them. While it
+// reads element e of k it prefetches element e+ahead into the L2 cache and
+// the scales of row e+ahead into the L1; ahead changes the speed, never the
+// result. The order of the additions differs from the loop.
+//
+//go:noescape
+func qkRowsQ8DotAVX512(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)

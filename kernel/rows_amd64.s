@@ -9032,3 +9032,1109 @@ pvRowsQ8AVX2_r1_part1_b:
 	VMOVUPS      Y0, (DX)
 	VZEROUPPER
 	RET
+
+// func qkRowsQ8DotAVX512(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, AVX512_VNNI, MMX+, SSE
+TEXT ·qkRowsQ8DotAVX512(SB), NOSPLIT, $0-96
+	MOVSS        scale+80(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z2
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	VMOVDQA32.Z  Z2, K1, Z2
+	MOVQ         rows+56(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          qkRowsQ8DotAVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          qkRowsQ8DotAVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          qkRowsQ8DotAVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsQ8DotAVX512_r1
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVX512_r4:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVX512_r4_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVX512_r4_k4_done
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	VXORPS     Z17, Z17, Z17
+	VXORPS     Z18, Z18, Z18
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R9
+	LEAQ       (R9)(R9*2), R10
+	MOVQ       R9, R11
+	SHRQ       $0x03, R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       ahead+88(FP), R13
+	SARQ       $0x03, R13
+	ADDQ       CX, R13
+	PREFETCHT0 (R13)
+	MOVQ       ahead+88(FP), R13
+	ADDQ       AX, R13
+	MOVQ       dv+72(FP), R14
+	SHRQ       $0x06, R14
+
+qkRowsQ8DotAVX512_r4_k4_inner:
+	PREFETCHT2    (R13)
+	PREFETCHT2    (R13)(R9*1)
+	PREFETCHT2    (R13)(R9*2)
+	PREFETCHT2    (R13)(R10*1)
+	VPXORD        (AX), Z1, Z19
+	VBROADCASTSD  (CX), Z20
+	VPERMPS       Z20, Z2, Z20
+	VPXORD        (AX)(R9*1), Z1, Z21
+	VBROADCASTSD  (CX)(R11*1), Z22
+	VPERMPS       Z22, Z2, Z22
+	VPXORD        (AX)(R9*2), Z1, Z23
+	VBROADCASTSD  (CX)(R11*2), Z24
+	VPERMPS       Z24, Z2, Z24
+	VPXORD        (AX)(R10*1), Z1, Z25
+	VBROADCASTSD  (CX)(R12*1), Z26
+	VPERMPS       Z26, Z2, Z26
+	VMOVDQU32     (SI), Z27
+	VMOVDQU32     64(SI), Z28
+	VMOVUPS       128(SI), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z3
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z21, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z22, Z4
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z23, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z24, Z5
+	VMOVDQA32     Z28, Z28
+	VPDPBUSD      Z27, Z25, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS        Z29, Z28, Z28
+	VFMADD231PS   Z28, Z26, Z6
+	VMOVDQU32     (SI)(DI*1), Z27
+	VMOVDQU32     64(SI)(DI*1), Z28
+	VMOVUPS       128(SI)(DI*1), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z7
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z21, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z22, Z8
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z23, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z24, Z9
+	VMOVDQA32     Z28, Z28
+	VPDPBUSD      Z27, Z25, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS        Z29, Z28, Z28
+	VFMADD231PS   Z28, Z26, Z10
+	VMOVDQU32     (SI)(DI*2), Z27
+	VMOVDQU32     64(SI)(DI*2), Z28
+	VMOVUPS       128(SI)(DI*2), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z11
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z21, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z22, Z12
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z23, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z24, Z13
+	VMOVDQA32     Z28, Z28
+	VPDPBUSD      Z27, Z25, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS        Z29, Z28, Z28
+	VFMADD231PS   Z28, Z26, Z14
+	VMOVDQU32     (SI)(R8*1), Z27
+	VMOVDQU32     64(SI)(R8*1), Z28
+	VMOVUPS       128(SI)(R8*1), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z15
+	VMOVDQA32     Z28, Z19
+	VPDPBUSD      Z27, Z21, Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS        Z29, Z19, Z19
+	VFMADD231PS   Z19, Z22, Z16
+	VMOVDQA32     Z28, Z19
+	VPDPBUSD      Z27, Z23, Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS        Z29, Z19, Z19
+	VFMADD231PS   Z19, Z24, Z17
+	VMOVDQA32     Z28, Z19
+	VPDPBUSD      Z27, Z25, Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS        Z29, Z19, Z19
+	VFMADD231PS   Z19, Z26, Z18
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R13
+	ADDQ          $0x08, CX
+	DECQ          R14
+	JNZ           qkRowsQ8DotAVX512_r4_k4_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, DI
+	VUNPCKLPS     Z4, Z3, Z19
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z19, Z19
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z19, Z3
+	VUNPCKHPD     Z4, Z19, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (DI)
+	ADDQ          SI, DI
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z10, Z9, Z5
+	VUNPCKHPS     Z10, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (DI)
+	ADDQ          SI, DI
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z14, Z13, Z5
+	VUNPCKHPS     Z14, Z13, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (DI)
+	ADDQ          SI, DI
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z18, Z17, Z5
+	VUNPCKHPS     Z18, Z17, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (DI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	SHLQ          $0x02, SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x10, DX
+	SUBQ          $0x04, BX
+	JMP           qkRowsQ8DotAVX512_r4_k4
+
+qkRowsQ8DotAVX512_r4_k4_done:
+qkRowsQ8DotAVX512_r4_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVX512_r4_k1_done
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R9
+	LEAQ       (R9)(R9*2), R10
+	SHRQ       $0x03, R9
+	LEAQ       (R9)(R9*2), R9
+	MOVQ       ahead+88(FP), R9
+	SARQ       $0x03, R9
+	ADDQ       CX, R9
+	PREFETCHT0 (R9)
+	MOVQ       ahead+88(FP), R9
+	ADDQ       AX, R9
+	MOVQ       dv+72(FP), R10
+	SHRQ       $0x06, R10
+
+qkRowsQ8DotAVX512_r4_k1_inner:
+	PREFETCHT2    (R9)
+	VPXORD        (AX), Z1, Z7
+	VBROADCASTSD  (CX), Z8
+	VPERMPS       Z8, Z2, Z8
+	VMOVDQU32     (SI), Z9
+	VMOVDQU32     64(SI), Z10
+	VMOVUPS       128(SI), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z3
+	VMOVDQU32     (SI)(DI*1), Z9
+	VMOVDQU32     64(SI)(DI*1), Z10
+	VMOVUPS       128(SI)(DI*1), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z4
+	VMOVDQU32     (SI)(DI*2), Z9
+	VMOVDQU32     64(SI)(DI*2), Z10
+	VMOVUPS       128(SI)(DI*2), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z5
+	VMOVDQU32     (SI)(R8*1), Z9
+	VMOVDQU32     64(SI)(R8*1), Z10
+	VMOVUPS       128(SI)(R8*1), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z6
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R9
+	ADDQ          $0x08, CX
+	DECQ          R10
+	JNZ           qkRowsQ8DotAVX512_r4_k1_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, DI
+	VPERMILPS     $0x4e, Z3, Z7
+	VADDPS        Z7, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z7
+	VADDPS        Z7, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y7
+	VADDPS        Y7, Y3, Y7
+	VEXTRACTF32X4 $0x01, Y7, X3
+	VADDPS        X3, X7, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (DI)
+	ADDQ          SI, DI
+	VPERMILPS     $0x4e, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (DI)
+	ADDQ          SI, DI
+	VPERMILPS     $0x4e, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VPERMILPS     $0xb1, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y3
+	VADDPS        Y3, Y5, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (DI)
+	ADDQ          SI, DI
+	VPERMILPS     $0x4e, Z6, Z3
+	VADDPS        Z3, Z6, Z6
+	VPERMILPS     $0xb1, Z6, Z3
+	VADDPS        Z3, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y3
+	VADDPS        Y3, Y6, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (DI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x04, DX
+	SUBQ          $0x01, BX
+	JMP           qkRowsQ8DotAVX512_r4_k1
+
+qkRowsQ8DotAVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVX512_r3:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVX512_r3_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVX512_r3_k4_done
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       R8, R10
+	SHRQ       $0x03, R10
+	LEAQ       (R10)(R10*2), R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       CX, R12
+	PREFETCHT0 (R12)
+	MOVQ       ahead+88(FP), R12
+	ADDQ       AX, R12
+	MOVQ       dv+72(FP), R13
+	SHRQ       $0x06, R13
+
+qkRowsQ8DotAVX512_r3_k4_inner:
+	PREFETCHT2    (R12)
+	PREFETCHT2    (R12)(R8*1)
+	PREFETCHT2    (R12)(R8*2)
+	PREFETCHT2    (R12)(R9*1)
+	VPXORD        (AX), Z1, Z15
+	VBROADCASTSD  (CX), Z16
+	VPERMPS       Z16, Z2, Z16
+	VPXORD        (AX)(R8*1), Z1, Z17
+	VBROADCASTSD  (CX)(R10*1), Z18
+	VPERMPS       Z18, Z2, Z18
+	VPXORD        (AX)(R8*2), Z1, Z19
+	VBROADCASTSD  (CX)(R10*2), Z20
+	VPERMPS       Z20, Z2, Z20
+	VPXORD        (AX)(R9*1), Z1, Z21
+	VBROADCASTSD  (CX)(R11*1), Z22
+	VPERMPS       Z22, Z2, Z22
+	VMOVDQU32     (SI), Z23
+	VMOVDQU32     64(SI), Z24
+	VMOVUPS       128(SI), Z25
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z15, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z16, Z3
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z17, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z18, Z4
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z19, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z20, Z5
+	VMOVDQA32     Z24, Z24
+	VPDPBUSD      Z23, Z21, Z24
+	VCVTDQ2PS     Z24, Z24
+	VMULPS        Z25, Z24, Z24
+	VFMADD231PS   Z24, Z22, Z6
+	VMOVDQU32     (SI)(DI*1), Z23
+	VMOVDQU32     64(SI)(DI*1), Z24
+	VMOVUPS       128(SI)(DI*1), Z25
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z15, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z16, Z7
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z17, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z18, Z8
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z19, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z20, Z9
+	VMOVDQA32     Z24, Z24
+	VPDPBUSD      Z23, Z21, Z24
+	VCVTDQ2PS     Z24, Z24
+	VMULPS        Z25, Z24, Z24
+	VFMADD231PS   Z24, Z22, Z10
+	VMOVDQU32     (SI)(DI*2), Z23
+	VMOVDQU32     64(SI)(DI*2), Z24
+	VMOVUPS       128(SI)(DI*2), Z25
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z15, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z16, Z11
+	VMOVDQA32     Z24, Z15
+	VPDPBUSD      Z23, Z17, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS        Z25, Z15, Z15
+	VFMADD231PS   Z15, Z18, Z12
+	VMOVDQA32     Z24, Z15
+	VPDPBUSD      Z23, Z19, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS        Z25, Z15, Z15
+	VFMADD231PS   Z15, Z20, Z13
+	VMOVDQA32     Z24, Z15
+	VPDPBUSD      Z23, Z21, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS        Z25, Z15, Z15
+	VFMADD231PS   Z15, Z22, Z14
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R12
+	ADDQ          $0x08, CX
+	DECQ          R13
+	JNZ           qkRowsQ8DotAVX512_r3_k4_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, DI
+	VUNPCKLPS     Z4, Z3, Z15
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z15, Z15
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z15, Z3
+	VUNPCKHPD     Z4, Z15, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (DI)
+	ADDQ          SI, DI
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z10, Z9, Z5
+	VUNPCKHPS     Z10, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (DI)
+	ADDQ          SI, DI
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z14, Z13, Z5
+	VUNPCKHPS     Z14, Z13, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (DI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	SHLQ          $0x02, SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x10, DX
+	SUBQ          $0x04, BX
+	JMP           qkRowsQ8DotAVX512_r3_k4
+
+qkRowsQ8DotAVX512_r3_k4_done:
+qkRowsQ8DotAVX512_r3_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVX512_r3_k1_done
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R8
+	MOVQ       ahead+88(FP), R8
+	SARQ       $0x03, R8
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	MOVQ       ahead+88(FP), R8
+	ADDQ       AX, R8
+	MOVQ       dv+72(FP), R9
+	SHRQ       $0x06, R9
+
+qkRowsQ8DotAVX512_r3_k1_inner:
+	PREFETCHT2    (R8)
+	VPXORD        (AX), Z1, Z6
+	VBROADCASTSD  (CX), Z7
+	VPERMPS       Z7, Z2, Z7
+	VMOVDQU32     (SI), Z8
+	VMOVDQU32     64(SI), Z9
+	VMOVUPS       128(SI), Z10
+	VMOVDQA32     Z9, Z9
+	VPDPBUSD      Z8, Z6, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z10, Z9, Z9
+	VFMADD231PS   Z9, Z7, Z3
+	VMOVDQU32     (SI)(DI*1), Z8
+	VMOVDQU32     64(SI)(DI*1), Z9
+	VMOVUPS       128(SI)(DI*1), Z10
+	VMOVDQA32     Z9, Z9
+	VPDPBUSD      Z8, Z6, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z10, Z9, Z9
+	VFMADD231PS   Z9, Z7, Z4
+	VMOVDQU32     (SI)(DI*2), Z8
+	VMOVDQU32     64(SI)(DI*2), Z9
+	VMOVUPS       128(SI)(DI*2), Z10
+	VMOVDQA32     Z9, Z9
+	VPDPBUSD      Z8, Z6, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z10, Z9, Z9
+	VFMADD231PS   Z9, Z7, Z5
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R8
+	ADDQ          $0x08, CX
+	DECQ          R9
+	JNZ           qkRowsQ8DotAVX512_r3_k1_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, DI
+	VPERMILPS     $0x4e, Z3, Z6
+	VADDPS        Z6, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z6
+	VADDPS        Z6, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y6
+	VADDPS        Y6, Y3, Y6
+	VEXTRACTF32X4 $0x01, Y6, X3
+	VADDPS        X3, X6, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (DI)
+	ADDQ          SI, DI
+	VPERMILPS     $0x4e, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (DI)
+	ADDQ          SI, DI
+	VPERMILPS     $0x4e, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VPERMILPS     $0xb1, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y3
+	VADDPS        Y3, Y5, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (DI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x04, DX
+	SUBQ          $0x01, BX
+	JMP           qkRowsQ8DotAVX512_r3_k1
+
+qkRowsQ8DotAVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVX512_r2:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVX512_r2_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVX512_r2_k4_done
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       R8, R10
+	SHRQ       $0x03, R10
+	LEAQ       (R10)(R10*2), R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       CX, R12
+	PREFETCHT0 (R12)
+	MOVQ       ahead+88(FP), R12
+	ADDQ       AX, R12
+	MOVQ       dv+72(FP), R13
+	SHRQ       $0x06, R13
+
+qkRowsQ8DotAVX512_r2_k4_inner:
+	PREFETCHT2    (R12)
+	PREFETCHT2    (R12)(R8*1)
+	PREFETCHT2    (R12)(R8*2)
+	PREFETCHT2    (R12)(R9*1)
+	VPXORD        (AX), Z1, Z11
+	VBROADCASTSD  (CX), Z12
+	VPERMPS       Z12, Z2, Z12
+	VPXORD        (AX)(R8*1), Z1, Z13
+	VBROADCASTSD  (CX)(R10*1), Z14
+	VPERMPS       Z14, Z2, Z14
+	VPXORD        (AX)(R8*2), Z1, Z15
+	VBROADCASTSD  (CX)(R10*2), Z16
+	VPERMPS       Z16, Z2, Z16
+	VPXORD        (AX)(R9*1), Z1, Z17
+	VBROADCASTSD  (CX)(R11*1), Z18
+	VPERMPS       Z18, Z2, Z18
+	VMOVDQU32     (SI), Z19
+	VMOVDQU32     64(SI), Z20
+	VMOVUPS       128(SI), Z21
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z11, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z12, Z3
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z13, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z14, Z4
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z15, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z16, Z5
+	VMOVDQA32     Z20, Z20
+	VPDPBUSD      Z19, Z17, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS        Z21, Z20, Z20
+	VFMADD231PS   Z20, Z18, Z6
+	VMOVDQU32     (SI)(DI*1), Z19
+	VMOVDQU32     64(SI)(DI*1), Z20
+	VMOVUPS       128(SI)(DI*1), Z21
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z11, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z12, Z7
+	VMOVDQA32     Z20, Z11
+	VPDPBUSD      Z19, Z13, Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z21, Z11, Z11
+	VFMADD231PS   Z11, Z14, Z8
+	VMOVDQA32     Z20, Z11
+	VPDPBUSD      Z19, Z15, Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z21, Z11, Z11
+	VFMADD231PS   Z11, Z16, Z9
+	VMOVDQA32     Z20, Z11
+	VPDPBUSD      Z19, Z17, Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z21, Z11, Z11
+	VFMADD231PS   Z11, Z18, Z10
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R12
+	ADDQ          $0x08, CX
+	DECQ          R13
+	JNZ           qkRowsQ8DotAVX512_r2_k4_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, DI
+	VUNPCKLPS     Z4, Z3, Z11
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z11, Z11
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z11, Z3
+	VUNPCKHPD     Z4, Z11, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (DI)
+	ADDQ          SI, DI
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z10, Z9, Z5
+	VUNPCKHPS     Z10, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (DI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	SHLQ          $0x02, SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x10, DX
+	SUBQ          $0x04, BX
+	JMP           qkRowsQ8DotAVX512_r2_k4
+
+qkRowsQ8DotAVX512_r2_k4_done:
+qkRowsQ8DotAVX512_r2_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVX512_r2_k1_done
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R8
+	MOVQ       ahead+88(FP), R8
+	SARQ       $0x03, R8
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	MOVQ       ahead+88(FP), R8
+	ADDQ       AX, R8
+	MOVQ       dv+72(FP), R9
+	SHRQ       $0x06, R9
+
+qkRowsQ8DotAVX512_r2_k1_inner:
+	PREFETCHT2    (R8)
+	VPXORD        (AX), Z1, Z5
+	VBROADCASTSD  (CX), Z6
+	VPERMPS       Z6, Z2, Z6
+	VMOVDQU32     (SI), Z7
+	VMOVDQU32     64(SI), Z8
+	VMOVUPS       128(SI), Z9
+	VMOVDQA32     Z8, Z8
+	VPDPBUSD      Z7, Z5, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z9, Z8, Z8
+	VFMADD231PS   Z8, Z6, Z3
+	VMOVDQU32     (SI)(DI*1), Z7
+	VMOVDQU32     64(SI)(DI*1), Z8
+	VMOVUPS       128(SI)(DI*1), Z9
+	VMOVDQA32     Z8, Z8
+	VPDPBUSD      Z7, Z5, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z9, Z8, Z8
+	VFMADD231PS   Z8, Z6, Z4
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R8
+	ADDQ          $0x08, CX
+	DECQ          R9
+	JNZ           qkRowsQ8DotAVX512_r2_k1_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, DI
+	VPERMILPS     $0x4e, Z3, Z5
+	VADDPS        Z5, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y5
+	VADDPS        Y5, Y3, Y5
+	VEXTRACTF32X4 $0x01, Y5, X3
+	VADDPS        X3, X5, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (DI)
+	ADDQ          SI, DI
+	VPERMILPS     $0x4e, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (DI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x04, DX
+	SUBQ          $0x01, BX
+	JMP           qkRowsQ8DotAVX512_r2_k1
+
+qkRowsQ8DotAVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVX512_r1:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVX512_r1_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVX512_r1_k4_done
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ldK+40(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       DI, R9
+	SHRQ       $0x03, R9
+	LEAQ       (R9)(R9*2), R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       CX, R11
+	PREFETCHT0 (R11)
+	MOVQ       ahead+88(FP), R11
+	ADDQ       AX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x06, R12
+
+qkRowsQ8DotAVX512_r1_k4_inner:
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
+	VPXORD        (AX), Z1, Z7
+	VBROADCASTSD  (CX), Z8
+	VPERMPS       Z8, Z2, Z8
+	VPXORD        (AX)(DI*1), Z1, Z9
+	VBROADCASTSD  (CX)(R9*1), Z10
+	VPERMPS       Z10, Z2, Z10
+	VPXORD        (AX)(DI*2), Z1, Z11
+	VBROADCASTSD  (CX)(R9*2), Z12
+	VPERMPS       Z12, Z2, Z12
+	VPXORD        (AX)(R8*1), Z1, Z13
+	VBROADCASTSD  (CX)(R10*1), Z14
+	VPERMPS       Z14, Z2, Z14
+	VMOVDQU32     (SI), Z15
+	VMOVDQU32     64(SI), Z16
+	VMOVUPS       128(SI), Z17
+	VMOVDQA32     Z16, Z18
+	VPDPBUSD      Z15, Z7, Z18
+	VCVTDQ2PS     Z18, Z18
+	VMULPS        Z17, Z18, Z18
+	VFMADD231PS   Z18, Z8, Z3
+	VMOVDQA32     Z16, Z7
+	VPDPBUSD      Z15, Z9, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z17, Z7, Z7
+	VFMADD231PS   Z7, Z10, Z4
+	VMOVDQA32     Z16, Z7
+	VPDPBUSD      Z15, Z11, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z17, Z7, Z7
+	VFMADD231PS   Z7, Z12, Z5
+	VMOVDQA32     Z16, Z7
+	VPDPBUSD      Z15, Z13, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z17, Z7, Z7
+	VFMADD231PS   Z7, Z14, Z6
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, R11
+	ADDQ          $0x08, CX
+	DECQ          R12
+	JNZ           qkRowsQ8DotAVX512_r1_k4_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, SI
+	VUNPCKLPS     Z4, Z3, Z7
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z7, Z7
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z7, Z3
+	VUNPCKHPD     Z4, Z7, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (SI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	SHLQ          $0x02, SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x10, DX
+	SUBQ          $0x04, BX
+	JMP           qkRowsQ8DotAVX512_r1_k4
+
+qkRowsQ8DotAVX512_r1_k4_done:
+qkRowsQ8DotAVX512_r1_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVX512_r1_k1_done
+	VXORPS     Z3, Z3, Z3
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ldK+40(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	SHRQ       $0x03, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ahead+88(FP), DI
+	SARQ       $0x03, DI
+	ADDQ       CX, DI
+	PREFETCHT0 (DI)
+	MOVQ       ahead+88(FP), DI
+	ADDQ       AX, DI
+	MOVQ       dv+72(FP), R8
+	SHRQ       $0x06, R8
+
+qkRowsQ8DotAVX512_r1_k1_inner:
+	PREFETCHT2    (DI)
+	VPXORD        (AX), Z1, Z4
+	VBROADCASTSD  (CX), Z5
+	VPERMPS       Z5, Z2, Z5
+	VMOVDQU32     (SI), Z6
+	VMOVDQU32     64(SI), Z7
+	VMOVUPS       128(SI), Z8
+	VMOVDQA32     Z7, Z7
+	VPDPBUSD      Z6, Z4, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z8, Z7, Z7
+	VFMADD231PS   Z7, Z5, Z3
+	ADDQ          $0x000000c0, SI
+	ADDQ          $0x40, AX
+	ADDQ          $0x40, DI
+	ADDQ          $0x08, CX
+	DECQ          R8
+	JNZ           qkRowsQ8DotAVX512_r1_k1_inner
+	MOVQ          ldS+8(FP), SI
+	SHLQ          $0x02, SI
+	MOVQ          DX, SI
+	VPERMILPS     $0x4e, Z3, Z4
+	VADDPS        Z4, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z4
+	VADDPS        Z4, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (SI)
+	MOVQ          dv+72(FP), SI
+	SUBQ          SI, AX
+	SHRQ          $0x03, SI
+	SUBQ          SI, CX
+	MOVQ          ldK+40(FP), SI
+	ADDQ          SI, AX
+	SHRQ          $0x03, SI
+	ADDQ          SI, CX
+	ADDQ          $0x04, DX
+	SUBQ          $0x01, BX
+	JMP           qkRowsQ8DotAVX512_r1_k1
+
+qkRowsQ8DotAVX512_r1_k1_done:
+	VZEROUPPER
+	RET

@@ -63,3 +63,39 @@ func benchRows[T RowElem](b *testing.B, name string) {
 		}
 	}
 }
+
+// BenchmarkRowsQ8Dot is BenchmarkRows's q8 pair with Q·Kᵀ on int8 query
+// rows (QKRowsQ8Dot): qk and both as there, so that the two compare side
+// by side in one run.
+func BenchmarkRowsQ8Dot(b *testing.B) {
+	const rows, d = 4, 128
+	for _, n := range []int{64, 1024} {
+		for _, which := range []string{"qk", "both", "both16"} {
+			tile := 64
+			if which == "both16" {
+				tile = 16
+			}
+			b.Run(fmt.Sprintf("%s/n%d", which, n), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				k, v := makeRows[int8](rng, n, d, d), makeRows[int8](rng, n, d, d)
+				q, _ := q8DotQuery(b, rng, rows, d, d)
+				s := make([]float32, rows*tile)
+				o := make([]float32, rows*d)
+				b.SetBytes(int64(2 * n * d))
+				for range b.N {
+					for j0 := 0; j0 < n; j0 += tile {
+						ks, vs := k.scales[j0*d/Q8Block:], v.scales[j0*d/Q8Block:]
+						if err := QKRowsQ8Dot(s, tile, q, k.x[j0*d:], ks, d, tile, 0.1); err != nil {
+							b.Fatal(err)
+						}
+						if which != "qk" {
+							if err := PVRows(o, d, s, tile, v.x[j0*d:], vs, d, rows, tile, d); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -534,5 +534,6 @@ func main() {
 			genPV(x, t)
 		}
 	}
+	genQKDot()
 	Generate()
 }

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
+)
+
+// vpdpbusd emits VPDPBUSD src, u, acc (Go operand order): each dword of acc
+// gains the four products of the unsigned bytes of u with the signed bytes
+// of src in the same dword. avo's instruction table has no AVX512-VNNI, so
+// the instruction goes in by name with its register use spelled out; Go's
+// assembler knows the mnemonic (EVEX form only).
+func vpdpbusd(src Op, u, acc VecVirtual) {
+	Instruction(&ir.Instruction{
+		Opcode:   "VPDPBUSD",
+		Operands: []Op{src, u, acc},
+		Inputs:   []Op{src, u, acc},
+		Outputs:  []Op{acc},
+		ISA:      []string{"AVX512_VNNI"},
+	})
+}
+
+// genQKDot emits the AVX512-VNNI kernel of QKRowsQ8Dot: int8 query rows
+// against Q8 key rows with integer dot products.
+//
+// VPDPBUSD multiplies unsigned bytes by signed ones, so the kernel flips
+// the sign bit of every key byte (k XOR 0x80 = k + 128 as an unsigned
+// byte) and each dword accumulator starts at −128 times the sum of the
+// query bytes it will meet (prepared by the Go wrapper): after the
+// instruction it holds the exact integer Σ q·k of its four components. A
+// 64-byte chunk of a row is two Q8 blocks; its sixteen dwords are
+// converted to float32, multiplied by the query's block scales (expanded
+// to one per dword by the wrapper) and added, with an FMA, times the
+// key's two block scales (broadcast over their eight dwords each) into
+// the row-and-key accumulator: four vector instructions per row, key and
+// 64 components, against twelve for the dequantising QKRows. The
+// accumulators of four keys are reduced together as QKRows does. The
+// query's bytes, corrections and scales lie together, a chunk after the
+// other, so that one pointer walks them.
+func genQKDot() {
+	x := avx512
+	name := "qkRowsQ8DotAVX512"
+	TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)")
+	Pragma("noescape")
+	Doc(
+		name+" is the AVX512-VNNI kernel of QKRowsQ8Dot: the scaled dot products",
+		fmt.Sprintf("of rows (1..%d) prepared int8 query rows with cols Q8 key rows over their", x.mr),
+		"first dv components (dv a multiple of 64; ldK in elements, a multiple",
+		"of 32; ldQP in bytes):",
+		"",
+		"	for i := 0; i < rows; i++ {",
+		"		for j := 0; j < cols; j++ {",
+		"			var acc float32",
+		"			for l := 0; l < dv/4; l++ { // lane l: components 4l..4l+3",
+		"				ch := qp[i*ldQP+192*(l/16):] // the lane's chunk of row i",
+		"				w := 4 * (l % 16)",
+		"				dot := int32(ch[64+w:]) // qc: −128·Σ of the four query bytes",
+		"				for t := 0; t < 4; t++ {",
+		"					dot += int32(int8(ch[w+t])) * (int32(k[j*ldK+4*l+t]) + 128)",
+		"				}",
+		"				acc += float32(dot) * float32(ch[128+w:]) * ks[(j*ldK+4*l)/32]",
+		"			}",
+		"			s[i*ldS+j] = scale * acc",
+		"		}",
+		"	}",
+		"",
+		"where int32(b) and float32(b) read four little-endian bytes: each chunk of",
+		"64 components of a query row is its 64 bytes, 16 correction dwords (so",
+		"that dot is the exact Σ q·k of the lane) and 16 scales (the scale of the",
+		"query block that holds the lane), as QKRowsQ8Dot prepares them. While it",
+		"reads element e of k it prefetches element e+ahead into the L2 cache and",
+		"the scales of row e+ahead into the L1; ahead changes the speed, never the",
+		"result. The order of the additions differs from the loop.",
+	)
+	zs := x.Vec()
+	sx := Load(Param("scale"), XMM())
+	VBROADCASTSS(sx, zs)
+	// The sign flip and the permutation that spreads a key's two block
+	// scales over eight dwords each.
+	flip := x.Vec()
+	t := GP32()
+	MOVL(U32(0x80808080), t)
+	VPBROADCASTD(t, flip)
+	idx := x.Vec()
+	one := GP32()
+	MOVL(U32(1), one)
+	VPBROADCASTD(one, idx)
+	kmask := K()
+	MOVL(U32(0xff00), t)
+	KMOVW(t, kmask)
+	VMOVDQA32_Z(idx, kmask, idx) // 0 in dwords 0..7, 1 in 8..15
+
+	dispatchRows(x, name)
+	for rb := x.mr; rb >= 1; rb-- {
+		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
+		Label(fmt.Sprintf("%s_r%d", name, rb))
+		kc := Load(Param("k"), GP64())   // key bytes of the group at the chunk
+		ksc := Load(Param("ks"), GP64()) // their scales
+		sp := Load(Param("s"), GP64())
+		jleft := Load(Param("cols"), GP64())
+		for _, nk := range []int{4, 1} {
+			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
+			Label(loop)
+			CMPQ(jleft, U8(nk))
+			JL(LabelRef(done))
+			acc := make([][]VecVirtual, rb)
+			for r := range acc {
+				acc[r] = make([]VecVirtual, nk)
+				for u := range acc[r] {
+					acc[r][u] = x.Vec()
+					VXORPS(acc[r][u], acc[r][u], acc[r][u])
+				}
+			}
+			// The prepared query rows, ldQP bytes apart: for every chunk of
+			// 64 components its 64 bytes, its 16 correction dwords and its
+			// 16 expanded scales.
+			qp := Load(Param("qp"), GP64())
+			ldQ := Load(Param("ldQP"), GP64())
+			ldQ3 := GP64()
+			LEAQ(Mem{Base: ldQ, Index: ldQ, Scale: 2}, ldQ3)
+			// Key bytes ldK apart, their scales ldK/8 bytes apart.
+			ldKb := Load(Param("ldK"), GP64())
+			ldKb3 := GP64()
+			LEAQ(Mem{Base: ldKb, Index: ldKb, Scale: 2}, ldKb3)
+			ldKs := GP64()
+			MOVQ(ldKb, ldKs)
+			SHRQ(U8(3), ldKs)
+			ldKs3 := GP64()
+			LEAQ(Mem{Base: ldKs, Index: ldKs, Scale: 2}, ldKs3)
+			pf := Load(Param("ahead"), GP64())
+			SARQ(U8(3), pf)
+			ADDQ(ksc, pf)
+			PREFETCHT0(Mem{Base: pf})
+			pf = Load(Param("ahead"), GP64())
+			ADDQ(kc, pf)
+			cnt := Load(Param("dv"), GP64())
+			SHRQ(U8(6), cnt)
+			inner := lbl(fmt.Sprintf("k%d_inner", nk))
+			Label(inner)
+			for u := 0; u < nk; u++ {
+				PREFETCHT2(rowAddr(pf, ldKb, ldKb3, u, 0))
+			}
+			// The chunk's key vectors (flipped) and scales, then row by
+			// row its query bytes, corrections and scales against each.
+			kx := make([]VecVirtual, nk)
+			kv := make([]VecVirtual, nk)
+			for u := 0; u < nk; u++ {
+				kx[u] = x.Vec()
+				VPXORD(rowAddr(kc, ldKb, ldKb3, u, 0), flip, kx[u])
+				kv[u] = x.Vec()
+				VBROADCASTSD(rowAddr(ksc, ldKs, ldKs3, u, 0), kv[u])
+				VPERMPS(kv[u], idx, kv[u])
+			}
+			for r := 0; r < rb; r++ {
+				qv, qcv, qsv := x.Vec(), x.Vec(), x.Vec()
+				VMOVDQU32(rowAddr(qp, ldQ, ldQ3, r, 0), qv)
+				VMOVDQU32(rowAddr(qp, ldQ, ldQ3, r, 64), qcv)
+				VMOVUPS(rowAddr(qp, ldQ, ldQ3, r, 128), qsv)
+				for u := 0; u < nk; u++ {
+					ia := x.Vec()
+					VMOVDQA32(qcv, ia)
+					vpdpbusd(qv, kx[u], ia)
+					VCVTDQ2PS(ia, ia)
+					VMULPS(qsv, ia, ia)
+					VFMADD231PS(ia, kv[u], acc[r][u])
+				}
+			}
+			ADDQ(U32(192), qp)
+			ADDQ(U8(64), kc)
+			ADDQ(U8(64), pf)
+			ADDQ(U8(8), ksc)
+			DECQ(cnt)
+			JNZ(LabelRef(inner))
+
+			ldS := Load(Param("ldS"), GP64())
+			SHLQ(U8(2), ldS)
+			sr := GP64()
+			MOVQ(sp, sr)
+			for r := 0; r < rb; r++ {
+				if nk == 4 {
+					h := x.hsum4([4]VecVirtual{acc[r][0], acc[r][1], acc[r][2], acc[r][3]})
+					VMULPS(zs.AsX(), h, h)
+					VMOVUPS(h, Mem{Base: sr})
+				} else {
+					h := x.hsum1(acc[r][0])
+					VMULSS(zs.AsX(), h, h)
+					VMOVSS(h, Mem{Base: sr})
+				}
+				if r+1 < rb {
+					ADDQ(ldS, sr)
+				}
+			}
+			// Next group of keys: back by the dv bytes (dv/8 bytes of
+			// scales) the inner loop went, on by nk rows.
+			dvb := Load(Param("dv"), GP64())
+			SUBQ(dvb, kc)
+			SHRQ(U8(3), dvb)
+			SUBQ(dvb, ksc)
+			ldK := Load(Param("ldK"), GP64())
+			if nk == 4 {
+				SHLQ(U8(2), ldK)
+			}
+			ADDQ(ldK, kc)
+			SHRQ(U8(3), ldK)
+			ADDQ(ldK, ksc)
+			ADDQ(U8(4*nk), sp)
+			SUBQ(U8(nk), jleft)
+			JMP(LabelRef(loop))
+			Label(done)
+		}
+		asmkit.Ret()
+	}
+}

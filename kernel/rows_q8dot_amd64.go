@@ -1,0 +1,36 @@
+//go:build amd64 && !purego
+
+package kernel
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// hasVNNI reports AVX512-VNNI (VPDPBUSD on 512-bit vectors).
+var hasVNNI = cpu.X86.HasAVX512VNNI
+
+// int8DotBuilt reports whether this build has the VNNI kernel, so that
+// Q8Query prepares its layout.
+const int8DotBuilt = true
+
+// int8Dot reports whether QKRowsQ8Dot runs on VPDPBUSD here
+// (Capabilities.Int8Dot).
+func int8Dot() bool { return hasVNNI && active == implAVX512 }
+
+// qkRowsQ8DotAsm computes the first dv components of QKRowsQ8Dot with the
+// VNNI kernel and returns dv (0 where the generic code must do
+// everything). The arguments are checked and every size is >= 1.
+func qkRowsQ8DotAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32, ahead int) int {
+	dv := q.d &^ 63
+	if !int8Dot() || dv == 0 {
+		return 0
+	}
+	const mr = 4
+	kp := unsafe.SliceData(k)
+	for i0 := 0; i0 < q.rows; i0 += mr {
+		qkRowsQ8DotAVX512(&s[i0*ldS], ldS, &q.prep[i0*q.prepLd], q.prepLd, kp, ldK, &kScales[0], min(mr, q.rows-i0), cols, dv, scale, ahead)
+	}
+	return dv
+}
