@@ -15,6 +15,7 @@ type call struct {
 	dv           int  // head dim of V and of the output (q's and k's is q.Dim)
 	direct       bool // read K and V rows in place (few query rows; see directRows)
 	precision    Precision
+	q8Query      bool     // Options.QuantizeQuery: Q·Kᵀ from Q8 query rows (ws.q8) in integers
 	math         tileMath // how the tiles' products are computed (set by computeBlocks)
 	pre          *prepack // bf16 K/V packed once per call, or nil (set by computeBlocks)
 	bkv          int      // keys in a tile: Config.BlockKV or its default, bounded by the problem (set by positionsPerBlock)
@@ -239,6 +240,15 @@ func validateOptions(c *call, opts *Options) error {
 		c.precision = opts.Precision
 	default:
 		return fmt.Errorf("attention: Options.Precision is %v; want PrecisionFloat32 or PrecisionBFloat16", opts.Precision)
+	}
+	if opts.QuantizeQuery {
+		if c.k.dtype != Q8 {
+			return fmt.Errorf("attention: Options.QuantizeQuery needs Q8 keys; the keys are %v", c.k.dtype)
+		}
+		if c.precision != PrecisionFloat32 {
+			return fmt.Errorf("attention: Options.QuantizeQuery needs PrecisionFloat32; Options.Precision is %v", c.precision)
+		}
+		c.q8Query = true
 	}
 	switch opts.CausalAlign {
 	case BottomRight:

@@ -52,7 +52,13 @@ type block struct {
 // dequantised) to float32 and every product is a float32 FMA.
 type f32Math struct{}
 
-func (f32Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) { gatherQ(ws, c, b, hk, p0, np) }
+func (f32Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
+	gatherQ(ws, c, b, hk, p0, np)
+	if c.q8Query {
+		bl := &ws.blk
+		_ = ws.q8.Set(ws.q, bl.ld, bl.rows, bl.d) // sizes of the block: cannot fail
+	}
+}
 
 // scores reads the K rows where they lie with the row kernels when the
 // call has few rows (c.direct: decode, a few draft tokens); otherwise it
@@ -60,6 +66,20 @@ func (f32Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) { gatherQ(ws, c,
 func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
+	if c.q8Query {
+		// Integer products of the Q8 query rows with the Q8 keys where
+		// they lie, whatever the number of rows: there is no float32
+		// panel to reuse.
+		k := src.k
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
+			if err := kernel.QKRowsQ8DotPrefetch(ws.s[j-j0:], bl.ldS, &ws.q8, k.i8[r.kOff:], k.q8s[r.kOff/Q8Block:], k.SeqStride, r.n, c.scale, r.kAhead); err != nil {
+				return err
+			}
+			j += r.n
+		}
+		return nil
+	}
 	if c.direct {
 		for j := j0; j < j0+bc; {
 			r := src.rowRun(j, j0+bc)

@@ -32,6 +32,8 @@ type workspace struct {
 	vp []fp16.BFloat16 // the V tile's pair panel
 	vc []fp16.BFloat16 // a copy of a V panel without its non-finite rows (pvHidingNonFinite)
 
+	q8 kernel.Q8Query // Options.QuantizeQuery: the block's query rows in Q8
+
 	blk block // the block being folded
 }
 

@@ -110,6 +110,17 @@ type Options struct {
 	// PrecisionFloat32 (the zero value) or PrecisionBFloat16, several
 	// times faster where the CPU has AMX or AVX512-BF16. See Precision.
 	Precision Precision
+	// QuantizeQuery, with Q8 keys, quantises each query row to Q8 (a scale
+	// per block of Q8Block values, as llama.cpp's Q8_0 and as the keys)
+	// and computes Q·Kᵀ in integer dot products (kernel.QKRowsQ8Dot:
+	// VPDPBUSD on AVX512-VNNI) instead of dequantising every key: an
+	// opt-in, as llama.cpp's CPU attention does by default, that trades
+	// the rounding of the query, at most half a step of its block
+	// (docs/math.md, Section 9), for speed where the CPU has the
+	// instructions (kernel.Current().Int8Dot); elsewhere it is slower.
+	// P·V and everything else stay as they are. It needs keys of type Q8
+	// and PrecisionFloat32; otherwise the call returns an error.
+	QuantizeQuery bool
 }
 
 // Alignment says where the diagonal of the score matrix lies when the

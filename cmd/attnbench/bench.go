@@ -176,6 +176,9 @@ func benchKVType(c config, rep *report, in *shapeInputs, dt attention.DType, pro
 		return err
 	}
 	for _, cs := range cases(c.precisions, c.threads) {
+		if !runsWith(cs.prec, dt) {
+			continue
+		}
 		r, err := benchCase(c, rep, in, kv, cs, or, prog)
 		if err != nil {
 			return err
@@ -251,10 +254,17 @@ func runOracle(c config, in *shapeInputs, k, v kvData, dt attention.DType, prog 
 		return or, err
 	}
 	for _, prec := range c.precisions {
+		if !runsWith(prec, dt) {
+			continue
+		}
 		// The yardstick of each precision: naive attention in it.
 		n := reference.Naive{BFloat16: prec == attention.PrecisionBFloat16}
 		nout := make([]float32, sp.QLen())
-		if err := n.Attention(sp, nout, sq, sk, sv); err != nil {
+		nq, err := naiveQueries(prec, sq, sp.Dim)
+		if err != nil {
+			return or, err
+		}
+		if err := n.Attention(sp, nout, nq, sk, sv); err != nil {
 			return or, err
 		}
 		or.naiveErr[prec] = reference.Compare(nout, or.want).MaxAbs
@@ -269,7 +279,7 @@ func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads
 	s, prec, threads := in.s, cs.prec, cs.threads
 	dt, calls := kv.dt, kv.calls
 	for _, cl := range calls {
-		cl.opts.Precision = prec
+		setPrecision(&cl.opts, prec)
 	}
 	label := fmt.Sprintf("%s %v %s %dT", s.name, dt, precName(prec), threads)
 	// GOMAXPROCS follows the thread count for both paths, so that the
@@ -281,8 +291,11 @@ func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads
 		return result{}, err
 	}
 	kern := kernel.Implementation()
-	if prec == attention.PrecisionBFloat16 {
+	switch {
+	case prec == attention.PrecisionBFloat16:
 		kern = kernel.BF16Implementation()
+	case prec == precQ8Query && kernel.Current().Int8Dot:
+		kern += "+vnni"
 	}
 	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: kv.capped}
 	if s.decode() {

@@ -171,6 +171,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	precs, err := parsePrecisions(*precList)
+	if err == nil && slices.Contains(precs, precQ8Query) {
+		err = fmt.Errorf("-precision has q8q; the check grid has no Q8 keys (its head dims are not multiples of %d): q8q is checked in the benchmark, -kv q8 -precision q8q", attention.Q8Block)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "attnbench check:", err)
 		return 2
@@ -221,15 +224,22 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, p
 				return nil, fmt.Errorf("%v %v: oracle: %w", dt, s, err)
 			}
 			for _, prec := range precs {
+				if !runsWith(prec, dt) {
+					continue
+				}
 				// The yardstick: naive attention in the same precision.
 				n := reference.Naive{BFloat16: prec == attention.PrecisionBFloat16}
 				nout := make([]float32, p.QLen())
-				if err := n.Attention(p, nout, q, k.values, v.values); err != nil {
+				nq, err := naiveQueries(prec, q, p.Dim)
+				if err != nil {
+					return nil, err
+				}
+				if err := n.Attention(p, nout, nq, k.values, v.values); err != nil {
 					return nil, fmt.Errorf("%v %v: naive: %w", dt, s, err)
 				}
 				naiveErr := reference.Compare(nout, want).MaxAbs
 				opts := s.shape().options()
-				opts.Precision = prec
+				setPrecision(&opts, prec)
 				for _, impl := range impls {
 					name := fmt.Sprintf("%s %v %s %v", impl, dt, precName(prec), s)
 					errs, err := checkOne(eng, impl, &call{

@@ -74,7 +74,13 @@ func (c config) kvFor(s shape) []attention.DType {
 func (c config) cases() int {
 	n := 0
 	for _, s := range c.shapes {
-		n += len(c.kvFor(s)) * len(c.precisions) * len(c.threads)
+		for _, dt := range c.kvFor(s) {
+			for _, p := range c.precisions {
+				if runsWith(p, dt) {
+					n += len(c.threads)
+				}
+			}
+		}
 	}
 	return n
 }
@@ -213,7 +219,8 @@ func parse(args []string, help io.Writer) (config, error) {
 		"the visible query-key pairs exactly and GB/s the keys some query sees (default: none)")
 	precList := fs.String("precision", "f32", "comma-separated compute `precisions` of the products Q·Kᵀ and P·V: f32 (float32 FMA) and bf16\n"+
 		"(bfloat16 operands, float32 accumulation: AMX or AVX512-BF16 where the CPU has them, else the float32\n"+
-		"kernels on operands widened to float32); each runs every case")
+		"kernels on operands widened to float32), and q8q (float32 with the queries quantised to Q8 and Q·Kᵀ in\n"+
+		"integer dot products, Options.QuantizeQuery: VPDPBUSD on AVX512-VNNI; only with -kv q8); each runs every case")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.
@@ -533,8 +540,10 @@ func parsePrecisions(list string) ([]attention.Precision, error) {
 			p = attention.PrecisionFloat32
 		case "bf16", "bfloat16":
 			p = attention.PrecisionBFloat16
+		case "q8q":
+			p = precQ8Query
 		default:
-			return nil, fmt.Errorf("-precision has %q; want f32 or bf16", name)
+			return nil, fmt.Errorf("-precision has %q; want f32, bf16 or q8q", name)
 		}
 		if slices.Contains(ps, p) {
 			return nil, fmt.Errorf("-precision names %s twice", precName(p))
@@ -549,8 +558,50 @@ func parsePrecisions(list string) ([]attention.Precision, error) {
 
 // precName is the short name of a precision in flags and tables.
 func precName(p attention.Precision) string {
-	if p == attention.PrecisionBFloat16 {
+	switch p {
+	case attention.PrecisionBFloat16:
 		return "bf16"
+	case precQ8Query:
+		return "q8q"
 	}
 	return "f32"
+}
+
+// precQ8Query is attnbench's precision q8q: float32 with
+// Options.QuantizeQuery, the queries quantised to Q8 and Q·Kᵀ computed in
+// integer dot products. It runs only with Q8 keys (-kv q8); its accuracy
+// yardstick is naive float32 attention on the queries so quantised.
+const precQ8Query = attention.Precision(0x80)
+
+// setPrecision sets the options of precision p (one of parsePrecisions').
+func setPrecision(o *attention.Options, p attention.Precision) {
+	o.Precision, o.QuantizeQuery = p, false
+	if p == precQ8Query {
+		o.Precision, o.QuantizeQuery = attention.PrecisionFloat32, true
+	}
+}
+
+// runsWith reports whether precision p runs with K/V type dt.
+func runsWith(p attention.Precision, dt attention.DType) bool {
+	return p != precQ8Query || dt == attention.Q8
+}
+
+// naiveQueries returns the queries that the naive yardstick of precision
+// p reads: q, or for q8q every row of d values quantised to Q8 and back
+// (d is a multiple of Q8Block wherever q8q runs).
+func naiveQueries(p attention.Precision, q []float32, d int) ([]float32, error) {
+	if p != precQ8Query {
+		return q, nil
+	}
+	out := make([]float32, len(q))
+	data, scales := make([]int8, d), make([]float32, (d+attention.Q8Block-1)/attention.Q8Block)
+	for r := 0; r+d <= len(q); r += d {
+		if err := attention.QuantizeQ8(data, scales, q[r:r+d]); err != nil {
+			return nil, err
+		}
+		if err := attention.DequantizeQ8(out[r:r+d], data, scales); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
