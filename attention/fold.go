@@ -34,6 +34,12 @@ type workspace struct {
 
 	q8 kernel.Q8Query // Options.QuantizeQuery: the block's query rows in Q8
 
+	// The runs of the tile of keys [runsJ0, runsJ0+runsN) of blk.src for
+	// the row kernels (rowRuns): found once a tile, for Q·Kᵀ, and read
+	// again for P·V.
+	runs          []kvRun
+	runsJ0, runsN int
+
 	blk block // the block being folded
 }
 
@@ -142,6 +148,7 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
 	np := p1 - p0
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(b, hk, sg)}
+	ws.runs = ws.runs[:0] // runs of the previous block's source
 	if c.pre != nil {
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
