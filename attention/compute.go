@@ -46,6 +46,7 @@ type block struct {
 	// finiteness of each V tile.
 	preK, preV []fp16.BFloat16
 	preBad     []int32 // prefix counts of non-finite V rows (prepack.bad)
+	preErr     error   // the panels could not be had (beginTiles)
 }
 
 // f32Math computes in float32: K and V are converted (exactly, or

@@ -146,17 +146,43 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 // view or a paged cache) and how the products are computed is the compute
 // path's (c.math: float32 or bfloat16).
 func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
+	sp := e.beginTiles(ws, c, b, hk, p0, p1, sg, part, parts)
+	if err := ws.blk.preErr; err != nil {
+		return err
+	}
+	for j0 := sp.kBeg; j0 < sp.kEnd; j0 += c.bkv {
+		if err := e.foldTile(ws, c, &sp, j0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tileSpan is what foldTile needs to know of the block beyond ws.blk: its
+// batch entry, K/V head, positions and sequence, and the keys that every
+// row sees.
+type tileSpan struct {
+	b, hk, p0, np int
+	sg            seg
+	il0           int // the block's first row, within its sequence
+	kBeg, kEnd    int // the tiles to fold: [kBeg, kEnd) in steps of c.bkv
+	allLo, allHi  int // keys [allLo, allHi) are visible to every row
+}
+
+// beginTiles sets ws up for the block of query positions [p0, p1) of K/V
+// head hk (geometry, queries, fresh accumulators) and returns the span of
+// tiles of part part of parts that foldTiles folds.
+func (e *Engine) beginTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) tileSpan {
 	np := p1 - p0
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(b, hk, sg)}
 	ws.runs = ws.runs[:0] // runs of the previous block's source
 	if c.pre != nil {
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
-			return err
+			ws.blk.preErr = err // for the caller, before any tile is folded
 		}
 	}
-	m := c.math
-	m.loadQ(ws, c, b, hk, p0, np)
+	c.math.loadQ(ws, c, b, hk, p0, np)
 	rows, ld := ws.blk.rows, ws.blk.ld
 	clear(ws.o[:rows*ld])
 	for r := range rows {
@@ -168,8 +194,9 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 	// and the window, both bounds non-decreasing in i. Keys before the first
 	// row's lo or at or past the last row's hi are invisible to the whole
 	// block, so the tiles that hold only such keys are never computed.
-	il0, il1 := p0-sg.q0, p1-1-sg.q0
-	kBeg, _ := c.keyRange(sg, il0)
+	sp := tileSpan{b: b, hk: hk, p0: p0, np: np, sg: sg, il0: p0 - sg.q0}
+	il1 := p1 - 1 - sg.q0
+	kBeg, _ := c.keyRange(sg, sp.il0)
 	_, kEnd := c.keyRange(sg, il1)
 	kBeg, kEnd = max(kBeg, 0), min(kEnd, sg.nk)
 	// Tiles start on multiples of the tile width, whatever the block's
@@ -179,71 +206,72 @@ func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, pa
 	// in the first tile are hidden as at any crossing edge.
 	kBeg -= kBeg % c.bkv
 	// Keys [allLo, allHi) are visible to every row of the block.
-	allLo, _ := c.keyRange(sg, il1)
-	_, allHi := c.keyRange(sg, il0)
+	sp.allLo, _ = c.keyRange(sg, il1)
+	_, sp.allHi = c.keyRange(sg, sp.il0)
 	if parts > 1 && kEnd > kBeg {
 		nT := (kEnd - kBeg + c.bkv - 1) / c.bkv
 		kBeg, kEnd = kBeg+part*nT/parts*c.bkv, min(kEnd, kBeg+(part+1)*nT/parts*c.bkv)
 	}
-	for j0 := kBeg; j0 < kEnd; j0 += c.bkv {
-		bc := min(c.bkv, kEnd-j0)
-		if c.gridTiles {
-			// The tile's width is the grid's, whatever the block's last
-			// visible key: the vector softmax assigns columns to its
-			// partial sums by the width, so a row's bits must not depend
-			// on which block holds it. Keys past the block's range are
-			// hidden as at any crossing edge (and trimmed below).
-			bc = min(c.bkv, sg.nk-j0)
-		}
-		if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
-			continue // a mask hides the whole tile: nothing to pack or compute
-		}
-		// Only a tile that the edge of some row's range crosses is masked
-		// row by row; a tile inside every row's range is visible to all.
-		whole := allLo <= j0 && j0+bc <= allHi
-		if whole {
-			if c.terms {
-				for r := range rows {
-					ws.lo[r], ws.vis[r] = 0, bc
-				}
-			}
-		} else {
-			vmax := 0
-			for pi := range np {
-				lo, hi := c.keyRange(sg, il0+pi)
-				lo, hi = min(bc, max(0, lo-j0)), min(bc, max(0, hi-j0))
-				hi = max(hi, lo)
-				vmax = max(vmax, hi)
-				for r0 := 0; r0 < rows; r0 += np {
-					ws.lo[r0+pi], ws.vis[r0+pi] = lo, hi
-				}
-			}
-			if c.trim && vmax > 0 {
-				// The keys past every row's range (the diagonal tile of a
-				// causal block) are left out, in steps of trimStep keys.
-				bc = min(bc, roundUp(vmax, trimStep))
-			}
-		}
-		if err := m.scores(ws, c, j0, bc); err != nil {
-			return err
-		}
-		if (c.mask.dtype != 0 || c.bmask.Data != nil) && !trimMasked(ws, c, b, hk, p0, np, j0, sg) {
-			whole = false // keys a mask hides at the edge of a row's range are not read for it
-		}
+	sp.kBeg, sp.kEnd = kBeg, kEnd
+	return sp
+}
+
+// foldTile folds the tile of keys from j0 (a tile of sp) into the block
+// that beginTiles set up in ws.
+func (e *Engine) foldTile(ws *workspace, c *call, sp *tileSpan, j0 int) error {
+	b, hk, p0, np, sg := sp.b, sp.hk, sp.p0, sp.np, sp.sg
+	rows, m := ws.blk.rows, c.math
+	bc := min(c.bkv, sp.kEnd-j0)
+	if c.gridTiles {
+		// The tile's width is the grid's, whatever the block's last
+		// visible key: the vector softmax assigns columns to its
+		// partial sums by the width, so a row's bits must not depend
+		// on which block holds it. Keys past the block's range are
+		// hidden as at any crossing edge (and trimmed below).
+		bc = min(c.bkv, sg.nk-j0)
+	}
+	if c.terms && maskHidesTile(c, b, hk, p0, np, j0, bc, sg) {
+		return nil // a mask hides the whole tile: nothing to pack or compute
+	}
+	// Only a tile that the edge of some row's range crosses is masked
+	// row by row; a tile inside every row's range is visible to all.
+	whole := sp.allLo <= j0 && j0+bc <= sp.allHi
+	if whole {
 		if c.terms {
-			applyTerms(ws, c, b, hk, p0, np, j0, ws.blk.ldS, sg)
+			for r := range rows {
+				ws.lo[r], ws.vis[r] = 0, bc
+			}
 		}
-		var err error
-		if whole {
-			err = m.foldWhole(ws, c, j0, bc)
-		} else {
-			err = m.foldCrossing(ws, c, j0, bc)
+	} else {
+		vmax := 0
+		for pi := range np {
+			lo, hi := c.keyRange(sg, sp.il0+pi)
+			lo, hi = min(bc, max(0, lo-j0)), min(bc, max(0, hi-j0))
+			hi = max(hi, lo)
+			vmax = max(vmax, hi)
+			for r0 := 0; r0 < rows; r0 += np {
+				ws.lo[r0+pi], ws.vis[r0+pi] = lo, hi
+			}
 		}
-		if err != nil {
-			return err
+		if c.trim && vmax > 0 {
+			// The keys past every row's range (the diagonal tile of a
+			// causal block) are left out, in steps of trimStep keys.
+			bc = min(bc, roundUp(vmax, trimStep))
 		}
 	}
-	return nil
+	if err := m.scores(ws, c, j0, bc); err != nil {
+		return err
+	}
+	if (c.mask.dtype != 0 || c.bmask.Data != nil) && !trimMasked(ws, c, b, hk, p0, np, j0, sg) {
+		whole = false // keys a mask hides at the edge of a row's range are not read for it
+	}
+	if c.terms {
+		applyTerms(ws, c, b, hk, p0, np, j0, ws.blk.ldS, sg)
+	}
+	if whole {
+		return m.foldWhole(ws, c, j0, bc)
+	}
+	return m.foldCrossing(ws, c, j0, bc)
 }
 
 // gatherQ copies the query rows of the block of np positions from p0 of
