@@ -48,6 +48,10 @@ type job struct {
 	splits int
 	parts  splitParts
 
+	// fuse > 1: each item folds fuse K/V heads together, tile by tile
+	// (workFused); item i is part i%splits of head group i/splits.
+	fuse int
+
 	// pre holds the K/V pair panels of a bf16 prefill, packed once.
 	pre prepack
 
@@ -165,6 +169,11 @@ func (e *Engine) computeBlocks(c *call, np int) error {
 		j.total *= j.splits
 		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.wsDim())
 	}
+	j.fuse = 1
+	if c.direct && c.cuQ == nil && j.nBlk == 1 && !c.paged.on() && c.caches == nil && headsInterleaved(c) {
+		j.fuse = fuseGroup(c.k.Heads, c.q.Batch*j.splits, e.threadCount())
+		j.total /= j.fuse
+	}
 	j.pre.setup(c, j.nBlk, c.bkv)
 	if j.pre.on {
 		j.c.pre = &j.pre
@@ -172,7 +181,7 @@ func (e *Engine) computeBlocks(c *call, np int) error {
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
-	e.reserveWorkspaces(1+max(0, helpers), c.group*np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+	e.reserveWorkspaces((1+max(0, helpers))*j.fuse, c.group*np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
 	if helpers > 0 {
 		p := e.pool
 		p.grow(helpers)
@@ -226,6 +235,10 @@ func (j *job) work() {
 	defer j.e.putWorkspace(ws)
 	c := &j.c
 	ws.ensure(c.group*j.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+	if j.fuse > 1 {
+		j.workFused(ws)
+		return
+	}
 	heads := c.k.Heads
 	// Variable lengths: the blocks are numbered sequence by sequence, and
 	// each worker's block indices only grow, so it finds a block's
@@ -265,13 +278,18 @@ func (j *job) work() {
 			err = j.e.foldBlock(ws, c, 0, li%heads, p0, min(p0+j.np, sg.q0+sg.nq), sg)
 		}
 		if err != nil {
-			j.errMu.Lock()
-			if j.err == nil {
-				j.err = err
-			}
-			j.errMu.Unlock()
+			j.fail(err)
 		}
 	}
+}
+
+// fail records the first error of the job.
+func (j *job) fail(err error) {
+	j.errMu.Lock()
+	if j.err == nil {
+		j.err = err
+	}
+	j.errMu.Unlock()
 }
 
 func (e *Engine) getJob() *job {

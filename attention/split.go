@@ -50,12 +50,17 @@ func (j *job) foldPart(ws *workspace, i int) error {
 	if err := j.e.foldTiles(ws, c, b, hk, 0, c.q.Seq, sg, part, j.splits); err != nil {
 		return err
 	}
+	j.storePart(ws, i)
+	return nil
+}
+
+// storePart keeps ws's accumulators as the part in slot i.
+func (j *job) storePart(ws *workspace, i int) {
 	p := &j.parts
 	rows, ld := p.rows, p.ld
 	copy(p.o[i*rows*ld:(i+1)*rows*ld], ws.o[:rows*ld])
 	copy(p.m[i*rows:(i+1)*rows], ws.m[:rows])
 	copy(p.z[i*rows:(i+1)*rows], ws.z[:rows])
-	return nil
 }
 
 // mergeParts combines the parts of every (batch, K/V head) in part order

@@ -159,13 +159,36 @@ func newShapeInputs(c config, s shape, seed uint64) *shapeInputs {
 	return in
 }
 
+// swapHS returns x, [b][h][s][d], as [b][s][h][d].
+func swapHS(x []float32, b, h, s, d int) []float32 {
+	out := make([]float32, len(x))
+	for bi := range b {
+		for hi := range h {
+			for si := range s {
+				copy(out[((bi*s+si)*h+hi)*d:][:d], x[((bi*h+hi)*s+si)*d:][:d])
+			}
+		}
+	}
+	return out
+}
+
 // benchKVType runs every precision and thread count of one shape with K
 // and V stored as dt.
 func benchKVType(c config, rep *report, in *shapeInputs, dt attention.DType, prog *progress) error {
 	runtime.GC() // drop the previous type's K/V caches
 	kv := &kvRun{dt: dt}
 	var err error
-	if kv.k, kv.v, err = storeKVPair(in.k32, in.v32, dt, in.kvLayout); err != nil {
+	if c.kvBSHD {
+		// The tensors in [B, S, H, D]; the values the oracle and the naive
+		// baseline read stay in [B, H, S, D].
+		s := in.s
+		l := attention.BSHD(s.batch, s.nkv, s.kvHeads, s.dim)
+		if kv.k, kv.v, err = storeKVPair(swapHS(in.k32, s.batch, s.kvHeads, s.nkv, s.dim), swapHS(in.v32, s.batch, s.kvHeads, s.nkv, s.dim), dt, l); err != nil {
+			return err
+		}
+		kv.k.values = swapHS(kv.k.values, s.batch, s.nkv, s.kvHeads, s.dim)
+		kv.v.values = swapHS(kv.v.values, s.batch, s.nkv, s.kvHeads, s.dim)
+	} else if kv.k, kv.v, err = storeKVPair(in.k32, in.v32, dt, in.kvLayout); err != nil {
 		return err
 	}
 	if kv.calls, kv.capped, err = rotatingCalls(c, rep, in, kv.k, kv.v, dt, prog); err != nil {

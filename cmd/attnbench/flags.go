@@ -43,6 +43,11 @@ type config struct {
 	// contiguous tensors (Engine.Forward).
 	paged int
 
+	// kvBSHD lays K and V out as [batch, seq, K/V heads, dim] (-kvlayout
+	// bshd: llama.cpp's cache, a flat [seq][kvHeads·headDim] one) instead
+	// of [batch, K/V heads, seq, dim].
+	kvBSHD bool
+
 	// avail is the memory the run may use in bytes (availableMemory, read
 	// once at parse time) and availSource where that figure comes from.
 	avail       float64
@@ -194,6 +199,8 @@ func parse(args []string, help io.Writer) (config, error) {
 	paged := fs.Int("paged", 0, "read K and V through an attention.PagedCache of blocks of `N` positions (ForwardPaged, one\n"+
 		"sequence per batch entry, grown a block at a time beside another sequence, so that no two of its\n"+
 		"blocks are neighbours) instead of contiguous tensors (0)")
+	kvLayout := fs.String("kvlayout", "bhsd", "`layout` of the K and V tensors: bhsd ([batch, K/V heads, seq, dim], each head's rows\n"+
+		"together) or bshd ([batch, seq, K/V heads, dim], every head of a position together: llama.cpp's cache)")
 	threadList := fs.String("threads", defThreads, "comma-separated thread `counts`; each sets GOMAXPROCS and the engine's Threads (\"max\" = GOMAXPROCS)")
 	reps := fs.Int("reps", 5, "timed repetitions after one warm-up; the median, fastest and slowest are reported")
 	mode := fs.String("mode", "all", "shapes to run, by `mode`: prefill (Nq > 1), decode (Nq = 1) or all")
@@ -242,6 +249,16 @@ func parse(args []string, help io.Writer) (config, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
 	c := config{reps: *reps, naive: bool(naive), check: bool(check), cpuprofile: *cpuprofile, warm: *warm, paged: *paged}
+	switch strings.ToLower(*kvLayout) {
+	case "bhsd":
+	case "bshd":
+		c.kvBSHD = true
+		if c.paged > 0 {
+			return c, fmt.Errorf("-kvlayout bshd and -paged %d: a paged cache has a layout of its own", c.paged)
+		}
+	default:
+		return c, fmt.Errorf("-kvlayout is %q; want bhsd or bshd", *kvLayout)
+	}
 	if c.reps < 1 {
 		return config{}, fmt.Errorf("-reps is %d; want >= 1", c.reps)
 	}

@@ -1,0 +1,98 @@
+package attention
+
+// Decoding over a cache whose rows hold every K/V head of a position:
+// llama.cpp's layout and the flat [seq][kvHeads·headDim] cache of
+// llama2.c-style runtimes (BSHD views of K and V). Folding one K/V head at
+// a time walks each head's rows at a stride of the whole position row, so
+// that a decode step reads memory in as many strided passes as there are
+// heads, which neither the hardware prefetchers nor the DRAM pages favour
+// (docs/design.md). Instead a worker takes several heads at once and folds
+// them tile by tile: for every tile of positions, head after head, so
+// that the tile's position rows are read together, as one stretch of
+// memory. Each head's fold is the same as alone (its own workspace, the
+// same tiles in the same order), so the outputs are the same bits; how
+// many heads go together depends only on the thread count, never on
+// anything that would change a result.
+
+// maxFuse is the most K/V heads one worker folds together.
+const maxFuse = 16
+
+// headsInterleaved reports whether K's and V's rows of the K/V heads of a
+// position lie together: a head's stride shorter than a position's.
+func headsInterleaved(c *call) bool {
+	k, v := &c.k, &c.v
+	return k.Heads > 1 && k.HeadStride < k.SeqStride && v.HeadStride < v.SeqStride
+}
+
+// fuseGroup returns how many of heads K/V heads a worker folds together:
+// the largest divisor of heads, at most maxFuse, that still leaves at
+// least threads items of work when each of items0 items per head group is
+// one (items0 = batch × splits).
+func fuseGroup(heads, items0, threads int) int {
+	for g := min(heads, maxFuse); g > 1; g-- {
+		if heads%g == 0 && items0*(heads/g) >= threads {
+			return g
+		}
+	}
+	return 1
+}
+
+// workFused takes items of j.fuse heads until none is left; ws is the
+// worker's first workspace, and it takes the others from the engine (the
+// call reserved them).
+func (j *job) workFused(ws *workspace) {
+	c := &j.c
+	var wss [maxFuse]*workspace
+	wss[0] = ws
+	for h := 1; h < j.fuse; h++ {
+		wss[h] = j.e.getWorkspace()
+		wss[h].ensure(c.group*j.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+	}
+	defer func() {
+		for h := 1; h < j.fuse; h++ {
+			j.e.putWorkspace(wss[h])
+		}
+	}()
+	for {
+		i := int(j.next.Add(1)) - 1
+		if i >= j.total {
+			return
+		}
+		if err := j.foldFused(wss[:j.fuse], i); err != nil {
+			j.fail(err)
+		}
+	}
+}
+
+// foldFused folds item i: part i%splits of the keys of the head group
+// i/splits (batch entry and j.fuse consecutive K/V heads), tile by tile
+// across the group, and finishes each head (or stores its part).
+func (j *job) foldFused(wss []*workspace, i int) error {
+	c, e := &j.c, j.e
+	groups := c.k.Heads / j.fuse
+	bg, part := i/j.splits, i%j.splits
+	b, hk0 := bg/groups, bg%groups*j.fuse
+	sg := seg{nq: c.q.Seq, nk: c.keys(b)}
+	var spans [maxFuse]tileSpan
+	for h, ws := range wss {
+		spans[h] = e.beginTiles(ws, c, b, hk0+h, 0, c.q.Seq, sg, part, j.splits)
+		if err := ws.blk.preErr; err != nil {
+			return err
+		}
+	}
+	for j0 := spans[0].kBeg; j0 < spans[0].kEnd; j0 += c.bkv {
+		for h, ws := range wss {
+			if err := e.foldTile(ws, c, &spans[h], j0); err != nil {
+				return err
+			}
+		}
+	}
+	for h, ws := range wss {
+		if j.splits > 1 {
+			j.storePart(ws, (b*c.k.Heads+hk0+h)*j.splits+part)
+		} else {
+			finishBlock(ws, c, b, hk0+h, 0, c.q.Seq)
+		}
+	}
+	return nil
+}
