@@ -18,10 +18,15 @@ package attention
 const maxFuse = 16
 
 // headsInterleaved reports whether K's and V's rows of the K/V heads of a
-// position lie together: a head's stride shorter than a position's.
+// position lie together: a head's stride shorter than a position's, in the
+// call's tensors or in the pools of its paged caches (vLLM's [blocks,
+// block size, heads, dim]).
 func headsInterleaved(c *call) bool {
 	k, v := &c.k, &c.v
-	return k.Heads > 1 && k.HeadStride < k.SeqStride && v.HeadStride < v.SeqStride
+	if c.paged.on() {
+		k, v = c.paged.pools()
+	}
+	return c.k.Heads > 1 && k.HeadStride < k.SeqStride && v.HeadStride < v.SeqStride
 }
 
 // fuseGroup returns how many of heads K/V heads a worker folds together:

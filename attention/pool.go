@@ -170,7 +170,7 @@ func (e *Engine) computeBlocks(c *call, np int) error {
 		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.wsDim())
 	}
 	j.fuse = 1
-	if c.direct && c.cuQ == nil && j.nBlk == 1 && !c.paged.on() && c.caches == nil && headsInterleaved(c) {
+	if c.direct && c.cuQ == nil && j.nBlk == 1 && c.caches == nil && headsInterleaved(c) {
 		j.fuse = fuseGroup(c.k.Heads, c.q.Batch*j.splits, e.threadCount())
 		j.total /= j.fuse
 	}
