@@ -2,6 +2,7 @@ package attention_test
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/fp16"
@@ -94,4 +95,44 @@ func ExampleEngine_Forward_latent() {
 	)
 	fmt.Println(err, len(out)/heads)
 	// Output: <nil> 512
+}
+
+func ExampleOptions_quantizeQuery() {
+	// A decode step over a Q8 cache: with QuantizeQuery the query is
+	// rounded to Q8 too and Q·Kᵀ is computed in int8 dot products. The
+	// result moves by about the query's rounding, no more.
+	const heads, n, d = 2, 100, 64
+	k, v, q := make([]float32, heads*n*d), make([]float32, heads*n*d), make([]float32, heads*d)
+	for i := range k {
+		k[i] = float32(math.Sin(float64(i)))
+		v[i] = float32(math.Cos(float64(i) * 0.7))
+	}
+	for i := range q {
+		q[i] = float32(math.Sin(float64(i) * 1.3))
+	}
+	kvLay := attention.BHSD(1, heads, n, d)
+	q8 := func(x []float32) attention.Tensor {
+		data, scales := make([]int8, len(x)), make([]float32, len(x)/attention.Q8Block)
+		if err := attention.QuantizeQ8(data, scales, x); err != nil {
+			panic(err)
+		}
+		return attention.Q8Tensor(data, scales, kvLay)
+	}
+	kT, vT := q8(k), q8(v)
+	qLay := attention.BHSD(1, heads, 1, d)
+	plain, quant := make([]float32, heads*d), make([]float32, heads*d)
+	for _, r := range []struct {
+		out  []float32
+		opts attention.Options
+	}{{plain, attention.Options{}}, {quant, attention.Options{QuantizeQuery: true}}} {
+		if err := attention.Forward(attention.F32Tensor(r.out, qLay), attention.F32Tensor(q, qLay), kT, vT, r.opts); err != nil {
+			panic(err)
+		}
+	}
+	var diff float64
+	for i := range plain {
+		diff = max(diff, math.Abs(float64(plain[i]-quant[i])))
+	}
+	fmt.Println("largest change below 1e-2:", diff < 1e-2, "and not zero:", diff > 0)
+	// Output: largest change below 1e-2: true and not zero: true
 }

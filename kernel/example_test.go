@@ -18,3 +18,30 @@ func ExampleMatMul() {
 	fmt.Println(c)
 	// Output: [4 5 10 11]
 }
+
+func ExampleQKRowsQ8Dot() {
+	// One query row against two Q8 key rows of 32 values: the query is
+	// quantised once (Q8Query) and each score is an integer dot product
+	// times the two block scales. The exact second score is -10; the
+	// query's rounding (0.5 stored as 42/127 of 1.5) moves it a little.
+	x := make([]float32, 32)
+	for i := range x {
+		x[i] = float32(i%4) - 1.5
+	}
+	var q kernel.Q8Query
+	if err := q.Set(x, 32, 1, 32); err != nil {
+		panic(err)
+	}
+	k := make([]int8, 2*32)
+	for i := range 32 {
+		k[i] = 1           // key 0: ones
+		k[32+i] = int8(-i) // key 1: 0, -1, -2, ...
+	}
+	kScales := []float32{0.5, 0.25}
+	s := make([]float32, 2)
+	if err := kernel.QKRowsQ8Dot(s, 2, &q, k, kScales, 32, 2, 1); err != nil {
+		panic(err)
+	}
+	fmt.Printf("%.2f %.2f\n", s[0], s[1])
+	// Output: 0.00 -9.99
+}
