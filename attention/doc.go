@@ -60,5 +60,6 @@
 // Engine.ForwardKVCaches (a serving loop over one cache per request),
 // PagedCache (forked sequences sharing a prompt), Engine.ForwardPagedKV
 // (a runtime's own vLLM-style block pool), Merge and MergeN (attention over
-// key ranges computed apart) and DequantizeQ8 (int8 K/V).
+// key ranges computed apart), DequantizeQ8 (int8 K/V) and
+// Options_quantizeQuery (Q8 queries against Q8 keys in int8 dot products).
 package attention
