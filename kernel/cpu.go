@@ -105,6 +105,11 @@ func Implementation() string { return implNames[level] }
 // that level on operands widened exactly to float32), or "generic".
 func BF16Implementation() string { return implNames[activeBF16] }
 
+// Int8DotImplementation returns the name of the implementation of
+// QKRowsQ8Dot: "avx512vnni" (VPDPBUSD), "avx2" (VPMADDUBSW, also at the
+// avx512 level of a CPU without AVX512-VNNI) or "generic" (a Go loop).
+func Int8DotImplementation() string { return int8DotName() }
+
 // Implementations returns the names of the implementations this machine
 // can run, best first; "generic" is always last. Built with the purego tag,
 // only "generic" is available.

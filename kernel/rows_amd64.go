@@ -357,3 +357,11 @@ func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs
 //
 //go:noescape
 func qkRowsQ8DotAVX512(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// qkRowsQ8DotAVX2 is the AVX2 kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for
+// rows 1..2, from the same prepared query rows (whose correction dwords it
+// does not read: it multiplies |k| by the query bytes signed as k, with
+// VPSIGNB, VPMADDUBSW and VPMADDWD, exact for query bytes within ±127).
+//
+//go:noescape
+func qkRowsQ8DotAVX2(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)

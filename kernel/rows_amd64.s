@@ -10138,3 +10138,565 @@ qkRowsQ8DotAVX512_r1_k1_inner:
 qkRowsQ8DotAVX512_r1_k1_done:
 	VZEROUPPER
 	RET
+
+// func qkRowsQ8DotAVX2(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+// Requires: AVX, AVX2, FMA3, MMX+, SSE, SSE2
+TEXT ·qkRowsQ8DotAVX2(SB), NOSPLIT, $0-96
+	MOVSS        scale+80(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00010001, AX
+	MOVD         AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         rows+56(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsQ8DotAVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsQ8DotAVX2_r1
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVX2_r2:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVX2_r2_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVX2_r2_k4_done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       R8, R10
+	SHRQ       $0x03, R10
+	LEAQ       (R10)(R10*2), R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       CX, R12
+	PREFETCHT0 (R12)
+	MOVQ       ahead+88(FP), R12
+	ADDQ       AX, R12
+	MOVQ       dv+72(FP), R13
+	SHRQ       $0x06, R13
+
+qkRowsQ8DotAVX2_r2_k4_inner:
+	PREFETCHT2   (R12)
+	PREFETCHT2   (R12)(R8*1)
+	PREFETCHT2   (R12)(R8*2)
+	PREFETCHT2   (R12)(R9*1)
+	VMOVDQU      (AX), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (CX), Y12
+	VMOVDQU      (SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      (SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VMOVDQU      (AX)(R8*1), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (CX)(R10*1), Y12
+	VMOVDQU      (SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      (SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y7
+	VMOVDQU      (AX)(R8*2), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (CX)(R10*2), Y12
+	VMOVDQU      (SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      (SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y8
+	VMOVDQU      (AX)(R9*1), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (CX)(R11*1), Y12
+	VMOVDQU      (SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VMOVDQU      (SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y9
+	VMOVDQU      32(AX), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(CX), Y12
+	VMOVDQU      32(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      32(SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VMOVDQU      32(AX)(R8*1), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(CX)(R10*1), Y12
+	VMOVDQU      32(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      32(SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y7
+	VMOVDQU      32(AX)(R8*2), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(CX)(R10*2), Y12
+	VMOVDQU      32(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      32(SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y8
+	VMOVDQU      32(AX)(R9*1), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(CX)(R11*1), Y12
+	VMOVDQU      32(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VMOVDQU      32(SI)(DI*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(SI)(DI*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y9
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, R12
+	ADDQ         $0x08, CX
+	DECQ         R13
+	JNZ          qkRowsQ8DotAVX2_r2_k4_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, DI
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y10, Y10
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y10, Y2
+	VUNPCKHPD    Y3, Y10, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (DI)
+	ADDQ         SI, DI
+	VUNPCKLPS    Y7, Y6, Y2
+	VUNPCKHPS    Y7, Y6, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPS    Y9, Y8, Y4
+	VUNPCKHPS    Y9, Y8, Y5
+	VADDPS       Y5, Y4, Y4
+	VUNPCKLPD    Y4, Y2, Y3
+	VUNPCKHPD    Y4, Y2, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (DI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	SHLQ         $0x02, SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x10, DX
+	SUBQ         $0x04, BX
+	JMP          qkRowsQ8DotAVX2_r2_k4
+
+qkRowsQ8DotAVX2_r2_k4_done:
+qkRowsQ8DotAVX2_r2_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVX2_r2_k1_done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R8
+	MOVQ       ahead+88(FP), R8
+	SARQ       $0x03, R8
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	MOVQ       ahead+88(FP), R8
+	ADDQ       AX, R8
+	MOVQ       dv+72(FP), R9
+	SHRQ       $0x06, R9
+
+qkRowsQ8DotAVX2_r2_k1_inner:
+	PREFETCHT2   (R8)
+	VMOVDQU      (AX), Y4
+	VPABSB       Y4, Y5
+	VBROADCASTSS (CX), Y6
+	VMOVDQU      (SI), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(SI), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      (SI)(DI*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(SI)(DI*1), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y3
+	VMOVDQU      32(AX), Y4
+	VPABSB       Y4, Y5
+	VBROADCASTSS 4(CX), Y6
+	VMOVDQU      32(SI), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       160(SI), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      32(SI)(DI*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       160(SI)(DI*1), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y3
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, R8
+	ADDQ         $0x08, CX
+	DECQ         R9
+	JNZ          qkRowsQ8DotAVX2_r2_k1_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, DI
+	VPERMILPS    $0x4e, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VMULSS       X0, X4, X4
+	VMOVSS       X4, (DI)
+	ADDQ         SI, DI
+	VPERMILPS    $0x4e, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VPERMILPS    $0xb1, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (DI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x04, DX
+	SUBQ         $0x01, BX
+	JMP          qkRowsQ8DotAVX2_r2_k1
+
+qkRowsQ8DotAVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVX2_r1:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVX2_r1_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVX2_r1_k4_done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       DI, R9
+	SHRQ       $0x03, R9
+	LEAQ       (R9)(R9*2), R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       CX, R11
+	PREFETCHT0 (R11)
+	MOVQ       ahead+88(FP), R11
+	ADDQ       AX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x06, R12
+
+qkRowsQ8DotAVX2_r1_k4_inner:
+	PREFETCHT2   (R11)
+	PREFETCHT2   (R11)(DI*1)
+	PREFETCHT2   (R11)(DI*2)
+	PREFETCHT2   (R11)(R8*1)
+	VMOVDQU      (AX), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (CX), Y8
+	VMOVDQU      (SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      (AX)(DI*1), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (CX)(R9*1), Y8
+	VMOVDQU      (SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      (AX)(DI*2), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (CX)(R9*2), Y8
+	VMOVDQU      (SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      (AX)(R8*1), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (CX)(R10*1), Y8
+	VMOVDQU      (SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVDQU      32(AX), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(CX), Y8
+	VMOVDQU      32(SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      32(AX)(DI*1), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(CX)(R9*1), Y8
+	VMOVDQU      32(SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      32(AX)(DI*2), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(CX)(R9*2), Y8
+	VMOVDQU      32(SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      32(AX)(R8*1), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(CX)(R10*1), Y8
+	VMOVDQU      32(SI), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(SI), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, R11
+	ADDQ         $0x08, CX
+	DECQ         R12
+	JNZ          qkRowsQ8DotAVX2_r1_k4_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, SI
+	VUNPCKLPS    Y3, Y2, Y6
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y6, Y6
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y6, Y2
+	VUNPCKHPD    Y3, Y6, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (SI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	SHLQ         $0x02, SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x10, DX
+	SUBQ         $0x04, BX
+	JMP          qkRowsQ8DotAVX2_r1_k4
+
+qkRowsQ8DotAVX2_r1_k4_done:
+qkRowsQ8DotAVX2_r1_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVX2_r1_k1_done
+	VXORPS     Y2, Y2, Y2
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	SHRQ       $0x03, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ahead+88(FP), DI
+	SARQ       $0x03, DI
+	ADDQ       CX, DI
+	PREFETCHT0 (DI)
+	MOVQ       ahead+88(FP), DI
+	ADDQ       AX, DI
+	MOVQ       dv+72(FP), R8
+	SHRQ       $0x06, R8
+
+qkRowsQ8DotAVX2_r1_k1_inner:
+	PREFETCHT2   (DI)
+	VMOVDQU      (AX), Y3
+	VPABSB       Y3, Y4
+	VBROADCASTSS (CX), Y5
+	VMOVDQU      (SI), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       128(SI), Y6, Y6
+	VFMADD231PS  Y6, Y5, Y2
+	VMOVDQU      32(AX), Y3
+	VPABSB       Y3, Y4
+	VBROADCASTSS 4(CX), Y5
+	VMOVDQU      32(SI), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       160(SI), Y6, Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, DI
+	ADDQ         $0x08, CX
+	DECQ         R8
+	JNZ          qkRowsQ8DotAVX2_r1_k1_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, SI
+	VPERMILPS    $0x4e, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x04, DX
+	SUBQ         $0x01, BX
+	JMP          qkRowsQ8DotAVX2_r1_k1
+
+qkRowsQ8DotAVX2_r1_k1_done:
+	VZEROUPPER
+	RET

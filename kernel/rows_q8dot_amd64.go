@@ -15,9 +15,20 @@ var hasVNNI = cpu.X86.HasAVX512VNNI
 // Q8Query prepares its layout.
 const int8DotBuilt = true
 
-// int8Dot reports whether QKRowsQ8Dot runs on VPDPBUSD here
-// (Capabilities.Int8Dot).
-func int8Dot() bool { return hasVNNI && active == implAVX512 }
+// int8Dot reports whether QKRowsQ8Dot runs on integer dot products here
+// (Capabilities.Int8Dot): VPDPBUSD where the CPU has AVX512-VNNI, else
+// AVX2's VPMADDUBSW.
+func int8Dot() bool { return active == implAVX512 || active == implAVX2 }
+
+func int8DotName() string {
+	switch {
+	case !int8Dot():
+		return "generic"
+	case hasVNNI && active == implAVX512:
+		return "avx512vnni"
+	}
+	return "avx2"
+}
 
 // qkRowsQ8DotAsm computes the first dv components of QKRowsQ8Dot with the
 // VNNI kernel and returns dv (0 where the generic code must do
@@ -27,10 +38,17 @@ func qkRowsQ8DotAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float3
 	if !int8Dot() || dv == 0 {
 		return 0
 	}
-	const mr = 4
 	kp := unsafe.SliceData(k)
+	if hasVNNI && active == implAVX512 {
+		const mr = 4
+		for i0 := 0; i0 < q.rows; i0 += mr {
+			qkRowsQ8DotAVX512(&s[i0*ldS], ldS, &q.prep[i0*q.prepLd], q.prepLd, kp, ldK, &kScales[0], min(mr, q.rows-i0), cols, dv, scale, ahead)
+		}
+		return dv
+	}
+	const mr = 2
 	for i0 := 0; i0 < q.rows; i0 += mr {
-		qkRowsQ8DotAVX512(&s[i0*ldS], ldS, &q.prep[i0*q.prepLd], q.prepLd, kp, ldK, &kScales[0], min(mr, q.rows-i0), cols, dv, scale, ahead)
+		qkRowsQ8DotAVX2(&s[i0*ldS], ldS, &q.prep[i0*q.prepLd], q.prepLd, kp, ldK, &kScales[0], min(mr, q.rows-i0), cols, dv, scale, ahead)
 	}
 	return dv
 }

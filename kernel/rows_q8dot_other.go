@@ -10,6 +10,8 @@ const int8DotBuilt = false
 // instructions here.
 func int8Dot() bool { return false }
 
+func int8DotName() string { return "generic" }
+
 // qkRowsQ8DotAsm leaves everything to the Go loop.
 func qkRowsQ8DotAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32, ahead int) int {
 	return 0

@@ -317,8 +317,8 @@ func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads
 	switch {
 	case prec == attention.PrecisionBFloat16:
 		kern = kernel.BF16Implementation()
-	case prec == precQ8Query && kernel.Current().Int8Dot:
-		kern += "+vnni"
+	case prec == precQ8Query:
+		kern += "+" + kernel.Int8DotImplementation()
 	}
 	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: kv.capped}
 	if s.decode() {

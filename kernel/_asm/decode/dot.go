@@ -217,3 +217,146 @@ func genQKDot() {
 		asmkit.Ret()
 	}
 }
+
+// genQKDotAVX2 emits the AVX2 kernel of QKRowsQ8Dot, for CPUs without
+// AVX512-VNNI: on the same prepared query rows, 32 components (one Q8
+// block) at a time, VPMADDUBSW multiplies the keys' magnitudes |k| (as
+// unsigned bytes, 0..128) by the query bytes given the keys' signs
+// (VPSIGNB; the query bytes are within ±127, so a pair of products stays
+// within ±32512 and never saturates) and VPMADDWD adds the pairs into
+// exact int32 lane sums of four products. The conversion, the query's
+// block scales (the prepared rows' expanded scales) and the FMA with the
+// key's are as in the VNNI kernel: six instructions per row, key and 32
+// components, against ten for the dequantising QKRows at this level.
+func genQKDotAVX2() {
+	x := avx2
+	name := "qkRowsQ8DotAVX2"
+	TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)")
+	Pragma("noescape")
+	Doc(
+		name+" is the AVX2 kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for",
+		fmt.Sprintf("rows 1..%d, from the same prepared query rows (whose correction dwords it", x.mr),
+		"does not read: it multiplies |k| by the query bytes signed as k, with",
+		"VPSIGNB, VPMADDUBSW and VPMADDWD, exact for query bytes within ±127).",
+	)
+	zs := x.Vec()
+	sx := Load(Param("scale"), XMM())
+	VBROADCASTSS(sx, zs)
+	ones := x.Vec()
+	t := GP32()
+	MOVL(U32(0x00010001), t)
+	MOVD(t, ones.AsX())
+	VPBROADCASTD(ones.AsX(), ones)
+
+	dispatchRows(x, name)
+	for rb := x.mr; rb >= 1; rb-- {
+		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
+		Label(fmt.Sprintf("%s_r%d", name, rb))
+		kc := Load(Param("k"), GP64())
+		ksc := Load(Param("ks"), GP64())
+		sp := Load(Param("s"), GP64())
+		jleft := Load(Param("cols"), GP64())
+		for _, nk := range []int{4, 1} {
+			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
+			Label(loop)
+			CMPQ(jleft, U8(nk))
+			JL(LabelRef(done))
+			acc := make([][]VecVirtual, rb)
+			for r := range acc {
+				acc[r] = make([]VecVirtual, nk)
+				for u := range acc[r] {
+					acc[r][u] = x.Vec()
+					VXORPS(acc[r][u], acc[r][u], acc[r][u])
+				}
+			}
+			qp := Load(Param("qp"), GP64())
+			ldQ := Load(Param("ldQP"), GP64())
+			ldKb := Load(Param("ldK"), GP64())
+			ldKb3 := GP64()
+			LEAQ(Mem{Base: ldKb, Index: ldKb, Scale: 2}, ldKb3)
+			ldKs := GP64()
+			MOVQ(ldKb, ldKs)
+			SHRQ(U8(3), ldKs)
+			ldKs3 := GP64()
+			LEAQ(Mem{Base: ldKs, Index: ldKs, Scale: 2}, ldKs3)
+			pf := Load(Param("ahead"), GP64())
+			SARQ(U8(3), pf)
+			ADDQ(ksc, pf)
+			PREFETCHT0(Mem{Base: pf})
+			pf = Load(Param("ahead"), GP64())
+			ADDQ(kc, pf)
+			cnt := Load(Param("dv"), GP64())
+			SHRQ(U8(6), cnt)
+			inner := lbl(fmt.Sprintf("k%d_inner", nk))
+			Label(inner)
+			for u := 0; u < nk; u++ {
+				PREFETCHT2(rowAddr(pf, ldKb, ldKb3, u, 0))
+			}
+			for hh := 0; hh < 2; hh++ { // the chunk's two blocks
+				for u := 0; u < nk; u++ {
+					kx := x.Vec()
+					VMOVDQU(rowAddr(kc, ldKb, ldKb3, u, 32*hh), kx)
+					ax := x.Vec()
+					VPABSB(kx, ax)
+					kv := x.Vec()
+					VBROADCASTSS(rowAddr(ksc, ldKs, ldKs3, u, 4*hh), kv)
+					for r := 0; r < rb; r++ {
+						qrow := Mem{Base: qp}
+						if r == 1 {
+							qrow = qrow.Idx(ldQ, 1)
+						}
+						qv := x.Vec()
+						VMOVDQU(qrow.Offset(32*hh), qv)
+						VPSIGNB(kx, qv, qv)
+						VPMADDUBSW(qv, ax, qv)
+						VPMADDWD(ones, qv, qv)
+						VCVTDQ2PS(qv, qv)
+						VMULPS(qrow.Offset(128+32*hh), qv, qv)
+						VFMADD231PS(qv, kv, acc[r][u])
+					}
+				}
+			}
+			ADDQ(U32(192), qp)
+			ADDQ(U8(64), kc)
+			ADDQ(U8(64), pf)
+			ADDQ(U8(8), ksc)
+			DECQ(cnt)
+			JNZ(LabelRef(inner))
+
+			ldS := Load(Param("ldS"), GP64())
+			SHLQ(U8(2), ldS)
+			sr := GP64()
+			MOVQ(sp, sr)
+			for r := 0; r < rb; r++ {
+				if nk == 4 {
+					h := x.hsum4([4]VecVirtual{acc[r][0], acc[r][1], acc[r][2], acc[r][3]})
+					VMULPS(zs.AsX(), h, h)
+					VMOVUPS(h, Mem{Base: sr})
+				} else {
+					h := x.hsum1(acc[r][0])
+					VMULSS(zs.AsX(), h, h)
+					VMOVSS(h, Mem{Base: sr})
+				}
+				if r+1 < rb {
+					ADDQ(ldS, sr)
+				}
+			}
+			dvb := Load(Param("dv"), GP64())
+			SUBQ(dvb, kc)
+			SHRQ(U8(3), dvb)
+			SUBQ(dvb, ksc)
+			ldK := Load(Param("ldK"), GP64())
+			if nk == 4 {
+				SHLQ(U8(2), ldK)
+			}
+			ADDQ(ldK, kc)
+			SHRQ(U8(3), ldK)
+			ADDQ(ldK, ksc)
+			ADDQ(U8(4*nk), sp)
+			SUBQ(U8(nk), jleft)
+			JMP(LabelRef(loop))
+			Label(done)
+		}
+		asmkit.Ret()
+	}
+}

@@ -535,5 +535,6 @@ func main() {
 		}
 	}
 	genQKDot()
+	genQKDotAVX2()
 	Generate()
 }
