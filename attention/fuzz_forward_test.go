@@ -212,10 +212,17 @@ func FuzzForward(f *testing.F) {
 		v := buildFuzzKV(kvType, kind, p.Batch, p.HeadsKV, p.SeqKV, p.VDim(), randn(r.rng, p.VLen()))
 		opts := optionsFor(p, attention.F32)
 		opts.Precision = prec
+		// With Q8 keys, half the float32 runs quantise the query too: the
+		// oracle and the naive baseline then see the quantised queries.
+		qq := q
+		if kvType == attention.Q8 && prec == attention.PrecisionFloat32 && r.bool() {
+			opts.QuantizeQuery = true
+			qq = quantizeRows(t, q, p.Dim)
+		}
 		ov := makeView(kind, p.Batch, p.HeadsQ, p.SeqQ, p.VDim())
 		outLay := ov.lay
 		lseLen := p.LSELen()
-		pr := &problem{p: p, kvType: kvType, kind: kind, q: q, k: k.canon, v: v.canon, opts: opts}
+		pr := &problem{p: p, kvType: kvType, kind: kind, q: qq, k: k.canon, v: v.canon, opts: opts}
 
 		wantErr := true
 		switch misuse {
@@ -301,13 +308,13 @@ func FuzzForward(f *testing.F) {
 		}
 
 		got := gather(ov, obuf)
-		want, wantLSE, err := reference.Attention(p, reference.Float64s(q), reference.Float64s(k.canon), reference.Float64s(v.canon))
+		want, wantLSE, err := reference.Attention(p, reference.Float64s(qq), reference.Float64s(k.canon), reference.Float64s(v.canon))
 		if err != nil {
 			t.Fatalf("%v: oracle: %v", pr, err)
 		}
 		errs := reference.Compare(got, want)
 		naive := pr.naiveError(t, want)
-		what := fmt.Sprintf("%v prec %v cfg %+v scale %v qmag %v", pr, prec, cfg, p.Scale, qMag)
+		what := fmt.Sprintf("%v prec %v quantize query %v cfg %+v scale %v qmag %v", pr, prec, opts.QuantizeQuery, cfg, p.Scale, qMag)
 		if prec == attention.PrecisionBFloat16 {
 			var vmax float64
 			for _, x := range v.canon {
