@@ -46,9 +46,14 @@ func bshdOf(t *testing.T, x []float32, dt attention.DType, b, h, s, d int) (bshd
 func TestFusedHeadsMatchPerHead(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(131, 132))
-		for _, sh := range []struct{ b, hq, hkv, nq, nkv, d int }{
-			{1, 8, 2, 1, 100, 64}, {1, 32, 8, 1, 2000, 128}, {2, 6, 3, 2, 777, 32}, {1, 16, 16, 1, 3000, 96}, {3, 4, 4, 3, 65, 160},
-		} {
+		shapes := []struct{ b, hq, hkv, nq, nkv, d int }{
+			{1, 8, 2, 1, 100, 64}, {2, 6, 3, 2, 777, 32}, {3, 4, 4, 3, 65, 160}, {1, 32, 8, 1, 2000, 128}, {1, 16, 16, 1, 3000, 96},
+		}
+		threadCounts := []int{1, 3, 16}
+		if raceEnabled || testing.Short() {
+			shapes, threadCounts = shapes[:3], []int{1, 3} // the race detector slows every load
+		}
+		for _, sh := range shapes {
 			q := randn(rng, sh.b*sh.hq*sh.nq*sh.d)
 			k, v := randn(rng, sh.b*sh.hkv*sh.nkv*sh.d), randn(rng, sh.b*sh.hkv*sh.nkv*sh.d)
 			ql := attention.BHSD(sh.b, sh.hq, sh.nq, sh.d)
@@ -66,7 +71,7 @@ func TestFusedHeadsMatchPerHead(t *testing.T) {
 					{Precision: attention.PrecisionBFloat16},
 					{QuantizeQuery: dt == attention.Q8},
 				} {
-					for _, threads := range []int{1, 3, 16} {
+					for _, threads := range threadCounts {
 						what := fmt.Sprintf("%+v %v options %d threads %d", sh, dt, oi, threads)
 						e := mustEngine(t, attention.Config{Threads: threads})
 						want, got := make([]float32, len(q)), make([]float32, len(q))
