@@ -161,6 +161,8 @@ Examples:
   attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
   attnbench -mode decode -kv f16,q8 -warm
   attnbench -shape D2 -kv f16 -paged 16
+  attnbench -shape D2 -kv f16,q8 -precision f32,q8q -threads 1
+  attnbench -shape D2 -kv f16 -kvlayout bshd
   attnbench -shape P1,P3 -kv bf16 -precision f32,bf16 -threads 1
   attnbench -shape custom -heads 16 -kv-heads 4 -dim 64 -nq 1 -nkv 4096
   attnbench -preset llama3-8b,gemma2-9b -mode decode
@@ -227,7 +229,8 @@ func parse(args []string, help io.Writer) (config, error) {
 	precList := fs.String("precision", "f32", "comma-separated compute `precisions` of the products Q·Kᵀ and P·V: f32 (float32 FMA) and bf16\n"+
 		"(bfloat16 operands, float32 accumulation: AMX or AVX512-BF16 where the CPU has them, else the float32\n"+
 		"kernels on operands widened to float32), and q8q (float32 with the queries quantised to Q8 and Q·Kᵀ in\n"+
-		"integer dot products, Options.QuantizeQuery: VPDPBUSD on AVX512-VNNI; only with -kv q8); each runs every case")
+		"integer dot products, Options.QuantizeQuery: VPDPBUSD on AVX512-VNNI, VPMADDUBSW on AVX2; only with -kv q8);\n"+
+		"each runs every case")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.

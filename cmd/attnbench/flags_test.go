@@ -90,6 +90,16 @@ func TestParseGood(t *testing.T) {
 			assert.Equal(t, 1, c.shapes[0].nq)
 			assert.Equal(t, 100, c.shapes[0].nkv)
 		}},
+		{[]string{"-shape", "D2", "-kv", "q8", "-precision", "f32,q8q", "-kvlayout", "BSHD"}, func(t *testing.T, c config) {
+			assert.Equal(t, []attention.Precision{attention.PrecisionFloat32, precQ8Query}, c.precisions)
+			assert.True(t, c.kvBSHD)
+			var o attention.Options
+			setPrecision(&o, precQ8Query)
+			assert.True(t, o.QuantizeQuery)
+			assert.Equal(t, attention.PrecisionFloat32, o.Precision)
+			assert.True(t, runsWith(precQ8Query, attention.Q8))
+			assert.False(t, runsWith(precQ8Query, attention.F16))
+		}},
 		{[]string{"-kernel", "generic", "-naive", "on", "-check=false"}, func(t *testing.T, c config) {
 			assert.Equal(t, "generic", c.kernel)
 			assert.True(t, c.naive)
@@ -150,6 +160,10 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"check", "-kernel", "sse9"}, `-kernel has "sse9"`},
 		{[]string{"check", "-bogus"}, "-bogus"},
 		{[]string{"check", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-kvlayout", "sbhd"}, `-kvlayout is "sbhd"; want bhsd or bshd`},
+		{[]string{"-kvlayout", "bshd", "-paged", "16"}, "-kvlayout bshd and -paged 16"},
+		{[]string{"-precision", "q4"}, `-precision has "q4"; want f32, bf16 or q8q`},
+		{[]string{"check", "-precision", "q8q"}, "-precision has q8q; the check grid has no Q8 keys"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -204,4 +218,44 @@ func TestLookupShape(t *testing.T) {
 	// One query row sees every key under the bottom-right causal mask: no halving.
 	dec := shape{batch: 1, heads: 8, kvHeads: 2, dim: 64, nq: 1, nkv: 100, causal: true}
 	assert.Equal(t, 4.0*8*100*64, dec.flops())
+}
+
+func TestSwapHS(t *testing.T) {
+	// [b=2][h=3][s=2][d=2] numbered by position, then swapped and back.
+	x := make([]float32, 2*3*2*2)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	y := swapHS(x, 2, 3, 2, 2)
+	// Element (b, h, s, c) lands at ((b·2+s)·3+h)·2+c.
+	for b := range 2 {
+		for h := range 3 {
+			for s := range 2 {
+				for c := range 2 {
+					assert.Equal(t, x[((b*3+h)*2+s)*2+c], y[((b*2+s)*3+h)*2+c])
+				}
+			}
+		}
+	}
+	assert.Equal(t, x, swapHS(y, 2, 2, 3, 2))
+}
+
+func TestNaiveQueries(t *testing.T) {
+	q := make([]float32, 2*64)
+	for i := range q {
+		q[i] = float32(i%7) - 3.3
+	}
+	same, err := naiveQueries(attention.PrecisionFloat32, q, 64)
+	require.NoError(t, err)
+	assert.Equal(t, q, same)
+	got, err := naiveQueries(precQ8Query, q, 64)
+	require.NoError(t, err)
+	data, scales := make([]int8, 32), make([]float32, 1)
+	want := make([]float32, 32)
+	for b := 0; b < len(q); b += 32 {
+		require.NoError(t, attention.QuantizeQ8(data, scales, q[b:b+32]))
+		require.NoError(t, attention.DequantizeQ8(want, data, scales))
+		assert.Equal(t, want, got[b:b+32], "block at %d", b)
+	}
+	assert.NotEqual(t, q, got, "the queries were not rounded")
 }
