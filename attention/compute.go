@@ -46,7 +46,6 @@ type block struct {
 	// finiteness of each V tile.
 	preK, preV []fp16.BFloat16
 	preBad     []int32 // prefix counts of non-finite V rows (prepack.bad)
-	preErr     error   // the panels could not be had (beginTiles)
 }
 
 // f32Math computes in float32: K and V are converted (exactly, or
@@ -71,8 +70,9 @@ func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
 		// Integer products of the Q8 query rows with the Q8 keys where
 		// they lie, whatever the number of rows: there is no float32
 		// panel to reuse.
-		k, j := src.k, j0
-		for _, r := range ws.rowRuns(j0, bc) {
+		k := src.k
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
 			if err := kernel.QKRowsQ8DotPrefetch(ws.s[j-j0:], bl.ldS, &ws.q8, k.i8[r.kOff:], k.q8s[r.kOff/Q8Block:], k.SeqStride, r.n, c.scale, r.kAhead); err != nil {
 				return err
 			}
@@ -81,8 +81,8 @@ func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
 		return nil
 	}
 	if c.direct {
-		j := j0
-		for _, r := range ws.rowRuns(j0, bc) {
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
 			if err := qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
 				return err
 			}
@@ -108,8 +108,8 @@ func (f32Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 			return err
 		}
 		src := &bl.src
-		j := j0
-		for _, r := range ws.rowRuns(j0, bc) {
+		for j := j0; j < j0+bc; {
+			r := src.rowRun(j, j0+bc)
 			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
 				return err
 			}

@@ -34,12 +34,6 @@ type workspace struct {
 
 	q8 kernel.Q8Query // Options.QuantizeQuery: the block's query rows in Q8
 
-	// The runs of the tile of keys [runsJ0, runsJ0+runsN) of blk.src for
-	// the row kernels (rowRuns): found once a tile, for Q·Kᵀ, and read
-	// again for P·V.
-	runs          []kvRun
-	runsJ0, runsN int
-
 	blk block // the block being folded
 }
 
@@ -146,8 +140,8 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 // view or a paged cache) and how the products are computed is the compute
 // path's (c.math: float32 or bfloat16).
 func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
-	sp := e.beginTiles(ws, c, b, hk, p0, p1, sg, part, parts)
-	if err := ws.blk.preErr; err != nil {
+	sp, err := e.beginTiles(ws, c, b, hk, p0, p1, sg, part, parts)
+	if err != nil {
 		return err
 	}
 	for j0 := sp.kBeg; j0 < sp.kEnd; j0 += c.bkv {
@@ -172,14 +166,13 @@ type tileSpan struct {
 // beginTiles sets ws up for the block of query positions [p0, p1) of K/V
 // head hk (geometry, queries, fresh accumulators) and returns the span of
 // tiles of part part of parts that foldTiles folds.
-func (e *Engine) beginTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) tileSpan {
+func (e *Engine) beginTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) (tileSpan, error) {
 	np := p1 - p0
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(b, hk, sg)}
-	ws.runs = ws.runs[:0] // runs of the previous block's source
 	if c.pre != nil {
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
-			ws.blk.preErr = err // for the caller, before any tile is folded
+			return tileSpan{}, err
 		}
 	}
 	c.math.loadQ(ws, c, b, hk, p0, np)
@@ -213,7 +206,7 @@ func (e *Engine) beginTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, p
 		kBeg, kEnd = kBeg+part*nT/parts*c.bkv, min(kEnd, kBeg+(part+1)*nT/parts*c.bkv)
 	}
 	sp.kBeg, sp.kEnd = kBeg, kEnd
-	return sp
+	return sp, nil
 }
 
 // foldTile folds the tile of keys from j0 (a tile of sp) into the block

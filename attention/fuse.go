@@ -80,8 +80,8 @@ func (j *job) foldFused(wss []*workspace, i int) error {
 	sg := seg{nq: c.q.Seq, nk: c.keys(b)}
 	var spans [maxFuse]tileSpan
 	for h, ws := range wss {
-		spans[h] = e.beginTiles(ws, c, b, hk0+h, 0, c.q.Seq, sg, part, j.splits)
-		if err := ws.blk.preErr; err != nil {
+		var err error
+		if spans[h], err = e.beginTiles(ws, c, b, hk0+h, 0, c.q.Seq, sg, part, j.splits); err != nil {
 			return err
 		}
 	}

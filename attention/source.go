@@ -80,24 +80,6 @@ func (s *kvSource) rowRun(j, end int) kvRun {
 	return s.pg.runAhead(s.blocks, s.hk, j, end)
 }
 
-// rowRuns returns the runs (rowRun) of the tile of keys [j0, j0+bc) of
-// ws.blk.src, finding them once a tile: a paged sequence's runs cost a
-// walk of its block table, which Q·Kᵀ and P·V would otherwise both pay.
-func (ws *workspace) rowRuns(j0, bc int) []kvRun {
-	if ws.runsJ0 == j0 && ws.runsN == bc && len(ws.runs) > 0 {
-		return ws.runs
-	}
-	src := &ws.blk.src
-	ws.runs = ws.runs[:0]
-	for j := j0; j < j0+bc; {
-		r := src.rowRun(j, j0+bc)
-		ws.runs = append(ws.runs, r)
-		j += r.n
-	}
-	ws.runsJ0, ws.runsN = j0, bc
-	return ws.runs
-}
-
 func (s *kvSource) viewRun(j, end int) kvRun {
 	ahead := kernel.Current().PrefetchRows
 	return kvRun{
