@@ -96,126 +96,33 @@ func genQKDot() {
 	KMOVW(t, kmask)
 	VMOVDQA32_Z(idx, kmask, idx) // 0 in dwords 0..7, 1 in 8..15
 
-	dispatchRows(x, name)
-	for rb := x.mr; rb >= 1; rb-- {
-		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
-		Label(fmt.Sprintf("%s_r%d", name, rb))
-		kc := Load(Param("k"), GP64())   // key bytes of the group at the chunk
-		ksc := Load(Param("ks"), GP64()) // their scales
-		sp := Load(Param("s"), GP64())
-		jleft := Load(Param("cols"), GP64())
-		for _, nk := range []int{4, 1} {
-			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
-			Label(loop)
-			CMPQ(jleft, U8(nk))
-			JL(LabelRef(done))
-			acc := make([][]VecVirtual, rb)
-			for r := range acc {
-				acc[r] = make([]VecVirtual, nk)
-				for u := range acc[r] {
-					acc[r][u] = x.Vec()
-					VXORPS(acc[r][u], acc[r][u], acc[r][u])
-				}
-			}
-			// The prepared query rows, ldQP bytes apart: for every chunk of
-			// 64 components its 64 bytes, its 16 correction dwords and its
-			// 16 expanded scales.
-			qp := Load(Param("qp"), GP64())
-			ldQ := Load(Param("ldQP"), GP64())
-			ldQ3 := GP64()
-			LEAQ(Mem{Base: ldQ, Index: ldQ, Scale: 2}, ldQ3)
-			// Key bytes ldK apart, their scales ldK/8 bytes apart.
-			ldKb := Load(Param("ldK"), GP64())
-			ldKb3 := GP64()
-			LEAQ(Mem{Base: ldKb, Index: ldKb, Scale: 2}, ldKb3)
-			ldKs := GP64()
-			MOVQ(ldKb, ldKs)
-			SHRQ(U8(3), ldKs)
-			ldKs3 := GP64()
-			LEAQ(Mem{Base: ldKs, Index: ldKs, Scale: 2}, ldKs3)
-			pf := Load(Param("ahead"), GP64())
-			SARQ(U8(3), pf)
-			ADDQ(ksc, pf)
-			PREFETCHT0(Mem{Base: pf})
-			pf = Load(Param("ahead"), GP64())
-			ADDQ(kc, pf)
-			cnt := Load(Param("dv"), GP64())
-			SHRQ(U8(6), cnt)
-			inner := lbl(fmt.Sprintf("k%d_inner", nk))
-			Label(inner)
-			for u := 0; u < nk; u++ {
-				PREFETCHT2(rowAddr(pf, ldKb, ldKb3, u, 0))
-			}
-			// The chunk's key vectors (flipped) and scales, then row by
-			// row its query bytes, corrections and scales against each.
-			kx := make([]VecVirtual, nk)
-			kv := make([]VecVirtual, nk)
-			for u := 0; u < nk; u++ {
-				kx[u] = x.Vec()
-				VPXORD(rowAddr(kc, ldKb, ldKb3, u, 0), flip, kx[u])
-				kv[u] = x.Vec()
-				VBROADCASTSD(rowAddr(ksc, ldKs, ldKs3, u, 0), kv[u])
-				VPERMPS(kv[u], idx, kv[u])
-			}
-			for r := 0; r < rb; r++ {
-				qv, qcv, qsv := x.Vec(), x.Vec(), x.Vec()
-				VMOVDQU32(rowAddr(qp, ldQ, ldQ3, r, 0), qv)
-				VMOVDQU32(rowAddr(qp, ldQ, ldQ3, r, 64), qcv)
-				VMOVUPS(rowAddr(qp, ldQ, ldQ3, r, 128), qsv)
-				for u := 0; u < nk; u++ {
-					ia := x.Vec()
-					VMOVDQA32(qcv, ia)
-					vpdpbusd(qv, kx[u], ia)
-					VCVTDQ2PS(ia, ia)
-					VMULPS(qsv, ia, ia)
-					VFMADD231PS(ia, kv[u], acc[r][u])
-				}
-			}
-			ADDQ(U32(192), qp)
-			ADDQ(U8(64), kc)
-			ADDQ(U8(64), pf)
-			ADDQ(U8(8), ksc)
-			DECQ(cnt)
-			JNZ(LabelRef(inner))
-
-			ldS := Load(Param("ldS"), GP64())
-			SHLQ(U8(2), ldS)
-			sr := GP64()
-			MOVQ(sp, sr)
-			for r := 0; r < rb; r++ {
-				if nk == 4 {
-					h := x.hsum4([4]VecVirtual{acc[r][0], acc[r][1], acc[r][2], acc[r][3]})
-					VMULPS(zs.AsX(), h, h)
-					VMOVUPS(h, Mem{Base: sr})
-				} else {
-					h := x.hsum1(acc[r][0])
-					VMULSS(zs.AsX(), h, h)
-					VMOVSS(h, Mem{Base: sr})
-				}
-				if r+1 < rb {
-					ADDQ(ldS, sr)
-				}
-			}
-			// Next group of keys: back by the dv bytes (dv/8 bytes of
-			// scales) the inner loop went, on by nk rows.
-			dvb := Load(Param("dv"), GP64())
-			SUBQ(dvb, kc)
-			SHRQ(U8(3), dvb)
-			SUBQ(dvb, ksc)
-			ldK := Load(Param("ldK"), GP64())
-			if nk == 4 {
-				SHLQ(U8(2), ldK)
-			}
-			ADDQ(ldK, kc)
-			SHRQ(U8(3), ldK)
-			ADDQ(ldK, ksc)
-			ADDQ(U8(4*nk), sp)
-			SUBQ(U8(nk), jleft)
-			JMP(LabelRef(loop))
-			Label(done)
+	genDotRows(x, name, zs, func(d *dotChunk) {
+		// The chunk's key vectors (flipped) and scales, then row by row
+		// its query bytes, corrections and scales against each.
+		kx := make([]VecVirtual, d.nk)
+		kv := make([]VecVirtual, d.nk)
+		for u := range d.nk {
+			kx[u] = x.Vec()
+			VPXORD(d.key(u, 0), flip, kx[u])
+			kv[u] = x.Vec()
+			VBROADCASTSD(d.keyScale(u, 0), kv[u])
+			VPERMPS(kv[u], idx, kv[u])
 		}
-		asmkit.Ret()
-	}
+		for r := range d.rb {
+			qv, qcv, qsv := x.Vec(), x.Vec(), x.Vec()
+			VMOVDQU32(d.query(r, 0), qv)
+			VMOVDQU32(d.query(r, 64), qcv)
+			VMOVUPS(d.query(r, 128), qsv)
+			for u := range d.nk {
+				ia := x.Vec()
+				VMOVDQA32(qcv, ia)
+				vpdpbusd(qv, kx[u], ia)
+				VCVTDQ2PS(ia, ia)
+				VMULPS(qsv, ia, ia)
+				VFMADD231PS(ia, kv[u], d.acc[r][u])
+			}
+		}
+	})
 }
 
 // genQKDotAVX2 emits the AVX2 kernel of QKRowsQ8Dot, for CPUs without
@@ -248,12 +155,62 @@ func genQKDotAVX2() {
 	MOVD(t, ones.AsX())
 	VPBROADCASTD(ones.AsX(), ones)
 
+	genDotRows(x, name, zs, func(d *dotChunk) {
+		for hh := range 2 { // the chunk's two blocks
+			for u := range d.nk {
+				kx := x.Vec()
+				VMOVDQU(d.key(u, 32*hh), kx)
+				ax := x.Vec()
+				VPABSB(kx, ax)
+				kv := x.Vec()
+				VBROADCASTSS(d.keyScale(u, 4*hh), kv)
+				for r := range d.rb {
+					qv := x.Vec()
+					VMOVDQU(d.query(r, 32*hh), qv)
+					VPSIGNB(kx, qv, qv)
+					VPMADDUBSW(qv, ax, qv)
+					VPMADDWD(ones, qv, qv)
+					VCVTDQ2PS(qv, qv)
+					VMULPS(d.query(r, 128+32*hh), qv, qv)
+					VFMADD231PS(qv, kv, d.acc[r][u])
+				}
+			}
+		}
+	})
+}
+
+// dotChunk is what a QKRowsQ8Dot kernel's chunk body sees: the register
+// block (rb query rows, nk keys) and its accumulators, and the addresses of
+// the current 64-component chunk.
+type dotChunk struct {
+	rb, nk           int
+	acc              [][]VecVirtual
+	qp, ldQ, ldQ3    Register // prepared query rows, ldQ bytes apart
+	kc, ldKb, ldKb3  Register // key bytes, ldK apart
+	ksc, ldKs, ldKs3 Register // their scales, ldK/8 bytes apart
+}
+
+// query is row r of the prepared query rows at byte disp of the chunk.
+func (d *dotChunk) query(r, disp int) Mem { return rowAddr(d.qp, d.ldQ, d.ldQ3, r, disp) }
+
+// key is key u's bytes at byte disp of the chunk.
+func (d *dotChunk) key(u, disp int) Mem { return rowAddr(d.kc, d.ldKb, d.ldKb3, u, disp) }
+
+// keyScale is key u's block scale at byte disp of the chunk's scales.
+func (d *dotChunk) keyScale(u, disp int) Mem { return rowAddr(d.ksc, d.ldKs, d.ldKs3, u, disp) }
+
+// genDotRows emits the loops that the QKRowsQ8Dot kernels share around
+// their chunk body: dispatch on the rows, groups of four keys and then
+// single keys, the walk over 64-component chunks with the prefetches, and
+// the reduction and store of the scores (storeScores). chunk emits the
+// products of one chunk into d.acc.
+func genDotRows(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk)) {
 	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
 		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
 		Label(fmt.Sprintf("%s_r%d", name, rb))
-		kc := Load(Param("k"), GP64())
-		ksc := Load(Param("ks"), GP64())
+		kc := Load(Param("k"), GP64())   // key bytes of the group at the chunk
+		ksc := Load(Param("ks"), GP64()) // their scales
 		sp := Load(Param("s"), GP64())
 		jleft := Load(Param("cols"), GP64())
 		for _, nk := range []int{4, 1} {
@@ -261,24 +218,32 @@ func genQKDotAVX2() {
 			Label(loop)
 			CMPQ(jleft, U8(nk))
 			JL(LabelRef(done))
-			acc := make([][]VecVirtual, rb)
-			for r := range acc {
-				acc[r] = make([]VecVirtual, nk)
-				for u := range acc[r] {
-					acc[r][u] = x.Vec()
-					VXORPS(acc[r][u], acc[r][u], acc[r][u])
+			d := &dotChunk{rb: rb, nk: nk, kc: kc, ksc: ksc, acc: make([][]VecVirtual, rb)}
+			for r := range d.acc {
+				d.acc[r] = make([]VecVirtual, nk)
+				for u := range d.acc[r] {
+					d.acc[r][u] = x.Vec()
+					VXORPS(d.acc[r][u], d.acc[r][u], d.acc[r][u])
 				}
 			}
-			qp := Load(Param("qp"), GP64())
-			ldQ := Load(Param("ldQP"), GP64())
-			ldKb := Load(Param("ldK"), GP64())
-			ldKb3 := GP64()
-			LEAQ(Mem{Base: ldKb, Index: ldKb, Scale: 2}, ldKb3)
-			ldKs := GP64()
-			MOVQ(ldKb, ldKs)
-			SHRQ(U8(3), ldKs)
-			ldKs3 := GP64()
-			LEAQ(Mem{Base: ldKs, Index: ldKs, Scale: 2}, ldKs3)
+			// The prepared query rows, ldQP bytes apart: for every chunk of
+			// 64 components its 64 bytes, its 16 correction dwords and its
+			// 16 expanded scales.
+			d.qp = Load(Param("qp"), GP64())
+			d.ldQ = Load(Param("ldQP"), GP64())
+			if x.mr > 2 {
+				d.ldQ3 = GP64()
+				LEAQ(Mem{Base: d.ldQ, Index: d.ldQ, Scale: 2}, d.ldQ3)
+			}
+			// Key bytes ldK apart, their scales ldK/8 bytes apart.
+			d.ldKb = Load(Param("ldK"), GP64())
+			d.ldKb3 = GP64()
+			LEAQ(Mem{Base: d.ldKb, Index: d.ldKb, Scale: 2}, d.ldKb3)
+			d.ldKs = GP64()
+			MOVQ(d.ldKb, d.ldKs)
+			SHRQ(U8(3), d.ldKs)
+			d.ldKs3 = GP64()
+			LEAQ(Mem{Base: d.ldKs, Index: d.ldKs, Scale: 2}, d.ldKs3)
 			pf := Load(Param("ahead"), GP64())
 			SARQ(U8(3), pf)
 			ADDQ(ksc, pf)
@@ -289,58 +254,20 @@ func genQKDotAVX2() {
 			SHRQ(U8(6), cnt)
 			inner := lbl(fmt.Sprintf("k%d_inner", nk))
 			Label(inner)
-			for u := 0; u < nk; u++ {
-				PREFETCHT2(rowAddr(pf, ldKb, ldKb3, u, 0))
+			for u := range nk {
+				PREFETCHT2(rowAddr(pf, d.ldKb, d.ldKb3, u, 0))
 			}
-			for hh := 0; hh < 2; hh++ { // the chunk's two blocks
-				for u := 0; u < nk; u++ {
-					kx := x.Vec()
-					VMOVDQU(rowAddr(kc, ldKb, ldKb3, u, 32*hh), kx)
-					ax := x.Vec()
-					VPABSB(kx, ax)
-					kv := x.Vec()
-					VBROADCASTSS(rowAddr(ksc, ldKs, ldKs3, u, 4*hh), kv)
-					for r := 0; r < rb; r++ {
-						qrow := Mem{Base: qp}
-						if r == 1 {
-							qrow = qrow.Idx(ldQ, 1)
-						}
-						qv := x.Vec()
-						VMOVDQU(qrow.Offset(32*hh), qv)
-						VPSIGNB(kx, qv, qv)
-						VPMADDUBSW(qv, ax, qv)
-						VPMADDWD(ones, qv, qv)
-						VCVTDQ2PS(qv, qv)
-						VMULPS(qrow.Offset(128+32*hh), qv, qv)
-						VFMADD231PS(qv, kv, acc[r][u])
-					}
-				}
-			}
-			ADDQ(U32(192), qp)
+			chunk(d)
+			ADDQ(U32(192), d.qp)
 			ADDQ(U8(64), kc)
 			ADDQ(U8(64), pf)
 			ADDQ(U8(8), ksc)
 			DECQ(cnt)
 			JNZ(LabelRef(inner))
 
-			ldS := Load(Param("ldS"), GP64())
-			SHLQ(U8(2), ldS)
-			sr := GP64()
-			MOVQ(sp, sr)
-			for r := 0; r < rb; r++ {
-				if nk == 4 {
-					h := x.hsum4([4]VecVirtual{acc[r][0], acc[r][1], acc[r][2], acc[r][3]})
-					VMULPS(zs.AsX(), h, h)
-					VMOVUPS(h, Mem{Base: sr})
-				} else {
-					h := x.hsum1(acc[r][0])
-					VMULSS(zs.AsX(), h, h)
-					VMOVSS(h, Mem{Base: sr})
-				}
-				if r+1 < rb {
-					ADDQ(ldS, sr)
-				}
-			}
+			storeScores(x, d.acc, sp, zs)
+			// Next group of keys: back by the dv bytes (dv/8 bytes of
+			// scales) the inner loop went, on by nk rows.
 			dvb := Load(Param("dv"), GP64())
 			SUBQ(dvb, kc)
 			SHRQ(U8(3), dvb)

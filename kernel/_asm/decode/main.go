@@ -333,24 +333,7 @@ func genQK(x *isa, t elemType) {
 			DECQ(cnt)
 			JNZ(LabelRef(inner))
 
-			ldS := Load(Param("ldS"), GP64())
-			SHLQ(U8(2), ldS)
-			sr := GP64()
-			MOVQ(sp, sr)
-			for r := 0; r < rb; r++ {
-				if nk == 4 {
-					h := x.hsum4([4]VecVirtual{acc[r][0], acc[r][1], acc[r][2], acc[r][3]})
-					VMULPS(zs.AsX(), h, h)
-					VMOVUPS(h, Mem{Base: sr})
-				} else {
-					h := x.hsum1(acc[r][0])
-					VMULSS(zs.AsX(), h, h)
-					VMOVSS(h, Mem{Base: sr})
-				}
-				if r+1 < rb {
-					ADDQ(ldS, sr)
-				}
-			}
+			storeScores(x, acc, sp, zs)
 			// Next group of keys.
 			ldK = Load(Param("ldK"), GP64())
 			if t == q8 {
@@ -372,6 +355,29 @@ func genQK(x *isa, t elemType) {
 			Label(done)
 		}
 		asmkit.Ret()
+	}
+}
+
+// storeScores reduces the accumulators of each query row (four keys, or
+// one), scales the sums by zs and stores them at sp, rows ldS apart.
+func storeScores(x *isa, acc [][]VecVirtual, sp Register, zs VecVirtual) {
+	ldS := Load(Param("ldS"), GP64())
+	SHLQ(U8(2), ldS)
+	sr := GP64()
+	MOVQ(sp, sr)
+	for r := range acc {
+		if len(acc[r]) == 4 {
+			h := x.hsum4([4]VecVirtual{acc[r][0], acc[r][1], acc[r][2], acc[r][3]})
+			VMULPS(zs.AsX(), h, h)
+			VMOVUPS(h, Mem{Base: sr})
+		} else {
+			h := x.hsum1(acc[r][0])
+			VMULSS(zs.AsX(), h, h)
+			VMOVSS(h, Mem{Base: sr})
+		}
+		if r+1 < len(acc) {
+			ADDQ(ldS, sr)
+		}
 	}
 }
 
