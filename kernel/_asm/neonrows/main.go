@@ -179,6 +179,21 @@ func (f *fn) storeRows(reg string, done string) {
 	}
 }
 
+// nextKeys moves qkRows on by n keys (4 or 1): the scores (x0), the key
+// rows (x4) and for Q8 their scales (x6), and counts them off (x8).
+func (f *fn) nextKeys(e elem, n int) {
+	shift := ""
+	if n == 4 {
+		shift = ", lsl #2"
+	}
+	f.i("add x0, x0, #%d", 4*n)
+	f.i("add x4, x4, x5%s", shift)
+	if e == q8 {
+		f.i("add x6, x6, x2%s", shift)
+	}
+	f.i("subs x8, x8, #%d", n)
+}
+
 func qkRows(e elem) *fn {
 	f := &fn{name: "qkRows" + e.name + "NEON"}
 	f.i("lsl x1, x1, #2")
@@ -217,12 +232,7 @@ func qkRows(e elem) *fn {
 	stored := f.newLabel("stored")
 	f.storeRows("q", stored)
 	f.label(stored)
-	f.i("add x0, x0, #16")
-	f.i("add x4, x4, x5, lsl #2")
-	if e == q8 {
-		f.i("add x6, x6, x2, lsl #2")
-	}
-	f.i("subs x8, x8, #4")
+	f.nextKeys(e, 4)
 	f.i("b.ge %s", group)
 
 	f.label(single)
@@ -244,12 +254,7 @@ func qkRows(e elem) *fn {
 	stored1 := f.newLabel("stored")
 	f.storeRows("s", stored1)
 	f.label(stored1)
-	f.i("add x0, x0, #4")
-	f.i("add x4, x4, x5")
-	if e == q8 {
-		f.i("add x6, x6, x2")
-	}
-	f.i("subs x8, x8, #1")
+	f.nextKeys(e, 1)
 	f.i("b.ne %s", one)
 	f.label(done)
 	return f
