@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // KVCache is the contiguous key/value cache of one sequence: for each of
@@ -223,6 +224,6 @@ func storeRow(dst *Tensor, doff int, src *Tensor, soff, d int) {
 	case BF16:
 		fp16.EncodeBFloat16(dst.bf16[doff:doff+d], src.f32[soff:soff+d])
 	case Q8:
-		quantizeQ8(dst.i8[doff:doff+d], dst.q8s[doff/Q8Block:(doff+d)/Q8Block], src.f32[soff:soff+d])
+		_ = kernel.QuantizeQ8(dst.i8[doff:doff+d], dst.q8s[doff/Q8Block:(doff+d)/Q8Block], src.f32[soff:soff+d])
 	}
 }

@@ -27,7 +27,7 @@ func QuantizeQ8(dst []int8, scales []float32, src []float32) error {
 	if err := checkQ8Lens("QuantizeQ8", "src", len(src), "dst", len(dst), len(scales)); err != nil {
 		return err
 	}
-	quantizeQ8(dst[:len(src)], scales[:len(src)/Q8Block], src)
+	_ = kernel.QuantizeQ8(dst[:len(src)], scales[:len(src)/Q8Block], src) // lengths checked above
 	return nil
 }
 
@@ -62,10 +62,4 @@ func checkQ8Lens(fn, in string, n int, out string, nOut, nScales int) error {
 		return fmt.Errorf("attention: %s: %d scales; want >= %d, one per %d values of %s", fn, nScales, n/Q8Block, Q8Block, in)
 	}
 	return nil
-}
-
-// quantizeQ8 is QuantizeQ8 on checked lengths: kernel.QuantizeQ8, whose
-// rounding the documentation above describes.
-func quantizeQ8(dst []int8, scales []float32, src []float32) {
-	_ = kernel.QuantizeQ8(dst, scales, src)
 }
