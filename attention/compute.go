@@ -35,6 +35,7 @@ type block struct {
 	ld, ldS     int      // row strides of ws.q and ws.o, and of ws.s
 	src         kvSource // where the block's K/V rows lie
 	scaled      bool     // bf16Math: ws.s holds scale·Q·Kᵀ (else Q·Kᵀ, scaled by the softmax)
+	offTile     int      // j0+1 when ws.off holds the K row offsets of the tile at j0 (scoresInPlace), else 0
 
 	// bf16Math: the product of the tile is left to the fold (fused), which
 	// computes it chunk by chunk from the K pair panel kp.
@@ -81,14 +82,7 @@ func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
 		return nil
 	}
 	if c.direct {
-		for j := j0; j < j0+bc; {
-			r := src.rowRun(j, j0+bc)
-			if err := qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
-				return err
-			}
-			j += r.n
-		}
-		return nil
+		return scoresInPlace(ws, c, j0, bc)
 	}
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
@@ -107,15 +101,7 @@ func (f32Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 		if err := softmaxWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS); err != nil {
 			return err
 		}
-		src := &bl.src
-		for j := j0; j < j0+bc; {
-			r := src.rowRun(j, j0+bc)
-			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
-				return err
-			}
-			j += r.n
-		}
-		return nil
+		return valuesInPlace(ws, j0, bc)
 	}
 	vt, ldV, err := valuesF32(ws, j0, bc)
 	if err != nil {
@@ -162,6 +148,96 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 // re-read a tile's rows for every few query rows, the packed kernels reuse
 // a packed tile across all of them.
 const directRows = 16
+
+// gatherAhead is how many keys ahead of the one they read the gathering
+// kernels prefetch: the row kernels' distance (kernel.Capabilities'
+// PrefetchRows). A workspace's offset table holds a tile's keys and that
+// many more.
+const gatherAhead = 64
+
+// scoresInPlace writes the scores of the block's query rows against the
+// keys of tile [j0, j0+bc), reading the K rows where they lie: in one
+// gathering call (kernel.QKRowsGather) where the tile lies in blocks of a
+// paged pool that do not follow each other, else one call per run of
+// consecutive rows (a tensor view's tile is one run).
+func scoresInPlace(ws *workspace, c *call, j0, bc int) error {
+	bl := &ws.blk
+	src := &bl.src
+	if src.scattered(j0, j0+bc) {
+		off := ws.off[:bc+gatherAhead]
+		src.offsets(off, src.k, j0)
+		bl.offTile = j0 + 1
+		return qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, off, bl.rows, bc, bl.d, c.scale)
+	}
+	for j := j0; j < j0+bc; {
+		r := src.rowRun(j, j0+bc)
+		if err := qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
+			return err
+		}
+		j += r.n
+	}
+	return nil
+}
+
+// valuesInPlace adds the block's probabilities of tile [j0, j0+bc) times
+// the V rows, read where they lie, to the accumulators, as scoresInPlace
+// reads the K rows.
+func valuesInPlace(ws *workspace, j0, bc int) error {
+	bl := &ws.blk
+	src := &bl.src
+	if src.scattered(j0, j0+bc) {
+		off := ws.off[:bc+gatherAhead]
+		if bl.offTile != j0+1 || !sameRows(src.k, src.v) {
+			src.offsets(off, src.v, j0)
+			bl.offTile = 0
+		}
+		return pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, off, bl.rows, bc, bl.dv)
+	}
+	for j := j0; j < j0+bc; {
+		r := src.rowRun(j, j0+bc)
+		if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
+			return err
+		}
+		j += r.n
+	}
+	return nil
+}
+
+// sameRows reports whether the rows of k and v lie at the same offsets of
+// their tensors (the same strides), so that a tile's K row offsets are its
+// V row offsets too.
+func sameRows(k, v *Tensor) bool {
+	return k.BatchStride == v.BatchStride && k.HeadStride == v.HeadStride && k.SeqStride == v.SeqStride
+}
+
+// qkGather writes the scores of rows query rows of q against the n keys of
+// k whose rows start at the elements off[:n], prefetching the rows at
+// off[j+gatherAhead] (kernel.QKRowsGather).
+func qkGather(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off []int, rows, n, d int, scale float32) error {
+	switch k.dtype {
+	case F16:
+		return kernel.QKRowsGather(s, ldS, q, ldQ, k.f16, nil, off, rows, n, d, scale, gatherAhead)
+	case BF16:
+		return kernel.QKRowsGather(s, ldS, q, ldQ, k.bf16, nil, off, rows, n, d, scale, gatherAhead)
+	case Q8:
+		return kernel.QKRowsGather(s, ldS, q, ldQ, k.i8, k.q8s, off, rows, n, d, scale, gatherAhead)
+	}
+	return kernel.QKRowsGather(s, ldS, q, ldQ, k.f32, nil, off, rows, n, d, scale, gatherAhead)
+}
+
+// pvGather accumulates rows probability rows times the n value rows of v
+// that start at the elements off[:n] (kernel.PVRowsGather).
+func pvGather(o []float32, ldO int, p []float32, ldP int, v *Tensor, off []int, rows, n, d int) error {
+	switch v.dtype {
+	case F16:
+		return kernel.PVRowsGather(o, ldO, p, ldP, v.f16, nil, off, rows, n, d, gatherAhead)
+	case BF16:
+		return kernel.PVRowsGather(o, ldO, p, ldP, v.bf16, nil, off, rows, n, d, gatherAhead)
+	case Q8:
+		return kernel.PVRowsGather(o, ldO, p, ldP, v.i8, v.q8s, off, rows, n, d, gatherAhead)
+	}
+	return kernel.PVRowsGather(o, ldO, p, ldP, v.f32, nil, off, rows, n, d, gatherAhead)
+}
 
 // qkDirect writes the scores of rows query rows of ws.q against n keys of
 // k, from element off on, read in place. While it reads a key row it

@@ -97,14 +97,7 @@ func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
 	src := &bl.src
 	if readsInPlace(c, src.k) {
 		bl.scaled = true
-		for j := j0; j < j0+bc; {
-			r := src.rowRun(j, j0+bc)
-			if err := qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
-				return err
-			}
-			j += r.n
-		}
-		return nil
+		return scoresInPlace(ws, c, j0, bc)
 	}
 	ldQ, ldK, _, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	kp := ws.kp
@@ -228,14 +221,7 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 				row[j] = kernel.RoundBF16(x).Float32()
 			}
 		}
-		for j := j0; j < j0+bc; {
-			r := src.rowRun(j, j0+bc)
-			if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
-				return err
-			}
-			j += r.n
-		}
-		return nil
+		return valuesInPlace(ws, j0, bc)
 	}
 	return foldTile(ws, c, j0, bc, false)
 }

@@ -24,6 +24,7 @@ type workspace struct {
 	alpha []float32 // rows: the current tile's rescale factors
 	lo    []int     // rows: first key of the current tile that each row sees
 	vis   []int     // rows: one past the last key of the tile each row sees
+	off   []int     // cols + gatherAhead: a paged tile's row offsets (scoresInPlace)
 
 	// Precision BFloat16 (leading dimensions from bf16Strides).
 	qb []fp16.BFloat16 // rows: the block's queries, rounded
@@ -74,6 +75,7 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 	ws.alpha = make([]float32, rows)
 	ws.lo = make([]int, rows)
 	ws.vis = make([]int, rows)
+	ws.off = make([]int, cols+gatherAhead)
 	if ws.bf16 {
 		ldQ, ldK, ldP, ldV := bf16Strides(cols, ws.dim, ws.dim)
 		ws.qb = alignedBF16(rows * ldQ)

@@ -80,6 +80,42 @@ func (s *kvSource) rowRun(j, end int) kvRun {
 	return s.pg.runAhead(s.blocks, s.hk, j, end)
 }
 
+// scattered reports whether keys [j0, end) of a paged sequence lie in more
+// than one run of consecutive rows: then the decode kernels gather them
+// in one call (kernel.QKRowsGather) instead of one call per run.
+func (s *kvSource) scattered(j0, end int) bool {
+	if s.pg == nil {
+		return false
+	}
+	_, _, n := s.pg.run(s.blocks, j0, end)
+	return n < end-j0
+}
+
+// offsets fills off with the element offsets in x (the source's k or v)
+// of the rows of keys j0, j0+1, ... of a paged sequence, through its block
+// table. Entries past the table's last position (prefetch targets past
+// the end of the sequence) repeat that position's row.
+func (s *kvSource) offsets(off []int, x *Tensor, j0 int) {
+	bs := s.pg.bs
+	last := len(s.blocks)*bs - 1
+	for i := 0; i < len(off); {
+		j := min(j0+i, last)
+		b := j / bs
+		pos := j - b*bs
+		row := x.Offset(int(s.blocks[b]), s.hk, 0)
+		if j0+i > last {
+			row += pos * x.SeqStride
+			for ; i < len(off); i++ {
+				off[i] = row
+			}
+			return
+		}
+		for ; pos < bs && i < len(off); pos, i = pos+1, i+1 {
+			off[i] = row + pos*x.SeqStride
+		}
+	}
+}
+
 func (s *kvSource) viewRun(j, end int) kvRun {
 	ahead := kernel.Current().PrefetchRows
 	return kvRun{

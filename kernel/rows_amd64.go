@@ -165,6 +165,198 @@ func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV i
 //go:noescape
 func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
+// qkRowsGatherF32AVX512 is the AVX-512 kernel of QKRowsGather for float32 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 16, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherF32AVX512 is the AVX-512 kernel of PVRowsGather for float32 values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 16, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherF32AVX512(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// qkRowsGatherF16AVX512 is the AVX-512 kernel of QKRowsGather for binary16 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 16, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherF16AVX512 is the AVX-512 kernel of PVRowsGather for binary16 values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 16, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// qkRowsGatherBF16AVX512 is the AVX-512 kernel of QKRowsGather for bfloat16 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 16, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherBF16AVX512 is the AVX-512 kernel of PVRowsGather for bfloat16 values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 16, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// qkRowsGatherQ8AVX512 is the AVX-512 kernel of QKRowsGather for Q8 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (a multiple of 32: rows start Q8 blocks), over their first
+// dv components (dv a multiple of 32, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is float32(k[e])·ks[e/32].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherQ8AVX512 is the AVX-512 kernel of PVRowsGather for Q8 values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (a multiple of 32: rows start Q8 blocks), into the first dv
+// columns of o (dv a multiple of 32, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is float32(v[e])·vs[e/32].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
 // qkRowsF32AVX2 is the AVX2 kernel of QKRows for float32 keys:
 // the scaled dot products of rows (1..2) query rows with cols key rows over
 // their first dv components (dv a multiple of 8, leading dimensions in
@@ -325,6 +517,198 @@ func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int
 //
 //go:noescape
 func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// qkRowsGatherF32AVX2 is the AVX2 kernel of QKRowsGather for float32 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 8, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherF32AVX2 is the AVX2 kernel of PVRowsGather for float32 values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 8, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherF32AVX2(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// qkRowsGatherF16AVX2 is the AVX2 kernel of QKRowsGather for binary16 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 8, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherF16AVX2 is the AVX2 kernel of PVRowsGather for binary16 values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 8, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// qkRowsGatherBF16AVX2 is the AVX2 kernel of QKRowsGather for bfloat16 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 8, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherBF16AVX2 is the AVX2 kernel of PVRowsGather for bfloat16 values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 8, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// qkRowsGatherQ8AVX2 is the AVX2 kernel of QKRowsGather for Q8 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (a multiple of 32: rows start Q8 blocks), over their first
+// dv components (dv a multiple of 32, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is float32(k[e])·ks[e/32].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func qkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// pvRowsGatherQ8AVX2 is the AVX2 kernel of PVRowsGather for Q8 values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (a multiple of 32: rows start Q8 blocks), into the first dv
+// columns of o (dv a multiple of 32, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is float32(v[e])·vs[e/32].
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once.
+//
+//go:noescape
+func pvRowsGatherQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
 
 // qkRowsQ8DotAVX512 is the AVX512-VNNI kernel of QKRowsQ8Dot: the scaled dot products
 // of rows (1..4) prepared int8 query rows with cols Q8 key rows over their

@@ -6319,6 +6319,8112 @@ pvRowsQ8AVX512_r1_part1_b:
 	VZEROUPPER
 	RET
 
+// func qkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·qkRowsGatherF32AVX512(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          qkRowsGatherF32AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          qkRowsGatherF32AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherF32AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherF32AVX512_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherF32AVX512_r4:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF32AVX512_r4_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r4_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x02, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x02, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x02, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r4_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r4_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x02, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x02, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x02, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R9
+	SHRQ       $0x04, R9
+	XORQ       R10, R10
+
+qkRowsGatherF32AVX512_r4_k4_inner:
+	VMOVUPS       (DX)(R10*1), Z17
+	VMOVUPS       (BX)(R10*1), Z18
+	VMOVUPS       (SI)(R10*1), Z19
+	VMOVUPS       (AX)(R10*1), Z20
+	VMOVUPS       (CX), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (CX)(DI*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (CX)(DI*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (CX)(R8*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, R10
+	DECQ          R9
+	JNZ           qkRowsGatherF32AVX512_r4_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r4_k4
+
+qkRowsGatherF32AVX512_r4_k4_done:
+qkRowsGatherF32AVX512_r4_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r4_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r4_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r4_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x04, SI
+	XORQ       DI, DI
+
+qkRowsGatherF32AVX512_r4_k1_inner:
+	VMOVUPS       (AX)(DI*1), Z5
+	VMOVUPS       (CX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (CX)(DX*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (CX)(DX*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (CX)(BX*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, DI
+	DECQ          SI
+	JNZ           qkRowsGatherF32AVX512_r4_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r4_k1
+
+qkRowsGatherF32AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF32AVX512_r3:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF32AVX512_r3_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r3_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x02, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x02, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x02, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r3_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r3_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x02, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x02, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x02, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+qkRowsGatherF32AVX512_r3_k4_inner:
+	VMOVUPS       (DX)(R9*1), Z13
+	VMOVUPS       (BX)(R9*1), Z14
+	VMOVUPS       (SI)(R9*1), Z15
+	VMOVUPS       (AX)(R9*1), Z16
+	VMOVUPS       (CX), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (CX)(DI*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (CX)(DI*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, R9
+	DECQ          R8
+	JNZ           qkRowsGatherF32AVX512_r3_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r3_k4
+
+qkRowsGatherF32AVX512_r3_k4_done:
+qkRowsGatherF32AVX512_r3_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r3_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r3_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r3_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+qkRowsGatherF32AVX512_r3_k1_inner:
+	VMOVUPS       (AX)(SI*1), Z4
+	VMOVUPS       (CX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (CX)(DX*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (CX)(DX*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, SI
+	DECQ          BX
+	JNZ           qkRowsGatherF32AVX512_r3_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r3_k1
+
+qkRowsGatherF32AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF32AVX512_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF32AVX512_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x02, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x02, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x02, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x02, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x02, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x02, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+qkRowsGatherF32AVX512_r2_k4_inner:
+	VMOVUPS       (DX)(R9*1), Z9
+	VMOVUPS       (BX)(R9*1), Z10
+	VMOVUPS       (SI)(R9*1), Z11
+	VMOVUPS       (AX)(R9*1), Z12
+	VMOVUPS       (CX), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (CX)(DI*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, R9
+	DECQ          R8
+	JNZ           qkRowsGatherF32AVX512_r2_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r2_k4
+
+qkRowsGatherF32AVX512_r2_k4_done:
+qkRowsGatherF32AVX512_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+qkRowsGatherF32AVX512_r2_k1_inner:
+	VMOVUPS       (AX)(SI*1), Z3
+	VMOVUPS       (CX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (CX)(DX*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, SI
+	DECQ          BX
+	JNZ           qkRowsGatherF32AVX512_r2_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r2_k1
+
+qkRowsGatherF32AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF32AVX512_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF32AVX512_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x02, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x02, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x02, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x02, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x02, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x02, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x04, DI
+	XORQ       R8, R8
+
+qkRowsGatherF32AVX512_r1_k4_inner:
+	VMOVUPS       (DX)(R8*1), Z5
+	VMOVUPS       (BX)(R8*1), Z6
+	VMOVUPS       (SI)(R8*1), Z7
+	VMOVUPS       (AX)(R8*1), Z8
+	VMOVUPS       (CX), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, R8
+	DECQ          DI
+	JNZ           qkRowsGatherF32AVX512_r1_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r1_k4
+
+qkRowsGatherF32AVX512_r1_k4_done:
+qkRowsGatherF32AVX512_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX512_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX512_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX512_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x04, DX
+	XORQ       BX, BX
+
+qkRowsGatherF32AVX512_r1_k1_inner:
+	VMOVUPS       (AX)(BX*1), Z2
+	VMOVUPS       (CX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000040, BX
+	DECQ          DX
+	JNZ           qkRowsGatherF32AVX512_r1_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF32AVX512_r1_k1
+
+qkRowsGatherF32AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherF32AVX512(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·pvRowsGatherF32AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x04
+	JEQ  pvRowsGatherF32AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  pvRowsGatherF32AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherF32AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherF32AVX512_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF32AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF32AVX512_r4_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VMOVUPS 128(SI), Z14
+	VMOVUPS 192(SI), Z15
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherF32AVX512_r4_full_b:
+	MOVQ         (R9), R11
+	SHLQ         $0x02, R11
+	PREFETCHT2   (CX)(R11*1)
+	PREFETCHT2   64(CX)(R11*1)
+	PREFETCHT2   128(CX)(R11*1)
+	PREFETCHT2   192(CX)(R11*1)
+	MOVQ         (R8), R11
+	SHLQ         $0x02, R11
+	VMOVUPS      (CX)(R11*1), Z16
+	VMOVUPS      64(CX)(R11*1), Z17
+	VMOVUPS      128(CX)(R11*1), Z18
+	VMOVUPS      192(CX)(R11*1), Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherF32AVX512_r4_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z12, (SI)
+	VMOVUPS      Z13, 64(SI)
+	VMOVUPS      Z14, 128(SI)
+	VMOVUPS      Z15, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF32AVX512_r4_full
+
+pvRowsGatherF32AVX512_r4_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF32AVX512_r4_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF32AVX512_r4_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF32AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r4_part3_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	PREFETCHT2   128(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z12
+	VMOVUPS      64(CX)(R10*1), Z13
+	VMOVUPS      128(CX)(R10*1), Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r4_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z9, (BX)
+	VMOVUPS      Z10, 64(BX)
+	VMOVUPS      Z11, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r4_part2_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z8
+	VMOVUPS      64(CX)(R10*1), Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r4_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z4, (BX)
+	VMOVUPS      Z5, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r4_part1_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r4_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF32AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF32AVX512_r3_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r3_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	PREFETCHT2   128(CX)(R10*1)
+	PREFETCHT2   192(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z12
+	VMOVUPS      64(CX)(R10*1), Z13
+	VMOVUPS      128(CX)(R10*1), Z14
+	VMOVUPS      192(CX)(R10*1), Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r3_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF32AVX512_r3_full
+
+pvRowsGatherF32AVX512_r3_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF32AVX512_r3_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF32AVX512_r3_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF32AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r3_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	PREFETCHT2   128(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z9
+	VMOVUPS      64(CX)(R9*1), Z10
+	VMOVUPS      128(CX)(R9*1), Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r3_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r3_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z6
+	VMOVUPS      64(CX)(R9*1), Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r3_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z4, (BX)
+	VMOVUPS      Z5, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r3_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r3_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF32AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF32AVX512_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r2_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	PREFETCHT2   128(CX)(R10*1)
+	PREFETCHT2   192(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z8
+	VMOVUPS      64(CX)(R10*1), Z9
+	VMOVUPS      128(CX)(R10*1), Z10
+	VMOVUPS      192(CX)(R10*1), Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF32AVX512_r2_full
+
+pvRowsGatherF32AVX512_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF32AVX512_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF32AVX512_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF32AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r2_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	PREFETCHT2   128(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z6
+	VMOVUPS      64(CX)(R9*1), Z7
+	VMOVUPS      128(CX)(R9*1), Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r2_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z4
+	VMOVUPS      64(CX)(R9*1), Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r2_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF32AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF32AVX512_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r1_full_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	PREFETCHT2   128(CX)(R9*1)
+	PREFETCHT2   192(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z4
+	VMOVUPS      64(CX)(R9*1), Z5
+	VMOVUPS      128(CX)(R9*1), Z6
+	VMOVUPS      192(CX)(R9*1), Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      Z3, 192(BX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000100, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF32AVX512_r1_full
+
+pvRowsGatherF32AVX512_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF32AVX512_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF32AVX512_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF32AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF32AVX512_r1_part3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	PREFETCHT2   128(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Z3
+	VMOVUPS      64(CX)(R8*1), Z4
+	VMOVUPS      128(CX)(R8*1), Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX512_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z2, 128(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF32AVX512_r1_part2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Z2
+	VMOVUPS      64(CX)(R8*1), Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX512_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF32AVX512_r1_part1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX512_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VZEROUPPER
+	RET
+
+// func qkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·qkRowsGatherF16AVX512(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          qkRowsGatherF16AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          qkRowsGatherF16AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherF16AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherF16AVX512_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherF16AVX512_r4:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF16AVX512_r4_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r4_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r4_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r4_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R9
+	SHRQ       $0x04, R9
+	XORQ       R10, R10
+
+qkRowsGatherF16AVX512_r4_k4_inner:
+	VCVTPH2PS     (DX)(R10*1), Z17
+	VCVTPH2PS     (BX)(R10*1), Z18
+	VCVTPH2PS     (SI)(R10*1), Z19
+	VCVTPH2PS     (AX)(R10*1), Z20
+	VMOVUPS       (CX), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (CX)(DI*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (CX)(DI*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (CX)(R8*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R10
+	DECQ          R9
+	JNZ           qkRowsGatherF16AVX512_r4_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r4_k4
+
+qkRowsGatherF16AVX512_r4_k4_done:
+qkRowsGatherF16AVX512_r4_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r4_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r4_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r4_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x04, SI
+	XORQ       DI, DI
+
+qkRowsGatherF16AVX512_r4_k1_inner:
+	VCVTPH2PS     (AX)(DI*1), Z5
+	VMOVUPS       (CX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (CX)(DX*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (CX)(DX*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (CX)(BX*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, DI
+	DECQ          SI
+	JNZ           qkRowsGatherF16AVX512_r4_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r4_k1
+
+qkRowsGatherF16AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF16AVX512_r3:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF16AVX512_r3_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r3_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r3_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r3_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+qkRowsGatherF16AVX512_r3_k4_inner:
+	VCVTPH2PS     (DX)(R9*1), Z13
+	VCVTPH2PS     (BX)(R9*1), Z14
+	VCVTPH2PS     (SI)(R9*1), Z15
+	VCVTPH2PS     (AX)(R9*1), Z16
+	VMOVUPS       (CX), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (CX)(DI*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (CX)(DI*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R9
+	DECQ          R8
+	JNZ           qkRowsGatherF16AVX512_r3_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r3_k4
+
+qkRowsGatherF16AVX512_r3_k4_done:
+qkRowsGatherF16AVX512_r3_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r3_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r3_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r3_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+qkRowsGatherF16AVX512_r3_k1_inner:
+	VCVTPH2PS     (AX)(SI*1), Z4
+	VMOVUPS       (CX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (CX)(DX*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (CX)(DX*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, SI
+	DECQ          BX
+	JNZ           qkRowsGatherF16AVX512_r3_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r3_k1
+
+qkRowsGatherF16AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF16AVX512_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF16AVX512_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+qkRowsGatherF16AVX512_r2_k4_inner:
+	VCVTPH2PS     (DX)(R9*1), Z9
+	VCVTPH2PS     (BX)(R9*1), Z10
+	VCVTPH2PS     (SI)(R9*1), Z11
+	VCVTPH2PS     (AX)(R9*1), Z12
+	VMOVUPS       (CX), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (CX)(DI*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R9
+	DECQ          R8
+	JNZ           qkRowsGatherF16AVX512_r2_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r2_k4
+
+qkRowsGatherF16AVX512_r2_k4_done:
+qkRowsGatherF16AVX512_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+qkRowsGatherF16AVX512_r2_k1_inner:
+	VCVTPH2PS     (AX)(SI*1), Z3
+	VMOVUPS       (CX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (CX)(DX*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, SI
+	DECQ          BX
+	JNZ           qkRowsGatherF16AVX512_r2_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r2_k1
+
+qkRowsGatherF16AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF16AVX512_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF16AVX512_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x04, DI
+	XORQ       R8, R8
+
+qkRowsGatherF16AVX512_r1_k4_inner:
+	VCVTPH2PS     (DX)(R8*1), Z5
+	VCVTPH2PS     (BX)(R8*1), Z6
+	VCVTPH2PS     (SI)(R8*1), Z7
+	VCVTPH2PS     (AX)(R8*1), Z8
+	VMOVUPS       (CX), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R8
+	DECQ          DI
+	JNZ           qkRowsGatherF16AVX512_r1_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r1_k4
+
+qkRowsGatherF16AVX512_r1_k4_done:
+qkRowsGatherF16AVX512_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX512_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX512_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX512_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x04, DX
+	XORQ       BX, BX
+
+qkRowsGatherF16AVX512_r1_k1_inner:
+	VCVTPH2PS     (AX)(BX*1), Z2
+	VMOVUPS       (CX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DX
+	JNZ           qkRowsGatherF16AVX512_r1_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherF16AVX512_r1_k1
+
+qkRowsGatherF16AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·pvRowsGatherF16AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x04
+	JEQ  pvRowsGatherF16AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  pvRowsGatherF16AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherF16AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherF16AVX512_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF16AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF16AVX512_r4_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VMOVUPS 128(SI), Z14
+	VMOVUPS 192(SI), Z15
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherF16AVX512_r4_full_b:
+	MOVQ         (R9), R11
+	SHLQ         $0x01, R11
+	PREFETCHT2   (CX)(R11*1)
+	PREFETCHT2   64(CX)(R11*1)
+	MOVQ         (R8), R11
+	SHLQ         $0x01, R11
+	VCVTPH2PS    (CX)(R11*1), Z16
+	VCVTPH2PS    32(CX)(R11*1), Z17
+	VCVTPH2PS    64(CX)(R11*1), Z18
+	VCVTPH2PS    96(CX)(R11*1), Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherF16AVX512_r4_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z12, (SI)
+	VMOVUPS      Z13, 64(SI)
+	VMOVUPS      Z14, 128(SI)
+	VMOVUPS      Z15, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF16AVX512_r4_full
+
+pvRowsGatherF16AVX512_r4_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF16AVX512_r4_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF16AVX512_r4_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF16AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r4_part3_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z12
+	VCVTPH2PS    32(CX)(R10*1), Z13
+	VCVTPH2PS    64(CX)(R10*1), Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r4_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z9, (BX)
+	VMOVUPS      Z10, 64(BX)
+	VMOVUPS      Z11, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r4_part2_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z8
+	VCVTPH2PS    32(CX)(R10*1), Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r4_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z4, (BX)
+	VMOVUPS      Z5, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r4_part1_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r4_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF16AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF16AVX512_r3_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r3_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z12
+	VCVTPH2PS    32(CX)(R10*1), Z13
+	VCVTPH2PS    64(CX)(R10*1), Z14
+	VCVTPH2PS    96(CX)(R10*1), Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r3_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF16AVX512_r3_full
+
+pvRowsGatherF16AVX512_r3_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF16AVX512_r3_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF16AVX512_r3_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF16AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r3_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z9
+	VCVTPH2PS    32(CX)(R9*1), Z10
+	VCVTPH2PS    64(CX)(R9*1), Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r3_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r3_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z6
+	VCVTPH2PS    32(CX)(R9*1), Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r3_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z4, (BX)
+	VMOVUPS      Z5, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r3_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r3_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF16AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF16AVX512_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r2_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z8
+	VCVTPH2PS    32(CX)(R10*1), Z9
+	VCVTPH2PS    64(CX)(R10*1), Z10
+	VCVTPH2PS    96(CX)(R10*1), Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF16AVX512_r2_full
+
+pvRowsGatherF16AVX512_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF16AVX512_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF16AVX512_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF16AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r2_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z6
+	VCVTPH2PS    32(CX)(R9*1), Z7
+	VCVTPH2PS    64(CX)(R9*1), Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r2_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z4
+	VCVTPH2PS    32(CX)(R9*1), Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r2_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherF16AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF16AVX512_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r1_full_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z4
+	VCVTPH2PS    32(CX)(R9*1), Z5
+	VCVTPH2PS    64(CX)(R9*1), Z6
+	VCVTPH2PS    96(CX)(R9*1), Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      Z3, 192(BX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF16AVX512_r1_full
+
+pvRowsGatherF16AVX512_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF16AVX512_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF16AVX512_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF16AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF16AVX512_r1_part3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Z3
+	VCVTPH2PS    32(CX)(R8*1), Z4
+	VCVTPH2PS    64(CX)(R8*1), Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX512_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z2, 128(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF16AVX512_r1_part2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Z2
+	VCVTPH2PS    32(CX)(R8*1), Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX512_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF16AVX512_r1_part1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX512_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VZEROUPPER
+	RET
+
+// func qkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·qkRowsGatherBF16AVX512(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          qkRowsGatherBF16AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          qkRowsGatherBF16AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherBF16AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherBF16AVX512_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherBF16AVX512_r4:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherBF16AVX512_r4_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r4_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r4_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r4_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R9
+	SHRQ       $0x04, R9
+	XORQ       R10, R10
+
+qkRowsGatherBF16AVX512_r4_k4_inner:
+	VPMOVZXWD     (DX)(R10*1), Z17
+	VPSLLD        $0x10, Z17, Z17
+	VPMOVZXWD     (BX)(R10*1), Z18
+	VPSLLD        $0x10, Z18, Z18
+	VPMOVZXWD     (SI)(R10*1), Z19
+	VPSLLD        $0x10, Z19, Z19
+	VPMOVZXWD     (AX)(R10*1), Z20
+	VPSLLD        $0x10, Z20, Z20
+	VMOVUPS       (CX), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (CX)(DI*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (CX)(DI*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (CX)(R8*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R10
+	DECQ          R9
+	JNZ           qkRowsGatherBF16AVX512_r4_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r4_k4
+
+qkRowsGatherBF16AVX512_r4_k4_done:
+qkRowsGatherBF16AVX512_r4_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r4_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r4_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r4_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x04, SI
+	XORQ       DI, DI
+
+qkRowsGatherBF16AVX512_r4_k1_inner:
+	VPMOVZXWD     (AX)(DI*1), Z5
+	VPSLLD        $0x10, Z5, Z5
+	VMOVUPS       (CX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (CX)(DX*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (CX)(DX*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (CX)(BX*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, DI
+	DECQ          SI
+	JNZ           qkRowsGatherBF16AVX512_r4_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r4_k1
+
+qkRowsGatherBF16AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherBF16AVX512_r3:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherBF16AVX512_r3_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r3_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r3_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r3_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+qkRowsGatherBF16AVX512_r3_k4_inner:
+	VPMOVZXWD     (DX)(R9*1), Z13
+	VPSLLD        $0x10, Z13, Z13
+	VPMOVZXWD     (BX)(R9*1), Z14
+	VPSLLD        $0x10, Z14, Z14
+	VPMOVZXWD     (SI)(R9*1), Z15
+	VPSLLD        $0x10, Z15, Z15
+	VPMOVZXWD     (AX)(R9*1), Z16
+	VPSLLD        $0x10, Z16, Z16
+	VMOVUPS       (CX), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (CX)(DI*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (CX)(DI*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R9
+	DECQ          R8
+	JNZ           qkRowsGatherBF16AVX512_r3_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r3_k4
+
+qkRowsGatherBF16AVX512_r3_k4_done:
+qkRowsGatherBF16AVX512_r3_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r3_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r3_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r3_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+qkRowsGatherBF16AVX512_r3_k1_inner:
+	VPMOVZXWD     (AX)(SI*1), Z4
+	VPSLLD        $0x10, Z4, Z4
+	VMOVUPS       (CX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (CX)(DX*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (CX)(DX*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, SI
+	DECQ          BX
+	JNZ           qkRowsGatherBF16AVX512_r3_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r3_k1
+
+qkRowsGatherBF16AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherBF16AVX512_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherBF16AVX512_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+qkRowsGatherBF16AVX512_r2_k4_inner:
+	VPMOVZXWD     (DX)(R9*1), Z9
+	VPSLLD        $0x10, Z9, Z9
+	VPMOVZXWD     (BX)(R9*1), Z10
+	VPSLLD        $0x10, Z10, Z10
+	VPMOVZXWD     (SI)(R9*1), Z11
+	VPSLLD        $0x10, Z11, Z11
+	VPMOVZXWD     (AX)(R9*1), Z12
+	VPSLLD        $0x10, Z12, Z12
+	VMOVUPS       (CX), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (CX)(DI*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R9
+	DECQ          R8
+	JNZ           qkRowsGatherBF16AVX512_r2_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r2_k4
+
+qkRowsGatherBF16AVX512_r2_k4_done:
+qkRowsGatherBF16AVX512_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+qkRowsGatherBF16AVX512_r2_k1_inner:
+	VPMOVZXWD     (AX)(SI*1), Z3
+	VPSLLD        $0x10, Z3, Z3
+	VMOVUPS       (CX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (CX)(DX*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, SI
+	DECQ          BX
+	JNZ           qkRowsGatherBF16AVX512_r2_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r2_k1
+
+qkRowsGatherBF16AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherBF16AVX512_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherBF16AVX512_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x04, DI
+	XORQ       R8, R8
+
+qkRowsGatherBF16AVX512_r1_k4_inner:
+	VPMOVZXWD     (DX)(R8*1), Z5
+	VPSLLD        $0x10, Z5, Z5
+	VPMOVZXWD     (BX)(R8*1), Z6
+	VPSLLD        $0x10, Z6, Z6
+	VPMOVZXWD     (SI)(R8*1), Z7
+	VPSLLD        $0x10, Z7, Z7
+	VPMOVZXWD     (AX)(R8*1), Z8
+	VPSLLD        $0x10, Z8, Z8
+	VMOVUPS       (CX), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, R8
+	DECQ          DI
+	JNZ           qkRowsGatherBF16AVX512_r1_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r1_k4
+
+qkRowsGatherBF16AVX512_r1_k4_done:
+qkRowsGatherBF16AVX512_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX512_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX512_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX512_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x04, DX
+	XORQ       BX, BX
+
+qkRowsGatherBF16AVX512_r1_k1_inner:
+	VPMOVZXWD     (AX)(BX*1), Z2
+	VPSLLD        $0x10, Z2, Z2
+	VMOVUPS       (CX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000020, BX
+	DECQ          DX
+	JNZ           qkRowsGatherBF16AVX512_r1_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherBF16AVX512_r1_k1
+
+qkRowsGatherBF16AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·pvRowsGatherBF16AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x04
+	JEQ  pvRowsGatherBF16AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  pvRowsGatherBF16AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherBF16AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherBF16AVX512_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherBF16AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherBF16AVX512_r4_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VMOVUPS 128(SI), Z14
+	VMOVUPS 192(SI), Z15
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherBF16AVX512_r4_full_b:
+	MOVQ         (R9), R11
+	SHLQ         $0x01, R11
+	PREFETCHT2   (CX)(R11*1)
+	PREFETCHT2   64(CX)(R11*1)
+	MOVQ         (R8), R11
+	SHLQ         $0x01, R11
+	VPMOVZXWD    (CX)(R11*1), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VPMOVZXWD    32(CX)(R11*1), Z17
+	VPSLLD       $0x10, Z17, Z17
+	VPMOVZXWD    64(CX)(R11*1), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VPMOVZXWD    96(CX)(R11*1), Z19
+	VPSLLD       $0x10, Z19, Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherBF16AVX512_r4_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z12, (SI)
+	VMOVUPS      Z13, 64(SI)
+	VMOVUPS      Z14, 128(SI)
+	VMOVUPS      Z15, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherBF16AVX512_r4_full
+
+pvRowsGatherBF16AVX512_r4_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherBF16AVX512_r4_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherBF16AVX512_r4_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherBF16AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r4_part3_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(CX)(R10*1), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(CX)(R10*1), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r4_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z9, (BX)
+	VMOVUPS      Z10, 64(BX)
+	VMOVUPS      Z11, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r4_part2_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(CX)(R10*1), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r4_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z4, (BX)
+	VMOVUPS      Z5, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r4_part1_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r4_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherBF16AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherBF16AVX512_r3_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r3_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(CX)(R10*1), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(CX)(R10*1), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VPMOVZXWD    96(CX)(R10*1), Z15
+	VPSLLD       $0x10, Z15, Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r3_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherBF16AVX512_r3_full
+
+pvRowsGatherBF16AVX512_r3_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherBF16AVX512_r3_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherBF16AVX512_r3_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherBF16AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r3_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    32(CX)(R9*1), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    64(CX)(R9*1), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r3_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z6, (BX)
+	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z8, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r3_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(CX)(R9*1), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r3_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z4, (BX)
+	VMOVUPS      Z5, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r3_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r3_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherBF16AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherBF16AVX512_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r2_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(CX)(R10*1), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    64(CX)(R10*1), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VPMOVZXWD    96(CX)(R10*1), Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherBF16AVX512_r2_full
+
+pvRowsGatherBF16AVX512_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherBF16AVX512_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherBF16AVX512_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherBF16AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r2_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(CX)(R9*1), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VPMOVZXWD    64(CX)(R9*1), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z4, 64(BX)
+	VMOVUPS      Z5, 128(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r2_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(CX)(R9*1), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z3, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r2_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Z1, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+pvRowsGatherBF16AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherBF16AVX512_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r1_full_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(CX)(R9*1), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VPMOVZXWD    64(CX)(R9*1), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    96(CX)(R9*1), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      Z3, 192(BX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherBF16AVX512_r1_full
+
+pvRowsGatherBF16AVX512_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherBF16AVX512_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherBF16AVX512_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherBF16AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherBF16AVX512_r1_part3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VPMOVZXWD    32(CX)(R8*1), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    64(CX)(R8*1), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX512_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z2, 128(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherBF16AVX512_r1_part2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VPMOVZXWD    32(CX)(R8*1), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX512_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherBF16AVX512_r1_part1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX512_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VZEROUPPER
+	RET
+
+// func qkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·qkRowsGatherQ8AVX512(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          qkRowsGatherQ8AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          qkRowsGatherQ8AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherQ8AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherQ8AVX512_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherQ8AVX512_r4:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherQ8AVX512_r4_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r4_k4_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), SI
+	MOVQ       SI, DI
+	SARQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	SHLQ       $0x00, SI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
+	MOVQ       DI, R8
+	SARQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	SHLQ       $0x00, DI
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, R8
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r4_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r4_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	SHLQ       $0x00, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	SHLQ       $0x00, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	SHLQ       $0x00, R8
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	MOVQ       q+16(FP), R10
+	MOVQ       ldQ+24(FP), R11
+	SHLQ       $0x02, R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       dv+80(FP), R13
+	SHRQ       $0x05, R13
+	XORQ       R14, R14
+
+qkRowsGatherQ8AVX512_r4_k4_inner:
+	VPMOVSXBD     (DX)(R14*8), Z17
+	VCVTDQ2PS     Z17, Z17
+	VMULPS.BCST   (BX)(R14*1), Z17, Z17
+	VPMOVSXBD     (SI)(R14*8), Z18
+	VCVTDQ2PS     Z18, Z18
+	VMULPS.BCST   (DI)(R14*1), Z18, Z18
+	VPMOVSXBD     (R8)(R14*8), Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS.BCST   (R9)(R14*1), Z19, Z19
+	VPMOVSXBD     (AX)(R14*8), Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (CX)(R14*1), Z20, Z20
+	VMOVUPS       (R10), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (R10)(R11*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (R10)(R11*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (R10)(R12*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	VPMOVSXBD     16(DX)(R14*8), Z17
+	VCVTDQ2PS     Z17, Z17
+	VMULPS.BCST   (BX)(R14*1), Z17, Z17
+	VPMOVSXBD     16(SI)(R14*8), Z18
+	VCVTDQ2PS     Z18, Z18
+	VMULPS.BCST   (DI)(R14*1), Z18, Z18
+	VPMOVSXBD     16(R8)(R14*8), Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS.BCST   (R9)(R14*1), Z19, Z19
+	VPMOVSXBD     16(AX)(R14*8), Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (CX)(R14*1), Z20, Z20
+	VMOVUPS       64(R10), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       64(R10)(R11*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       64(R10)(R11*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       64(R10)(R12*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000080, R10
+	ADDQ          $0x04, R14
+	DECQ          R13
+	JNZ           qkRowsGatherQ8AVX512_r4_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r4_k4
+
+qkRowsGatherQ8AVX512_r4_k4_done:
+qkRowsGatherQ8AVX512_r4_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r4_k1_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SARQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r4_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r4_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), DX
+	MOVQ       ldQ+24(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (BX)(BX*2), SI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x05, DI
+	XORQ       R8, R8
+
+qkRowsGatherQ8AVX512_r4_k1_inner:
+	VPMOVSXBD     (AX)(R8*8), Z5
+	VCVTDQ2PS     Z5, Z5
+	VMULPS.BCST   (CX)(R8*1), Z5, Z5
+	VMOVUPS       (DX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (DX)(BX*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (DX)(BX*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (DX)(SI*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	VPMOVSXBD     16(AX)(R8*8), Z5
+	VCVTDQ2PS     Z5, Z5
+	VMULPS.BCST   (CX)(R8*1), Z5, Z5
+	VMOVUPS       64(DX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       64(DX)(BX*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       64(DX)(BX*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       64(DX)(SI*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000080, DX
+	ADDQ          $0x04, R8
+	DECQ          DI
+	JNZ           qkRowsGatherQ8AVX512_r4_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r4_k1
+
+qkRowsGatherQ8AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherQ8AVX512_r3:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherQ8AVX512_r3_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r3_k4_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), SI
+	MOVQ       SI, DI
+	SARQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	SHLQ       $0x00, SI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
+	MOVQ       DI, R8
+	SARQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	SHLQ       $0x00, DI
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, R8
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r3_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r3_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	SHLQ       $0x00, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	SHLQ       $0x00, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	SHLQ       $0x00, R8
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	MOVQ       q+16(FP), R10
+	MOVQ       ldQ+24(FP), R11
+	SHLQ       $0x02, R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       dv+80(FP), R12
+	SHRQ       $0x05, R12
+	XORQ       R13, R13
+
+qkRowsGatherQ8AVX512_r3_k4_inner:
+	VPMOVSXBD     (DX)(R13*8), Z13
+	VCVTDQ2PS     Z13, Z13
+	VMULPS.BCST   (BX)(R13*1), Z13, Z13
+	VPMOVSXBD     (SI)(R13*8), Z14
+	VCVTDQ2PS     Z14, Z14
+	VMULPS.BCST   (DI)(R13*1), Z14, Z14
+	VPMOVSXBD     (R8)(R13*8), Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS.BCST   (R9)(R13*1), Z15, Z15
+	VPMOVSXBD     (AX)(R13*8), Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (CX)(R13*1), Z16, Z16
+	VMOVUPS       (R10), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (R10)(R11*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (R10)(R11*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	VPMOVSXBD     16(DX)(R13*8), Z13
+	VCVTDQ2PS     Z13, Z13
+	VMULPS.BCST   (BX)(R13*1), Z13, Z13
+	VPMOVSXBD     16(SI)(R13*8), Z14
+	VCVTDQ2PS     Z14, Z14
+	VMULPS.BCST   (DI)(R13*1), Z14, Z14
+	VPMOVSXBD     16(R8)(R13*8), Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS.BCST   (R9)(R13*1), Z15, Z15
+	VPMOVSXBD     16(AX)(R13*8), Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (CX)(R13*1), Z16, Z16
+	VMOVUPS       64(R10), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       64(R10)(R11*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       64(R10)(R11*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000080, R10
+	ADDQ          $0x04, R13
+	DECQ          R12
+	JNZ           qkRowsGatherQ8AVX512_r3_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r3_k4
+
+qkRowsGatherQ8AVX512_r3_k4_done:
+qkRowsGatherQ8AVX512_r3_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r3_k1_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SARQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r3_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r3_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	MOVQ       q+16(FP), DX
+	MOVQ       ldQ+24(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (BX)(BX*2), SI
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x05, SI
+	XORQ       DI, DI
+
+qkRowsGatherQ8AVX512_r3_k1_inner:
+	VPMOVSXBD     (AX)(DI*8), Z4
+	VCVTDQ2PS     Z4, Z4
+	VMULPS.BCST   (CX)(DI*1), Z4, Z4
+	VMOVUPS       (DX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (DX)(BX*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (DX)(BX*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	VPMOVSXBD     16(AX)(DI*8), Z4
+	VCVTDQ2PS     Z4, Z4
+	VMULPS.BCST   (CX)(DI*1), Z4, Z4
+	VMOVUPS       64(DX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       64(DX)(BX*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       64(DX)(BX*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000080, DX
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JNZ           qkRowsGatherQ8AVX512_r3_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r3_k1
+
+qkRowsGatherQ8AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherQ8AVX512_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherQ8AVX512_r2_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r2_k4_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), SI
+	MOVQ       SI, DI
+	SARQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	SHLQ       $0x00, SI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
+	MOVQ       DI, R8
+	SARQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	SHLQ       $0x00, DI
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, R8
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	SHLQ       $0x00, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	SHLQ       $0x00, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	SHLQ       $0x00, R8
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	MOVQ       q+16(FP), R10
+	MOVQ       ldQ+24(FP), R11
+	SHLQ       $0x02, R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       dv+80(FP), R12
+	SHRQ       $0x05, R12
+	XORQ       R13, R13
+
+qkRowsGatherQ8AVX512_r2_k4_inner:
+	VPMOVSXBD     (DX)(R13*8), Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS.BCST   (BX)(R13*1), Z9, Z9
+	VPMOVSXBD     (SI)(R13*8), Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS.BCST   (DI)(R13*1), Z10, Z10
+	VPMOVSXBD     (R8)(R13*8), Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS.BCST   (R9)(R13*1), Z11, Z11
+	VPMOVSXBD     (AX)(R13*8), Z12
+	VCVTDQ2PS     Z12, Z12
+	VMULPS.BCST   (CX)(R13*1), Z12, Z12
+	VMOVUPS       (R10), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (R10)(R11*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	VPMOVSXBD     16(DX)(R13*8), Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS.BCST   (BX)(R13*1), Z9, Z9
+	VPMOVSXBD     16(SI)(R13*8), Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS.BCST   (DI)(R13*1), Z10, Z10
+	VPMOVSXBD     16(R8)(R13*8), Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS.BCST   (R9)(R13*1), Z11, Z11
+	VPMOVSXBD     16(AX)(R13*8), Z12
+	VCVTDQ2PS     Z12, Z12
+	VMULPS.BCST   (CX)(R13*1), Z12, Z12
+	VMOVUPS       64(R10), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       64(R10)(R11*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000080, R10
+	ADDQ          $0x04, R13
+	DECQ          R12
+	JNZ           qkRowsGatherQ8AVX512_r2_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r2_k4
+
+qkRowsGatherQ8AVX512_r2_k4_done:
+qkRowsGatherQ8AVX512_r2_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r2_k1_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SARQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	MOVQ       q+16(FP), DX
+	MOVQ       ldQ+24(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (BX)(BX*2), SI
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x05, SI
+	XORQ       DI, DI
+
+qkRowsGatherQ8AVX512_r2_k1_inner:
+	VPMOVSXBD     (AX)(DI*8), Z3
+	VCVTDQ2PS     Z3, Z3
+	VMULPS.BCST   (CX)(DI*1), Z3, Z3
+	VMOVUPS       (DX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (DX)(BX*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	VPMOVSXBD     16(AX)(DI*8), Z3
+	VCVTDQ2PS     Z3, Z3
+	VMULPS.BCST   (CX)(DI*1), Z3, Z3
+	VMOVUPS       64(DX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       64(DX)(BX*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000080, DX
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JNZ           qkRowsGatherQ8AVX512_r2_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r2_k1
+
+qkRowsGatherQ8AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherQ8AVX512_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherQ8AVX512_r1_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r1_k4_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), SI
+	MOVQ       SI, DI
+	SARQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	SHLQ       $0x00, SI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
+	MOVQ       DI, R8
+	SARQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	SHLQ       $0x00, DI
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, R8
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	SHLQ       $0x00, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	SHLQ       $0x00, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	SHLQ       $0x00, R8
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), R10
+	MOVQ       ldQ+24(FP), R11
+	SHLQ       $0x02, R11
+	LEAQ       (R11)(R11*2), R11
+	MOVQ       dv+80(FP), R11
+	SHRQ       $0x05, R11
+	XORQ       R12, R12
+
+qkRowsGatherQ8AVX512_r1_k4_inner:
+	VPMOVSXBD     (DX)(R12*8), Z5
+	VCVTDQ2PS     Z5, Z5
+	VMULPS.BCST   (BX)(R12*1), Z5, Z5
+	VPMOVSXBD     (SI)(R12*8), Z6
+	VCVTDQ2PS     Z6, Z6
+	VMULPS.BCST   (DI)(R12*1), Z6, Z6
+	VPMOVSXBD     (R8)(R12*8), Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS.BCST   (R9)(R12*1), Z7, Z7
+	VPMOVSXBD     (AX)(R12*8), Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS.BCST   (CX)(R12*1), Z8, Z8
+	VMOVUPS       (R10), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	VPMOVSXBD     16(DX)(R12*8), Z5
+	VCVTDQ2PS     Z5, Z5
+	VMULPS.BCST   (BX)(R12*1), Z5, Z5
+	VPMOVSXBD     16(SI)(R12*8), Z6
+	VCVTDQ2PS     Z6, Z6
+	VMULPS.BCST   (DI)(R12*1), Z6, Z6
+	VPMOVSXBD     16(R8)(R12*8), Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS.BCST   (R9)(R12*1), Z7, Z7
+	VPMOVSXBD     16(AX)(R12*8), Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS.BCST   (CX)(R12*1), Z8, Z8
+	VMOVUPS       64(R10), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000080, R10
+	ADDQ          $0x04, R12
+	DECQ          R11
+	JNZ           qkRowsGatherQ8AVX512_r1_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r1_k4
+
+qkRowsGatherQ8AVX512_r1_k4_done:
+qkRowsGatherQ8AVX512_r1_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX512_r1_k1_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SARQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX512_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX512_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	MOVQ       q+16(FP), DX
+	MOVQ       ldQ+24(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (BX)(BX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x05, BX
+	XORQ       SI, SI
+
+qkRowsGatherQ8AVX512_r1_k1_inner:
+	VPMOVSXBD     (AX)(SI*8), Z2
+	VCVTDQ2PS     Z2, Z2
+	VMULPS.BCST   (CX)(SI*1), Z2, Z2
+	VMOVUPS       (DX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	VPMOVSXBD     16(AX)(SI*8), Z2
+	VCVTDQ2PS     Z2, Z2
+	VMULPS.BCST   (CX)(SI*1), Z2, Z2
+	VMOVUPS       64(DX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000080, DX
+	ADDQ          $0x04, SI
+	DECQ          BX
+	JNZ           qkRowsGatherQ8AVX512_r1_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsGatherQ8AVX512_r1_k1
+
+qkRowsGatherQ8AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX512F, MMX+
+TEXT ·pvRowsGatherQ8AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x04
+	JEQ  pvRowsGatherQ8AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  pvRowsGatherQ8AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherQ8AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherQ8AVX512_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+	MOVQ vs+56(FP), BX
+
+pvRowsGatherQ8AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherQ8AVX512_r4_part
+	MOVQ    ldO+8(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    AX, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	ADDQ    SI, DI
+	VMOVUPS (DI), Z4
+	VMOVUPS 64(DI), Z5
+	VMOVUPS 128(DI), Z6
+	VMOVUPS 192(DI), Z7
+	ADDQ    SI, DI
+	VMOVUPS (DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	ADDQ    SI, DI
+	VMOVUPS (DI), Z12
+	VMOVUPS 64(DI), Z13
+	VMOVUPS 128(DI), Z14
+	VMOVUPS 192(DI), Z15
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    off+40(FP), R9
+	MOVQ    pfo+48(FP), R10
+	MOVQ    cols+72(FP), R11
+
+pvRowsGatherQ8AVX512_r4_full_b:
+	MOVQ         (R10), R12
+	MOVQ         R12, R13
+	SHRQ         $0x03, R13
+	PREFETCHT0   (BX)(R13*1)
+	SHLQ         $0x00, R12
+	PREFETCHT2   (CX)(R12*1)
+	MOVQ         (R9), R12
+	MOVQ         R12, R13
+	SHRQ         $0x03, R13
+	SHLQ         $0x00, R12
+	VPMOVSXBD    (CX)(R12*1), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS.BCST  (BX)(R13*1), Z16, Z16
+	VPMOVSXBD    16(CX)(R12*1), Z17
+	VCVTDQ2PS    Z17, Z17
+	VMULPS.BCST  (BX)(R13*1), Z17, Z17
+	VPMOVSXBD    32(CX)(R12*1), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS.BCST  4(BX)(R13*1), Z18, Z18
+	VPMOVSXBD    48(CX)(R12*1), Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS.BCST  4(BX)(R13*1), Z19, Z19
+	VBROADCASTSS (SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (SI)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (SI)(DI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (SI)(R8*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, SI
+	ADDQ         $0x08, R9
+	ADDQ         $0x08, R10
+	DECQ         R11
+	JNZ          pvRowsGatherQ8AVX512_r4_full_b
+	MOVQ         ldO+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         AX, DI
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	ADDQ         SI, DI
+	VMOVUPS      Z4, (DI)
+	VMOVUPS      Z5, 64(DI)
+	VMOVUPS      Z6, 128(DI)
+	VMOVUPS      Z7, 192(DI)
+	ADDQ         SI, DI
+	VMOVUPS      Z8, (DI)
+	VMOVUPS      Z9, 64(DI)
+	VMOVUPS      Z10, 128(DI)
+	VMOVUPS      Z11, 192(DI)
+	ADDQ         SI, DI
+	VMOVUPS      Z12, (DI)
+	VMOVUPS      Z13, 64(DI)
+	VMOVUPS      Z14, 128(DI)
+	VMOVUPS      Z15, 192(DI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x08, BX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherQ8AVX512_r4_full
+
+pvRowsGatherQ8AVX512_r4_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherQ8AVX512_r4_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherQ8AVX512_r4_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherQ8AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z3
+	VMOVUPS 64(SI), Z4
+	VMOVUPS 128(SI), Z5
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z6
+	VMOVUPS 64(SI), Z7
+	VMOVUPS 128(SI), Z8
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z9
+	VMOVUPS 64(SI), Z10
+	VMOVUPS 128(SI), Z11
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r4_part3_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS.BCST  (BX)(R12*1), Z12, Z12
+	VPMOVSXBD    16(CX)(R11*1), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS.BCST  (BX)(R12*1), Z13, Z13
+	VPMOVSXBD    32(CX)(R11*1), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  4(BX)(R12*1), Z14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r4_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z3, (SI)
+	VMOVUPS      Z4, 64(SI)
+	VMOVUPS      Z5, 128(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z6, (SI)
+	VMOVUPS      Z7, 64(SI)
+	VMOVUPS      Z8, 128(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z9, (SI)
+	VMOVUPS      Z10, 64(SI)
+	VMOVUPS      Z11, 128(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z2
+	VMOVUPS 64(SI), Z3
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z6
+	VMOVUPS 64(SI), Z7
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r4_part2_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  (BX)(R12*1), Z8, Z8
+	VPMOVSXBD    16(CX)(R11*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX)(R12*1), Z9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r4_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z2, (SI)
+	VMOVUPS      Z3, 64(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z6, (SI)
+	VMOVUPS      Z7, 64(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z1
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z2
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r4_part1_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R12*1), Z4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r4_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z1, (SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z2, (SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z3, (SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+	MOVQ vs+56(FP), BX
+
+pvRowsGatherQ8AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherQ8AVX512_r3_part
+	MOVQ    ldO+8(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    AX, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	ADDQ    SI, DI
+	VMOVUPS (DI), Z4
+	VMOVUPS 64(DI), Z5
+	VMOVUPS 128(DI), Z6
+	VMOVUPS 192(DI), Z7
+	ADDQ    SI, DI
+	VMOVUPS (DI), Z8
+	VMOVUPS 64(DI), Z9
+	VMOVUPS 128(DI), Z10
+	VMOVUPS 192(DI), Z11
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r3_full_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS.BCST  (BX)(R12*1), Z12, Z12
+	VPMOVSXBD    16(CX)(R11*1), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS.BCST  (BX)(R12*1), Z13, Z13
+	VPMOVSXBD    32(CX)(R11*1), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  4(BX)(R12*1), Z14, Z14
+	VPMOVSXBD    48(CX)(R11*1), Z15
+	VCVTDQ2PS    Z15, Z15
+	VMULPS.BCST  4(BX)(R12*1), Z15, Z15
+	VBROADCASTSS (SI), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (SI)(DI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (SI)(DI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, SI
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r3_full_b
+	MOVQ         ldO+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         AX, DI
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	ADDQ         SI, DI
+	VMOVUPS      Z4, (DI)
+	VMOVUPS      Z5, 64(DI)
+	VMOVUPS      Z6, 128(DI)
+	VMOVUPS      Z7, 192(DI)
+	ADDQ         SI, DI
+	VMOVUPS      Z8, (DI)
+	VMOVUPS      Z9, 64(DI)
+	VMOVUPS      Z10, 128(DI)
+	VMOVUPS      Z11, 192(DI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x08, BX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherQ8AVX512_r3_full
+
+pvRowsGatherQ8AVX512_r3_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherQ8AVX512_r3_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherQ8AVX512_r3_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherQ8AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z3
+	VMOVUPS 64(SI), Z4
+	VMOVUPS 128(SI), Z5
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z6
+	VMOVUPS 64(SI), Z7
+	VMOVUPS 128(SI), Z8
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r3_part3_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX)(R11*1), Z9, Z9
+	VPMOVSXBD    16(CX)(R10*1), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (BX)(R11*1), Z10, Z10
+	VPMOVSXBD    32(CX)(R10*1), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  4(BX)(R11*1), Z11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r3_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z3, (SI)
+	VMOVUPS      Z4, 64(SI)
+	VMOVUPS      Z5, 128(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z6, (SI)
+	VMOVUPS      Z7, 64(SI)
+	VMOVUPS      Z8, 128(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z2
+	VMOVUPS 64(SI), Z3
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r3_part2_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (BX)(R11*1), Z6, Z6
+	VPMOVSXBD    16(CX)(R10*1), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  (BX)(R11*1), Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r3_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z2, (SI)
+	VMOVUPS      Z3, 64(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z1
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r3_part1_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX)(R11*1), Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r3_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z1, (SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z2, (SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+	MOVQ vs+56(FP), BX
+
+pvRowsGatherQ8AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherQ8AVX512_r2_part
+	MOVQ    ldO+8(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    AX, DI
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	ADDQ    SI, DI
+	VMOVUPS (DI), Z4
+	VMOVUPS 64(DI), Z5
+	VMOVUPS 128(DI), Z6
+	VMOVUPS 192(DI), Z7
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r2_full_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  (BX)(R12*1), Z8, Z8
+	VPMOVSXBD    16(CX)(R11*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX)(R12*1), Z9, Z9
+	VPMOVSXBD    32(CX)(R11*1), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  4(BX)(R12*1), Z10, Z10
+	VPMOVSXBD    48(CX)(R11*1), Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  4(BX)(R12*1), Z11, Z11
+	VBROADCASTSS (SI), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (SI)(DI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, SI
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r2_full_b
+	MOVQ         ldO+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         AX, DI
+	VMOVUPS      Z0, (DI)
+	VMOVUPS      Z1, 64(DI)
+	VMOVUPS      Z2, 128(DI)
+	VMOVUPS      Z3, 192(DI)
+	ADDQ         SI, DI
+	VMOVUPS      Z4, (DI)
+	VMOVUPS      Z5, 64(DI)
+	VMOVUPS      Z6, 128(DI)
+	VMOVUPS      Z7, 192(DI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x08, BX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherQ8AVX512_r2_full
+
+pvRowsGatherQ8AVX512_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherQ8AVX512_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherQ8AVX512_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherQ8AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z3
+	VMOVUPS 64(SI), Z4
+	VMOVUPS 128(SI), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r2_part3_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (BX)(R11*1), Z6, Z6
+	VPMOVSXBD    16(CX)(R10*1), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  (BX)(R11*1), Z7, Z7
+	VPMOVSXBD    32(CX)(R10*1), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  4(BX)(R11*1), Z8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z3, (SI)
+	VMOVUPS      Z4, 64(SI)
+	VMOVUPS      Z5, 128(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z2
+	VMOVUPS 64(SI), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r2_part2_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R11*1), Z4, Z4
+	VPMOVSXBD    16(CX)(R10*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  (BX)(R11*1), Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z2, (SI)
+	VMOVUPS      Z3, 64(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	ADDQ    DX, SI
+	VMOVUPS (SI), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r2_part1_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS.BCST  (BX)(R11*1), Z2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	ADDQ         CX, SI
+	VMOVUPS      Z1, (SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+	MOVQ vs+56(FP), BX
+
+pvRowsGatherQ8AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherQ8AVX512_r1_part
+	MOVQ    ldO+8(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r1_full_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R11*1), Z4, Z4
+	VPMOVSXBD    16(CX)(R10*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  (BX)(R11*1), Z5, Z5
+	VPMOVSXBD    32(CX)(R10*1), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  4(BX)(R11*1), Z6, Z6
+	VPMOVSXBD    48(CX)(R10*1), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  4(BX)(R11*1), Z7, Z7
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, SI
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r1_full_b
+	MOVQ         ldO+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x08, BX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherQ8AVX512_r1_full
+
+pvRowsGatherQ8AVX512_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherQ8AVX512_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherQ8AVX512_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherQ8AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherQ8AVX512_r1_part3_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX)(R10*1), Z3, Z3
+	VPMOVSXBD    16(CX)(R9*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R10*1), Z4, Z4
+	VPMOVSXBD    32(CX)(R9*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  4(BX)(R10*1), Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX512_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z2, 128(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherQ8AVX512_r1_part2_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS.BCST  (BX)(R10*1), Z2, Z2
+	VPMOVSXBD    16(CX)(R9*1), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX)(R10*1), Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX512_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z1, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherQ8AVX512_r1_part1_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS.BCST  (BX)(R10*1), Z1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX512_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Z0, (DX)
+	VZEROUPPER
+	RET
+
 // func qkRowsF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE
 TEXT ·qkRowsF32AVX2(SB), NOSPLIT, $0-96
@@ -9028,6 +17134,3527 @@ pvRowsQ8AVX2_r1_part1_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          pvRowsQ8AVX2_r1_part1_b
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VZEROUPPER
+	RET
+
+// func qkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·qkRowsGatherF32AVX2(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherF32AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherF32AVX2_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherF32AVX2_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF32AVX2_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX2_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x02, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x02, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x02, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX2_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX2_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x02, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x02, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x02, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x03, R8
+	XORQ       R9, R9
+
+qkRowsGatherF32AVX2_r2_k4_inner:
+	VMOVUPS      (DX)(R9*1), Y9
+	VMOVUPS      (BX)(R9*1), Y10
+	VMOVUPS      (SI)(R9*1), Y11
+	VMOVUPS      (AX)(R9*1), Y12
+	VMOVUPS      (CX), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (CX)(DI*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, R9
+	DECQ         R8
+	JNZ          qkRowsGatherF32AVX2_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF32AVX2_r2_k4
+
+qkRowsGatherF32AVX2_r2_k4_done:
+qkRowsGatherF32AVX2_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX2_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX2_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX2_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x03, BX
+	XORQ       SI, SI
+
+qkRowsGatherF32AVX2_r2_k1_inner:
+	VMOVUPS      (AX)(SI*1), Y3
+	VMOVUPS      (CX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (CX)(DX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, SI
+	DECQ         BX
+	JNZ          qkRowsGatherF32AVX2_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF32AVX2_r2_k1
+
+qkRowsGatherF32AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF32AVX2_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF32AVX2_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX2_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x02, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x02, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x02, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX2_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX2_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x02, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x02, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x02, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x03, DI
+	XORQ       R8, R8
+
+qkRowsGatherF32AVX2_r1_k4_inner:
+	VMOVUPS      (DX)(R8*1), Y5
+	VMOVUPS      (BX)(R8*1), Y6
+	VMOVUPS      (SI)(R8*1), Y7
+	VMOVUPS      (AX)(R8*1), Y8
+	VMOVUPS      (CX), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, R8
+	DECQ         DI
+	JNZ          qkRowsGatherF32AVX2_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF32AVX2_r1_k4
+
+qkRowsGatherF32AVX2_r1_k4_done:
+qkRowsGatherF32AVX2_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF32AVX2_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x02, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x02, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF32AVX2_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF32AVX2_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x02, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x03, DX
+	XORQ       BX, BX
+
+qkRowsGatherF32AVX2_r1_k1_inner:
+	VMOVUPS      (AX)(BX*1), Y2
+	VMOVUPS      (CX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, BX
+	DECQ         DX
+	JNZ          qkRowsGatherF32AVX2_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF32AVX2_r1_k1
+
+qkRowsGatherF32AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherF32AVX2(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, FMA3, MMX+
+TEXT ·pvRowsGatherF32AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherF32AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherF32AVX2_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+pvRowsGatherF32AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF32AVX2_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF32AVX2_r2_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Y8
+	VMOVUPS      32(CX)(R10*1), Y9
+	VMOVUPS      64(CX)(R10*1), Y10
+	VMOVUPS      96(CX)(R10*1), Y11
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (BX)(SI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX2_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF32AVX2_r2_full
+
+pvRowsGatherF32AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF32AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF32AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF32AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y3
+	VMOVUPS 32(BX), Y4
+	VMOVUPS 64(BX), Y5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX2_r2_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Y6
+	VMOVUPS      32(CX)(R9*1), Y7
+	VMOVUPS      64(CX)(R9*1), Y8
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (DX)(BX*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX2_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, 32(BX)
+	VMOVUPS      Y5, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX2_r2_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Y4
+	VMOVUPS      32(CX)(R9*1), Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (DX)(BX*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX2_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y2, (BX)
+	VMOVUPS      Y3, 32(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX2_r2_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Y2
+	VBROADCASTSS (DX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (DX)(BX*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX2_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y1, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+pvRowsGatherF32AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF32AVX2_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF32AVX2_r1_full_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Y4
+	VMOVUPS      32(CX)(R9*1), Y5
+	VMOVUPS      64(CX)(R9*1), Y6
+	VMOVUPS      96(CX)(R9*1), Y7
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX2_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	VMOVUPS      Y3, 96(BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000080, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF32AVX2_r1_full
+
+pvRowsGatherF32AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF32AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF32AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF32AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF32AVX2_r1_part3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Y3
+	VMOVUPS      32(CX)(R8*1), Y4
+	VMOVUPS      64(CX)(R8*1), Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX2_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y2, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF32AVX2_r1_part2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Y2
+	VMOVUPS      32(CX)(R8*1), Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX2_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF32AVX2_r1_part1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX2_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VZEROUPPER
+	RET
+
+// func qkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·qkRowsGatherF16AVX2(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherF16AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherF16AVX2_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherF16AVX2_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF16AVX2_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX2_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX2_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX2_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x03, R8
+	XORQ       R9, R9
+
+qkRowsGatherF16AVX2_r2_k4_inner:
+	VCVTPH2PS    (DX)(R9*1), Y9
+	VCVTPH2PS    (BX)(R9*1), Y10
+	VCVTPH2PS    (SI)(R9*1), Y11
+	VCVTPH2PS    (AX)(R9*1), Y12
+	VMOVUPS      (CX), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (CX)(DI*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, R9
+	DECQ         R8
+	JNZ          qkRowsGatherF16AVX2_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF16AVX2_r2_k4
+
+qkRowsGatherF16AVX2_r2_k4_done:
+qkRowsGatherF16AVX2_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX2_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX2_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX2_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x03, BX
+	XORQ       SI, SI
+
+qkRowsGatherF16AVX2_r2_k1_inner:
+	VCVTPH2PS    (AX)(SI*1), Y3
+	VMOVUPS      (CX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (CX)(DX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, SI
+	DECQ         BX
+	JNZ          qkRowsGatherF16AVX2_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF16AVX2_r2_k1
+
+qkRowsGatherF16AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherF16AVX2_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherF16AVX2_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX2_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX2_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX2_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x03, DI
+	XORQ       R8, R8
+
+qkRowsGatherF16AVX2_r1_k4_inner:
+	VCVTPH2PS    (DX)(R8*1), Y5
+	VCVTPH2PS    (BX)(R8*1), Y6
+	VCVTPH2PS    (SI)(R8*1), Y7
+	VCVTPH2PS    (AX)(R8*1), Y8
+	VMOVUPS      (CX), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, R8
+	DECQ         DI
+	JNZ          qkRowsGatherF16AVX2_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF16AVX2_r1_k4
+
+qkRowsGatherF16AVX2_r1_k4_done:
+qkRowsGatherF16AVX2_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherF16AVX2_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherF16AVX2_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherF16AVX2_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x03, DX
+	XORQ       BX, BX
+
+qkRowsGatherF16AVX2_r1_k1_inner:
+	VCVTPH2PS    (AX)(BX*1), Y2
+	VMOVUPS      (CX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, BX
+	DECQ         DX
+	JNZ          qkRowsGatherF16AVX2_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherF16AVX2_r1_k1
+
+qkRowsGatherF16AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·pvRowsGatherF16AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherF16AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherF16AVX2_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+pvRowsGatherF16AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF16AVX2_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherF16AVX2_r2_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Y8
+	VCVTPH2PS    16(CX)(R10*1), Y9
+	VCVTPH2PS    32(CX)(R10*1), Y10
+	VCVTPH2PS    48(CX)(R10*1), Y11
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (BX)(SI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX2_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF16AVX2_r2_full
+
+pvRowsGatherF16AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF16AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF16AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF16AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y3
+	VMOVUPS 32(BX), Y4
+	VMOVUPS 64(BX), Y5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX2_r2_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Y6
+	VCVTPH2PS    16(CX)(R9*1), Y7
+	VCVTPH2PS    32(CX)(R9*1), Y8
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (DX)(BX*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX2_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, 32(BX)
+	VMOVUPS      Y5, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX2_r2_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Y4
+	VCVTPH2PS    16(CX)(R9*1), Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (DX)(BX*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX2_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y2, (BX)
+	VMOVUPS      Y3, 32(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX2_r2_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Y2
+	VBROADCASTSS (DX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (DX)(BX*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX2_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y1, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+pvRowsGatherF16AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherF16AVX2_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherF16AVX2_r1_full_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Y4
+	VCVTPH2PS    16(CX)(R9*1), Y5
+	VCVTPH2PS    32(CX)(R9*1), Y6
+	VCVTPH2PS    48(CX)(R9*1), Y7
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX2_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	VMOVUPS      Y3, 96(BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherF16AVX2_r1_full
+
+pvRowsGatherF16AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherF16AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherF16AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherF16AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF16AVX2_r1_part3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Y3
+	VCVTPH2PS    16(CX)(R8*1), Y4
+	VCVTPH2PS    32(CX)(R8*1), Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX2_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y2, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF16AVX2_r1_part2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Y2
+	VCVTPH2PS    16(CX)(R8*1), Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX2_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherF16AVX2_r1_part1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX2_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VZEROUPPER
+	RET
+
+// func qkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·qkRowsGatherBF16AVX2(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherBF16AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherBF16AVX2_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherBF16AVX2_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherBF16AVX2_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX2_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX2_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX2_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x03, R8
+	XORQ       R9, R9
+
+qkRowsGatherBF16AVX2_r2_k4_inner:
+	VPMOVZXWD    (DX)(R9*1), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VPMOVZXWD    (BX)(R9*1), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VPMOVZXWD    (SI)(R9*1), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VPMOVZXWD    (AX)(R9*1), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VMOVUPS      (CX), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (CX)(DI*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, R9
+	DECQ         R8
+	JNZ          qkRowsGatherBF16AVX2_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherBF16AVX2_r2_k4
+
+qkRowsGatherBF16AVX2_r2_k4_done:
+qkRowsGatherBF16AVX2_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX2_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX2_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX2_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x03, BX
+	XORQ       SI, SI
+
+qkRowsGatherBF16AVX2_r2_k1_inner:
+	VPMOVZXWD    (AX)(SI*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VMOVUPS      (CX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (CX)(DX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, SI
+	DECQ         BX
+	JNZ          qkRowsGatherBF16AVX2_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherBF16AVX2_r2_k1
+
+qkRowsGatherBF16AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherBF16AVX2_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherBF16AVX2_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX2_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), SI
+	SHLQ $0x01, SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	SHLQ $0x01, DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	SHLQ $0x01, R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX2_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX2_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	SHLQ       $0x01, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	SHLQ       $0x01, BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	SHLQ       $0x01, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x03, DI
+	XORQ       R8, R8
+
+qkRowsGatherBF16AVX2_r1_k4_inner:
+	VPMOVZXWD    (DX)(R8*1), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VPMOVZXWD    (BX)(R8*1), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VPMOVZXWD    (SI)(R8*1), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VPMOVZXWD    (AX)(R8*1), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VMOVUPS      (CX), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, R8
+	DECQ         DI
+	JNZ          qkRowsGatherBF16AVX2_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherBF16AVX2_r1_k4
+
+qkRowsGatherBF16AVX2_r1_k4_done:
+qkRowsGatherBF16AVX2_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   qkRowsGatherBF16AVX2_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	SHLQ $0x01, BX
+	MOVQ (DX)(AX*8), DX
+	SHLQ $0x01, DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+qkRowsGatherBF16AVX2_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherBF16AVX2_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	SHLQ       $0x01, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x03, DX
+	XORQ       BX, BX
+
+qkRowsGatherBF16AVX2_r1_k1_inner:
+	VPMOVZXWD    (AX)(BX*1), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMOVUPS      (CX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, BX
+	DECQ         DX
+	JNZ          qkRowsGatherBF16AVX2_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherBF16AVX2_r1_k1
+
+qkRowsGatherBF16AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·pvRowsGatherBF16AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherBF16AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherBF16AVX2_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+pvRowsGatherBF16AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherBF16AVX2_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherBF16AVX2_r2_full_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPMOVZXWD    16(CX)(R10*1), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VPMOVZXWD    32(CX)(R10*1), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VPMOVZXWD    48(CX)(R10*1), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (BX)(SI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX2_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherBF16AVX2_r2_full
+
+pvRowsGatherBF16AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherBF16AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherBF16AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherBF16AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y3
+	VMOVUPS 32(BX), Y4
+	VMOVUPS 64(BX), Y5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX2_r2_part3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VPMOVZXWD    16(CX)(R9*1), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VPMOVZXWD    32(CX)(R9*1), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (DX)(BX*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX2_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y3, (BX)
+	VMOVUPS      Y4, 32(BX)
+	VMOVUPS      Y5, 64(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX2_r2_part2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(CX)(R9*1), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (DX)(BX*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX2_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y2, (BX)
+	VMOVUPS      Y3, 32(BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX2_r2_part1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (DX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (DX)(BX*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX2_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	ADDQ         CX, BX
+	VMOVUPS      Y1, (BX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+pvRowsGatherBF16AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherBF16AVX2_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherBF16AVX2_r1_full_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    16(CX)(R9*1), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VPMOVZXWD    32(CX)(R9*1), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VPMOVZXWD    48(CX)(R9*1), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX2_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	VMOVUPS      Y3, 96(BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherBF16AVX2_r1_full
+
+pvRowsGatherBF16AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherBF16AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherBF16AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherBF16AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherBF16AVX2_r1_part3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPMOVZXWD    16(CX)(R8*1), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPMOVZXWD    32(CX)(R8*1), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX2_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y2, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherBF16AVX2_r1_part2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPMOVZXWD    16(CX)(R8*1), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX2_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+pvRowsGatherBF16AVX2_r1_part1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX2_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VZEROUPPER
+	RET
+
+// func qkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
+TEXT ·qkRowsGatherQ8AVX2(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsGatherQ8AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsGatherQ8AVX2_r1
+	VZEROUPPER
+	RET
+
+qkRowsGatherQ8AVX2_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherQ8AVX2_r2_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX2_r2_k4_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), SI
+	MOVQ       SI, DI
+	SARQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	SHLQ       $0x00, SI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
+	MOVQ       DI, R8
+	SARQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	SHLQ       $0x00, DI
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, R8
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX2_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX2_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	SHLQ       $0x00, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	SHLQ       $0x00, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	SHLQ       $0x00, R8
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	MOVQ       q+16(FP), R10
+	MOVQ       ldQ+24(FP), R11
+	SHLQ       $0x02, R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       dv+80(FP), R12
+	SHRQ       $0x05, R12
+	XORQ       R13, R13
+
+qkRowsGatherQ8AVX2_r2_k4_inner:
+	VPMOVSXBD    (DX)(R13*8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (BX)(R13*1), Y10
+	VMULPS       Y10, Y9, Y9
+	VPMOVSXBD    (SI)(R13*8), Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (DI)(R13*1), Y11
+	VMULPS       Y11, Y10, Y10
+	VPMOVSXBD    (R8)(R13*8), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R9)(R13*1), Y12
+	VMULPS       Y12, Y11, Y11
+	VPMOVSXBD    (AX)(R13*8), Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (CX)(R13*1), Y13
+	VMULPS       Y13, Y12, Y12
+	VMOVUPS      (R10), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (R10)(R11*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	VPMOVSXBD    8(DX)(R13*8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (BX)(R13*1), Y10
+	VMULPS       Y10, Y9, Y9
+	VPMOVSXBD    8(SI)(R13*8), Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (DI)(R13*1), Y11
+	VMULPS       Y11, Y10, Y10
+	VPMOVSXBD    8(R8)(R13*8), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R9)(R13*1), Y12
+	VMULPS       Y12, Y11, Y11
+	VPMOVSXBD    8(AX)(R13*8), Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (CX)(R13*1), Y13
+	VMULPS       Y13, Y12, Y12
+	VMOVUPS      32(R10), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      32(R10)(R11*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	VPMOVSXBD    16(DX)(R13*8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (BX)(R13*1), Y10
+	VMULPS       Y10, Y9, Y9
+	VPMOVSXBD    16(SI)(R13*8), Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (DI)(R13*1), Y11
+	VMULPS       Y11, Y10, Y10
+	VPMOVSXBD    16(R8)(R13*8), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R9)(R13*1), Y12
+	VMULPS       Y12, Y11, Y11
+	VPMOVSXBD    16(AX)(R13*8), Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (CX)(R13*1), Y13
+	VMULPS       Y13, Y12, Y12
+	VMOVUPS      64(R10), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      64(R10)(R11*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	VPMOVSXBD    24(DX)(R13*8), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (BX)(R13*1), Y10
+	VMULPS       Y10, Y9, Y9
+	VPMOVSXBD    24(SI)(R13*8), Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (DI)(R13*1), Y11
+	VMULPS       Y11, Y10, Y10
+	VPMOVSXBD    24(R8)(R13*8), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (R9)(R13*1), Y12
+	VMULPS       Y12, Y11, Y11
+	VPMOVSXBD    24(AX)(R13*8), Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (CX)(R13*1), Y13
+	VMULPS       Y13, Y12, Y12
+	VMOVUPS      96(R10), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      96(R10)(R11*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000080, R10
+	ADDQ         $0x04, R13
+	DECQ         R12
+	JNZ          qkRowsGatherQ8AVX2_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherQ8AVX2_r2_k4
+
+qkRowsGatherQ8AVX2_r2_k4_done:
+qkRowsGatherQ8AVX2_r2_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX2_r2_k1_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SARQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX2_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX2_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       q+16(FP), DX
+	MOVQ       ldQ+24(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (BX)(BX*2), SI
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x05, SI
+	XORQ       DI, DI
+
+qkRowsGatherQ8AVX2_r2_k1_inner:
+	VPMOVSXBD    (AX)(DI*8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (CX)(DI*1), Y4
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      (DX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (DX)(BX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	VPMOVSXBD    8(AX)(DI*8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (CX)(DI*1), Y4
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      32(DX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      32(DX)(BX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	VPMOVSXBD    16(AX)(DI*8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (CX)(DI*1), Y4
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      64(DX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      64(DX)(BX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	VPMOVSXBD    24(AX)(DI*8), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (CX)(DI*1), Y4
+	VMULPS       Y4, Y3, Y3
+	VMOVUPS      96(DX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      96(DX)(BX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          qkRowsGatherQ8AVX2_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherQ8AVX2_r2_k1
+
+qkRowsGatherQ8AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsGatherQ8AVX2_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsGatherQ8AVX2_r1_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX2_r1_k4_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), SI
+	MOVQ       SI, DI
+	SARQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	SHLQ       $0x00, SI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
+	MOVQ       DI, R8
+	SARQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	SHLQ       $0x00, DI
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, R8
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SARQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX2_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX2_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	SHLQ       $0x00, DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	SHLQ       $0x00, SI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	SHLQ       $0x00, R8
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       q+16(FP), R10
+	MOVQ       ldQ+24(FP), R11
+	SHLQ       $0x02, R11
+	LEAQ       (R11)(R11*2), R11
+	MOVQ       dv+80(FP), R11
+	SHRQ       $0x05, R11
+	XORQ       R12, R12
+
+qkRowsGatherQ8AVX2_r1_k4_inner:
+	VPMOVSXBD    (DX)(R12*8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (BX)(R12*1), Y6
+	VMULPS       Y6, Y5, Y5
+	VPMOVSXBD    (SI)(R12*8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(R12*1), Y7
+	VMULPS       Y7, Y6, Y6
+	VPMOVSXBD    (R8)(R12*8), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9)(R12*1), Y8
+	VMULPS       Y8, Y7, Y7
+	VPMOVSXBD    (AX)(R12*8), Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (CX)(R12*1), Y9
+	VMULPS       Y9, Y8, Y8
+	VMOVUPS      (R10), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVSXBD    8(DX)(R12*8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (BX)(R12*1), Y6
+	VMULPS       Y6, Y5, Y5
+	VPMOVSXBD    8(SI)(R12*8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(R12*1), Y7
+	VMULPS       Y7, Y6, Y6
+	VPMOVSXBD    8(R8)(R12*8), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9)(R12*1), Y8
+	VMULPS       Y8, Y7, Y7
+	VPMOVSXBD    8(AX)(R12*8), Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (CX)(R12*1), Y9
+	VMULPS       Y9, Y8, Y8
+	VMOVUPS      32(R10), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVSXBD    16(DX)(R12*8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (BX)(R12*1), Y6
+	VMULPS       Y6, Y5, Y5
+	VPMOVSXBD    16(SI)(R12*8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(R12*1), Y7
+	VMULPS       Y7, Y6, Y6
+	VPMOVSXBD    16(R8)(R12*8), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9)(R12*1), Y8
+	VMULPS       Y8, Y7, Y7
+	VPMOVSXBD    16(AX)(R12*8), Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (CX)(R12*1), Y9
+	VMULPS       Y9, Y8, Y8
+	VMOVUPS      64(R10), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	VPMOVSXBD    24(DX)(R12*8), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (BX)(R12*1), Y6
+	VMULPS       Y6, Y5, Y5
+	VPMOVSXBD    24(SI)(R12*8), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (DI)(R12*1), Y7
+	VMULPS       Y7, Y6, Y6
+	VPMOVSXBD    24(R8)(R12*8), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (R9)(R12*1), Y8
+	VMULPS       Y8, Y7, Y7
+	VPMOVSXBD    24(AX)(R12*8), Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (CX)(R12*1), Y9
+	VMULPS       Y9, Y8, Y8
+	VMOVUPS      96(R10), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000080, R10
+	ADDQ         $0x04, R12
+	DECQ         R11
+	JNZ          qkRowsGatherQ8AVX2_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherQ8AVX2_r1_k4
+
+qkRowsGatherQ8AVX2_r1_k4_done:
+qkRowsGatherQ8AVX2_r1_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsGatherQ8AVX2_r1_k1_done
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	SHLQ       $0x00, BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SARQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	SHLQ       $0x00, DX
+	ADDQ       CX, DX
+	XORQ       CX, CX
+
+qkRowsGatherQ8AVX2_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         qkRowsGatherQ8AVX2_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	SHLQ       $0x00, AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	MOVQ       q+16(FP), DX
+	MOVQ       ldQ+24(FP), BX
+	SHLQ       $0x02, BX
+	LEAQ       (BX)(BX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x05, BX
+	XORQ       SI, SI
+
+qkRowsGatherQ8AVX2_r1_k1_inner:
+	VPMOVSXBD    (AX)(SI*8), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (CX)(SI*1), Y3
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      (DX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VPMOVSXBD    8(AX)(SI*8), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (CX)(SI*1), Y3
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      32(DX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VPMOVSXBD    16(AX)(SI*8), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (CX)(SI*1), Y3
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      64(DX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	VPMOVSXBD    24(AX)(SI*8), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (CX)(SI*1), Y3
+	VMULPS       Y3, Y2, Y2
+	VMOVUPS      96(DX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000080, DX
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JNZ          qkRowsGatherQ8AVX2_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsGatherQ8AVX2_r1_k1
+
+qkRowsGatherQ8AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func pvRowsGatherQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·pvRowsGatherQ8AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x02
+	JEQ  pvRowsGatherQ8AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  pvRowsGatherQ8AVX2_r1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+	MOVQ vs+56(FP), BX
+
+pvRowsGatherQ8AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherQ8AVX2_r2_part
+	MOVQ    ldO+8(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    AX, DI
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	ADDQ    SI, DI
+	VMOVUPS (DI), Y4
+	VMOVUPS 32(DI), Y5
+	VMOVUPS 64(DI), Y6
+	VMOVUPS 96(DI), Y7
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+pvRowsGatherQ8AVX2_r2_full_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (BX)(R12*1), Y9
+	VMULPS       Y9, Y8, Y8
+	VPMOVSXBD    8(CX)(R11*1), Y9
+	VCVTDQ2PS    Y9, Y9
+	VBROADCASTSS (BX)(R12*1), Y10
+	VMULPS       Y10, Y9, Y9
+	VPMOVSXBD    16(CX)(R11*1), Y10
+	VCVTDQ2PS    Y10, Y10
+	VBROADCASTSS (BX)(R12*1), Y11
+	VMULPS       Y11, Y10, Y10
+	VPMOVSXBD    24(CX)(R11*1), Y11
+	VCVTDQ2PS    Y11, Y11
+	VBROADCASTSS (BX)(R12*1), Y12
+	VMULPS       Y12, Y11, Y11
+	VBROADCASTSS (SI), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (SI)(DI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, SI
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX2_r2_full_b
+	MOVQ         ldO+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         AX, DI
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	ADDQ         SI, DI
+	VMOVUPS      Y4, (DI)
+	VMOVUPS      Y5, 32(DI)
+	VMOVUPS      Y6, 64(DI)
+	VMOVUPS      Y7, 96(DI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x04, BX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherQ8AVX2_r2_full
+
+pvRowsGatherQ8AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherQ8AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherQ8AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherQ8AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	ADDQ    DX, SI
+	VMOVUPS (SI), Y3
+	VMOVUPS 32(SI), Y4
+	VMOVUPS 64(SI), Y5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX2_r2_part3_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (BX)(R11*1), Y7
+	VMULPS       Y7, Y6, Y6
+	VPMOVSXBD    8(CX)(R10*1), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (BX)(R11*1), Y8
+	VMULPS       Y8, Y7, Y7
+	VPMOVSXBD    16(CX)(R10*1), Y8
+	VCVTDQ2PS    Y8, Y8
+	VBROADCASTSS (BX)(R11*1), Y9
+	VMULPS       Y9, Y8, Y8
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (DX)(SI*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX2_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Y3, (SI)
+	VMOVUPS      Y4, 32(SI)
+	VMOVUPS      Y5, 64(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	ADDQ    DX, SI
+	VMOVUPS (SI), Y2
+	VMOVUPS 32(SI), Y3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX2_r2_part2_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (BX)(R11*1), Y5
+	VMULPS       Y5, Y4, Y4
+	VPMOVSXBD    8(CX)(R10*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (BX)(R11*1), Y6
+	VMULPS       Y6, Y5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (DX)(SI*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX2_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	ADDQ         CX, SI
+	VMOVUPS      Y2, (SI)
+	VMOVUPS      Y3, 32(SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	ADDQ    DX, SI
+	VMOVUPS (SI), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX2_r2_part1_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (BX)(R11*1), Y3
+	VMULPS       Y3, Y2, Y2
+	VBROADCASTSS (DX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (DX)(SI*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX2_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	ADDQ         CX, SI
+	VMOVUPS      Y1, (SI)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+	MOVQ vs+56(FP), BX
+
+pvRowsGatherQ8AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      pvRowsGatherQ8AVX2_r1_part
+	MOVQ    ldO+8(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+pvRowsGatherQ8AVX2_r1_full_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (BX)(R11*1), Y5
+	VMULPS       Y5, Y4, Y4
+	VPMOVSXBD    8(CX)(R10*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (BX)(R11*1), Y6
+	VMULPS       Y6, Y5, Y5
+	VPMOVSXBD    16(CX)(R10*1), Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS (BX)(R11*1), Y7
+	VMULPS       Y7, Y6, Y6
+	VPMOVSXBD    24(CX)(R10*1), Y7
+	VCVTDQ2PS    Y7, Y7
+	VBROADCASTSS (BX)(R11*1), Y8
+	VMULPS       Y8, Y7, Y7
+	VBROADCASTSS (SI), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, SI
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX2_r1_full_b
+	MOVQ         ldO+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x04, BX
+	SUBQ         $0x04, DX
+	JMP          pvRowsGatherQ8AVX2_r1_full
+
+pvRowsGatherQ8AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  pvRowsGatherQ8AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  pvRowsGatherQ8AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  pvRowsGatherQ8AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherQ8AVX2_r1_part3_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (BX)(R10*1), Y4
+	VMULPS       Y4, Y3, Y3
+	VPMOVSXBD    8(CX)(R9*1), Y4
+	VCVTDQ2PS    Y4, Y4
+	VBROADCASTSS (BX)(R10*1), Y5
+	VMULPS       Y5, Y4, Y4
+	VPMOVSXBD    16(CX)(R9*1), Y5
+	VCVTDQ2PS    Y5, Y5
+	VBROADCASTSS (BX)(R10*1), Y6
+	VMULPS       Y6, Y5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX2_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y2, 64(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherQ8AVX2_r1_part2_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (BX)(R10*1), Y3
+	VMULPS       Y3, Y2, Y2
+	VPMOVSXBD    8(CX)(R9*1), Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (BX)(R10*1), Y4
+	VMULPS       Y4, Y3, Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX2_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         AX, DX
+	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y1, 32(DX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+pvRowsGatherQ8AVX2_r1_part1_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Y1
+	VCVTDQ2PS    Y1, Y1
+	VBROADCASTSS (BX)(R10*1), Y2
+	VMULPS       Y2, Y1, Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX2_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
 	MOVQ         AX, DX
 	VMOVUPS      Y0, (DX)
 	VZEROUPPER

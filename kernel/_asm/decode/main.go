@@ -539,6 +539,10 @@ func main() {
 		for _, t := range []elemType{f16, bf16, q8} {
 			genPV(x, t)
 		}
+		for _, t := range []elemType{f32, f16, bf16, q8} {
+			genQKGather(x, t)
+			genPVGather(x, t)
+		}
 	}
 	genQKDot()
 	genQKDotAVX2()

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
+)
+
+// The gathering kernels, QKRowsGather and PVRowsGather: the same products
+// as QKRows and PVRows, but key (value) j's row starts at element off[j]
+// of k (v) instead of j·ldK, so that one call covers a whole tile of a
+// paged cache, whatever its blocks and wherever they lie. They read the
+// offsets as they go: a key costs one load, a shift and an add more, not a
+// call. Key j's prefetch target is the row at pfo[j] (the caller's table
+// from further down the sequence, through the block table).
+//
+// QK prefetches the target rows of a group of keys whole, before the
+// group's products (four keys' rows for the next ones, 4 cache lines a
+// binary16 row of 128); PV, walking each key once per block of columns,
+// prefetches the target's columns of the block, as PVRows does.
+
+// gatherDoc says what the offsets of t rows must be.
+func gatherDoc(t elemType) string {
+	switch t {
+	case q8:
+		return "a multiple of 32: rows start Q8 blocks"
+	}
+	return "in elements"
+}
+
+func genQKGather(x *isa, t elemType) {
+	name := "qkRowsGather" + t.Name() + x.Name
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, off, pfo *int, ks *float32, rows, cols, dv int, scale float32)", t.GoType()))
+	Pragma("noescape")
+	Doc(append([]string{
+		fmt.Sprintf("%s is the %s kernel of QKRowsGather for %s keys:", name, x.Doc, elemDoc[t]),
+		fmt.Sprintf("the scaled dot products of rows (1..%d) query rows with cols key rows,", x.mr),
+		fmt.Sprintf("key j's at element off[j] of k (%s), over their first", gatherDoc(t)),
+		fmt.Sprintf("dv components (dv a multiple of %d, ldS and ldQ in elements):", x.dvMultiple(t)),
+		"",
+		"	for i := 0; i < rows; i++ {",
+		"		for j := 0; j < cols; j++ {",
+		"			var acc float32",
+		"			for c := 0; c < dv; c++ {",
+		"				acc += q[i*ldQ+c] * K(off[j] + c)",
+		"			}",
+		"			s[i*ldS+j] = scale * acc",
+		"		}",
+		"	}",
+		"",
+	}, gatherRowsDoc("K", "k", "ks", t, "The order of the\nadditions differs from the loop.")...)...)
+	step := x.Lanes()
+	if t == q8 {
+		step = 32
+	}
+	sub := step / x.Lanes()
+	zs := x.Vec()
+	sx := Load(Param("scale"), XMM())
+	VBROADCASTSS(sx, zs)
+	jl := AllocLocal(8) // the next key
+
+	dispatchRows(x, name)
+	for rb := x.mr; rb >= 1; rb-- {
+		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
+		Label(fmt.Sprintf("%s_r%d", name, rb))
+		MOVQ(U32(0), jl)
+		for _, nk := range []int{4, 1} {
+			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
+			Label(loop)
+			j := GP64()
+			MOVQ(jl, j)
+			end := GP64()
+			LEAQ(Mem{Base: j, Disp: nk}, end)
+			CMPQ(end, asmkit.ParamAddr("cols"))
+			JG(LabelRef(done))
+
+			// Prefetch the group's target rows, every cache line of their
+			// first dv components, into the L2 (and a Q8 row's scales
+			// into the L1).
+			kb := Load(Param("k"), GP64())
+			po := Load(Param("pfo"), GP64())
+			dvb := Load(Param("dv"), GP64())
+			SHLQ(U8(t.Shift()), dvb)
+			tp := make([]Register, nk)
+			for u := range tp {
+				tp[u] = GP64()
+				MOVQ(Mem{Base: po, Index: j, Scale: 8, Disp: 8 * u}, tp[u])
+				if t == q8 {
+					ts := GP64()
+					MOVQ(tp[u], ts)
+					SARQ(U8(3), ts)
+					ADDQ(asmkit.ParamAddr("ks"), ts)
+					PREFETCHT0(Mem{Base: ts})
+				}
+				SHLQ(U8(t.Shift()), tp[u])
+				ADDQ(kb, tp[u])
+			}
+			b := GP64()
+			XORQ(b, b)
+			Label(lbl(fmt.Sprintf("k%d_pf", nk)))
+			for u := range tp {
+				PREFETCHT2(Mem{Base: tp[u], Index: b, Scale: 1})
+			}
+			ADDQ(U8(64), b)
+			CMPQ(b, dvb)
+			JL(LabelRef(lbl(fmt.Sprintf("k%d_pf", nk))))
+
+			// The rows of the group (and, for Q8, their scales).
+			op := Load(Param("off"), GP64())
+			kc := make([]Register, nk)
+			ksc := make([]Register, nk)
+			for u := range kc {
+				kc[u] = GP64()
+				MOVQ(Mem{Base: op, Index: j, Scale: 8, Disp: 8 * u}, kc[u])
+				if t == q8 {
+					ksc[u] = GP64()
+					MOVQ(kc[u], ksc[u])
+					SHRQ(U8(3), ksc[u])
+					ADDQ(asmkit.ParamAddr("ks"), ksc[u])
+				}
+				SHLQ(U8(t.Shift()), kc[u])
+				ADDQ(asmkit.ParamAddr("k"), kc[u])
+			}
+			acc := make([][]VecVirtual, rb)
+			for r := range acc {
+				acc[r] = make([]VecVirtual, nk)
+				for u := range acc[r] {
+					acc[r][u] = x.Vec()
+					VXORPS(acc[r][u], acc[r][u], acc[r][u])
+				}
+			}
+			qc := Load(Param("q"), GP64())
+			ldQ, ldQ3 := floatStride("ldQ")
+			cnt := Load(Param("dv"), GP64())
+			SHRQ(U8(map[int]uint64{8: 3, 16: 4, 32: 5}[step]), cnt)
+			// c indexes the rows: their bytes (scale 1) for float32 and the
+			// 16-bit types; for Q8, the bytes of their scales, 4 a block of
+			// 32 elements, so that the int8 data are at 8·c.
+			c := GP64()
+			XORQ(c, c)
+			inner := lbl(fmt.Sprintf("k%d_inner", nk))
+			Label(inner)
+			for si := 0; si < sub; si++ {
+				kv := make([]VecVirtual, nk)
+				for u := range kv {
+					kv[u] = x.Vec()
+					disp := si * x.Lanes() * t.Size()
+					var m, sc Mem
+					if t == q8 {
+						m = Mem{Base: kc[u], Index: c, Scale: 8, Disp: disp}
+						sc = Mem{Base: ksc[u], Index: c, Scale: 1}
+					} else {
+						m = Mem{Base: kc[u], Index: c, Scale: 1, Disp: disp}
+					}
+					x.load(t, m, sc, kv[u])
+				}
+				for r := 0; r < rb; r++ {
+					qv := x.Vec()
+					VMOVUPS(rowAddr(qc, ldQ, ldQ3, r, si*x.Lanes()*4), qv)
+					for u := range kv {
+						VFMADD231PS(qv, kv[u], acc[r][u])
+					}
+				}
+			}
+			ADDQ(U32(step*4), qc)
+			if t == q8 {
+				ADDQ(U8(4), c)
+			} else {
+				ADDQ(U32(step*t.Size()), c)
+			}
+			DECQ(cnt)
+			JNZ(LabelRef(inner))
+
+			sp := Load(Param("s"), GP64())
+			jn := GP64()
+			MOVQ(jl, jn)
+			LEAQ(Mem{Base: sp, Index: jn, Scale: 4}, sp)
+			storeScores(x, acc, sp, zs)
+			ADDQ(U8(nk), jn)
+			MOVQ(jn, jl)
+			JMP(LabelRef(loop))
+			Label(done)
+		}
+		asmkit.Ret()
+	}
+}
+
+// gatherRowsDoc is rowsDoc for the gathering kernels: the element
+// function, the prefetch through pfo and the order of the sums.
+func gatherRowsDoc(f, x, xs string, t elemType, order string) []string {
+	d := rowsDoc(f, x, xs, t, order)
+	return append([]string{
+		d[0],
+		"While it reads key j it prefetches the row that starts at element pfo[j]",
+		"of " + x + " into the L2 cache; pfo changes the speed, never the result.",
+	}, d[2:]...)
+}
+
+func genPVGather(x *isa, t elemType) {
+	name := "pvRowsGather" + t.Name() + x.Name
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, off, pfo *int, vs *float32, rows, cols, dv int)", t.GoType()))
+	Pragma("noescape")
+	Doc(append([]string{
+		fmt.Sprintf("%s is the %s kernel of PVRowsGather for %s values:", name, x.Doc, elemDoc[t]),
+		fmt.Sprintf("it accumulates rows (1..%d) probability rows times cols value rows, value", x.mr),
+		fmt.Sprintf("j's at element off[j] of v (%s), into the first dv", gatherDoc(t)),
+		fmt.Sprintf("columns of o (dv a multiple of %d, ldO and ldP in elements):", x.dvMultiple(t)),
+		"",
+		"	for i := 0; i < rows; i++ {",
+		"		for c := 0; c < dv; c++ {",
+		"			acc := o[i*ldO+c]",
+		"			for j := 0; j < cols; j++ {",
+		"				acc += p[i*ldP+j] * V(off[j] + c)",
+		"			}",
+		"			o[i*ldO+c] = acc",
+		"		}",
+		"	}",
+		"",
+	}, gatherRowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once.")...)...)
+	dispatchRows(x, name)
+	for rb := x.mr; rb >= 1; rb-- {
+		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
+		Label(fmt.Sprintf("%s_r%d", name, rb))
+		oc := Load(Param("o"), GP64())    // o at the column block
+		vc := Load(Param("v"), GP64())    // v at the column block
+		vecs := Load(Param("dv"), GP64()) // vectors of columns left
+		SHRQ(U8(map[int]uint64{8: 3, 16: 4}[x.Lanes()]), vecs)
+		var sc Register
+		if t == q8 {
+			sc = Load(Param("vs"), GP64())
+		}
+		Label(lbl("full"))
+		CMPQ(vecs, U8(x.nv))
+		JL(LabelRef(lbl("part")))
+		pvGatherBlock(x, t, rb, x.nv, lbl("full_b"), oc, vc, sc)
+		ADDQ(U32(x.nv*x.Lanes()*4), oc)
+		ADDQ(U32(x.nv*x.Lanes()*t.Size()), vc)
+		if t == q8 {
+			ADDQ(U8(x.nv*x.Lanes()/32*4), sc)
+		}
+		SUBQ(U8(x.nv), vecs)
+		JMP(LabelRef(lbl("full")))
+		Label(lbl("part"))
+		for nv := x.nv - 1; nv >= 1; nv-- {
+			CMPQ(vecs, U8(nv))
+			JEQ(LabelRef(lbl(fmt.Sprintf("part%d", nv))))
+		}
+		asmkit.Ret()
+		for nv := x.nv - 1; nv >= 1; nv-- {
+			Label(lbl(fmt.Sprintf("part%d", nv)))
+			pvGatherBlock(x, t, rb, nv, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
+			asmkit.Ret()
+		}
+	}
+}
+
+// pvGatherBlock emits the product of rb probability rows and every value
+// row into nv vectors of output columns at oc; vc is v advanced to the
+// block's columns, sc (Q8) the scales advanced to them.
+func pvGatherBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
+	ldO := Load(Param("ldO"), GP64())
+	SHLQ(U8(2), ldO)
+	acc := make([][]VecVirtual, rb)
+	or := GP64()
+	MOVQ(oc, or)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, nv)
+		for w := range acc[r] {
+			acc[r][w] = x.Vec()
+			VMOVUPS(Mem{Base: or, Disp: w * x.Lanes() * 4}, acc[r][w])
+		}
+		if r+1 < rb {
+			ADDQ(ldO, or)
+		}
+	}
+	pp := Load(Param("p"), GP64())
+	ldP, ldP3 := floatStride("ldP")
+	op := Load(Param("off"), GP64())
+	po := Load(Param("pfo"), GP64())
+	j := Load(Param("cols"), GP64())
+	Label(lbl)
+	// Prefetch the block's columns of the target row.
+	pf := GP64()
+	MOVQ(Mem{Base: po}, pf)
+	if t == q8 {
+		ps := GP64()
+		MOVQ(pf, ps)
+		SHRQ(U8(3), ps)
+		PREFETCHT0(Mem{Base: sc, Index: ps, Scale: 1})
+	}
+	SHLQ(U8(t.Shift()), pf)
+	for off := 0; off < nv*x.Lanes()*t.Size(); off += 64 {
+		PREFETCHT2(Mem{Base: vc, Index: pf, Scale: 1, Disp: off})
+	}
+	// The row.
+	vo := GP64()
+	MOVQ(Mem{Base: op}, vo)
+	var so Register
+	if t == q8 {
+		so = GP64()
+		MOVQ(vo, so)
+		SHRQ(U8(3), so)
+	}
+	SHLQ(U8(t.Shift()), vo)
+	vv := make([]VecVirtual, nv)
+	for w := range vv {
+		vv[w] = x.Vec()
+		var m Mem
+		if t == q8 {
+			m = Mem{Base: sc, Index: so, Scale: 1, Disp: w * x.Lanes() / 32 * 4}
+		}
+		x.load(t, Mem{Base: vc, Index: vo, Scale: 1, Disp: w * x.Lanes() * t.Size()}, m, vv[w])
+	}
+	for r := 0; r < rb; r++ {
+		b := x.Vec()
+		VBROADCASTSS(rowAddr(pp, ldP, ldP3, r, 0), b)
+		for w := range vv {
+			VFMADD231PS(b, vv[w], acc[r][w])
+		}
+	}
+	ADDQ(U8(4), pp)
+	ADDQ(U8(8), op)
+	ADDQ(U8(8), po)
+	DECQ(j)
+	JNZ(LabelRef(lbl))
+
+	ldO = Load(Param("ldO"), GP64())
+	SHLQ(U8(2), ldO)
+	MOVQ(oc, or)
+	for r := range acc {
+		for w := range acc[r] {
+			VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.Lanes() * 4})
+		}
+		if r+1 < rb {
+			ADDQ(ldO, or)
+		}
+	}
+}

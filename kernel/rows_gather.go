@@ -1,0 +1,210 @@
+package kernel
+
+import "fmt"
+
+// The gathering decode kernels: QKRows and PVRows over rows that lie
+// anywhere in a slice, each at its own offset. A paged KV cache keeps a
+// sequence's positions in blocks of a few positions scattered over a pool;
+// with the plain row kernels a tile of such a cache costs a call (and its
+// checks and set-up) per block, with these one call per tile, whatever the
+// blocks.
+
+// QKRowsGather is QKRows over key rows that lie anywhere in k: key j's row
+// is the d elements from off[j] on (for int8, with the scales of those
+// elements, scales[off[j]/Q8Block] on; off[j] must then be a multiple of
+// Q8Block):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < d; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// with K as for QKRows. off must hold at least cols offsets. ahead is a
+// prefetch distance in keys: while the assembly reads key j it prefetches
+// the row at off[j+ahead] into the L2 cache, so a caller that passes the
+// offsets of the keys after the tile too (cols+ahead of them, from its
+// block table) has the next rows fetched while it computes; with fewer
+// than cols+ahead offsets, or ahead <= 0, it prefetches nothing further.
+// Prefetching changes the speed, never the result. The result is the same
+// as QKRows's on the same rows laid out at a constant stride, bit for bit,
+// where both run the same implementation.
+func QKRowsGather[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off []int, rows, cols, d int, scale float32, ahead int) error {
+	if err := checkDims("QKRowsGather", rows, cols, d); err != nil {
+		return err
+	}
+	if err := checkBlock("QKRowsGather", "s", len(s), ldS, rows, cols); err != nil {
+		return err
+	}
+	if err := checkBlock("QKRowsGather", "q", len(q), ldQ, rows, d); err != nil {
+		return err
+	}
+	if err := checkGather("QKRowsGather", "k", k, scales, off, cols, d); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	pfo := prefetchOffsets(off, cols, ahead)
+	dv := 0
+	if d > 0 {
+		dv = qkRowsGatherAsm(s, ldS, q, ldQ, k, scales, off, pfo, rows, cols, d, scale)
+	}
+	if dv < d || d == 0 {
+		qkRowsGatherGeneric(s, ldS, q, ldQ, k, scales, off, rows, cols, dv, d, scale)
+	}
+	return nil
+}
+
+// PVRowsGather is PVRows over value rows that lie anywhere in v: value j's
+// row is the d elements from off[j] on, as for QKRowsGather:
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < d; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// ahead is the prefetch distance in keys, as for QKRowsGather. As with
+// PVRows, only the first cols probabilities of a row are read.
+func PVRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, d, ahead int) error {
+	if err := checkDims("PVRowsGather", rows, cols, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PVRowsGather", "o", len(o), ldO, rows, d); err != nil {
+		return err
+	}
+	if err := checkBlock("PVRowsGather", "p", len(p), ldP, rows, cols); err != nil {
+		return err
+	}
+	if err := checkGather("PVRowsGather", "v", v, scales, off, cols, d); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 || d == 0 {
+		return nil
+	}
+	pfo := prefetchOffsets(off, cols, ahead)
+	dv := pvRowsGatherAsm(o, ldO, p, ldP, v, scales, off, pfo, rows, cols, d)
+	if dv >= d {
+		return nil
+	}
+	if f, ok := any(v).([]float32); ok {
+		// float32 values go to PV where they lie at a stride (PVRows), so
+		// the columns the assembly left go to it too, a value row at a
+		// time: the same bits.
+		for j, e := range off[:cols] {
+			pv(o[dv:], ldO, p[j:], ldP, f[e+dv:], d-dv, rows, 1, d-dv)
+		}
+		return nil
+	}
+	pvRowsGatherGeneric(o, ldO, p, ldP, v, scales, off, rows, cols, dv, d)
+	return nil
+}
+
+// prefetchOffsets returns the offsets of the rows to prefetch while the
+// kernels read keys 0..cols−1: off from ahead on, or off itself (the rows
+// being read, which costs next to nothing) where it does not reach that
+// far.
+func prefetchOffsets(off []int, cols, ahead int) []int {
+	if ahead > 0 && len(off)-ahead >= cols {
+		return off[ahead:]
+	}
+	return off
+}
+
+// checkGather checks that off holds cols offsets of rows of d elements
+// inside x, and for int8 that each starts a Q8 block with its scales in
+// scales.
+func checkGather[T RowElem](fn, name string, x []T, scales []float32, off []int, cols, d int) error {
+	if cols == 0 {
+		return nil
+	}
+	if len(off) < cols {
+		return fmt.Errorf("kernel.%s: off has %d offsets; want >= %d (one per row)", fn, len(off), cols)
+	}
+	// One pass for the bounds (and Q8 alignment) of all the offsets; only
+	// a table that fails it is searched for the offset to name.
+	lo, hi, mis := off[0], off[0], 0
+	for _, e := range off[:cols] {
+		lo, hi, mis = min(lo, e), max(hi, e), mis|e
+	}
+	_, q8 := any(x).([]int8)
+	last := len(x) - d
+	if lo >= 0 && hi <= last && (!q8 || d == 0 || (mis%Q8Block == 0 && (hi+d+Q8Block-1)/Q8Block <= len(scales))) {
+		return nil
+	}
+	for j, e := range off[:cols] {
+		if e < 0 || e > last {
+			return fmt.Errorf("kernel.%s: off[%d] is %d; want 0 to len(%s)-d = %d", fn, j, e, name, last)
+		}
+		if !q8 || d == 0 {
+			continue
+		}
+		if e%Q8Block != 0 {
+			return fmt.Errorf("kernel.%s: off[%d] is %d; want a multiple of %d for int8 %s (rows start Q8 blocks)", fn, j, e, Q8Block, name)
+		}
+		if need := (e + d + Q8Block - 1) / Q8Block; len(scales) < need {
+			return fmt.Errorf("kernel.%s: %s has %d scales; want >= %d for the row at off[%d] = %d", fn, name, len(scales), need, j, e)
+		}
+	}
+	return nil
+}
+
+// rowScales returns the scales of an int8 row that starts at element e (a
+// multiple of Q8Block), or nil for other types.
+func rowScales(scales []float32, e int) []float32 {
+	if scales == nil {
+		return nil
+	}
+	return scales[e/Q8Block:]
+}
+
+// qkRowsGatherGeneric is QKRowsGather over components [c0, d), as
+// qkRowsGeneric, one key at a time.
+func qkRowsGatherGeneric[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off []int, rows, cols, c0, d int, scale float32) {
+	_, q8 := any(k).([]int8)
+	for j, e := range off[:cols] {
+		var sc []float32
+		if q8 {
+			sc = rowScales(scales, e)
+		}
+		qkRowsGeneric(s[j:], ldS, q, ldQ, k[e:], sc, 0, rows, 1, c0, d, scale)
+	}
+}
+
+// pvRowsGatherGeneric is PVRowsGather over output columns [c0, d), one
+// value row at a time (each output still sums the values in key order).
+func pvRowsGatherGeneric[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, c0, d int) {
+	_, q8 := any(v).([]int8)
+	for j, e := range off[:cols] {
+		var sc []float32
+		if q8 {
+			sc = rowScales(scales, e)
+		}
+		pvRowsGeneric(o, ldO, p[j:], ldP, v[e:], sc, 0, rows, 1, c0, d)
+	}
+}
+
+// gatherRuns calls f for each run of the rows of off[:cols] that lie a
+// constant stride apart (n rows from key j, ld elements apart; ld is 0
+// for a run of one), for architectures whose row kernels do not gather.
+func gatherRuns(off []int, cols int, f func(j, n, ld int)) {
+	for j := 0; j < cols; {
+		n, ld := 1, 0
+		if j+1 < cols && off[j+1] > off[j] {
+			ld = off[j+1] - off[j]
+			for n = 2; j+n < cols && off[j+n]-off[j+n-1] == ld; n++ {
+			}
+		}
+		f(j, n, ld)
+		j += n
+	}
+}

@@ -1,0 +1,45 @@
+//go:build !amd64 || purego
+
+package kernel
+
+// Without gathering kernels, QKRowsGather and PVRowsGather run the row
+// kernels (where there are any: NEON on arm64) over each run of rows that
+// lie a constant stride apart, and the generic loops elsewhere.
+
+func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off, pfo []int, rows, cols, d int, scale float32) int {
+	if !rowKernels() {
+		return 0
+	}
+	_, q8 := any(k).([]int8)
+	dv := d
+	gatherRuns(off, cols, func(j, n, ld int) {
+		e := off[j]
+		var sc []float32
+		if q8 {
+			sc = rowScales(scales, e)
+		}
+		kd := qkRowsAsm(s[j:], ldS, q, ldQ, k[e:], sc, ld, rows, n, d, scale, pfo[j]-e)
+		if kd < d {
+			qkRowsGeneric(s[j:], ldS, q, ldQ, k[e:], sc, ld, rows, n, kd, d, scale)
+		}
+	})
+	return dv
+}
+
+func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off, pfo []int, rows, cols, d int) int {
+	if !rowKernels() {
+		return 0
+	}
+	_, q8 := any(v).([]int8)
+	gatherRuns(off, cols, func(j, n, ld int) {
+		e := off[j]
+		var sc []float32
+		if q8 {
+			sc = rowScales(scales, e)
+		}
+		if vd := pvRowsAsm(o, ldO, p[j:], ldP, v[e:], sc, ld, rows, n, d, pfo[j]-e); vd < d {
+			pvRowsGeneric(o, ldO, p[j:], ldP, v[e:], sc, ld, rows, n, vd, d)
+		}
+	})
+	return d
+}
