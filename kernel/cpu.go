@@ -106,8 +106,10 @@ func Implementation() string { return implNames[level] }
 func BF16Implementation() string { return implNames[activeBF16] }
 
 // Int8DotImplementation returns the name of the implementation of
-// QKRowsQ8Dot: "avx512vnni" (VPDPBUSD), "avx2" (VPMADDUBSW, also at the
-// avx512 level of a CPU without AVX512-VNNI) or "generic" (a Go loop).
+// QKRowsQ8Dot: "avx512vnni" (VPDPBUSD on 512-bit vectors), "avxvnni" (the
+// VEX form of VPDPBUSD on 256-bit vectors, at the avx2 level of a CPU with
+// AVX-VNNI, or the avx512 level of one without AVX512-VNNI), "avx2"
+// (VPMADDUBSW, on CPUs with neither) or "generic" (a Go loop).
 func Int8DotImplementation() string { return int8DotName() }
 
 // Implementations returns the names of the implementations this machine

@@ -749,3 +749,10 @@ func qkRowsQ8DotAVX512(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int
 //
 //go:noescape
 func qkRowsQ8DotAVX2(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// qkRowsQ8DotAVXVNNI is the AVX-VNNI kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for
+// rows 1..2, on 256-bit vectors with the VEX form of VPDPBUSD, from the
+// same prepared query rows (their bytes, correction dwords and scales).
+//
+//go:noescape
+func qkRowsQ8DotAVXVNNI(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)

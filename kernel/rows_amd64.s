@@ -22327,3 +22327,695 @@ qkRowsQ8DotAVX2_r1_k1_inner:
 qkRowsQ8DotAVX2_r1_k1_done:
 	VZEROUPPER
 	RET
+
+// func qkRowsQ8DotAVXVNNI(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+// Requires: AVX, AVX2, FMA3, MMX+, SSE, SSE2
+TEXT ·qkRowsQ8DotAVXVNNI(SB), NOSPLIT, $0-96
+	MOVSS        scale+80(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x80808080, AX
+	MOVD         AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         rows+56(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsQ8DotAVXVNNI_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsQ8DotAVXVNNI_r1
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVXVNNI_r2:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVXVNNI_r2_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVXVNNI_r2_k4_done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	MOVQ       R8, R10
+	SHRQ       $0x03, R10
+	LEAQ       (R10)(R10*2), R11
+	MOVQ       ahead+88(FP), R12
+	SARQ       $0x03, R12
+	ADDQ       CX, R12
+	PREFETCHT0 (R12)
+	MOVQ       ahead+88(FP), R12
+	ADDQ       AX, R12
+	MOVQ       dv+72(FP), R13
+	SHRQ       $0x06, R13
+
+qkRowsQ8DotAVXVNNI_r2_k4_inner:
+	PREFETCHT2   (R12)
+	PREFETCHT2   (R12)(R8*1)
+	PREFETCHT2   (R12)(R8*2)
+	PREFETCHT2   (R12)(R9*1)
+	VPXOR        (AX), Y1, Y13
+	VBROADCASTSS (CX), Y10
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VMOVDQU     64(SI)(DI*1), Y12
+	VMOVDQU     (SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y6
+	VPXOR        (AX)(R8*1), Y1, Y13
+	VBROADCASTSS (CX)(R10*1), Y10
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VMOVDQU     64(SI)(DI*1), Y12
+	VMOVDQU     (SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y7
+	VPXOR        (AX)(R8*2), Y1, Y13
+	VBROADCASTSS (CX)(R10*2), Y10
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VMOVDQU     64(SI)(DI*1), Y12
+	VMOVDQU     (SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VPXOR        (AX)(R9*1), Y1, Y13
+	VBROADCASTSS (CX)(R11*1), Y10
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y5
+	VMOVDQU     64(SI)(DI*1), Y12
+	VMOVDQU     (SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y9
+	VPXOR        32(AX), Y1, Y13
+	VBROADCASTSS 4(CX), Y10
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VMOVDQU     96(SI)(DI*1), Y12
+	VMOVDQU     32(SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y6
+	VPXOR        32(AX)(R8*1), Y1, Y13
+	VBROADCASTSS 4(CX)(R10*1), Y10
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VMOVDQU     96(SI)(DI*1), Y12
+	VMOVDQU     32(SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y7
+	VPXOR        32(AX)(R8*2), Y1, Y13
+	VBROADCASTSS 4(CX)(R10*2), Y10
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VMOVDQU     96(SI)(DI*1), Y12
+	VMOVDQU     32(SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VPXOR        32(AX)(R9*1), Y1, Y13
+	VBROADCASTSS 4(CX)(R11*1), Y10
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(SI), Y12, Y12
+	VFMADD231PS Y12, Y10, Y5
+	VMOVDQU     96(SI)(DI*1), Y12
+	VMOVDQU     32(SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y9
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, R12
+	ADDQ         $0x08, CX
+	DECQ         R13
+	JNZ          qkRowsQ8DotAVXVNNI_r2_k4_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, DI
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y10, Y10
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y10, Y2
+	VUNPCKHPD    Y3, Y10, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (DI)
+	ADDQ         SI, DI
+	VUNPCKLPS    Y7, Y6, Y2
+	VUNPCKHPS    Y7, Y6, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPS    Y9, Y8, Y4
+	VUNPCKHPS    Y9, Y8, Y5
+	VADDPS       Y5, Y4, Y4
+	VUNPCKLPD    Y4, Y2, Y3
+	VUNPCKHPD    Y4, Y2, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (DI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	SHLQ         $0x02, SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x10, DX
+	SUBQ         $0x04, BX
+	JMP          qkRowsQ8DotAVXVNNI_r2_k4
+
+qkRowsQ8DotAVXVNNI_r2_k4_done:
+qkRowsQ8DotAVXVNNI_r2_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVXVNNI_r2_k1_done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), R8
+	LEAQ       (R8)(R8*2), R9
+	SHRQ       $0x03, R8
+	LEAQ       (R8)(R8*2), R8
+	MOVQ       ahead+88(FP), R8
+	SARQ       $0x03, R8
+	ADDQ       CX, R8
+	PREFETCHT0 (R8)
+	MOVQ       ahead+88(FP), R8
+	ADDQ       AX, R8
+	MOVQ       dv+72(FP), R9
+	SHRQ       $0x06, R9
+
+qkRowsQ8DotAVXVNNI_r2_k1_inner:
+	PREFETCHT2   (R8)
+	VPXOR        (AX), Y1, Y13
+	VBROADCASTSS (CX), Y4
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(SI), Y12, Y12
+	VFMADD231PS Y12, Y4, Y2
+	VMOVDQU     64(SI)(DI*1), Y12
+	VMOVDQU     (SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y4, Y3
+	VPXOR        32(AX), Y1, Y13
+	VBROADCASTSS 4(CX), Y4
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(SI), Y12, Y12
+	VFMADD231PS Y12, Y4, Y2
+	VMOVDQU     96(SI)(DI*1), Y12
+	VMOVDQU     32(SI)(DI*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI)(DI*1), Y12, Y12
+	VFMADD231PS  Y12, Y4, Y3
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, R8
+	ADDQ         $0x08, CX
+	DECQ         R9
+	JNZ          qkRowsQ8DotAVXVNNI_r2_k1_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, DI
+	VPERMILPS    $0x4e, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VMULSS       X0, X4, X4
+	VMOVSS       X4, (DI)
+	ADDQ         SI, DI
+	VPERMILPS    $0x4e, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VPERMILPS    $0xb1, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (DI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x04, DX
+	SUBQ         $0x01, BX
+	JMP          qkRowsQ8DotAVXVNNI_r2_k1
+
+qkRowsQ8DotAVXVNNI_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotAVXVNNI_r1:
+	MOVQ k+32(FP), AX
+	MOVQ ks+48(FP), CX
+	MOVQ s+0(FP), DX
+	MOVQ cols+64(FP), BX
+
+qkRowsQ8DotAVXVNNI_r1_k4:
+	CMPQ       BX, $0x04
+	JL         qkRowsQ8DotAVXVNNI_r1_k4_done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       DI, R9
+	SHRQ       $0x03, R9
+	LEAQ       (R9)(R9*2), R10
+	MOVQ       ahead+88(FP), R11
+	SARQ       $0x03, R11
+	ADDQ       CX, R11
+	PREFETCHT0 (R11)
+	MOVQ       ahead+88(FP), R11
+	ADDQ       AX, R11
+	MOVQ       dv+72(FP), R12
+	SHRQ       $0x06, R12
+
+qkRowsQ8DotAVXVNNI_r1_k4_inner:
+	PREFETCHT2   (R11)
+	PREFETCHT2   (R11)(DI*1)
+	PREFETCHT2   (R11)(DI*2)
+	PREFETCHT2   (R11)(R8*1)
+	VPXOR        (AX), Y1, Y13
+	VBROADCASTSS (CX), Y6
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y2
+	VPXOR        (AX)(DI*1), Y1, Y13
+	VBROADCASTSS (CX)(R9*1), Y6
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y3
+	VPXOR        (AX)(DI*2), Y1, Y13
+	VBROADCASTSS (CX)(R9*2), Y6
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y4
+	VPXOR        (AX)(R8*1), Y1, Y13
+	VBROADCASTSS (CX)(R10*1), Y6
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y5
+	VPXOR        32(AX), Y1, Y13
+	VBROADCASTSS 4(CX), Y6
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y2
+	VPXOR        32(AX)(DI*1), Y1, Y13
+	VBROADCASTSS 4(CX)(R9*1), Y6
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y3
+	VPXOR        32(AX)(DI*2), Y1, Y13
+	VBROADCASTSS 4(CX)(R9*2), Y6
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y4
+	VPXOR        32(AX)(R8*1), Y1, Y13
+	VBROADCASTSS 4(CX)(R10*1), Y6
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y5
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, R11
+	ADDQ         $0x08, CX
+	DECQ         R12
+	JNZ          qkRowsQ8DotAVXVNNI_r1_k4_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, SI
+	VUNPCKLPS    Y3, Y2, Y6
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y6, Y6
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y6, Y2
+	VUNPCKHPD    Y3, Y6, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (SI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	SHLQ         $0x02, SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x10, DX
+	SUBQ         $0x04, BX
+	JMP          qkRowsQ8DotAVXVNNI_r1_k4
+
+qkRowsQ8DotAVXVNNI_r1_k4_done:
+qkRowsQ8DotAVXVNNI_r1_k1:
+	CMPQ       BX, $0x01
+	JL         qkRowsQ8DotAVXVNNI_r1_k1_done
+	VXORPS     Y2, Y2, Y2
+	MOVQ       qp+16(FP), SI
+	MOVQ       ldQP+24(FP), DI
+	MOVQ       ldK+40(FP), DI
+	LEAQ       (DI)(DI*2), R8
+	SHRQ       $0x03, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       ahead+88(FP), DI
+	SARQ       $0x03, DI
+	ADDQ       CX, DI
+	PREFETCHT0 (DI)
+	MOVQ       ahead+88(FP), DI
+	ADDQ       AX, DI
+	MOVQ       dv+72(FP), R8
+	SHRQ       $0x06, R8
+
+qkRowsQ8DotAVXVNNI_r1_k1_inner:
+	PREFETCHT2   (DI)
+	VPXOR        (AX), Y1, Y13
+	VBROADCASTSS (CX), Y3
+	VMOVDQU      64(SI), Y12
+	VMOVDQU      (SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(SI), Y12, Y12
+	VFMADD231PS  Y12, Y3, Y2
+	VPXOR        32(AX), Y1, Y13
+	VBROADCASTSS 4(CX), Y3
+	VMOVDQU      96(SI), Y12
+	VMOVDQU      32(SI), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(SI), Y12, Y12
+	VFMADD231PS  Y12, Y3, Y2
+	ADDQ         $0x000000c0, SI
+	ADDQ         $0x40, AX
+	ADDQ         $0x40, DI
+	ADDQ         $0x08, CX
+	DECQ         R8
+	JNZ          qkRowsQ8DotAVXVNNI_r1_k1_inner
+	MOVQ         ldS+8(FP), SI
+	SHLQ         $0x02, SI
+	MOVQ         DX, SI
+	VPERMILPS    $0x4e, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	MOVQ         dv+72(FP), SI
+	SUBQ         SI, AX
+	SHRQ         $0x03, SI
+	SUBQ         SI, CX
+	MOVQ         ldK+40(FP), SI
+	ADDQ         SI, AX
+	SHRQ         $0x03, SI
+	ADDQ         SI, CX
+	ADDQ         $0x04, DX
+	SUBQ         $0x01, BX
+	JMP          qkRowsQ8DotAVXVNNI_r1_k1
+
+qkRowsQ8DotAVXVNNI_r1_k1_done:
+	VZEROUPPER
+	RET

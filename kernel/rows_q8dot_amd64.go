@@ -11,13 +11,18 @@ import (
 // hasVNNI reports AVX512-VNNI (VPDPBUSD on 512-bit vectors).
 var hasVNNI = cpu.X86.HasAVX512VNNI
 
+// hasAVXVNNI reports AVX-VNNI (the VEX form of VPDPBUSD, on 256-bit
+// vectors): the QKRowsQ8Dot kernel of the avx2 level where the CPU has it.
+// Tests turn it off to run the VPMADDUBSW kernel on such CPUs too.
+var hasAVXVNNI = cpu.X86.HasAVXVNNI
+
 // int8DotBuilt reports whether this build has the VNNI kernel, so that
 // Q8Query prepares its layout.
 const int8DotBuilt = true
 
 // int8Dot reports whether QKRowsQ8Dot runs on integer dot products here
-// (Capabilities.Int8Dot): VPDPBUSD where the CPU has AVX512-VNNI, else
-// AVX2's VPMADDUBSW.
+// (Capabilities.Int8Dot): VPDPBUSD where the CPU has AVX512-VNNI (or, on
+// 256-bit vectors, AVX-VNNI), else AVX2's VPMADDUBSW.
 func int8Dot() bool { return active == implAVX512 || active == implAVX2 }
 
 func int8DotName() string {
@@ -26,6 +31,8 @@ func int8DotName() string {
 		return "generic"
 	case hasVNNI && active == implAVX512:
 		return "avx512vnni"
+	case hasAVXVNNI:
+		return "avxvnni"
 	}
 	return "avx2"
 }
@@ -47,6 +54,12 @@ func qkRowsQ8DotAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float3
 		return dv
 	}
 	const mr = 2
+	if hasAVXVNNI {
+		for i0 := 0; i0 < q.rows; i0 += mr {
+			qkRowsQ8DotAVXVNNI(&s[i0*ldS], ldS, &q.prep[i0*q.prepLd], q.prepLd, kp, ldK, &kScales[0], min(mr, q.rows-i0), cols, dv, scale, ahead)
+		}
+		return dv
+	}
 	for i0 := 0; i0 < q.rows; i0 += mr {
 		qkRowsQ8DotAVX2(&s[i0*ldS], ldS, &q.prep[i0*q.prepLd], q.prepLd, kp, ldK, &kScales[0], min(mr, q.rows-i0), cols, dv, scale, ahead)
 	}

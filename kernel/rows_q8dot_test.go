@@ -73,8 +73,21 @@ func TestQ8QuerySet(t *testing.T) {
 	require.Zero(t, q.Rows(), "nothing set on error")
 }
 
-func TestQKRowsQ8Dot(t *testing.T) {
+// testDotKernels runs f under every implementation, as a subtest named
+// after the QKRowsQ8Dot kernel it runs, and where the CPU has AVX-VNNI
+// once more with it turned off, so that the avx2 level's two kernels
+// (VEX VPDPBUSD and VPMADDUBSW) both run.
+func testDotKernels(t *testing.T, f func(t *testing.T)) {
 	testAllImpls(t, func(t *testing.T) {
+		t.Run(Int8DotImplementation(), f)
+		if withoutAVXVNNI(t) {
+			t.Run(Int8DotImplementation(), f)
+		}
+	})
+}
+
+func TestQKRowsQ8Dot(t *testing.T) {
+	testDotKernels(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(41, 42))
 		for _, rows := range []int{1, 2, 3, 4, 5, 8, 9} {
 			for _, cols := range []int{1, 2, 3, 4, 5, 7, 17, 65} {
@@ -115,12 +128,12 @@ func TestQKRowsQ8Dot(t *testing.T) {
 	})
 }
 
-// TestQKRowsQ8DotAsmMatchesGeneric checks the VNNI kernel against its Go
-// twin.
+// TestQKRowsQ8DotAsmMatchesGeneric checks the integer kernels (VNNI,
+// AVX-VNNI, AVX2) against their Go twin.
 func TestQKRowsQ8DotAsmMatchesGeneric(t *testing.T) {
-	testAllImpls(t, func(t *testing.T) {
+	testDotKernels(t, func(t *testing.T) {
 		if !Current().Int8Dot {
-			t.Skipf("QKRowsQ8Dot has no assembly in %s on this CPU (needs AVX512-VNNI)", Implementation())
+			t.Skipf("QKRowsQ8Dot is the Go loop in %s: nothing to compare", Implementation())
 		}
 		rng := rand.New(rand.NewPCG(43, 44))
 		for _, d := range []int{64, 96, 128, 160, 1024, 1088} {
@@ -160,7 +173,7 @@ func TestQKRowsQ8DotErrors(t *testing.T) {
 }
 
 func TestQKRowsQ8DotNoAllocations(t *testing.T) {
-	testAllImpls(t, func(t *testing.T) {
+	testDotKernels(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		q, x := q8DotQuery(t, rng, 4, 128, 128)
 		k, ks := q8DotKeys(rng, 64, 128, 128)

@@ -9,6 +9,7 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 
 	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
+	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
 // vpdpbusd emits VPDPBUSD src, u, acc (Go operand order): each dword of acc
@@ -177,6 +178,70 @@ func genQKDotAVX2() {
 			}
 		}
 	})
+}
+
+// genQKDotAVXVNNI emits the AVX-VNNI kernel of QKRowsQ8Dot: the VNNI
+// kernel's products on 256-bit vectors, for CPUs with the VEX form of
+// VPDPBUSD (AVX-VNNI) whether or not they have AVX-512. Go's assembler
+// encodes VPDPBUSD only as EVEX, which needs AVX512-VNNI, so the
+// instruction goes in as bytes (x86enc.VPDPBUSDVEX) on fixed registers:
+// the lane sums in Y12, the flipped key bytes in Y13, the query bytes in
+// Y14, declared to avo as the instruction's inputs and output so that it
+// keeps its own registers off them.
+func genQKDotAVXVNNI() {
+	x := avx2
+	name := "qkRowsQ8DotAVXVNNI"
+	TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)")
+	Pragma("noescape")
+	Doc(
+		name+" is the AVX-VNNI kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for",
+		fmt.Sprintf("rows 1..%d, on 256-bit vectors with the VEX form of VPDPBUSD, from the", x.mr),
+		"same prepared query rows (their bytes, correction dwords and scales).",
+	)
+	zs := x.Vec()
+	sx := Load(Param("scale"), XMM())
+	VBROADCASTSS(sx, zs)
+	flip := x.Vec() // 0x80 in every byte
+	t := GP32()
+	MOVL(U32(0x80808080), t)
+	MOVD(t, flip.AsX())
+	VPBROADCASTD(flip.AsX(), flip)
+
+	sum, kb, qb := Y12, Y13, Y14
+	genDotRows(x, name, zs, func(d *dotChunk) {
+		for hh := range 2 { // the chunk's two 32-byte halves
+			for u := range d.nk {
+				VPXOR(d.key(u, 32*hh), flip, kb) // k + 128, unsigned
+				kv := x.Vec()
+				VBROADCASTSS(d.keyScale(u, 4*hh), kv)
+				for r := range d.rb {
+					VMOVDQU(d.query(r, 64+32*hh), sum) // −128·Σq of each lane
+					VMOVDQU(d.query(r, 32*hh), qb)
+					vpdpbusdVEX(sum, kb, qb)
+					VCVTDQ2PS(sum, sum)
+					VMULPS(d.query(r, 128+32*hh), sum, sum)
+					VFMADD231PS(sum, kv, d.acc[r][u])
+				}
+			}
+		}
+	})
+}
+
+// vpdpbusdVEX emits VPDPBUSD dst, u, s (Intel order; the VEX form) as
+// bytes: each dword of dst gains the four products of the unsigned bytes
+// of u with the signed bytes of s. The first byte carries the
+// instruction's register use, so that avo's liveness sees it.
+func vpdpbusdVEX(dst, u, s VecPhysical) {
+	b := x86enc.VPDPBUSDVEX(x86enc.Num(dst), x86enc.Num(u), x86enc.Num(s))
+	Comment(fmt.Sprintf("VPDPBUSD %s, %s, %s (VEX)", dst.Asm(), u.Asm(), s.Asm()))
+	for i, c := range b {
+		in := &ir.Instruction{Opcode: "BYTE", Operands: []Op{U8(c)}}
+		if i == 0 {
+			in.Inputs = []Op{dst, u, s}
+			in.Outputs = []Op{dst}
+		}
+		Instruction(in)
+	}
 }
 
 // dotChunk is what a QKRowsQ8Dot kernel's chunk body sees: the register

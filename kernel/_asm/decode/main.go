@@ -546,5 +546,6 @@ func main() {
 	}
 	genQKDot()
 	genQKDotAVX2()
+	genQKDotAVXVNNI()
 	Generate()
 }

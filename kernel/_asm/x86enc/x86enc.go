@@ -1,6 +1,7 @@
 // Package x86enc encodes the few x86-64 instructions that the kernel
 // generators need and that neither Go's assembler nor avo knows: the
-// AVX512-BF16 products and conversions, and the AMX tile instructions. A
+// AVX512-BF16 products and conversions, the AMX tile instructions, and the
+// VEX form of AVX-VNNI's VPDPBUSD. A
 // generator emits their bytes as BYTE directives with Emit.
 //
 // Registers are numbered as the hardware numbers them: general-purpose
@@ -14,7 +15,7 @@
 // both are mistakes of the generator, found when it runs.
 //
 // The encodings (EVEX for the AVX512-BF16 instructions, three-byte VEX for
-// AMX) follow the Intel SDM; the package's test compares them with the GNU
+// AMX and AVX-VNNI) follow the Intel SDM; the package's test compares them with the GNU
 // assembler's for registers of every encoding class.
 package x86enc
 
@@ -44,6 +45,23 @@ const (
 
 // mm0F38 is the opcode map 0F38 in VEX's m-mmmmm and EVEX's mm fields.
 const mm0F38 = 2
+
+// VPDPBUSDVEX returns the AVX-VNNI (VEX) form of VPDPBUSD ydst, ysrc1,
+// ysrc2 (VEX.256.66.0F38.W0 50 /r): for each of the 8 int32 lanes, ydst +=
+// the four products of the unsigned bytes of ysrc1 with the signed bytes
+// of ysrc2 in that lane. Go's assembler knows only the EVEX form, which
+// needs AVX512-VNNI and AVX512VL; the VEX form runs on CPUs with AVX-VNNI
+// (Alder Lake, Sapphire Rapids, Zen 5) with or without AVX-512. VEX
+// reaches registers 0–15 only.
+func VPDPBUSDVEX(ydst, ysrc1, ysrc2 int) []byte {
+	checkVec(ydst, ysrc1, ysrc2)
+	if ydst > 15 || ysrc1 > 15 || ysrc2 > 15 {
+		panic(fmt.Sprintf("x86enc: VEX VPDPBUSD reaches Y0–Y15, not Y%d, Y%d, Y%d", ydst, ysrc1, ysrc2))
+	}
+	b := vexReg(pp66, 0x50, ydst, ysrc1, ysrc2)
+	b[2] |= 1 << 2 // L = 1: 256 bits
+	return b
+}
 
 // VDPBF16PS returns VDPBF16PS zdst, zsrc1, zsrc2 (EVEX.512.F3.0F38.W0 52 /r):
 // for each of the 16 float32 lanes, zdst += zsrc1.bf16[2i]·zsrc2.bf16[2i] +

@@ -79,6 +79,13 @@ func encCases() []encCase {
 			}
 		}
 	}
+	for _, a := range []int{0, 1, 7, 8, 15} {
+		for _, b := range []int{0, 3, 8, 15} {
+			for _, c := range []int{0, 7, 9, 15} {
+				add(VPDPBUSDVEX(a, b, c), "{vex} vpdpbusd ymm%d, ymm%d, ymm%d", a, b, c)
+			}
+		}
+	}
 	add(TILERELEASE(), "tilerelease")
 	return cs
 }
@@ -154,6 +161,7 @@ func TestRangePanics(t *testing.T) {
 		"tile 8":    func() { TILEZERO(8) },
 		"negative":  func() { TDPBF16PS(0, -1, 2) },
 		"same tile": func() { TDPBF16PS(1, 2, 1) },
+		"vex y16":   func() { VPDPBUSDVEX(16, 0, 0) },
 	} {
 		func() {
 			defer func() {
