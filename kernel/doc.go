@@ -5,8 +5,10 @@
 // panels (converting fp16 and bfloat16 on the way); the row kernels QKRows
 // and PVRows, which read K and V rows where they lie in float32, fp16,
 // bfloat16 or int8 (Q8, with its scales) and convert them in registers, for
-// calls of few query rows; QKRowsQ8Dot, the integer Q·Kᵀ of Q8 query rows
-// (Q8Query) against Q8 keys (VPDPBUSD on AVX512-VNNI, VPMADDUBSW on AVX2);
+// calls of few query rows, and QKRowsGather and PVRowsGather, the same
+// over rows at any offsets (a paged cache's tile in one call);
+// QKRowsQ8Dot, the integer Q·Kᵀ of Q8 query rows (Q8Query) against Q8
+// keys (VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on AVX2);
 // and the bfloat16 products QKTBF16 and PVBF16 on pair panels (PackKPairs,
 // PackVPairs) with OnlineSoftmaxBF16, run on AMX or AVX512-BF16 where the
 // CPU has them.
@@ -21,8 +23,8 @@
 // What a caller may rely on. The exported kernels are a stable surface
 // that a runtime may reuse outside attention: the tile products QKT and PV
 // (and MatMul, the general float32 matrix product that the model package
-// uses for its projections), the row kernels QKRows and PVRows (and
-// QKRowsQ8Dot with Q8Query and QuantizeQ8), the softmax
+// uses for its projections), the row kernels QKRows and PVRows (with
+// their gathering forms, and QKRowsQ8Dot with Q8Query and QuantizeQ8), the softmax
 // pieces (OnlineSoftmax, ExpSum, Max, Scale, ScaleRows, SoftCap, with
 // their scalar Exp and Tanh), the packs, and the bfloat16 products with
 // their packs and softmax. Current reports what the selected implementation
