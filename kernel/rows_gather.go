@@ -192,19 +192,3 @@ func pvRowsGatherGeneric[T RowElem](o []float32, ldO int, p []float32, ldP int, 
 		pvRowsGeneric(o, ldO, p[j:], ldP, v[e:], sc, 0, rows, 1, c0, d)
 	}
 }
-
-// gatherRuns calls f for each run of the rows of off[:cols] that lie a
-// constant stride apart (n rows from key j, ld elements apart; ld is 0
-// for a run of one), for architectures whose row kernels do not gather.
-func gatherRuns(off []int, cols int, f func(j, n, ld int)) {
-	for j := 0; j < cols; {
-		n, ld := 1, 0
-		if j+1 < cols && off[j+1] > off[j] {
-			ld = off[j+1] - off[j]
-			for n = 2; j+n < cols && off[j+n]-off[j+n-1] == ld; n++ {
-			}
-		}
-		f(j, n, ld)
-		j += n
-	}
-}
