@@ -68,3 +68,51 @@ func roundRowBF16(dst []fp16.BFloat16, src []float32) {
 	}
 	roundRowBF16Generic(dst, src)
 }
+
+// softmaxBF16Vec is OnlineSoftmaxBF16 made of the vector kernels, for a
+// positive finite scale: the row maximum (maxOf; scale·max is the maximum of the
+// scaled scores, rounding being monotone), then per chunk of the row the
+// scaled scores (scale), their exponentials and sum (expSum) and the
+// rounding to bfloat16 (roundRowBF16). The probabilities are those of
+// softmaxBF16Generic bit for bit where the vector exponential is the
+// scalar one; the row sum adds them in another order.
+func softmaxBF16Vec(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, sc float32, m, z, alpha []float32) {
+	// Pass 1: each row's new maximum, and in alpha the exponent m − m_new
+	// of its rescale factor, whose exponentials pass 2 takes in one vector
+	// call (as OnlineSoftmax does). Pass 3: the probabilities and sums.
+	for i := range rows {
+		mNew := m[i]
+		if cols > 0 {
+			mNew = max(mNew, sc*maxOf(s[i*ldS:][:cols]))
+		}
+		if mNew == negInf {
+			alpha[i] = 0 // exp(0) = 1, and no NaN from −Inf + Inf
+			continue
+		}
+		alpha[i] = m[i] - mNew
+		m[i] = mNew
+	}
+	expSum(alpha[:rows], alpha[:rows], 0)
+	var buf [256]float32
+	for i := range rows {
+		row := s[i*ldS:][:cols]
+		prow := p[i*ldP:][:cols]
+		if m[i] == negInf {
+			clear(prow)
+			continue
+		}
+		var sum float32
+		for j := 0; j < cols; j += len(buf) {
+			n := min(len(buf), cols-j)
+			b := buf[:n]
+			if sc == 1 {
+				sum += expSum(b, row[j:j+n], m[i])
+			} else {
+				scale(b, row[j:j+n], sc)
+				sum += expSum(b, b, m[i])
+			}
+			roundRowBF16(prow[j:j+n], b)
+		}
+		z[i] = alpha[i]*z[i] + sum
+	}
+}

@@ -2,7 +2,11 @@
 
 package kernel
 
-import "golang.org/x/sys/cpu"
+import (
+	"testing"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The CPU features the tests ask about, beside cpu_amd64.go's hasAVX2 and
 // hasAVX512 (amxErr says whether AMX can run).
@@ -32,4 +36,14 @@ func cpuLacks(im impl) string {
 		return "this machine is not arm64"
 	}
 	return ""
+}
+
+// skipUnlessImpl skips tb, naming what this machine lacks, unless it can
+// run the named implementation: for the tests and benchmarks that call an
+// implementation's kernels directly rather than through the dispatch.
+func skipUnlessImpl(tb testing.TB, name string) {
+	tb.Helper()
+	if lacks := implLacks(name); lacks != "" {
+		tb.Skipf("SKIP %s: %s", name, lacks)
+	}
 }

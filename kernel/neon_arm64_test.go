@@ -29,7 +29,6 @@ const (
 )
 
 var (
-	neonGuard = math.Float32frombits(neonGuardBits)
 	// Sizes that straddle the 4- and 16-wide blocks and the 32-component
 	// chunks of QKT.
 	neonDims = []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 128, 129}
