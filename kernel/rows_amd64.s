@@ -3430,22 +3430,21 @@ pvRowsF16AVX512_r4_part3_b:
 	ADDQ         R8, R9
 	DECQ         R10
 	JNZ          pvRowsF16AVX512_r4_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z9, (BX)
-	VMOVUPS      Z10, 64(BX)
-	VMOVUPS      Z11, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -3495,18 +3494,17 @@ pvRowsF16AVX512_r4_part2_b:
 	ADDQ         R8, R9
 	DECQ         R10
 	JNZ          pvRowsF16AVX512_r4_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -3547,14 +3545,13 @@ pvRowsF16AVX512_r4_part1_b:
 	ADDQ         R8, R9
 	DECQ         R10
 	JNZ          pvRowsF16AVX512_r4_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
 	VZEROUPPER
 	RET
 
@@ -3700,18 +3697,17 @@ pvRowsF16AVX512_r3_part3_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX512_r3_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -3755,15 +3751,14 @@ pvRowsF16AVX512_r3_part2_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX512_r3_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -3800,12 +3795,11 @@ pvRowsF16AVX512_r3_part1_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX512_r3_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
 	VZEROUPPER
 	RET
 
@@ -3928,14 +3922,13 @@ pvRowsF16AVX512_r2_part3_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX512_r2_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -3973,12 +3966,11 @@ pvRowsF16AVX512_r2_part2_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX512_r2_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -4011,10 +4003,9 @@ pvRowsF16AVX512_r2_part1_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX512_r2_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z1, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
 	VZEROUPPER
 	RET
 
@@ -4114,10 +4105,9 @@ pvRowsF16AVX512_r1_part3_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsF16AVX512_r1_part3_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
-	VMOVUPS      Z2, 128(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -4149,9 +4139,8 @@ pvRowsF16AVX512_r1_part2_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsF16AVX512_r1_part2_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -4180,8 +4169,7 @@ pvRowsF16AVX512_r1_part1_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsF16AVX512_r1_part1_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z0, (AX)
 	VZEROUPPER
 	RET
 
@@ -4372,22 +4360,21 @@ pvRowsBF16AVX512_r4_part3_b:
 	ADDQ         R8, R9
 	DECQ         R10
 	JNZ          pvRowsBF16AVX512_r4_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z9, (BX)
-	VMOVUPS      Z10, 64(BX)
-	VMOVUPS      Z11, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -4439,18 +4426,17 @@ pvRowsBF16AVX512_r4_part2_b:
 	ADDQ         R8, R9
 	DECQ         R10
 	JNZ          pvRowsBF16AVX512_r4_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -4492,14 +4478,13 @@ pvRowsBF16AVX512_r4_part1_b:
 	ADDQ         R8, R9
 	DECQ         R10
 	JNZ          pvRowsBF16AVX512_r4_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
 	VZEROUPPER
 	RET
 
@@ -4652,18 +4637,17 @@ pvRowsBF16AVX512_r3_part3_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX512_r3_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -4709,15 +4693,14 @@ pvRowsBF16AVX512_r3_part2_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX512_r3_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -4755,12 +4738,11 @@ pvRowsBF16AVX512_r3_part1_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX512_r3_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
 	VZEROUPPER
 	RET
 
@@ -4890,14 +4872,13 @@ pvRowsBF16AVX512_r2_part3_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX512_r2_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -4937,12 +4918,11 @@ pvRowsBF16AVX512_r2_part2_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX512_r2_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -4976,10 +4956,9 @@ pvRowsBF16AVX512_r2_part1_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX512_r2_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Z1, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
 	VZEROUPPER
 	RET
 
@@ -5086,10 +5065,9 @@ pvRowsBF16AVX512_r1_part3_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsBF16AVX512_r1_part3_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
-	VMOVUPS      Z2, 128(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -5123,9 +5101,8 @@ pvRowsBF16AVX512_r1_part2_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsBF16AVX512_r1_part2_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -5155,8 +5132,7 @@ pvRowsBF16AVX512_r1_part1_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsBF16AVX512_r1_part1_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z0, (AX)
 	VZEROUPPER
 	RET
 
@@ -5372,22 +5348,21 @@ pvRowsQ8AVX512_r4_part3_b:
 	ADDQ         R10, R12
 	DECQ         R13
 	JNZ          pvRowsQ8AVX512_r4_part3_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z3, (SI)
-	VMOVUPS      Z4, 64(SI)
-	VMOVUPS      Z5, 128(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z6, (SI)
-	VMOVUPS      Z7, 64(SI)
-	VMOVUPS      Z8, 128(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z9, (SI)
-	VMOVUPS      Z10, 64(SI)
-	VMOVUPS      Z11, 128(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -5450,18 +5425,17 @@ pvRowsQ8AVX512_r4_part2_b:
 	ADDQ         R10, R12
 	DECQ         R13
 	JNZ          pvRowsQ8AVX512_r4_part2_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z2, (SI)
-	VMOVUPS      Z3, 64(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z4, (SI)
-	VMOVUPS      Z5, 64(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z6, (SI)
-	VMOVUPS      Z7, 64(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -5513,14 +5487,13 @@ pvRowsQ8AVX512_r4_part1_b:
 	ADDQ         R10, R12
 	DECQ         R13
 	JNZ          pvRowsQ8AVX512_r4_part1_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z1, (SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z2, (SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z3, (SI)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
 	VZEROUPPER
 	RET
 
@@ -5698,18 +5671,17 @@ pvRowsQ8AVX512_r3_part3_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r3_part3_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z3, (SI)
-	VMOVUPS      Z4, 64(SI)
-	VMOVUPS      Z5, 128(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z6, (SI)
-	VMOVUPS      Z7, 64(SI)
-	VMOVUPS      Z8, 128(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -5766,15 +5738,14 @@ pvRowsQ8AVX512_r3_part2_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r3_part2_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z2, (SI)
-	VMOVUPS      Z3, 64(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z4, (SI)
-	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -5822,12 +5793,11 @@ pvRowsQ8AVX512_r3_part1_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r3_part1_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z1, (SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z2, (SI)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
 	VZEROUPPER
 	RET
 
@@ -5982,14 +5952,13 @@ pvRowsQ8AVX512_r2_part3_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r2_part3_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z3, (SI)
-	VMOVUPS      Z4, 64(SI)
-	VMOVUPS      Z5, 128(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -6040,12 +6009,11 @@ pvRowsQ8AVX512_r2_part2_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r2_part2_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z2, (SI)
-	VMOVUPS      Z3, 64(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -6089,10 +6057,9 @@ pvRowsQ8AVX512_r2_part1_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX512_r2_part1_b
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	ADDQ         DX, SI
-	VMOVUPS      Z1, (SI)
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
 	VZEROUPPER
 	RET
 
@@ -6224,10 +6191,9 @@ pvRowsQ8AVX512_r1_part3_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          pvRowsQ8AVX512_r1_part3_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
-	VMOVUPS      Z2, 128(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -6272,9 +6238,8 @@ pvRowsQ8AVX512_r1_part2_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          pvRowsQ8AVX512_r1_part2_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -6314,8 +6279,7 @@ pvRowsQ8AVX512_r1_part1_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          pvRowsQ8AVX512_r1_part1_b
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z0, (AX)
 	VZEROUPPER
 	RET
 
@@ -7404,22 +7368,21 @@ pvRowsGatherF32AVX512_r4_part3_b:
 	JNZ          pvRowsGatherF32AVX512_r4_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z9, (BX)
-	VMOVUPS      Z10, 64(BX)
-	VMOVUPS      Z11, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -7474,18 +7437,17 @@ pvRowsGatherF32AVX512_r4_part2_b:
 	JNZ          pvRowsGatherF32AVX512_r4_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -7530,14 +7492,13 @@ pvRowsGatherF32AVX512_r4_part1_b:
 	JNZ          pvRowsGatherF32AVX512_r4_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
 	VZEROUPPER
 	RET
 
@@ -7693,18 +7654,17 @@ pvRowsGatherF32AVX512_r3_part3_b:
 	JNZ          pvRowsGatherF32AVX512_r3_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -7753,15 +7713,14 @@ pvRowsGatherF32AVX512_r3_part2_b:
 	JNZ          pvRowsGatherF32AVX512_r3_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -7802,12 +7761,11 @@ pvRowsGatherF32AVX512_r3_part1_b:
 	JNZ          pvRowsGatherF32AVX512_r3_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
 	VZEROUPPER
 	RET
 
@@ -7940,14 +7898,13 @@ pvRowsGatherF32AVX512_r2_part3_b:
 	JNZ          pvRowsGatherF32AVX512_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -7990,12 +7947,11 @@ pvRowsGatherF32AVX512_r2_part2_b:
 	JNZ          pvRowsGatherF32AVX512_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -8032,10 +7988,9 @@ pvRowsGatherF32AVX512_r2_part1_b:
 	JNZ          pvRowsGatherF32AVX512_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
 	VZEROUPPER
 	RET
 
@@ -8145,10 +8100,9 @@ pvRowsGatherF32AVX512_r1_part3_b:
 	JNZ          pvRowsGatherF32AVX512_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
-	VMOVUPS      Z2, 128(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -8185,9 +8139,8 @@ pvRowsGatherF32AVX512_r1_part2_b:
 	JNZ          pvRowsGatherF32AVX512_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -8220,8 +8173,7 @@ pvRowsGatherF32AVX512_r1_part1_b:
 	JNZ          pvRowsGatherF32AVX512_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z0, (AX)
 	VZEROUPPER
 	RET
 
@@ -9307,22 +9259,21 @@ pvRowsGatherF16AVX512_r4_part3_b:
 	JNZ          pvRowsGatherF16AVX512_r4_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z9, (BX)
-	VMOVUPS      Z10, 64(BX)
-	VMOVUPS      Z11, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -9376,18 +9327,17 @@ pvRowsGatherF16AVX512_r4_part2_b:
 	JNZ          pvRowsGatherF16AVX512_r4_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -9432,14 +9382,13 @@ pvRowsGatherF16AVX512_r4_part1_b:
 	JNZ          pvRowsGatherF16AVX512_r4_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
 	VZEROUPPER
 	RET
 
@@ -9592,18 +9541,17 @@ pvRowsGatherF16AVX512_r3_part3_b:
 	JNZ          pvRowsGatherF16AVX512_r3_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -9651,15 +9599,14 @@ pvRowsGatherF16AVX512_r3_part2_b:
 	JNZ          pvRowsGatherF16AVX512_r3_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -9700,12 +9647,11 @@ pvRowsGatherF16AVX512_r3_part1_b:
 	JNZ          pvRowsGatherF16AVX512_r3_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
 	VZEROUPPER
 	RET
 
@@ -9835,14 +9781,13 @@ pvRowsGatherF16AVX512_r2_part3_b:
 	JNZ          pvRowsGatherF16AVX512_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -9884,12 +9829,11 @@ pvRowsGatherF16AVX512_r2_part2_b:
 	JNZ          pvRowsGatherF16AVX512_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -9926,10 +9870,9 @@ pvRowsGatherF16AVX512_r2_part1_b:
 	JNZ          pvRowsGatherF16AVX512_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
 	VZEROUPPER
 	RET
 
@@ -10036,10 +9979,9 @@ pvRowsGatherF16AVX512_r1_part3_b:
 	JNZ          pvRowsGatherF16AVX512_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
-	VMOVUPS      Z2, 128(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -10075,9 +10017,8 @@ pvRowsGatherF16AVX512_r1_part2_b:
 	JNZ          pvRowsGatherF16AVX512_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -10110,8 +10051,7 @@ pvRowsGatherF16AVX512_r1_part1_b:
 	JNZ          pvRowsGatherF16AVX512_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z0, (AX)
 	VZEROUPPER
 	RET
 
@@ -11224,22 +11164,21 @@ pvRowsGatherBF16AVX512_r4_part3_b:
 	JNZ          pvRowsGatherBF16AVX512_r4_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z9, (BX)
-	VMOVUPS      Z10, 64(BX)
-	VMOVUPS      Z11, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -11295,18 +11234,17 @@ pvRowsGatherBF16AVX512_r4_part2_b:
 	JNZ          pvRowsGatherBF16AVX512_r4_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -11352,14 +11290,13 @@ pvRowsGatherBF16AVX512_r4_part1_b:
 	JNZ          pvRowsGatherBF16AVX512_r4_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
 	VZEROUPPER
 	RET
 
@@ -11519,18 +11456,17 @@ pvRowsGatherBF16AVX512_r3_part3_b:
 	JNZ          pvRowsGatherBF16AVX512_r3_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z6, (BX)
-	VMOVUPS      Z7, 64(BX)
-	VMOVUPS      Z8, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -11580,15 +11516,14 @@ pvRowsGatherBF16AVX512_r3_part2_b:
 	JNZ          pvRowsGatherBF16AVX512_r3_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z4, (BX)
-	VMOVUPS      Z5, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -11630,12 +11565,11 @@ pvRowsGatherBF16AVX512_r3_part1_b:
 	JNZ          pvRowsGatherBF16AVX512_r3_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
 	VZEROUPPER
 	RET
 
@@ -11772,14 +11706,13 @@ pvRowsGatherBF16AVX512_r2_part3_b:
 	JNZ          pvRowsGatherBF16AVX512_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	VMOVUPS      Z2, 128(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z3, (BX)
-	VMOVUPS      Z4, 64(BX)
-	VMOVUPS      Z5, 128(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -11823,12 +11756,11 @@ pvRowsGatherBF16AVX512_r2_part2_b:
 	JNZ          pvRowsGatherBF16AVX512_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	VMOVUPS      Z1, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z2, (BX)
-	VMOVUPS      Z3, 64(BX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -11866,10 +11798,9 @@ pvRowsGatherBF16AVX512_r2_part1_b:
 	JNZ          pvRowsGatherBF16AVX512_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Z0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Z1, (BX)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
 	VZEROUPPER
 	RET
 
@@ -11983,10 +11914,9 @@ pvRowsGatherBF16AVX512_r1_part3_b:
 	JNZ          pvRowsGatherBF16AVX512_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
-	VMOVUPS      Z2, 128(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -12024,9 +11954,8 @@ pvRowsGatherBF16AVX512_r1_part2_b:
 	JNZ          pvRowsGatherBF16AVX512_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -12060,8 +11989,7 @@ pvRowsGatherBF16AVX512_r1_part1_b:
 	JNZ          pvRowsGatherBF16AVX512_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z0, (AX)
 	VZEROUPPER
 	RET
 
@@ -13481,22 +13409,21 @@ pvRowsGatherQ8AVX512_r4_part3_b:
 	JNZ          pvRowsGatherQ8AVX512_r4_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z3, (SI)
-	VMOVUPS      Z4, 64(SI)
-	VMOVUPS      Z5, 128(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z6, (SI)
-	VMOVUPS      Z7, 64(SI)
-	VMOVUPS      Z8, 128(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z9, (SI)
-	VMOVUPS      Z10, 64(SI)
-	VMOVUPS      Z11, 128(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -13559,18 +13486,17 @@ pvRowsGatherQ8AVX512_r4_part2_b:
 	JNZ          pvRowsGatherQ8AVX512_r4_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z2, (SI)
-	VMOVUPS      Z3, 64(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z4, (SI)
-	VMOVUPS      Z5, 64(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z6, (SI)
-	VMOVUPS      Z7, 64(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -13622,14 +13548,13 @@ pvRowsGatherQ8AVX512_r4_part1_b:
 	JNZ          pvRowsGatherQ8AVX512_r4_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z1, (SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z2, (SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z3, (SI)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
 	VZEROUPPER
 	RET
 
@@ -13806,18 +13731,17 @@ pvRowsGatherQ8AVX512_r3_part3_b:
 	JNZ          pvRowsGatherQ8AVX512_r3_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z3, (SI)
-	VMOVUPS      Z4, 64(SI)
-	VMOVUPS      Z5, 128(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z6, (SI)
-	VMOVUPS      Z7, 64(SI)
-	VMOVUPS      Z8, 128(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -13874,15 +13798,14 @@ pvRowsGatherQ8AVX512_r3_part2_b:
 	JNZ          pvRowsGatherQ8AVX512_r3_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z2, (SI)
-	VMOVUPS      Z3, 64(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z4, (SI)
-	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -13930,12 +13853,11 @@ pvRowsGatherQ8AVX512_r3_part1_b:
 	JNZ          pvRowsGatherQ8AVX512_r3_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z1, (SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z2, (SI)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
 	VZEROUPPER
 	RET
 
@@ -14089,14 +14011,13 @@ pvRowsGatherQ8AVX512_r2_part3_b:
 	JNZ          pvRowsGatherQ8AVX512_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	VMOVUPS      Z2, 128(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z3, (SI)
-	VMOVUPS      Z4, 64(SI)
-	VMOVUPS      Z5, 128(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -14147,12 +14068,11 @@ pvRowsGatherQ8AVX512_r2_part2_b:
 	JNZ          pvRowsGatherQ8AVX512_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	VMOVUPS      Z1, 64(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z2, (SI)
-	VMOVUPS      Z3, 64(SI)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -14196,10 +14116,9 @@ pvRowsGatherQ8AVX512_r2_part1_b:
 	JNZ          pvRowsGatherQ8AVX512_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Z0, (SI)
-	ADDQ         CX, SI
-	VMOVUPS      Z1, (SI)
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
 	VZEROUPPER
 	RET
 
@@ -14330,10 +14249,9 @@ pvRowsGatherQ8AVX512_r1_part3_b:
 	JNZ          pvRowsGatherQ8AVX512_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
-	VMOVUPS      Z2, 128(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -14378,9 +14296,8 @@ pvRowsGatherQ8AVX512_r1_part2_b:
 	JNZ          pvRowsGatherQ8AVX512_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
-	VMOVUPS      Z1, 64(DX)
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -14420,8 +14337,7 @@ pvRowsGatherQ8AVX512_r1_part1_b:
 	JNZ          pvRowsGatherQ8AVX512_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Z0, (DX)
+	VMOVUPS      Z0, (AX)
 	VZEROUPPER
 	RET
 
@@ -15962,14 +15878,13 @@ pvRowsF16AVX2_r2_part3_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX2_r2_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	VMOVUPS      Y2, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, 32(BX)
-	VMOVUPS      Y5, 64(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -16007,12 +15922,11 @@ pvRowsF16AVX2_r2_part2_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX2_r2_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Y2, (BX)
-	VMOVUPS      Y3, 32(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -16045,10 +15959,9 @@ pvRowsF16AVX2_r2_part1_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsF16AVX2_r2_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Y1, (BX)
+	VMOVUPS      Y0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -16146,10 +16059,9 @@ pvRowsF16AVX2_r1_part3_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsF16AVX2_r1_part3_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -16181,9 +16093,8 @@ pvRowsF16AVX2_r1_part2_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsF16AVX2_r1_part2_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -16212,8 +16123,7 @@ pvRowsF16AVX2_r1_part1_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsF16AVX2_r1_part1_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -16352,14 +16262,13 @@ pvRowsBF16AVX2_r2_part3_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX2_r2_part3_b
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	VMOVUPS      Y2, 64(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, 32(BX)
-	VMOVUPS      Y5, 64(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -16399,12 +16308,11 @@ pvRowsBF16AVX2_r2_part2_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX2_r2_part2_b
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	ADDQ         DX, BX
-	VMOVUPS      Y2, (BX)
-	VMOVUPS      Y3, 32(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -16438,10 +16346,9 @@ pvRowsBF16AVX2_r2_part1_b:
 	ADDQ         DI, R8
 	DECQ         R9
 	JNZ          pvRowsBF16AVX2_r2_part1_b
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	ADDQ         DX, BX
-	VMOVUPS      Y1, (BX)
+	VMOVUPS      Y0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -16546,10 +16453,9 @@ pvRowsBF16AVX2_r1_part3_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsBF16AVX2_r1_part3_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -16583,9 +16489,8 @@ pvRowsBF16AVX2_r1_part2_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsBF16AVX2_r1_part2_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -16615,8 +16520,7 @@ pvRowsBF16AVX2_r1_part1_b:
 	ADDQ         BX, SI
 	DECQ         DI
 	JNZ          pvRowsBF16AVX2_r1_part1_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -16789,14 +16693,13 @@ pvRowsQ8AVX2_r2_part3_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX2_r2_part3_b
-	MOVQ         AX, SI
-	VMOVUPS      Y0, (SI)
-	VMOVUPS      Y1, 32(SI)
-	VMOVUPS      Y2, 64(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Y3, (SI)
-	VMOVUPS      Y4, 32(SI)
-	VMOVUPS      Y5, 64(SI)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -16849,12 +16752,11 @@ pvRowsQ8AVX2_r2_part2_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX2_r2_part2_b
-	MOVQ         AX, SI
-	VMOVUPS      Y0, (SI)
-	VMOVUPS      Y1, 32(SI)
-	ADDQ         DX, SI
-	VMOVUPS      Y2, (SI)
-	VMOVUPS      Y3, 32(SI)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -16899,10 +16801,9 @@ pvRowsQ8AVX2_r2_part1_b:
 	ADDQ         R9, R11
 	DECQ         R12
 	JNZ          pvRowsQ8AVX2_r2_part1_b
-	MOVQ         AX, SI
-	VMOVUPS      Y0, (SI)
-	ADDQ         DX, SI
-	VMOVUPS      Y1, (SI)
+	VMOVUPS      Y0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -17041,10 +16942,9 @@ pvRowsQ8AVX2_r1_part3_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          pvRowsQ8AVX2_r1_part3_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -17091,9 +16991,8 @@ pvRowsQ8AVX2_r1_part2_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          pvRowsQ8AVX2_r1_part2_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -17134,8 +17033,7 @@ pvRowsQ8AVX2_r1_part1_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          pvRowsQ8AVX2_r1_part1_b
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -17638,14 +17536,13 @@ pvRowsGatherF32AVX2_r2_part3_b:
 	JNZ          pvRowsGatherF32AVX2_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	VMOVUPS      Y2, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, 32(BX)
-	VMOVUPS      Y5, 64(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -17687,12 +17584,11 @@ pvRowsGatherF32AVX2_r2_part2_b:
 	JNZ          pvRowsGatherF32AVX2_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y2, (BX)
-	VMOVUPS      Y3, 32(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -17729,10 +17625,9 @@ pvRowsGatherF32AVX2_r2_part1_b:
 	JNZ          pvRowsGatherF32AVX2_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y1, (BX)
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -17839,10 +17734,9 @@ pvRowsGatherF32AVX2_r1_part3_b:
 	JNZ          pvRowsGatherF32AVX2_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -17878,9 +17772,8 @@ pvRowsGatherF32AVX2_r1_part2_b:
 	JNZ          pvRowsGatherF32AVX2_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -17913,8 +17806,7 @@ pvRowsGatherF32AVX2_r1_part1_b:
 	JNZ          pvRowsGatherF32AVX2_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -18415,14 +18307,13 @@ pvRowsGatherF16AVX2_r2_part3_b:
 	JNZ          pvRowsGatherF16AVX2_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	VMOVUPS      Y2, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, 32(BX)
-	VMOVUPS      Y5, 64(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -18464,12 +18355,11 @@ pvRowsGatherF16AVX2_r2_part2_b:
 	JNZ          pvRowsGatherF16AVX2_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y2, (BX)
-	VMOVUPS      Y3, 32(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -18506,10 +18396,9 @@ pvRowsGatherF16AVX2_r2_part1_b:
 	JNZ          pvRowsGatherF16AVX2_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y1, (BX)
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -18614,10 +18503,9 @@ pvRowsGatherF16AVX2_r1_part3_b:
 	JNZ          pvRowsGatherF16AVX2_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -18653,9 +18541,8 @@ pvRowsGatherF16AVX2_r1_part2_b:
 	JNZ          pvRowsGatherF16AVX2_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -18688,8 +18575,7 @@ pvRowsGatherF16AVX2_r1_part1_b:
 	JNZ          pvRowsGatherF16AVX2_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -19207,14 +19093,13 @@ pvRowsGatherBF16AVX2_r2_part3_b:
 	JNZ          pvRowsGatherBF16AVX2_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	VMOVUPS      Y2, 64(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y3, (BX)
-	VMOVUPS      Y4, 32(BX)
-	VMOVUPS      Y5, 64(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -19258,12 +19143,11 @@ pvRowsGatherBF16AVX2_r2_part2_b:
 	JNZ          pvRowsGatherBF16AVX2_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	VMOVUPS      Y1, 32(BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y2, (BX)
-	VMOVUPS      Y3, 32(BX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -19301,10 +19185,9 @@ pvRowsGatherBF16AVX2_r2_part1_b:
 	JNZ          pvRowsGatherBF16AVX2_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, BX
-	VMOVUPS      Y0, (BX)
-	ADDQ         CX, BX
-	VMOVUPS      Y1, (BX)
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -19416,10 +19299,9 @@ pvRowsGatherBF16AVX2_r1_part3_b:
 	JNZ          pvRowsGatherBF16AVX2_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -19457,9 +19339,8 @@ pvRowsGatherBF16AVX2_r1_part2_b:
 	JNZ          pvRowsGatherBF16AVX2_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -19493,8 +19374,7 @@ pvRowsGatherBF16AVX2_r1_part1_b:
 	JNZ          pvRowsGatherBF16AVX2_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
 
@@ -20311,14 +20191,13 @@ pvRowsGatherQ8AVX2_r2_part3_b:
 	JNZ          pvRowsGatherQ8AVX2_r2_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Y0, (SI)
-	VMOVUPS      Y1, 32(SI)
-	VMOVUPS      Y2, 64(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Y3, (SI)
-	VMOVUPS      Y4, 32(SI)
-	VMOVUPS      Y5, 64(SI)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -20371,12 +20250,11 @@ pvRowsGatherQ8AVX2_r2_part2_b:
 	JNZ          pvRowsGatherQ8AVX2_r2_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Y0, (SI)
-	VMOVUPS      Y1, 32(SI)
-	ADDQ         CX, SI
-	VMOVUPS      Y2, (SI)
-	VMOVUPS      Y3, 32(SI)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -20421,10 +20299,9 @@ pvRowsGatherQ8AVX2_r2_part1_b:
 	JNZ          pvRowsGatherQ8AVX2_r2_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, SI
-	VMOVUPS      Y0, (SI)
-	ADDQ         CX, SI
-	VMOVUPS      Y1, (SI)
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
 	VZEROUPPER
 	RET
 
@@ -20562,10 +20439,9 @@ pvRowsGatherQ8AVX2_r1_part3_b:
 	JNZ          pvRowsGatherQ8AVX2_r1_part3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
-	VMOVUPS      Y2, 64(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -20612,9 +20488,8 @@ pvRowsGatherQ8AVX2_r1_part2_b:
 	JNZ          pvRowsGatherQ8AVX2_r1_part2_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
-	VMOVUPS      Y1, 32(DX)
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
 	VZEROUPPER
 	RET
 
@@ -20655,8 +20530,7 @@ pvRowsGatherQ8AVX2_r1_part1_b:
 	JNZ          pvRowsGatherQ8AVX2_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
-	MOVQ         AX, DX
-	VMOVUPS      Y0, (DX)
+	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
 

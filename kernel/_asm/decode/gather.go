@@ -221,62 +221,16 @@ func genPVGather(x *isa, t elemType) {
 		"	}",
 		"",
 	}, gatherRowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once.")...)...)
-	dispatchRows(x, name)
-	for rb := x.mr; rb >= 1; rb-- {
-		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
-		Label(fmt.Sprintf("%s_r%d", name, rb))
-		oc := Load(Param("o"), GP64())    // o at the column block
-		vc := Load(Param("v"), GP64())    // v at the column block
-		vecs := Load(Param("dv"), GP64()) // vectors of columns left
-		SHRQ(U8(map[int]uint64{8: 3, 16: 4}[x.Lanes()]), vecs)
-		var sc Register
-		if t == q8 {
-			sc = Load(Param("vs"), GP64())
-		}
-		Label(lbl("full"))
-		CMPQ(vecs, U8(x.nv))
-		JL(LabelRef(lbl("part")))
-		pvGatherBlock(x, t, rb, x.nv, lbl("full_b"), oc, vc, sc)
-		ADDQ(U32(x.nv*x.Lanes()*4), oc)
-		ADDQ(U32(x.nv*x.Lanes()*t.Size()), vc)
-		if t == q8 {
-			ADDQ(U8(x.nv*x.Lanes()/32*4), sc)
-		}
-		SUBQ(U8(x.nv), vecs)
-		JMP(LabelRef(lbl("full")))
-		Label(lbl("part"))
-		for nv := x.nv - 1; nv >= 1; nv-- {
-			CMPQ(vecs, U8(nv))
-			JEQ(LabelRef(lbl(fmt.Sprintf("part%d", nv))))
-		}
-		asmkit.Ret()
-		for nv := x.nv - 1; nv >= 1; nv-- {
-			Label(lbl(fmt.Sprintf("part%d", nv)))
-			pvGatherBlock(x, t, rb, nv, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
-			asmkit.Ret()
-		}
-	}
+	genPVBlocks(x, t, name, func(rb, nv int, lbl string, oc, vc, sc Register) {
+		pvGatherBlock(x, t, rb, nv, lbl, oc, vc, sc)
+	})
 }
 
 // pvGatherBlock emits the product of rb probability rows and every value
 // row into nv vectors of output columns at oc; vc is v advanced to the
 // block's columns, sc (Q8) the scales advanced to them.
 func pvGatherBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
-	ldO := Load(Param("ldO"), GP64())
-	SHLQ(U8(2), ldO)
-	acc := make([][]VecVirtual, rb)
-	or := GP64()
-	MOVQ(oc, or)
-	for r := range acc {
-		acc[r] = make([]VecVirtual, nv)
-		for w := range acc[r] {
-			acc[r][w] = x.Vec()
-			VMOVUPS(Mem{Base: or, Disp: w * x.Lanes() * 4}, acc[r][w])
-		}
-		if r+1 < rb {
-			ADDQ(ldO, or)
-		}
-	}
+	acc, _ := loadOut(x, rb, nv, oc)
 	pp := Load(Param("p"), GP64())
 	ldP, ldP3 := floatStride("ldP")
 	op := Load(Param("off"), GP64())
@@ -328,15 +282,5 @@ func pvGatherBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Regist
 	DECQ(j)
 	JNZ(LabelRef(lbl))
 
-	ldO = Load(Param("ldO"), GP64())
-	SHLQ(U8(2), ldO)
-	MOVQ(oc, or)
-	for r := range acc {
-		for w := range acc[r] {
-			VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.Lanes() * 4})
-		}
-		if r+1 < rb {
-			ADDQ(ldO, or)
-		}
-	}
+	storeOut(x, acc, oc, nil)
 }

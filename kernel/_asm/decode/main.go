@@ -402,6 +402,17 @@ func genPV(x *isa, t elemType) {
 		"	}",
 		"",
 	}, rowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once.")...)...)
+	genPVBlocks(x, t, name, func(rb, nv int, lbl string, oc, vc, sc Register) {
+		pvBlock(x, t, rb, nv, lbl, oc, vc, sc)
+	})
+}
+
+// genPVBlocks emits the body that the PVRows kernels (in place and
+// gathering) share: dispatch on the rows, then blocks of x.nv vectors of
+// output columns and one block of the 1..nv−1 left, each emitted by block
+// (rb rows, nv vectors, its loop label; oc is o, vc v and sc the Q8 scales
+// advanced to the block's columns).
+func genPVBlocks(x *isa, t elemType, name string, block func(rb, nv int, lbl string, oc, vc, sc Register)) {
 	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
 		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
@@ -418,7 +429,7 @@ func genPV(x *isa, t elemType) {
 		Label(lbl("full"))
 		CMPQ(vecs, U8(x.nv))
 		JL(LabelRef(lbl("part")))
-		pvBlock(x, t, rb, x.nv, lbl("full_b"), oc, vc, sc)
+		block(rb, x.nv, lbl("full_b"), oc, vc, sc)
 		ADDQ(U32(x.nv*x.Lanes()*4), oc)
 		ADDQ(U32(x.nv*x.Lanes()*t.Size()), vc)
 		if t == q8 {
@@ -434,7 +445,7 @@ func genPV(x *isa, t elemType) {
 		asmkit.Ret()
 		for nv := x.nv - 1; nv >= 1; nv-- {
 			Label(lbl(fmt.Sprintf("part%d", nv)))
-			pvBlock(x, t, rb, nv, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
+			block(rb, nv, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
 			asmkit.Ret()
 		}
 	}
@@ -443,21 +454,7 @@ func genPV(x *isa, t elemType) {
 // pvBlock emits the product of rb probability rows and every value row
 // into nv vectors of output columns at oc (v at vc, Q8 scales at sc).
 func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
-	ldO := Load(Param("ldO"), GP64())
-	SHLQ(U8(2), ldO)
-	acc := make([][]VecVirtual, rb)
-	or := GP64()
-	MOVQ(oc, or)
-	for r := range acc {
-		acc[r] = make([]VecVirtual, nv)
-		for w := range acc[r] {
-			acc[r][w] = x.Vec()
-			VMOVUPS(Mem{Base: or, Disp: w * x.Lanes() * 4}, acc[r][w])
-		}
-		if r+1 < rb {
-			ADDQ(ldO, or)
-		}
-	}
+	acc, ldO := loadOut(x, rb, nv, oc)
 	pp := Load(Param("p"), GP64())
 	ldP, ldP3 := floatStride("ldP")
 	ldV := Load(Param("ldV"), GP64())
@@ -518,13 +515,45 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	}
 	DECQ(j)
 	JNZ(LabelRef(lbl))
+	storeOut(x, acc, oc, ldO)
+}
 
+// loadOut loads rb rows of nv vectors of output at oc (rows ldO floats
+// apart) into fresh accumulators; it returns them with ldO in bytes.
+func loadOut(x *isa, rb, nv int, oc Register) ([][]VecVirtual, Register) {
+	ldO := Load(Param("ldO"), GP64())
+	SHLQ(U8(2), ldO)
+	acc := make([][]VecVirtual, rb)
+	or := GP64()
+	MOVQ(oc, or)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, nv)
+		for w := range acc[r] {
+			acc[r][w] = x.Vec()
+			VMOVUPS(Mem{Base: or, Disp: w * x.Lanes() * 4}, acc[r][w])
+		}
+		if r+1 < rb {
+			ADDQ(ldO, or)
+		}
+	}
+	return acc, ldO
+}
+
+// storeOut stores the accumulators back at oc; ldO is the row stride in
+// bytes from loadOut, or nil to load it again (when keeping it live over
+// the loop would take a register the loop needs).
+func storeOut(x *isa, acc [][]VecVirtual, oc, ldO Register) {
+	if ldO == nil {
+		ldO = Load(Param("ldO"), GP64())
+		SHLQ(U8(2), ldO)
+	}
+	or := GP64()
 	MOVQ(oc, or)
 	for r := range acc {
 		for w := range acc[r] {
 			VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.Lanes() * 4})
 		}
-		if r+1 < rb {
+		if r+1 < len(acc) {
 			ADDQ(ldO, or)
 		}
 	}
