@@ -308,3 +308,92 @@ func ExampleQKRowsGather() {
 	fmt.Println(s)
 	// Output: [4.5 0.5 2.5 10.5 2.5 6.5]
 }
+
+// FuzzRowsGather runs QKRowsGather and PVRowsGather on fuzzed sizes and
+// offset tables, valid or not (an offset past the pool, negative, or off a
+// Q8 block; a table shorter than the keys), with the active
+// implementation: an invalid call returns an error and writes nothing; a
+// valid one gives the bits of QKRows and PVRows on each row where it lies.
+func FuzzRowsGather(f *testing.F) {
+	f.Add(uint8(4), uint8(17), uint8(128), uint8(40), uint8(0), uint8(16), uint8(0), uint64(1))
+	f.Add(uint8(1), uint8(1), uint8(1), uint8(1), uint8(1), uint8(0), uint8(1), uint64(2))
+	f.Add(uint8(9), uint8(65), uint8(33), uint8(3), uint8(3), uint8(70), uint8(2), uint64(3))
+	f.Add(uint8(5), uint8(4), uint8(64), uint8(9), uint8(2), uint8(1), uint8(3), uint64(4))
+	f.Fuzz(func(t *testing.T, r, c, dd, pr, kind, ahead, corrupt uint8, seed uint64) {
+		rows, cols, d, poolRows := 1+int(r)%9, 1+int(c)%70, 1+int(dd)%160, 1+int(pr)%48
+		rng := rand.New(rand.NewPCG(seed, 9))
+		switch kind % 4 {
+		case 0:
+			fuzzRowsGather[float32](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
+		case 1:
+			fuzzRowsGather[fp16.Float16](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
+		case 2:
+			fuzzRowsGather[fp16.BFloat16](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
+		case 3:
+			fuzzRowsGather[int8](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
+		}
+	})
+}
+
+func fuzzRowsGather[T RowElem](t *testing.T, rng *rand.Rand, rows, cols, d, poolRows, ahead int, corrupt uint8) {
+	ld := rowLds[T](d)[rng.IntN(2)]
+	x := makeRows[T](rng, poolRows, ld, d)
+	off := make([]int, cols+ahead)
+	for j := range off {
+		off[j] = rng.IntN(poolRows) * ld
+	}
+	_, q8 := any(x.x).([]int8)
+	valid := true
+	switch corrupt % 8 {
+	case 1: // past the pool
+		off[rng.IntN(cols)] = (poolRows-1)*ld + 1 + rng.IntN(d+ld)
+		valid = false
+	case 2:
+		off[rng.IntN(cols)] = -1 - rng.IntN(100)
+		valid = false
+	case 3: // inside the pool but off a row start: valid but for int8
+		j := rng.IntN(cols)
+		if off[j] > 0 {
+			off[j]--
+			valid = !q8
+		}
+	case 4: // a table shorter than the keys
+		off = off[:rng.IntN(cols)]
+		valid = false
+	}
+	q := make([]float32, rows*d)
+	fill(rng, q)
+	s := make([]float32, rows*cols)
+	fill(rng, s)
+	s0 := append([]float32(nil), s...)
+	err := QKRowsGather(s, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.5, ahead)
+	o := make([]float32, rows*d)
+	fill(rng, o)
+	o0 := append([]float32(nil), o...)
+	errPV := PVRowsGather(o, d, s0, cols, x.x, x.scales, off, rows, cols, d, ahead)
+	if !valid {
+		if err == nil || errPV == nil {
+			t.Fatalf("invalid offsets (case %d) accepted: QK %v, PV %v", corrupt%8, err, errPV)
+		}
+		require.Equal(t, s0, s, "QKRowsGather wrote on error")
+		require.Equal(t, o0, o, "PVRowsGather wrote on error")
+		return
+	}
+	require.NoError(t, err)
+	require.NoError(t, errPV)
+	want, wantO := make([]float32, rows*cols), append([]float32(nil), o0...)
+	for j, e := range off[:cols] {
+		require.NoError(t, QKRows(want[j:], cols, q, d, x.x[e:], rowScales(x.scales, e), ld, rows, 1, d, 0.5))
+		require.NoError(t, PVRows(wantO, d, s0[j:], cols, x.x[e:], rowScales(x.scales, e), ld, rows, 1, d))
+	}
+	for i := range s {
+		if math.Float32bits(s[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("QK score %d: %v, QKRows where the row lies gives %v", i, s[i], want[i])
+		}
+	}
+	for i := range o {
+		if math.Float32bits(o[i]) != math.Float32bits(wantO[i]) {
+			t.Fatalf("PV output %d: %v, PVRows row by row gives %v", i, o[i], wantO[i])
+		}
+	}
+}
