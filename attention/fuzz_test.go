@@ -72,6 +72,22 @@ var elementSpecials = []float32{
 	float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, -math.MaxFloat32, 1e-40, 0,
 }
 
+// checkWroteOnlyOutputs fails if a merge (fn) wrote out's buffer outside
+// its view ov or lse's buffer outside its rows (lse starts one element
+// into lsebuf); o0 and l0 are the buffers as they were.
+func checkWroteOnlyOutputs(t *testing.T, fn string, ov view, obuf, o0, lsebuf, l0 []float32, rows int) {
+	t.Helper()
+	in := inView(ov)
+	for i, x := range obuf {
+		if !in[i] && math.Float32bits(x) != math.Float32bits(o0[i]) {
+			t.Fatalf("%s wrote out's buffer element %d outside the view", fn, i)
+		}
+	}
+	if !sameBits(lsebuf[:1], l0[:1]) || !sameBits(lsebuf[rows+1:], l0[rows+1:]) {
+		t.Fatalf("%s wrote outside lse", fn)
+	}
+}
+
 // FuzzMerge merges two parts of random shape, layout and log-sum-exps
 // (−Inf, +Inf, NaN, huge, empty parts) and checks the result row by row
 // against the documented rule evaluated in float64: a part with lse −Inf is
@@ -183,15 +199,7 @@ func FuzzMerge(f *testing.F) {
 		if !sameBits(bbuf, b0) || !sameBits(lseBbuf, lb0) {
 			t.Fatal("Merge modified b or lseB")
 		}
-		in := inView(ov)
-		for i, x := range obuf {
-			if !in[i] && math.Float32bits(x) != math.Float32bits(o0[i]) {
-				t.Fatalf("Merge wrote out's buffer element %d outside the view", i)
-			}
-		}
-		if !sameBits(lsebuf[:1], l0[:1]) || !sameBits(lsebuf[rows+1:], l0[rows+1:]) {
-			t.Fatal("Merge wrote outside lse")
-		}
+		checkWroteOnlyOutputs(t, "Merge", ov, obuf, o0, lsebuf, l0, rows)
 		got := gather(ov, obuf)
 		negInf := math.Inf(-1)
 		for i := range rows {
@@ -415,15 +423,7 @@ func FuzzMergeN(f *testing.F) {
 		if !inputsUnchanged(inPlace) {
 			t.Fatal("MergeN modified an input")
 		}
-		in := inView(ov)
-		for i, x := range obuf {
-			if !in[i] && math.Float32bits(x) != math.Float32bits(o0[i]) {
-				t.Fatalf("MergeN wrote out's buffer element %d outside the view", i)
-			}
-		}
-		if !sameBits(lsebuf[:1], l0[:1]) || !sameBits(lsebuf[rows+1:], l0[rows+1:]) {
-			t.Fatal("MergeN wrote outside lse")
-		}
+		checkWroteOnlyOutputs(t, "MergeN", ov, obuf, o0, lsebuf, l0, rows)
 		got := gather(ov, obuf)
 		negInf := math.Inf(-1)
 		one := attention.BHSD(1, 1, 1, nd)
