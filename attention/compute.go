@@ -72,6 +72,12 @@ func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
 		// they lie, whatever the number of rows: there is no float32
 		// panel to reuse.
 		k := src.k
+		if src.scattered(j0, j0+bc) {
+			off := ws.off[:bc+gatherAhead]
+			src.offsets(off, k, j0)
+			bl.offTile = j0 + 1
+			return kernel.QKRowsQ8DotGather(ws.s, bl.ldS, &ws.q8, k.i8, k.q8s, off, bc, c.scale, gatherAhead)
+		}
 		for j := j0; j < j0+bc; {
 			r := src.rowRun(j, j0+bc)
 			if err := kernel.QKRowsQ8DotPrefetch(ws.s[j-j0:], bl.ldS, &ws.q8, k.i8[r.kOff:], k.q8s[r.kOff/Q8Block:], k.SeqStride, r.n, c.scale, r.kAhead); err != nil {

@@ -117,6 +117,7 @@ func guardRows[T RowElem](t *testing.T, a []*guardedArena, atEnd bool, gap, rows
 		var qq Q8Query
 		require.NoError(t, qq.Set(q, ldQ, rows, d))
 		require.NoError(t, QKRowsQ8Dot(s, ldS, &qq, k8, ks, ldK, cols, 1))
+		require.NoError(t, QKRowsQ8DotGather(s, ldS, &qq, k8, ks, off, cols, 1, 0))
 	}
 
 	ldO, ldP := d+gap, cols+gap

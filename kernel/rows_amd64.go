@@ -756,3 +756,30 @@ func qkRowsQ8DotAVX2(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, 
 //
 //go:noescape
 func qkRowsQ8DotAVXVNNI(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// qkRowsQ8DotGatherAVX512 is qkRowsQ8DotAVX512 over key rows that lie anywhere in k: key j's
+// row starts at element off[j] (a multiple of 32), its scales at
+// ks[off[j]/32]. While it reads key j it prefetches the row at pfo[j] into
+// the L2 cache (its scales into the L1); pfo changes the speed, never the
+// result. Each score has the bits qkRowsQ8DotAVX512 gives the same row.
+//
+//go:noescape
+func qkRowsQ8DotGatherAVX512(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// qkRowsQ8DotGatherAVX2 is qkRowsQ8DotAVX2 over key rows that lie anywhere in k: key j's
+// row starts at element off[j] (a multiple of 32), its scales at
+// ks[off[j]/32]. While it reads key j it prefetches the row at pfo[j] into
+// the L2 cache (its scales into the L1); pfo changes the speed, never the
+// result. Each score has the bits qkRowsQ8DotAVX2 gives the same row.
+//
+//go:noescape
+func qkRowsQ8DotGatherAVX2(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// qkRowsQ8DotGatherAVXVNNI is qkRowsQ8DotAVXVNNI over key rows that lie anywhere in k: key j's
+// row starts at element off[j] (a multiple of 32), its scales at
+// ks[off[j]/32]. While it reads key j it prefetches the row at pfo[j] into
+// the L2 cache (its scales into the L1); pfo changes the speed, never the
+// result. Each score has the bits qkRowsQ8DotAVXVNNI gives the same row.
+//
+//go:noescape
+func qkRowsQ8DotGatherAVXVNNI(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)

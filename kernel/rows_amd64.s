@@ -22893,3 +22893,2683 @@ qkRowsQ8DotAVXVNNI_r1_k1_inner:
 qkRowsQ8DotAVXVNNI_r1_k1_done:
 	VZEROUPPER
 	RET
+
+// func qkRowsQ8DotGatherAVX512(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, AVX512_VNNI, MMX+, SSE
+TEXT ·qkRowsQ8DotGatherAVX512(SB), NOSPLIT, $16-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Z0
+	MOVL         $0x80808080, AX
+	VPBROADCASTD AX, Z1
+	MOVL         $0x00000001, AX
+	VPBROADCASTD AX, Z2
+	MOVL         $0x0000ff00, AX
+	KMOVW        AX, K1
+	VMOVDQA32.Z  Z2, K1, Z2
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          qkRowsQ8DotGatherAVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          qkRowsQ8DotGatherAVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          qkRowsQ8DotGatherAVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsQ8DotGatherAVX512_r1
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVX512_r4:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVX512_r4_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r4_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVX512_r4_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVX512_r4_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	VXORPS     Z17, Z17, Z17
+	VXORPS     Z18, Z18, Z18
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       dv+80(FP), R13
+	SHRQ       $0x06, R13
+	MOVQ       R13, 8(SP)
+	XORQ       R13, R13
+
+qkRowsQ8DotGatherAVX512_r4_k4_inner:
+	VPXORD        (DX)(R13*8), Z1, Z19
+	VBROADCASTSD  (BX)(R13*1), Z20
+	VPERMPS       Z20, Z2, Z20
+	VPXORD        (SI)(R13*8), Z1, Z21
+	VBROADCASTSD  (DI)(R13*1), Z22
+	VPERMPS       Z22, Z2, Z22
+	VPXORD        (R8)(R13*8), Z1, Z23
+	VBROADCASTSD  (R9)(R13*1), Z24
+	VPERMPS       Z24, Z2, Z24
+	VPXORD        (AX)(R13*8), Z1, Z25
+	VBROADCASTSD  (CX)(R13*1), Z26
+	VPERMPS       Z26, Z2, Z26
+	VMOVDQU32     (R10), Z27
+	VMOVDQU32     64(R10), Z28
+	VMOVUPS       128(R10), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z3
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z21, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z22, Z4
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z23, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z24, Z5
+	VMOVDQA32     Z28, Z28
+	VPDPBUSD      Z27, Z25, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS        Z29, Z28, Z28
+	VFMADD231PS   Z28, Z26, Z6
+	VMOVDQU32     (R10)(R11*1), Z27
+	VMOVDQU32     64(R10)(R11*1), Z28
+	VMOVUPS       128(R10)(R11*1), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z7
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z21, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z22, Z8
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z23, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z24, Z9
+	VMOVDQA32     Z28, Z28
+	VPDPBUSD      Z27, Z25, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS        Z29, Z28, Z28
+	VFMADD231PS   Z28, Z26, Z10
+	VMOVDQU32     (R10)(R11*2), Z27
+	VMOVDQU32     64(R10)(R11*2), Z28
+	VMOVUPS       128(R10)(R11*2), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z11
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z21, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z22, Z12
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z23, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z24, Z13
+	VMOVDQA32     Z28, Z28
+	VPDPBUSD      Z27, Z25, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS        Z29, Z28, Z28
+	VFMADD231PS   Z28, Z26, Z14
+	VMOVDQU32     (R10)(R12*1), Z27
+	VMOVDQU32     64(R10)(R12*1), Z28
+	VMOVUPS       128(R10)(R12*1), Z29
+	VMOVDQA32     Z28, Z30
+	VPDPBUSD      Z27, Z19, Z30
+	VCVTDQ2PS     Z30, Z30
+	VMULPS        Z29, Z30, Z30
+	VFMADD231PS   Z30, Z20, Z15
+	VMOVDQA32     Z28, Z19
+	VPDPBUSD      Z27, Z21, Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS        Z29, Z19, Z19
+	VFMADD231PS   Z19, Z22, Z16
+	VMOVDQA32     Z28, Z19
+	VPDPBUSD      Z27, Z23, Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS        Z29, Z19, Z19
+	VFMADD231PS   Z19, Z24, Z17
+	VMOVDQA32     Z28, Z19
+	VPDPBUSD      Z27, Z25, Z19
+	VCVTDQ2PS     Z19, Z19
+	VMULPS        Z29, Z19, Z19
+	VFMADD231PS   Z19, Z26, Z18
+	ADDQ          $0x000000c0, R10
+	ADDQ          $0x08, R13
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r4_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z4, Z3, Z19
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z19, Z19
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z19, Z3
+	VUNPCKHPD     Z4, Z19, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z10, Z9, Z5
+	VUNPCKHPS     Z10, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z14, Z13, Z5
+	VUNPCKHPS     Z14, Z13, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z18, Z17, Z5
+	VUNPCKHPS     Z18, Z17, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r4_k4
+
+qkRowsQ8DotGatherAVX512_r4_k4_done:
+qkRowsQ8DotGatherAVX512_r4_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r4_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX512_r4_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVX512_r4_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	LEAQ       (BX)(BX*2), SI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x06, DI
+	MOVQ       DI, 8(SP)
+	XORQ       DI, DI
+
+qkRowsQ8DotGatherAVX512_r4_k1_inner:
+	VPXORD        (AX)(DI*8), Z1, Z7
+	VBROADCASTSD  (CX)(DI*1), Z8
+	VPERMPS       Z8, Z2, Z8
+	VMOVDQU32     (DX), Z9
+	VMOVDQU32     64(DX), Z10
+	VMOVUPS       128(DX), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z3
+	VMOVDQU32     (DX)(BX*1), Z9
+	VMOVDQU32     64(DX)(BX*1), Z10
+	VMOVUPS       128(DX)(BX*1), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z4
+	VMOVDQU32     (DX)(BX*2), Z9
+	VMOVDQU32     64(DX)(BX*2), Z10
+	VMOVUPS       128(DX)(BX*2), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z5
+	VMOVDQU32     (DX)(SI*1), Z9
+	VMOVDQU32     64(DX)(SI*1), Z10
+	VMOVUPS       128(DX)(SI*1), Z11
+	VMOVDQA32     Z10, Z10
+	VPDPBUSD      Z9, Z7, Z10
+	VCVTDQ2PS     Z10, Z10
+	VMULPS        Z11, Z10, Z10
+	VFMADD231PS   Z10, Z8, Z6
+	ADDQ          $0x000000c0, DX
+	ADDQ          $0x08, DI
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r4_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z3, Z7
+	VADDPS        Z7, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z7
+	VADDPS        Z7, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y7
+	VADDPS        Y7, Y3, Y7
+	VEXTRACTF32X4 $0x01, Y7, X3
+	VADDPS        X3, X7, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VPERMILPS     $0xb1, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y3
+	VADDPS        Y3, Y5, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z6, Z3
+	VADDPS        Z3, Z6, Z6
+	VPERMILPS     $0xb1, Z6, Z3
+	VADDPS        Z3, Z6, Z6
+	VEXTRACTF64X4 $0x01, Z6, Y3
+	VADDPS        Y3, Y6, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r4_k1
+
+qkRowsQ8DotGatherAVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVX512_r3:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVX512_r3_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r3_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVX512_r3_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVX512_r3_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       dv+80(FP), R12
+	SHRQ       $0x06, R12
+	MOVQ       R12, 8(SP)
+	XORQ       R12, R12
+
+qkRowsQ8DotGatherAVX512_r3_k4_inner:
+	VPXORD        (DX)(R12*8), Z1, Z15
+	VBROADCASTSD  (BX)(R12*1), Z16
+	VPERMPS       Z16, Z2, Z16
+	VPXORD        (SI)(R12*8), Z1, Z17
+	VBROADCASTSD  (DI)(R12*1), Z18
+	VPERMPS       Z18, Z2, Z18
+	VPXORD        (R8)(R12*8), Z1, Z19
+	VBROADCASTSD  (R9)(R12*1), Z20
+	VPERMPS       Z20, Z2, Z20
+	VPXORD        (AX)(R12*8), Z1, Z21
+	VBROADCASTSD  (CX)(R12*1), Z22
+	VPERMPS       Z22, Z2, Z22
+	VMOVDQU32     (R10), Z23
+	VMOVDQU32     64(R10), Z24
+	VMOVUPS       128(R10), Z25
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z15, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z16, Z3
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z17, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z18, Z4
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z19, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z20, Z5
+	VMOVDQA32     Z24, Z24
+	VPDPBUSD      Z23, Z21, Z24
+	VCVTDQ2PS     Z24, Z24
+	VMULPS        Z25, Z24, Z24
+	VFMADD231PS   Z24, Z22, Z6
+	VMOVDQU32     (R10)(R11*1), Z23
+	VMOVDQU32     64(R10)(R11*1), Z24
+	VMOVUPS       128(R10)(R11*1), Z25
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z15, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z16, Z7
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z17, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z18, Z8
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z19, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z20, Z9
+	VMOVDQA32     Z24, Z24
+	VPDPBUSD      Z23, Z21, Z24
+	VCVTDQ2PS     Z24, Z24
+	VMULPS        Z25, Z24, Z24
+	VFMADD231PS   Z24, Z22, Z10
+	VMOVDQU32     (R10)(R11*2), Z23
+	VMOVDQU32     64(R10)(R11*2), Z24
+	VMOVUPS       128(R10)(R11*2), Z25
+	VMOVDQA32     Z24, Z26
+	VPDPBUSD      Z23, Z15, Z26
+	VCVTDQ2PS     Z26, Z26
+	VMULPS        Z25, Z26, Z26
+	VFMADD231PS   Z26, Z16, Z11
+	VMOVDQA32     Z24, Z15
+	VPDPBUSD      Z23, Z17, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS        Z25, Z15, Z15
+	VFMADD231PS   Z15, Z18, Z12
+	VMOVDQA32     Z24, Z15
+	VPDPBUSD      Z23, Z19, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS        Z25, Z15, Z15
+	VFMADD231PS   Z15, Z20, Z13
+	VMOVDQA32     Z24, Z15
+	VPDPBUSD      Z23, Z21, Z15
+	VCVTDQ2PS     Z15, Z15
+	VMULPS        Z25, Z15, Z15
+	VFMADD231PS   Z15, Z22, Z14
+	ADDQ          $0x000000c0, R10
+	ADDQ          $0x08, R12
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r3_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z4, Z3, Z15
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z15, Z15
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z15, Z3
+	VUNPCKHPD     Z4, Z15, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z10, Z9, Z5
+	VUNPCKHPS     Z10, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z14, Z13, Z5
+	VUNPCKHPS     Z14, Z13, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r3_k4
+
+qkRowsQ8DotGatherAVX512_r3_k4_done:
+qkRowsQ8DotGatherAVX512_r3_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r3_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX512_r3_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVX512_r3_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	LEAQ       (BX)(BX*2), SI
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x06, SI
+	MOVQ       SI, 8(SP)
+	XORQ       SI, SI
+
+qkRowsQ8DotGatherAVX512_r3_k1_inner:
+	VPXORD        (AX)(SI*8), Z1, Z6
+	VBROADCASTSD  (CX)(SI*1), Z7
+	VPERMPS       Z7, Z2, Z7
+	VMOVDQU32     (DX), Z8
+	VMOVDQU32     64(DX), Z9
+	VMOVUPS       128(DX), Z10
+	VMOVDQA32     Z9, Z9
+	VPDPBUSD      Z8, Z6, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z10, Z9, Z9
+	VFMADD231PS   Z9, Z7, Z3
+	VMOVDQU32     (DX)(BX*1), Z8
+	VMOVDQU32     64(DX)(BX*1), Z9
+	VMOVUPS       128(DX)(BX*1), Z10
+	VMOVDQA32     Z9, Z9
+	VPDPBUSD      Z8, Z6, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z10, Z9, Z9
+	VFMADD231PS   Z9, Z7, Z4
+	VMOVDQU32     (DX)(BX*2), Z8
+	VMOVDQU32     64(DX)(BX*2), Z9
+	VMOVUPS       128(DX)(BX*2), Z10
+	VMOVDQA32     Z9, Z9
+	VPDPBUSD      Z8, Z6, Z9
+	VCVTDQ2PS     Z9, Z9
+	VMULPS        Z10, Z9, Z9
+	VFMADD231PS   Z9, Z7, Z5
+	ADDQ          $0x000000c0, DX
+	ADDQ          $0x08, SI
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r3_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z3, Z6
+	VADDPS        Z6, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z6
+	VADDPS        Z6, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y6
+	VADDPS        Y6, Y3, Y6
+	VEXTRACTF32X4 $0x01, Y6, X3
+	VADDPS        X3, X6, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VPERMILPS     $0xb1, Z5, Z3
+	VADDPS        Z3, Z5, Z5
+	VEXTRACTF64X4 $0x01, Z5, Y3
+	VADDPS        Y3, Y5, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r3_k1
+
+qkRowsQ8DotGatherAVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVX512_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVX512_r2_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r2_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVX512_r2_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVX512_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	LEAQ       (R11)(R11*2), R12
+	MOVQ       dv+80(FP), R12
+	SHRQ       $0x06, R12
+	MOVQ       R12, 8(SP)
+	XORQ       R12, R12
+
+qkRowsQ8DotGatherAVX512_r2_k4_inner:
+	VPXORD        (DX)(R12*8), Z1, Z11
+	VBROADCASTSD  (BX)(R12*1), Z12
+	VPERMPS       Z12, Z2, Z12
+	VPXORD        (SI)(R12*8), Z1, Z13
+	VBROADCASTSD  (DI)(R12*1), Z14
+	VPERMPS       Z14, Z2, Z14
+	VPXORD        (R8)(R12*8), Z1, Z15
+	VBROADCASTSD  (R9)(R12*1), Z16
+	VPERMPS       Z16, Z2, Z16
+	VPXORD        (AX)(R12*8), Z1, Z17
+	VBROADCASTSD  (CX)(R12*1), Z18
+	VPERMPS       Z18, Z2, Z18
+	VMOVDQU32     (R10), Z19
+	VMOVDQU32     64(R10), Z20
+	VMOVUPS       128(R10), Z21
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z11, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z12, Z3
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z13, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z14, Z4
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z15, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z16, Z5
+	VMOVDQA32     Z20, Z20
+	VPDPBUSD      Z19, Z17, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS        Z21, Z20, Z20
+	VFMADD231PS   Z20, Z18, Z6
+	VMOVDQU32     (R10)(R11*1), Z19
+	VMOVDQU32     64(R10)(R11*1), Z20
+	VMOVUPS       128(R10)(R11*1), Z21
+	VMOVDQA32     Z20, Z22
+	VPDPBUSD      Z19, Z11, Z22
+	VCVTDQ2PS     Z22, Z22
+	VMULPS        Z21, Z22, Z22
+	VFMADD231PS   Z22, Z12, Z7
+	VMOVDQA32     Z20, Z11
+	VPDPBUSD      Z19, Z13, Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z21, Z11, Z11
+	VFMADD231PS   Z11, Z14, Z8
+	VMOVDQA32     Z20, Z11
+	VPDPBUSD      Z19, Z15, Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z21, Z11, Z11
+	VFMADD231PS   Z11, Z16, Z9
+	VMOVDQA32     Z20, Z11
+	VPDPBUSD      Z19, Z17, Z11
+	VCVTDQ2PS     Z11, Z11
+	VMULPS        Z21, Z11, Z11
+	VFMADD231PS   Z11, Z18, Z10
+	ADDQ          $0x000000c0, R10
+	ADDQ          $0x08, R12
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r2_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z4, Z3, Z11
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z11, Z11
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z11, Z3
+	VUNPCKHPD     Z4, Z11, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPS     Z10, Z9, Z5
+	VUNPCKHPS     Z10, Z9, Z6
+	VADDPS        Z6, Z5, Z5
+	VUNPCKLPD     Z5, Z3, Z4
+	VUNPCKHPD     Z5, Z3, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULPS        X0, X4, X4
+	VMOVUPS       X4, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r2_k4
+
+qkRowsQ8DotGatherAVX512_r2_k4_done:
+qkRowsQ8DotGatherAVX512_r2_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r2_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX512_r2_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVX512_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	LEAQ       (BX)(BX*2), SI
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x06, SI
+	MOVQ       SI, 8(SP)
+	XORQ       SI, SI
+
+qkRowsQ8DotGatherAVX512_r2_k1_inner:
+	VPXORD        (AX)(SI*8), Z1, Z5
+	VBROADCASTSD  (CX)(SI*1), Z6
+	VPERMPS       Z6, Z2, Z6
+	VMOVDQU32     (DX), Z7
+	VMOVDQU32     64(DX), Z8
+	VMOVUPS       128(DX), Z9
+	VMOVDQA32     Z8, Z8
+	VPDPBUSD      Z7, Z5, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z9, Z8, Z8
+	VFMADD231PS   Z8, Z6, Z3
+	VMOVDQU32     (DX)(BX*1), Z7
+	VMOVDQU32     64(DX)(BX*1), Z8
+	VMOVUPS       128(DX)(BX*1), Z9
+	VMOVDQA32     Z8, Z8
+	VPDPBUSD      Z7, Z5, Z8
+	VCVTDQ2PS     Z8, Z8
+	VMULPS        Z9, Z8, Z8
+	VFMADD231PS   Z8, Z6, Z4
+	ADDQ          $0x000000c0, DX
+	ADDQ          $0x08, SI
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r2_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z3, Z5
+	VADDPS        Z5, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y5
+	VADDPS        Y5, Y3, Y5
+	VEXTRACTF32X4 $0x01, Y5, X3
+	VADDPS        X3, X5, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z3
+	VADDPS        Z3, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y3
+	VADDPS        Y3, Y4, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMULSS        X0, X4, X4
+	VMOVSS        X4, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r2_k1
+
+qkRowsQ8DotGatherAVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVX512_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVX512_r1_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r1_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVX512_r1_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVX512_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	LEAQ       (R11)(R11*2), R11
+	MOVQ       dv+80(FP), R11
+	SHRQ       $0x06, R11
+	MOVQ       R11, 8(SP)
+	XORQ       R11, R11
+
+qkRowsQ8DotGatherAVX512_r1_k4_inner:
+	VPXORD        (DX)(R11*8), Z1, Z7
+	VBROADCASTSD  (BX)(R11*1), Z8
+	VPERMPS       Z8, Z2, Z8
+	VPXORD        (SI)(R11*8), Z1, Z9
+	VBROADCASTSD  (DI)(R11*1), Z10
+	VPERMPS       Z10, Z2, Z10
+	VPXORD        (R8)(R11*8), Z1, Z11
+	VBROADCASTSD  (R9)(R11*1), Z12
+	VPERMPS       Z12, Z2, Z12
+	VPXORD        (AX)(R11*8), Z1, Z13
+	VBROADCASTSD  (CX)(R11*1), Z14
+	VPERMPS       Z14, Z2, Z14
+	VMOVDQU32     (R10), Z15
+	VMOVDQU32     64(R10), Z16
+	VMOVUPS       128(R10), Z17
+	VMOVDQA32     Z16, Z18
+	VPDPBUSD      Z15, Z7, Z18
+	VCVTDQ2PS     Z18, Z18
+	VMULPS        Z17, Z18, Z18
+	VFMADD231PS   Z18, Z8, Z3
+	VMOVDQA32     Z16, Z7
+	VPDPBUSD      Z15, Z9, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z17, Z7, Z7
+	VFMADD231PS   Z7, Z10, Z4
+	VMOVDQA32     Z16, Z7
+	VPDPBUSD      Z15, Z11, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z17, Z7, Z7
+	VFMADD231PS   Z7, Z12, Z5
+	VMOVDQA32     Z16, Z7
+	VPDPBUSD      Z15, Z13, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z17, Z7, Z7
+	VFMADD231PS   Z7, Z14, Z6
+	ADDQ          $0x000000c0, R10
+	ADDQ          $0x08, R11
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r1_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z4, Z3, Z7
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z7, Z7
+	VUNPCKLPS     Z6, Z5, Z4
+	VUNPCKHPS     Z6, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VUNPCKLPD     Z4, Z7, Z3
+	VUNPCKHPD     Z4, Z7, Z5
+	VADDPS        Z5, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULPS        X0, X3, X3
+	VMOVUPS       X3, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r1_k4
+
+qkRowsQ8DotGatherAVX512_r1_k4_done:
+qkRowsQ8DotGatherAVX512_r1_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX512_r1_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX512_r1_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVX512_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z3, Z3, Z3
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	LEAQ       (BX)(BX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x06, BX
+	MOVQ       BX, 8(SP)
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX512_r1_k1_inner:
+	VPXORD        (AX)(BX*8), Z1, Z4
+	VBROADCASTSD  (CX)(BX*1), Z5
+	VPERMPS       Z5, Z2, Z5
+	VMOVDQU32     (DX), Z6
+	VMOVDQU32     64(DX), Z7
+	VMOVUPS       128(DX), Z8
+	VMOVDQA32     Z7, Z7
+	VPDPBUSD      Z6, Z4, Z7
+	VCVTDQ2PS     Z7, Z7
+	VMULPS        Z8, Z7, Z7
+	VFMADD231PS   Z7, Z5, Z3
+	ADDQ          $0x000000c0, DX
+	ADDQ          $0x08, BX
+	DECQ          8(SP)
+	JNZ           qkRowsQ8DotGatherAVX512_r1_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z3, Z4
+	VADDPS        Z4, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z4
+	VADDPS        Z4, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y4
+	VEXTRACTF32X4 $0x01, Y4, X3
+	VADDPS        X3, X4, X3
+	VMULSS        X0, X3, X3
+	VMOVSS        X3, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           qkRowsQ8DotGatherAVX512_r1_k1
+
+qkRowsQ8DotGatherAVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func qkRowsQ8DotGatherAVX2(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, FMA3, MMX+, SSE, SSE2
+TEXT ·qkRowsQ8DotGatherAVX2(SB), NOSPLIT, $16-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00010001, AX
+	MOVD         AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsQ8DotGatherAVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsQ8DotGatherAVX2_r1
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVX2_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVX2_r2_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX2_r2_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVX2_r2_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVX2_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	MOVQ       dv+80(FP), R12
+	SHRQ       $0x06, R12
+	MOVQ       R12, 8(SP)
+	XORQ       R12, R12
+
+qkRowsQ8DotGatherAVX2_r2_k4_inner:
+	VMOVDQU      (DX)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (BX)(R12*1), Y12
+	VMOVDQU      (R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      (R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VMOVDQU      (SI)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (DI)(R12*1), Y12
+	VMOVDQU      (R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      (R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y7
+	VMOVDQU      (R8)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (R9)(R12*1), Y12
+	VMOVDQU      (R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      (R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y8
+	VMOVDQU      (AX)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS (CX)(R12*1), Y12
+	VMOVDQU      (R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VMOVDQU      (R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       128(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y9
+	VMOVDQU      32(DX)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(BX)(R12*1), Y12
+	VMOVDQU      32(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VMOVDQU      32(R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y6
+	VMOVDQU      32(SI)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(DI)(R12*1), Y12
+	VMOVDQU      32(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y3
+	VMOVDQU      32(R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y7
+	VMOVDQU      32(R8)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(R9)(R12*1), Y12
+	VMOVDQU      32(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVDQU      32(R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y8
+	VMOVDQU      32(AX)(R12*8), Y10
+	VPABSB       Y10, Y11
+	VBROADCASTSS 4(CX)(R12*1), Y12
+	VMOVDQU      32(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y5
+	VMOVDQU      32(R10)(R11*1), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y1, Y13, Y13
+	VCVTDQ2PS    Y13, Y13
+	VMULPS       160(R10)(R11*1), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y9
+	ADDQ         $0x000000c0, R10
+	ADDQ         $0x08, R12
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVX2_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y10, Y10
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y10, Y2
+	VUNPCKHPD    Y3, Y10, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y7, Y6, Y2
+	VUNPCKHPS    Y7, Y6, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPS    Y9, Y8, Y4
+	VUNPCKHPS    Y9, Y8, Y5
+	VADDPS       Y5, Y4, Y4
+	VUNPCKLPD    Y4, Y2, Y3
+	VUNPCKHPD    Y4, Y2, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVX2_r2_k4
+
+qkRowsQ8DotGatherAVX2_r2_k4_done:
+qkRowsQ8DotGatherAVX2_r2_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX2_r2_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX2_r2_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVX2_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x06, SI
+	MOVQ       SI, 8(SP)
+	XORQ       SI, SI
+
+qkRowsQ8DotGatherAVX2_r2_k1_inner:
+	VMOVDQU      (AX)(SI*8), Y4
+	VPABSB       Y4, Y5
+	VBROADCASTSS (CX)(SI*1), Y6
+	VMOVDQU      (DX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(DX), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      (DX)(BX*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(DX)(BX*1), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y3
+	VMOVDQU      32(AX)(SI*8), Y4
+	VPABSB       Y4, Y5
+	VBROADCASTSS 4(CX)(SI*1), Y6
+	VMOVDQU      32(DX), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       160(DX), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      32(DX)(BX*1), Y7
+	VPSIGNB      Y4, Y7, Y7
+	VPMADDUBSW   Y7, Y5, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       160(DX)(BX*1), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y3
+	ADDQ         $0x000000c0, DX
+	ADDQ         $0x08, SI
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVX2_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VMULSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VPERMILPS    $0xb1, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVX2_r2_k1
+
+qkRowsQ8DotGatherAVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVX2_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVX2_r1_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX2_r1_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVX2_r1_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVX2_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	MOVQ       dv+80(FP), R11
+	SHRQ       $0x06, R11
+	MOVQ       R11, 8(SP)
+	XORQ       R11, R11
+
+qkRowsQ8DotGatherAVX2_r1_k4_inner:
+	VMOVDQU      (DX)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (BX)(R11*1), Y8
+	VMOVDQU      (R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      (SI)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (DI)(R11*1), Y8
+	VMOVDQU      (R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      (R8)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (R9)(R11*1), Y8
+	VMOVDQU      (R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      (AX)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (CX)(R11*1), Y8
+	VMOVDQU      (R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	VMOVDQU      32(DX)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(BX)(R11*1), Y8
+	VMOVDQU      32(R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VMOVDQU      32(SI)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(DI)(R11*1), Y8
+	VMOVDQU      32(R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y3
+	VMOVDQU      32(R8)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(R9)(R11*1), Y8
+	VMOVDQU      32(R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VMOVDQU      32(AX)(R11*8), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS 4(CX)(R11*1), Y8
+	VMOVDQU      32(R10), Y9
+	VPSIGNB      Y6, Y9, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       160(R10), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x000000c0, R10
+	ADDQ         $0x08, R11
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVX2_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y3, Y2, Y6
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y6, Y6
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y6, Y2
+	VUNPCKHPD    Y3, Y6, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVX2_r1_k4
+
+qkRowsQ8DotGatherAVX2_r1_k4_done:
+qkRowsQ8DotGatherAVX2_r1_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVX2_r1_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX2_r1_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVX2_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x06, BX
+	MOVQ       BX, 8(SP)
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVX2_r1_k1_inner:
+	VMOVDQU      (AX)(BX*8), Y3
+	VPABSB       Y3, Y4
+	VBROADCASTSS (CX)(BX*1), Y5
+	VMOVDQU      (DX), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       128(DX), Y6, Y6
+	VFMADD231PS  Y6, Y5, Y2
+	VMOVDQU      32(AX)(BX*8), Y3
+	VPABSB       Y3, Y4
+	VBROADCASTSS 4(CX)(BX*1), Y5
+	VMOVDQU      32(DX), Y6
+	VPSIGNB      Y3, Y6, Y6
+	VPMADDUBSW   Y6, Y4, Y6
+	VPMADDWD     Y1, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       160(DX), Y6, Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x000000c0, DX
+	ADDQ         $0x08, BX
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVX2_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVX2_r1_k1
+
+qkRowsQ8DotGatherAVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func qkRowsQ8DotGatherAVXVNNI(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, FMA3, MMX+, SSE, SSE2
+TEXT ·qkRowsQ8DotGatherAVXVNNI(SB), NOSPLIT, $16-92
+	MOVSS        scale+88(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x80808080, AX
+	MOVD         AX, X1
+	VPBROADCASTD X1, Y1
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          qkRowsQ8DotGatherAVXVNNI_r2
+	CMPQ         AX, $0x01
+	JEQ          qkRowsQ8DotGatherAVXVNNI_r1
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVXVNNI_r2:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVXVNNI_r2_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVXVNNI_r2_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVXVNNI_r2_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVXVNNI_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	VXORPS     Y9, Y9, Y9
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	MOVQ       dv+80(FP), R12
+	SHRQ       $0x06, R12
+	MOVQ       R12, 8(SP)
+	XORQ       R12, R12
+
+qkRowsQ8DotGatherAVXVNNI_r2_k4_inner:
+	VPXOR        (DX)(R12*8), Y1, Y13
+	VBROADCASTSS (BX)(R12*1), Y10
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VMOVDQU     64(R10)(R11*1), Y12
+	VMOVDQU     (R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y6
+	VPXOR        (SI)(R12*8), Y1, Y13
+	VBROADCASTSS (DI)(R12*1), Y10
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VMOVDQU     64(R10)(R11*1), Y12
+	VMOVDQU     (R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y7
+	VPXOR        (R8)(R12*8), Y1, Y13
+	VBROADCASTSS (R9)(R12*1), Y10
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VMOVDQU     64(R10)(R11*1), Y12
+	VMOVDQU     (R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VPXOR        (AX)(R12*8), Y1, Y13
+	VBROADCASTSS (CX)(R12*1), Y10
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y5
+	VMOVDQU     64(R10)(R11*1), Y12
+	VMOVDQU     (R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y9
+	VPXOR        32(DX)(R12*8), Y1, Y13
+	VBROADCASTSS 4(BX)(R12*1), Y10
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y2
+	VMOVDQU     96(R10)(R11*1), Y12
+	VMOVDQU     32(R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y6
+	VPXOR        32(SI)(R12*8), Y1, Y13
+	VBROADCASTSS 4(DI)(R12*1), Y10
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y3
+	VMOVDQU     96(R10)(R11*1), Y12
+	VMOVDQU     32(R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y7
+	VPXOR        32(R8)(R12*8), Y1, Y13
+	VBROADCASTSS 4(R9)(R12*1), Y10
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y4
+	VMOVDQU     96(R10)(R11*1), Y12
+	VMOVDQU     32(R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VPXOR        32(AX)(R12*8), Y1, Y13
+	VBROADCASTSS 4(CX)(R12*1), Y10
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(R10), Y12, Y12
+	VFMADD231PS Y12, Y10, Y5
+	VMOVDQU     96(R10)(R11*1), Y12
+	VMOVDQU     32(R10)(R11*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y9
+	ADDQ         $0x000000c0, R10
+	ADDQ         $0x08, R12
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVXVNNI_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y10, Y10
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y10, Y2
+	VUNPCKHPD    Y3, Y10, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y7, Y6, Y2
+	VUNPCKHPS    Y7, Y6, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPS    Y9, Y8, Y4
+	VUNPCKHPS    Y9, Y8, Y5
+	VADDPS       Y5, Y4, Y4
+	VUNPCKLPD    Y4, Y2, Y3
+	VUNPCKHPD    Y4, Y2, Y5
+	VADDPS       Y5, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVXVNNI_r2_k4
+
+qkRowsQ8DotGatherAVXVNNI_r2_k4_done:
+qkRowsQ8DotGatherAVXVNNI_r2_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVXVNNI_r2_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVXVNNI_r2_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVXVNNI_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x06, SI
+	MOVQ       SI, 8(SP)
+	XORQ       SI, SI
+
+qkRowsQ8DotGatherAVXVNNI_r2_k1_inner:
+	VPXOR        (AX)(SI*8), Y1, Y13
+	VBROADCASTSS (CX)(SI*1), Y4
+	VMOVDQU      64(DX), Y12
+	VMOVDQU      (DX), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      128(DX), Y12, Y12
+	VFMADD231PS Y12, Y4, Y2
+	VMOVDQU     64(DX)(BX*1), Y12
+	VMOVDQU     (DX)(BX*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(DX)(BX*1), Y12, Y12
+	VFMADD231PS  Y12, Y4, Y3
+	VPXOR        32(AX)(SI*8), Y1, Y13
+	VBROADCASTSS 4(CX)(SI*1), Y4
+	VMOVDQU      96(DX), Y12
+	VMOVDQU      32(DX), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE        $0xc4
+	BYTE        $0x42
+	BYTE        $0x15
+	BYTE        $0x50
+	BYTE        $0xe6
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      160(DX), Y12, Y12
+	VFMADD231PS Y12, Y4, Y2
+	VMOVDQU     96(DX)(BX*1), Y12
+	VMOVDQU     32(DX)(BX*1), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(DX)(BX*1), Y12, Y12
+	VFMADD231PS  Y12, Y4, Y3
+	ADDQ         $0x000000c0, DX
+	ADDQ         $0x08, SI
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVXVNNI_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X4
+	VMULSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VPERMILPS    $0xb1, Y3, Y2
+	VADDPS       Y2, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X2, X3, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVXVNNI_r2_k1
+
+qkRowsQ8DotGatherAVXVNNI_r2_k1_done:
+	VZEROUPPER
+	RET
+
+qkRowsQ8DotGatherAVXVNNI_r1:
+	MOVQ $0x00000000, (SP)
+
+qkRowsQ8DotGatherAVXVNNI_r1_k4:
+	MOVQ       (SP), AX
+	LEAQ       4(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVXVNNI_r1_k4_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       k+32(FP), BX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	PREFETCHT0 (DI)
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), DI
+	MOVQ       DI, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), DI
+	MOVQ       24(CX)(AX*8), CX
+	MOVQ       CX, R8
+	SHRQ       $0x03, R8
+	ADDQ       ks+56(FP), R8
+	PREFETCHT0 (R8)
+	ADDQ       k+32(FP), CX
+	XORQ       R8, R8
+
+qkRowsQ8DotGatherAVXVNNI_r1_k4_pf:
+	PREFETCHT2 (BX)(R8*1)
+	PREFETCHT2 (SI)(R8*1)
+	PREFETCHT2 (DI)(R8*1)
+	PREFETCHT2 (CX)(R8*1)
+	ADDQ       $0x40, R8
+	CMPQ       R8, DX
+	JL         qkRowsQ8DotGatherAVXVNNI_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), SI
+	MOVQ       SI, DI
+	SHRQ       $0x03, DI
+	ADDQ       ks+56(FP), DI
+	ADDQ       k+32(FP), SI
+	MOVQ       16(CX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	ADDQ       k+32(FP), R8
+	MOVQ       24(CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	MOVQ       qp+16(FP), R10
+	MOVQ       ldQP+24(FP), R11
+	MOVQ       dv+80(FP), R11
+	SHRQ       $0x06, R11
+	MOVQ       R11, 8(SP)
+	XORQ       R11, R11
+
+qkRowsQ8DotGatherAVXVNNI_r1_k4_inner:
+	VPXOR        (DX)(R11*8), Y1, Y13
+	VBROADCASTSS (BX)(R11*1), Y6
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y2
+	VPXOR        (SI)(R11*8), Y1, Y13
+	VBROADCASTSS (DI)(R11*1), Y6
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y3
+	VPXOR        (R8)(R11*8), Y1, Y13
+	VBROADCASTSS (R9)(R11*1), Y6
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y4
+	VPXOR        (AX)(R11*8), Y1, Y13
+	VBROADCASTSS (CX)(R11*1), Y6
+	VMOVDQU      64(R10), Y12
+	VMOVDQU      (R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y5
+	VPXOR        32(DX)(R11*8), Y1, Y13
+	VBROADCASTSS 4(BX)(R11*1), Y6
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y2
+	VPXOR        32(SI)(R11*8), Y1, Y13
+	VBROADCASTSS 4(DI)(R11*1), Y6
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y3
+	VPXOR        32(R8)(R11*8), Y1, Y13
+	VBROADCASTSS 4(R9)(R11*1), Y6
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y4
+	VPXOR        32(AX)(R11*8), Y1, Y13
+	VBROADCASTSS 4(CX)(R11*1), Y6
+	VMOVDQU      96(R10), Y12
+	VMOVDQU      32(R10), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(R10), Y12, Y12
+	VFMADD231PS  Y12, Y6, Y5
+	ADDQ         $0x000000c0, R10
+	ADDQ         $0x08, R11
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVXVNNI_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y3, Y2, Y6
+	VUNPCKHPS    Y3, Y2, Y2
+	VADDPS       Y2, Y6, Y6
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y6, Y2
+	VUNPCKHPD    Y3, Y6, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULPS       X0, X3, X3
+	VMOVUPS      X3, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVXVNNI_r1_k4
+
+qkRowsQ8DotGatherAVXVNNI_r1_k4_done:
+qkRowsQ8DotGatherAVXVNNI_r1_k1:
+	MOVQ       (SP), AX
+	LEAQ       1(AX), CX
+	CMPQ       CX, cols+72(FP)
+	JG         qkRowsQ8DotGatherAVXVNNI_r1_k1_done
+	MOVQ       pfo+48(FP), CX
+	MOVQ       dv+80(FP), DX
+	MOVQ       (CX)(AX*8), CX
+	MOVQ       CX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
+	ADDQ       k+32(FP), CX
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVXVNNI_r1_k1_pf:
+	PREFETCHT2 (CX)(BX*1)
+	ADDQ       $0x40, BX
+	CMPQ       BX, DX
+	JL         qkRowsQ8DotGatherAVXVNNI_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	MOVQ       AX, CX
+	SHRQ       $0x03, CX
+	ADDQ       ks+56(FP), CX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y2, Y2, Y2
+	MOVQ       qp+16(FP), DX
+	MOVQ       ldQP+24(FP), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x06, BX
+	MOVQ       BX, 8(SP)
+	XORQ       BX, BX
+
+qkRowsQ8DotGatherAVXVNNI_r1_k1_inner:
+	VPXOR        (AX)(BX*8), Y1, Y13
+	VBROADCASTSS (CX)(BX*1), Y3
+	VMOVDQU      64(DX), Y12
+	VMOVDQU      (DX), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(DX), Y12, Y12
+	VFMADD231PS  Y12, Y3, Y2
+	VPXOR        32(AX)(BX*8), Y1, Y13
+	VBROADCASTSS 4(CX)(BX*1), Y3
+	VMOVDQU      96(DX), Y12
+	VMOVDQU      32(DX), Y14
+
+	// VPDPBUSD Y12, Y13, Y14 (VEX)
+	BYTE         $0xc4
+	BYTE         $0x42
+	BYTE         $0x15
+	BYTE         $0x50
+	BYTE         $0xe6
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       160(DX), Y12, Y12
+	VFMADD231PS  Y12, Y3, Y2
+	ADDQ         $0x000000c0, DX
+	ADDQ         $0x08, BX
+	DECQ         8(SP)
+	JNZ          qkRowsQ8DotGatherAVXVNNI_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y3
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X3, X2, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          qkRowsQ8DotGatherAVXVNNI_r1_k1
+
+qkRowsQ8DotGatherAVXVNNI_r1_k1_done:
+	VZEROUPPER
+	RET

@@ -159,12 +159,13 @@ func checkGather[T RowElem](fn, name string, x []T, scales []float32, off []int,
 }
 
 // rowScales returns the scales of an int8 row that starts at element e (a
-// multiple of Q8Block), or nil for other types.
+// multiple of Q8Block), or nil for other types. A row of no elements may
+// start past the last scale: it gets none.
 func rowScales(scales []float32, e int) []float32 {
 	if scales == nil {
 		return nil
 	}
-	return scales[e/Q8Block:]
+	return scales[min(e/Q8Block, len(scales)):]
 }
 
 // qkRowsGatherGeneric is QKRowsGather over components [c0, d), as

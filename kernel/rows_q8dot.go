@@ -169,6 +169,43 @@ func QKRowsQ8DotPrefetch(s []float32, ldS int, q *Q8Query, k []int8, kScales []f
 	return nil
 }
 
+// QKRowsQ8DotGather is QKRowsQ8Dot over key rows that lie anywhere in k:
+// key j's row is the q.Dim() values from off[j] on (a multiple of
+// Q8Block), with the scales from kScales[off[j]/Q8Block] on, as for
+// QKRowsGather. Each score has the bits that QKRowsQ8Dot gives the same
+// row. ahead is the prefetch distance in keys, as for QKRowsGather: a
+// caller that passes the offsets of the keys after the tile too (cols+ahead
+// of them) has those rows prefetched while it computes.
+func QKRowsQ8DotGather(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, off []int, cols int, scale float32, ahead int) error {
+	const fn = "QKRowsQ8DotGather"
+	if q == nil {
+		return fmt.Errorf("kernel.%s: nil query", fn)
+	}
+	rows, d := q.rows, q.d
+	if err := checkDims(fn, rows, cols, d); err != nil {
+		return err
+	}
+	if err := checkBlock(fn, "s", len(s), ldS, rows, cols); err != nil {
+		return err
+	}
+	if err := checkGather(fn, "k", k, kScales, off, cols, d); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	dv := 0
+	if d > 0 {
+		dv = qkRowsQ8DotGatherAsm(s, ldS, q, k, kScales, off, prefetchOffsets(off, cols, ahead), cols, scale)
+	}
+	if dv < d || d == 0 {
+		for j, e := range off[:cols] {
+			qkRowsQ8DotGeneric(s[j:], ldS, q, k[e:], rowScales(kScales, e), 0, 1, dv, scale)
+		}
+	}
+	return nil
+}
+
 // qkRowsQ8DotGeneric is QKRowsQ8Dot over components [c0, q.d), c0 a
 // multiple of Q8Block: with c0 = 0 it writes the scores, otherwise it adds
 // scale times the dot products over those components to scores that hold

@@ -65,3 +65,24 @@ func qkRowsQ8DotAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float3
 	}
 	return dv
 }
+
+// qkRowsQ8DotGatherAsm is qkRowsQ8DotAsm for QKRowsQ8DotGather: key j's
+// row at element off[j] of k, the row at pfo[j] prefetched.
+func qkRowsQ8DotGatherAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, off, pfo []int, cols int, scale float32) int {
+	dv := q.d &^ 63
+	if !int8Dot() || dv == 0 {
+		return 0
+	}
+	kp, ks, op, po := unsafe.SliceData(k), unsafe.SliceData(kScales), &off[0], &pfo[0]
+	mr, kern := 2, qkRowsQ8DotGatherAVX2
+	switch {
+	case hasVNNI && active == implAVX512:
+		mr, kern = 4, qkRowsQ8DotGatherAVX512
+	case hasAVXVNNI:
+		kern = qkRowsQ8DotGatherAVXVNNI
+	}
+	for i0 := 0; i0 < q.rows; i0 += mr {
+		kern(&s[i0*ldS], ldS, &q.prep[i0*q.prepLd], q.prepLd, kp, op, po, ks, min(mr, q.rows-i0), cols, dv, scale)
+	}
+	return dv
+}

@@ -16,3 +16,8 @@ func int8DotName() string { return "generic" }
 func qkRowsQ8DotAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32, ahead int) int {
 	return 0
 }
+
+// qkRowsQ8DotGatherAsm leaves everything to the Go loop.
+func qkRowsQ8DotGatherAsm(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, off, pfo []int, cols int, scale float32) int {
+	return 0
+}

@@ -185,3 +185,87 @@ func TestQKRowsQ8DotNoAllocations(t *testing.T) {
 		require.Zero(t, n)
 	})
 }
+
+// TestQKRowsQ8DotGather checks the gathering form of every QKRowsQ8Dot
+// kernel: each score has the bits of QKRowsQ8Dot on the same key row where
+// it lies, for keys scattered over a pool in blocks of 1, 3 and 16, with
+// prefetch targets or without; keys and the query are not modified.
+func TestQKRowsQ8DotGather(t *testing.T) {
+	testDotKernels(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(45, 46))
+		for _, rows := range []int{1, 2, 3, 4, 5, 9} {
+			for _, cols := range []int{1, 3, 4, 5, 17, 65} {
+				for _, d := range []int{1, 31, 33, 64, 65, 128, 129, 192} {
+					for _, bs := range []int{1, 3, 16} {
+						ld := (d+Q8Block-1)/Q8Block*Q8Block + Q8Block
+						const poolRows = 40
+						q, _ := q8DotQuery(t, rng, rows, d, d+1)
+						k, ks := q8DotKeys(rng, poolRows, ld, d)
+						k0 := append([]int8(nil), k...)
+						off := gatherOffsets(rng, poolRows, ld, cols+8, bs)
+						ldS := cols + 3
+						sBuf, s := guarded((rows-1)*ldS + cols)
+						require.NoError(t, QKRowsQ8DotGather(s, ldS, q, k, ks, off, cols, 0.7, 8))
+						checkGuards(t, sBuf, "QKRowsQ8DotGather")
+						checkOutside(t, sBuf, ldS, rows, cols, "QKRowsQ8DotGather")
+						require.Equal(t, k0, k, "QKRowsQ8DotGather modified k")
+						one := make([]float32, rows)
+						for j, e := range off[:cols] {
+							require.NoError(t, QKRowsQ8Dot(one, 1, q, k[e:], ks[e/Q8Block:], ld, 1, 0.7))
+							for i := range rows {
+								if math.Float32bits(s[i*ldS+j]) != math.Float32bits(one[i]) {
+									t.Fatalf("rows %d cols %d d %d bs %d: s[%d][%d] = %v, QKRowsQ8Dot where the key lies gives %v", rows, cols, d, bs, i, j, s[i*ldS+j], one[i])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestQKRowsQ8DotGatherErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(47, 48))
+	q, _ := q8DotQuery(t, rng, 2, 64, 64)
+	k, ks := q8DotKeys(rng, 4, 64, 64)
+	s := make([]float32, 64)
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{QKRowsQ8DotGather(s, 8, nil, k, ks, []int{0}, 1, 1, 0), "nil query"},
+		{QKRowsQ8DotGather(s, 8, q, k, ks, []int{0}, 2, 1, 0), "off has 1 offsets; want >= 2"},
+		{QKRowsQ8DotGather(s, 8, q, k, ks, []int{0, 200}, 2, 1, 0), "off[1] is 200; want 0 to len(k)-d = 192"},
+		{QKRowsQ8DotGather(s, 8, q, k, ks, []int{0, 16}, 2, 1, 0), "off[1] is 16; want a multiple of 32"},
+		{QKRowsQ8DotGather(s, 8, q, k, ks[:3], []int{0, 128}, 2, 1, 0), "k has 3 scales; want >= 6"},
+		{QKRowsQ8DotGather(s, 1, q, k, ks, []int{0, 64}, 2, 1, 0), "leading dimension of s is 1; want >= 2"},
+	} {
+		require.Error(t, c.err)
+		require.Contains(t, c.err.Error(), c.want)
+	}
+	for _, x := range s {
+		require.Zero(t, x)
+	}
+	// A head dimension of 0: every score is 0, whatever the offsets (up to
+	// the end of k) and however few scales there are.
+	var q0 Q8Query
+	require.NoError(t, q0.Set(nil, 0, 2, 0))
+	require.NoError(t, QKRowsQ8DotGather(s, 8, &q0, k, nil, []int{len(k), 0, 64}, 3, 1, 0))
+}
+
+func TestQKRowsQ8DotGatherNoAllocations(t *testing.T) {
+	testDotKernels(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(49, 50))
+		q, _ := q8DotQuery(t, rng, 4, 128, 128)
+		k, ks := q8DotKeys(rng, 64, 128, 128)
+		off := gatherOffsets(rng, 64, 128, 80, 16)
+		s := make([]float32, 4*64)
+		n := testing.AllocsPerRun(20, func() {
+			if err := QKRowsQ8DotGather(s, 64, q, k, ks, off, 64, 0.1, 16); err != nil {
+				panic(err)
+			}
+		})
+		require.Zero(t, n)
+	})
+}

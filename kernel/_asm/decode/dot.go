@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
@@ -44,12 +45,12 @@ func vpdpbusd(src Op, u, acc VecVirtual) {
 // accumulators of four keys are reduced together as QKRows does. The
 // query's bytes, corrections and scales lie together, a chunk after the
 // other, so that one pointer walks them.
-func genQKDot() {
+func genQKDot(gather bool) {
 	x := avx512
-	name := "qkRowsQ8DotAVX512"
-	TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)")
-	Pragma("noescape")
-	Doc(
+	base := "qkRowsQ8DotAVX512"
+	name := dotName(base, gather)
+	dotText(name, gather)
+	dotDoc(gather, name, base,
 		name+" is the AVX512-VNNI kernel of QKRowsQ8Dot: the scaled dot products",
 		fmt.Sprintf("of rows (1..%d) prepared int8 query rows with cols Q8 key rows over their", x.mr),
 		"first dv components (dv a multiple of 64; ldK in elements, a multiple",
@@ -97,7 +98,7 @@ func genQKDot() {
 	KMOVW(t, kmask)
 	VMOVDQA32_Z(idx, kmask, idx) // 0 in dwords 0..7, 1 in 8..15
 
-	genDotRows(x, name, zs, func(d *dotChunk) {
+	dotRows(gather)(x, name, zs, func(d *dotChunk) {
 		// The chunk's key vectors (flipped) and scales, then row by row
 		// its query bytes, corrections and scales against each.
 		kx := make([]VecVirtual, d.nk)
@@ -136,12 +137,12 @@ func genQKDot() {
 // block scales (the prepared rows' expanded scales) and the FMA with the
 // key's are as in the VNNI kernel: six instructions per row, key and 32
 // components, against ten for the dequantising QKRows at this level.
-func genQKDotAVX2() {
+func genQKDotAVX2(gather bool) {
 	x := avx2
-	name := "qkRowsQ8DotAVX2"
-	TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)")
-	Pragma("noescape")
-	Doc(
+	base := "qkRowsQ8DotAVX2"
+	name := dotName(base, gather)
+	dotText(name, gather)
+	dotDoc(gather, name, base,
 		name+" is the AVX2 kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for",
 		fmt.Sprintf("rows 1..%d, from the same prepared query rows (whose correction dwords it", x.mr),
 		"does not read: it multiplies |k| by the query bytes signed as k, with",
@@ -156,7 +157,7 @@ func genQKDotAVX2() {
 	MOVD(t, ones.AsX())
 	VPBROADCASTD(ones.AsX(), ones)
 
-	genDotRows(x, name, zs, func(d *dotChunk) {
+	dotRows(gather)(x, name, zs, func(d *dotChunk) {
 		for hh := range 2 { // the chunk's two blocks
 			for u := range d.nk {
 				kx := x.Vec()
@@ -188,12 +189,12 @@ func genQKDotAVX2() {
 // the lane sums in Y12, the flipped key bytes in Y13, the query bytes in
 // Y14, declared to avo as the instruction's inputs and output so that it
 // keeps its own registers off them.
-func genQKDotAVXVNNI() {
+func genQKDotAVXVNNI(gather bool) {
 	x := avx2
-	name := "qkRowsQ8DotAVXVNNI"
-	TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)")
-	Pragma("noescape")
-	Doc(
+	base := "qkRowsQ8DotAVXVNNI"
+	name := dotName(base, gather)
+	dotText(name, gather)
+	dotDoc(gather, name, base,
 		name+" is the AVX-VNNI kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for",
 		fmt.Sprintf("rows 1..%d, on 256-bit vectors with the VEX form of VPDPBUSD, from the", x.mr),
 		"same prepared query rows (their bytes, correction dwords and scales).",
@@ -208,7 +209,7 @@ func genQKDotAVXVNNI() {
 	VPBROADCASTD(flip.AsX(), flip)
 
 	sum, kb, qb := Y12, Y13, Y14
-	genDotRows(x, name, zs, func(d *dotChunk) {
+	dotRows(gather)(x, name, zs, func(d *dotChunk) {
 		for hh := range 2 { // the chunk's two 32-byte halves
 			for u := range d.nk {
 				VPXOR(d.key(u, 32*hh), flip, kb) // k + 128, unsigned
@@ -244,6 +245,51 @@ func vpdpbusdVEX(dst, u, s VecPhysical) {
 	}
 }
 
+// dotName is the name of a QKRowsQ8Dot kernel, or of its gathering form.
+func dotName(base string, gather bool) string {
+	if gather {
+		return strings.Replace(base, "Q8Dot", "Q8DotGather", 1)
+	}
+	return base
+}
+
+// dotText starts a QKRowsQ8Dot kernel: key rows ldK apart, prefetched
+// ahead bytes on, or (gather) key j's row at element off[j] of k,
+// prefetching the row at pfo[j].
+func dotText(name string, gather bool) {
+	if gather {
+		TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, off, pfo *int, ks *float32, rows, cols, dv int, scale float32)")
+	} else {
+		TEXT(name, NOSPLIT, "func(s *float32, ldS int, qp *byte, ldQP int, k *int8, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)")
+	}
+	Pragma("noescape")
+}
+
+// dotDoc writes a QKRowsQ8Dot kernel's doc comment: lines, or for the
+// gathering form a pointer to base's.
+func dotDoc(gather bool, name, base string, lines ...string) {
+	if !gather {
+		Doc(lines...)
+		return
+	}
+	Doc(
+		name+" is "+base+" over key rows that lie anywhere in k: key j's",
+		"row starts at element off[j] (a multiple of 32), its scales at",
+		"ks[off[j]/32]. While it reads key j it prefetches the row at pfo[j] into",
+		"the L2 cache (its scales into the L1); pfo changes the speed, never the",
+		"result. Each score has the bits "+base+" gives the same row.",
+	)
+}
+
+// dotRows returns the loops around a QKRowsQ8Dot kernel's chunk body: keys
+// ldK apart (genDotRows) or at offsets (genDotRowsGather).
+func dotRows(gather bool) func(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk)) {
+	if gather {
+		return genDotRowsGather
+	}
+	return genDotRows
+}
+
 // dotChunk is what a QKRowsQ8Dot kernel's chunk body sees: the register
 // block (rb query rows, nk keys) and its accumulators, and the addresses of
 // the current 64-component chunk.
@@ -253,16 +299,32 @@ type dotChunk struct {
 	qp, ldQ, ldQ3    Register // prepared query rows, ldQ bytes apart
 	kc, ldKb, ldKb3  Register // key bytes, ldK apart
 	ksc, ldKs, ldKs3 Register // their scales, ldK/8 bytes apart
+
+	// The gathering form: key u's row at kg[u] and its scales at ks[u],
+	// the chunk at byte 8·c of the row and byte c of its scales.
+	gather bool
+	kg, ks []Register
+	c      Register
 }
 
 // query is row r of the prepared query rows at byte disp of the chunk.
 func (d *dotChunk) query(r, disp int) Mem { return rowAddr(d.qp, d.ldQ, d.ldQ3, r, disp) }
 
 // key is key u's bytes at byte disp of the chunk.
-func (d *dotChunk) key(u, disp int) Mem { return rowAddr(d.kc, d.ldKb, d.ldKb3, u, disp) }
+func (d *dotChunk) key(u, disp int) Mem {
+	if d.gather {
+		return Mem{Base: d.kg[u], Index: d.c, Scale: 8, Disp: disp}
+	}
+	return rowAddr(d.kc, d.ldKb, d.ldKb3, u, disp)
+}
 
 // keyScale is key u's block scale at byte disp of the chunk's scales.
-func (d *dotChunk) keyScale(u, disp int) Mem { return rowAddr(d.ksc, d.ldKs, d.ldKs3, u, disp) }
+func (d *dotChunk) keyScale(u, disp int) Mem {
+	if d.gather {
+		return Mem{Base: d.ks[u], Index: d.c, Scale: 1, Disp: disp}
+	}
+	return rowAddr(d.ksc, d.ldKs, d.ldKs3, u, disp)
+}
 
 // genDotRows emits the loops that the QKRowsQ8Dot kernels share around
 // their chunk body: dispatch on the rows, groups of four keys and then
@@ -346,6 +408,105 @@ func genDotRows(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk)) {
 			ADDQ(ldK, ksc)
 			ADDQ(U8(4*nk), sp)
 			SUBQ(U8(nk), jleft)
+			JMP(LabelRef(loop))
+			Label(done)
+		}
+		asmkit.Ret()
+	}
+}
+
+// genDotRowsGather is genDotRows for the gathering kernels: key j's row at
+// element off[j] of k (its scales at byte off[j]/8 of ks), groups of four
+// keys and then single keys, each group's target rows (at pfo[j])
+// prefetched whole before its chunks, as genQKGather does.
+func genDotRowsGather(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk)) {
+	jl := AllocLocal(8)  // the next key
+	cnt := AllocLocal(8) // chunks left in the row
+	dispatchRows(x, name)
+	for rb := x.mr; rb >= 1; rb-- {
+		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
+		Label(fmt.Sprintf("%s_r%d", name, rb))
+		MOVQ(U32(0), jl)
+		for _, nk := range []int{4, 1} {
+			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
+			Label(loop)
+			j := GP64()
+			MOVQ(jl, j)
+			end := GP64()
+			LEAQ(Mem{Base: j, Disp: nk}, end)
+			CMPQ(end, asmkit.ParamAddr("cols"))
+			JG(LabelRef(done))
+
+			// Prefetch the group's target rows (dv bytes each) into the
+			// L2 and their scales into the L1.
+			po := Load(Param("pfo"), GP64())
+			dvb := Load(Param("dv"), GP64())
+			tp := make([]Register, nk)
+			for u := range tp {
+				tp[u] = GP64()
+				MOVQ(Mem{Base: po, Index: j, Scale: 8, Disp: 8 * u}, tp[u])
+				ts := GP64()
+				MOVQ(tp[u], ts)
+				SHRQ(U8(3), ts)
+				ADDQ(asmkit.ParamAddr("ks"), ts)
+				PREFETCHT0(Mem{Base: ts})
+				ADDQ(asmkit.ParamAddr("k"), tp[u])
+			}
+			b := GP64()
+			XORQ(b, b)
+			Label(lbl(fmt.Sprintf("k%d_pf", nk)))
+			for u := range tp {
+				PREFETCHT2(Mem{Base: tp[u], Index: b, Scale: 1})
+			}
+			ADDQ(U8(64), b)
+			CMPQ(b, dvb)
+			JL(LabelRef(lbl(fmt.Sprintf("k%d_pf", nk))))
+
+			d := &dotChunk{rb: rb, nk: nk, gather: true, acc: make([][]VecVirtual, rb)}
+			op := Load(Param("off"), GP64())
+			d.kg, d.ks = make([]Register, nk), make([]Register, nk)
+			for u := range nk {
+				d.kg[u] = GP64()
+				MOVQ(Mem{Base: op, Index: j, Scale: 8, Disp: 8 * u}, d.kg[u])
+				d.ks[u] = GP64()
+				MOVQ(d.kg[u], d.ks[u])
+				SHRQ(U8(3), d.ks[u])
+				ADDQ(asmkit.ParamAddr("ks"), d.ks[u])
+				ADDQ(asmkit.ParamAddr("k"), d.kg[u])
+			}
+			for r := range d.acc {
+				d.acc[r] = make([]VecVirtual, nk)
+				for u := range d.acc[r] {
+					d.acc[r][u] = x.Vec()
+					VXORPS(d.acc[r][u], d.acc[r][u], d.acc[r][u])
+				}
+			}
+			d.qp = Load(Param("qp"), GP64())
+			d.ldQ = Load(Param("ldQP"), GP64())
+			if x.mr > 2 {
+				d.ldQ3 = GP64()
+				LEAQ(Mem{Base: d.ldQ, Index: d.ldQ, Scale: 2}, d.ldQ3)
+			}
+			n := Load(Param("dv"), GP64())
+			SHRQ(U8(6), n)
+			MOVQ(n, cnt)
+			d.c = GP64()
+			XORQ(d.c, d.c)
+			inner := lbl(fmt.Sprintf("k%d_inner", nk))
+			Label(inner)
+			chunk(d)
+			ADDQ(U32(192), d.qp)
+			ADDQ(U8(8), d.c)
+			DECQ(cnt)
+			JNZ(LabelRef(inner))
+
+			sp := Load(Param("s"), GP64())
+			jn := GP64()
+			MOVQ(jl, jn)
+			LEAQ(Mem{Base: sp, Index: jn, Scale: 4}, sp)
+			storeScores(x, d.acc, sp, zs)
+			ADDQ(U8(nk), jn)
+			MOVQ(jn, jl)
 			JMP(LabelRef(loop))
 			Label(done)
 		}

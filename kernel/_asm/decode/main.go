@@ -573,8 +573,10 @@ func main() {
 			genPVGather(x, t)
 		}
 	}
-	genQKDot()
-	genQKDotAVX2()
-	genQKDotAVXVNNI()
+	for _, gather := range []bool{false, true} {
+		genQKDot(gather)
+		genQKDotAVX2(gather)
+		genQKDotAVXVNNI(gather)
+	}
 	Generate()
 }
