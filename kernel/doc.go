@@ -24,7 +24,8 @@
 // that a runtime may reuse outside attention: the tile products QKT and PV
 // (and MatMul, the general float32 matrix product that the model package
 // uses for its projections), the row kernels QKRows and PVRows (with
-// their gathering forms, and QKRowsQ8Dot with Q8Query and QuantizeQ8), the softmax
+// their gathering forms, and QKRowsQ8Dot and QKRowsQ8DotGather with
+// Q8Query and QuantizeQ8), the softmax
 // pieces (OnlineSoftmax, ExpSum, Max, Scale, ScaleRows, SoftCap, with
 // their scalar Exp and Tanh), the packs, and the bfloat16 products with
 // their packs and softmax. Current reports what the selected implementation
