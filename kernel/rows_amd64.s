@@ -12021,34 +12021,29 @@ qkRowsGatherQ8AVX512_r4_k4:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
-	SARQ       $0x03, DI
+	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	SHLQ       $0x00, SI
 	ADDQ       CX, SI
 	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
-	SARQ       $0x03, R8
+	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	SHLQ       $0x00, DI
 	ADDQ       CX, DI
 	MOVQ       16(DX)(AX*8), R8
 	MOVQ       R8, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, R8
 	ADDQ       CX, R8
 	MOVQ       24(DX)(AX*8), DX
 	MOVQ       DX, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -12065,25 +12060,21 @@ qkRowsGatherQ8AVX512_r4_k4_pf:
 	MOVQ       DX, BX
 	SHRQ       $0x03, BX
 	ADDQ       ks+56(FP), BX
-	SHLQ       $0x00, DX
 	ADDQ       k+32(FP), DX
 	MOVQ       8(CX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
-	SHLQ       $0x00, SI
 	ADDQ       k+32(FP), SI
 	MOVQ       16(CX)(AX*8), R8
 	MOVQ       R8, R9
 	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
-	SHLQ       $0x00, R8
 	ADDQ       k+32(FP), R8
 	MOVQ       24(CX)(AX*8), AX
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	VXORPS     Z2, Z2, Z2
@@ -12259,13 +12250,11 @@ qkRowsGatherQ8AVX512_r4_k1:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), DX
 	MOVQ       DX, SI
-	SARQ       $0x03, SI
+	SHRQ       $0x03, SI
 	ADDQ       ks+56(FP), SI
 	PREFETCHT0 (SI)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -12279,7 +12268,6 @@ qkRowsGatherQ8AVX512_r4_k1_pf:
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	VXORPS     Z2, Z2, Z2
@@ -12387,34 +12375,29 @@ qkRowsGatherQ8AVX512_r3_k4:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
-	SARQ       $0x03, DI
+	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	SHLQ       $0x00, SI
 	ADDQ       CX, SI
 	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
-	SARQ       $0x03, R8
+	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	SHLQ       $0x00, DI
 	ADDQ       CX, DI
 	MOVQ       16(DX)(AX*8), R8
 	MOVQ       R8, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, R8
 	ADDQ       CX, R8
 	MOVQ       24(DX)(AX*8), DX
 	MOVQ       DX, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -12431,25 +12414,21 @@ qkRowsGatherQ8AVX512_r3_k4_pf:
 	MOVQ       DX, BX
 	SHRQ       $0x03, BX
 	ADDQ       ks+56(FP), BX
-	SHLQ       $0x00, DX
 	ADDQ       k+32(FP), DX
 	MOVQ       8(CX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
-	SHLQ       $0x00, SI
 	ADDQ       k+32(FP), SI
 	MOVQ       16(CX)(AX*8), R8
 	MOVQ       R8, R9
 	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
-	SHLQ       $0x00, R8
 	ADDQ       k+32(FP), R8
 	MOVQ       24(CX)(AX*8), AX
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	VXORPS     Z2, Z2, Z2
@@ -12595,13 +12574,11 @@ qkRowsGatherQ8AVX512_r3_k1:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), DX
 	MOVQ       DX, SI
-	SARQ       $0x03, SI
+	SHRQ       $0x03, SI
 	ADDQ       ks+56(FP), SI
 	PREFETCHT0 (SI)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -12615,7 +12592,6 @@ qkRowsGatherQ8AVX512_r3_k1_pf:
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	VXORPS     Z2, Z2, Z2
@@ -12707,34 +12683,29 @@ qkRowsGatherQ8AVX512_r2_k4:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
-	SARQ       $0x03, DI
+	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	SHLQ       $0x00, SI
 	ADDQ       CX, SI
 	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
-	SARQ       $0x03, R8
+	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	SHLQ       $0x00, DI
 	ADDQ       CX, DI
 	MOVQ       16(DX)(AX*8), R8
 	MOVQ       R8, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, R8
 	ADDQ       CX, R8
 	MOVQ       24(DX)(AX*8), DX
 	MOVQ       DX, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -12751,25 +12722,21 @@ qkRowsGatherQ8AVX512_r2_k4_pf:
 	MOVQ       DX, BX
 	SHRQ       $0x03, BX
 	ADDQ       ks+56(FP), BX
-	SHLQ       $0x00, DX
 	ADDQ       k+32(FP), DX
 	MOVQ       8(CX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
-	SHLQ       $0x00, SI
 	ADDQ       k+32(FP), SI
 	MOVQ       16(CX)(AX*8), R8
 	MOVQ       R8, R9
 	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
-	SHLQ       $0x00, R8
 	ADDQ       k+32(FP), R8
 	MOVQ       24(CX)(AX*8), AX
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	VXORPS     Z2, Z2, Z2
@@ -12885,13 +12852,11 @@ qkRowsGatherQ8AVX512_r2_k1:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), DX
 	MOVQ       DX, SI
-	SARQ       $0x03, SI
+	SHRQ       $0x03, SI
 	ADDQ       ks+56(FP), SI
 	PREFETCHT0 (SI)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -12905,7 +12870,6 @@ qkRowsGatherQ8AVX512_r2_k1_pf:
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	VXORPS     Z2, Z2, Z2
@@ -12981,34 +12945,29 @@ qkRowsGatherQ8AVX512_r1_k4:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
-	SARQ       $0x03, DI
+	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	SHLQ       $0x00, SI
 	ADDQ       CX, SI
 	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
-	SARQ       $0x03, R8
+	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	SHLQ       $0x00, DI
 	ADDQ       CX, DI
 	MOVQ       16(DX)(AX*8), R8
 	MOVQ       R8, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, R8
 	ADDQ       CX, R8
 	MOVQ       24(DX)(AX*8), DX
 	MOVQ       DX, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -13025,25 +12984,21 @@ qkRowsGatherQ8AVX512_r1_k4_pf:
 	MOVQ       DX, BX
 	SHRQ       $0x03, BX
 	ADDQ       ks+56(FP), BX
-	SHLQ       $0x00, DX
 	ADDQ       k+32(FP), DX
 	MOVQ       8(CX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
-	SHLQ       $0x00, SI
 	ADDQ       k+32(FP), SI
 	MOVQ       16(CX)(AX*8), R8
 	MOVQ       R8, R9
 	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
-	SHLQ       $0x00, R8
 	ADDQ       k+32(FP), R8
 	MOVQ       24(CX)(AX*8), AX
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	VXORPS     Z2, Z2, Z2
@@ -13129,13 +13084,11 @@ qkRowsGatherQ8AVX512_r1_k1:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), DX
 	MOVQ       DX, SI
-	SARQ       $0x03, SI
+	SHRQ       $0x03, SI
 	ADDQ       ks+56(FP), SI
 	PREFETCHT0 (SI)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -13149,7 +13102,6 @@ qkRowsGatherQ8AVX512_r1_k1_pf:
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Z1, Z1, Z1
 	MOVQ       q+16(FP), DX
@@ -19402,34 +19354,29 @@ qkRowsGatherQ8AVX2_r2_k4:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
-	SARQ       $0x03, DI
+	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	SHLQ       $0x00, SI
 	ADDQ       CX, SI
 	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
-	SARQ       $0x03, R8
+	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	SHLQ       $0x00, DI
 	ADDQ       CX, DI
 	MOVQ       16(DX)(AX*8), R8
 	MOVQ       R8, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, R8
 	ADDQ       CX, R8
 	MOVQ       24(DX)(AX*8), DX
 	MOVQ       DX, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -19446,25 +19393,21 @@ qkRowsGatherQ8AVX2_r2_k4_pf:
 	MOVQ       DX, BX
 	SHRQ       $0x03, BX
 	ADDQ       ks+56(FP), BX
-	SHLQ       $0x00, DX
 	ADDQ       k+32(FP), DX
 	MOVQ       8(CX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
-	SHLQ       $0x00, SI
 	ADDQ       k+32(FP), SI
 	MOVQ       16(CX)(AX*8), R8
 	MOVQ       R8, R9
 	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
-	SHLQ       $0x00, R8
 	ADDQ       k+32(FP), R8
 	MOVQ       24(CX)(AX*8), AX
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Y1, Y1, Y1
 	VXORPS     Y2, Y2, Y2
@@ -19636,13 +19579,11 @@ qkRowsGatherQ8AVX2_r2_k1:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), DX
 	MOVQ       DX, SI
-	SARQ       $0x03, SI
+	SHRQ       $0x03, SI
 	ADDQ       ks+56(FP), SI
 	PREFETCHT0 (SI)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -19656,7 +19597,6 @@ qkRowsGatherQ8AVX2_r2_k1_pf:
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Y1, Y1, Y1
 	VXORPS     Y2, Y2, Y2
@@ -19746,34 +19686,29 @@ qkRowsGatherQ8AVX2_r1_k4:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
-	SARQ       $0x03, DI
+	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	SHLQ       $0x00, SI
 	ADDQ       CX, SI
 	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
-	SARQ       $0x03, R8
+	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	SHLQ       $0x00, DI
 	ADDQ       CX, DI
 	MOVQ       16(DX)(AX*8), R8
 	MOVQ       R8, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, R8
 	ADDQ       CX, R8
 	MOVQ       24(DX)(AX*8), DX
 	MOVQ       DX, R9
-	SARQ       $0x03, R9
+	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
 	PREFETCHT0 (R9)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -19790,25 +19725,21 @@ qkRowsGatherQ8AVX2_r1_k4_pf:
 	MOVQ       DX, BX
 	SHRQ       $0x03, BX
 	ADDQ       ks+56(FP), BX
-	SHLQ       $0x00, DX
 	ADDQ       k+32(FP), DX
 	MOVQ       8(CX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
-	SHLQ       $0x00, SI
 	ADDQ       k+32(FP), SI
 	MOVQ       16(CX)(AX*8), R8
 	MOVQ       R8, R9
 	SHRQ       $0x03, R9
 	ADDQ       ks+56(FP), R9
-	SHLQ       $0x00, R8
 	ADDQ       k+32(FP), R8
 	MOVQ       24(CX)(AX*8), AX
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Y1, Y1, Y1
 	VXORPS     Y2, Y2, Y2
@@ -19942,13 +19873,11 @@ qkRowsGatherQ8AVX2_r1_k1:
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
 	MOVQ       dv+80(FP), BX
-	SHLQ       $0x00, BX
 	MOVQ       (DX)(AX*8), DX
 	MOVQ       DX, SI
-	SARQ       $0x03, SI
+	SHRQ       $0x03, SI
 	ADDQ       ks+56(FP), SI
 	PREFETCHT0 (SI)
-	SHLQ       $0x00, DX
 	ADDQ       CX, DX
 	XORQ       CX, CX
 
@@ -19962,7 +19891,6 @@ qkRowsGatherQ8AVX2_r1_k1_pf:
 	MOVQ       AX, CX
 	SHRQ       $0x03, CX
 	ADDQ       ks+56(FP), CX
-	SHLQ       $0x00, AX
 	ADDQ       k+32(FP), AX
 	VXORPS     Y1, Y1, Y1
 	MOVQ       q+16(FP), DX
@@ -22926,41 +22854,42 @@ qkRowsQ8DotGatherAVX512_r4_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r4_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r4_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r4_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -23194,20 +23123,21 @@ qkRowsQ8DotGatherAVX512_r4_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r4_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r4_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r4_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
@@ -23331,41 +23261,42 @@ qkRowsQ8DotGatherAVX512_r3_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r3_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r3_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r3_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -23556,20 +23487,21 @@ qkRowsQ8DotGatherAVX512_r3_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r3_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r3_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r3_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
@@ -23673,41 +23605,42 @@ qkRowsQ8DotGatherAVX512_r2_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r2_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r2_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r2_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -23855,20 +23788,21 @@ qkRowsQ8DotGatherAVX512_r2_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r2_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r2_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r2_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
@@ -23952,41 +23886,42 @@ qkRowsQ8DotGatherAVX512_r1_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r1_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r1_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r1_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -24091,20 +24026,21 @@ qkRowsQ8DotGatherAVX512_r1_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX512_r1_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX512_r1_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX512_r1_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
@@ -24184,41 +24120,42 @@ qkRowsQ8DotGatherAVX2_r2_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX2_r2_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX2_r2_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX2_r2_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -24439,20 +24376,21 @@ qkRowsQ8DotGatherAVX2_r2_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX2_r2_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX2_r2_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX2_r2_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
@@ -24546,41 +24484,42 @@ qkRowsQ8DotGatherAVX2_r1_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX2_r1_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX2_r1_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX2_r1_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -24727,20 +24666,21 @@ qkRowsQ8DotGatherAVX2_r1_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVX2_r1_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVX2_r1_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVX2_r1_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
@@ -24826,41 +24766,42 @@ qkRowsQ8DotGatherAVXVNNI_r2_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVXVNNI_r2_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVXVNNI_r2_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVXVNNI_r2_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -25153,20 +25094,21 @@ qkRowsQ8DotGatherAVXVNNI_r2_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVXVNNI_r2_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVXVNNI_r2_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVXVNNI_r2_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
@@ -25278,41 +25220,42 @@ qkRowsQ8DotGatherAVXVNNI_r1_k4:
 	LEAQ       4(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVXVNNI_r1_k4_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), BX
-	MOVQ       BX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
-	ADDQ       k+32(FP), BX
-	MOVQ       8(CX)(AX*8), SI
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), SI
 	MOVQ       SI, DI
 	SHRQ       $0x03, DI
 	ADDQ       ks+56(FP), DI
 	PREFETCHT0 (DI)
-	ADDQ       k+32(FP), SI
-	MOVQ       16(CX)(AX*8), DI
+	ADDQ       CX, SI
+	MOVQ       8(DX)(AX*8), DI
 	MOVQ       DI, R8
 	SHRQ       $0x03, R8
 	ADDQ       ks+56(FP), R8
 	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), DI
-	MOVQ       24(CX)(AX*8), CX
-	MOVQ       CX, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       k+32(FP), CX
-	XORQ       R8, R8
+	ADDQ       CX, DI
+	MOVQ       16(DX)(AX*8), R8
+	MOVQ       R8, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, R8
+	MOVQ       24(DX)(AX*8), DX
+	MOVQ       DX, R9
+	SHRQ       $0x03, R9
+	ADDQ       ks+56(FP), R9
+	PREFETCHT0 (R9)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVXVNNI_r1_k4_pf:
-	PREFETCHT2 (BX)(R8*1)
-	PREFETCHT2 (SI)(R8*1)
-	PREFETCHT2 (DI)(R8*1)
-	PREFETCHT2 (CX)(R8*1)
-	ADDQ       $0x40, R8
-	CMPQ       R8, DX
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVXVNNI_r1_k4_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
@@ -25491,20 +25434,21 @@ qkRowsQ8DotGatherAVXVNNI_r1_k1:
 	LEAQ       1(AX), CX
 	CMPQ       CX, cols+72(FP)
 	JG         qkRowsQ8DotGatherAVXVNNI_r1_k1_done
-	MOVQ       pfo+48(FP), CX
-	MOVQ       dv+80(FP), DX
-	MOVQ       (CX)(AX*8), CX
-	MOVQ       CX, BX
-	SHRQ       $0x03, BX
-	ADDQ       ks+56(FP), BX
-	PREFETCHT0 (BX)
-	ADDQ       k+32(FP), CX
-	XORQ       BX, BX
+	MOVQ       k+32(FP), CX
+	MOVQ       pfo+48(FP), DX
+	MOVQ       dv+80(FP), BX
+	MOVQ       (DX)(AX*8), DX
+	MOVQ       DX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, DX
+	XORQ       CX, CX
 
 qkRowsQ8DotGatherAVXVNNI_r1_k1_pf:
-	PREFETCHT2 (CX)(BX*1)
-	ADDQ       $0x40, BX
-	CMPQ       BX, DX
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
 	JL         qkRowsQ8DotGatherAVXVNNI_r1_k1_pf
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX

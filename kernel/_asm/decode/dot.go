@@ -345,14 +345,7 @@ func genDotRows(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk)) {
 			Label(loop)
 			CMPQ(jleft, U8(nk))
 			JL(LabelRef(done))
-			d := &dotChunk{rb: rb, nk: nk, kc: kc, ksc: ksc, acc: make([][]VecVirtual, rb)}
-			for r := range d.acc {
-				d.acc[r] = make([]VecVirtual, nk)
-				for u := range d.acc[r] {
-					d.acc[r][u] = x.Vec()
-					VXORPS(d.acc[r][u], d.acc[r][u], d.acc[r][u])
-				}
-			}
+			d := &dotChunk{rb: rb, nk: nk, kc: kc, ksc: ksc, acc: zeroAcc(x, rb, nk)}
 			// The prepared query rows, ldQP bytes apart: for every chunk of
 			// 64 components its 64 bytes, its 16 correction dwords and its
 			// 16 expanded scales.
@@ -429,58 +422,10 @@ func genDotRowsGather(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk
 		MOVQ(U32(0), jl)
 		for _, nk := range []int{4, 1} {
 			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
-			Label(loop)
-			j := GP64()
-			MOVQ(jl, j)
-			end := GP64()
-			LEAQ(Mem{Base: j, Disp: nk}, end)
-			CMPQ(end, asmkit.ParamAddr("cols"))
-			JG(LabelRef(done))
-
-			// Prefetch the group's target rows (dv bytes each) into the
-			// L2 and their scales into the L1.
-			po := Load(Param("pfo"), GP64())
-			dvb := Load(Param("dv"), GP64())
-			tp := make([]Register, nk)
-			for u := range tp {
-				tp[u] = GP64()
-				MOVQ(Mem{Base: po, Index: j, Scale: 8, Disp: 8 * u}, tp[u])
-				ts := GP64()
-				MOVQ(tp[u], ts)
-				SHRQ(U8(3), ts)
-				ADDQ(asmkit.ParamAddr("ks"), ts)
-				PREFETCHT0(Mem{Base: ts})
-				ADDQ(asmkit.ParamAddr("k"), tp[u])
-			}
-			b := GP64()
-			XORQ(b, b)
-			Label(lbl(fmt.Sprintf("k%d_pf", nk)))
-			for u := range tp {
-				PREFETCHT2(Mem{Base: tp[u], Index: b, Scale: 1})
-			}
-			ADDQ(U8(64), b)
-			CMPQ(b, dvb)
-			JL(LabelRef(lbl(fmt.Sprintf("k%d_pf", nk))))
-
-			d := &dotChunk{rb: rb, nk: nk, gather: true, acc: make([][]VecVirtual, rb)}
-			op := Load(Param("off"), GP64())
-			d.kg, d.ks = make([]Register, nk), make([]Register, nk)
-			for u := range nk {
-				d.kg[u] = GP64()
-				MOVQ(Mem{Base: op, Index: j, Scale: 8, Disp: 8 * u}, d.kg[u])
-				d.ks[u] = GP64()
-				MOVQ(d.kg[u], d.ks[u])
-				SHRQ(U8(3), d.ks[u])
-				ADDQ(asmkit.ParamAddr("ks"), d.ks[u])
-				ADDQ(asmkit.ParamAddr("k"), d.kg[u])
-			}
-			for r := range d.acc {
-				d.acc[r] = make([]VecVirtual, nk)
-				for u := range d.acc[r] {
-					d.acc[r][u] = x.Vec()
-					VXORPS(d.acc[r][u], d.acc[r][u], d.acc[r][u])
-				}
-			}
+			j := gatherGroup(q8, jl, nk, loop, done, lbl(fmt.Sprintf("k%d_pf", nk)))
+			d := &dotChunk{rb: rb, nk: nk, gather: true}
+			d.kg, d.ks = gatherRows(q8, j, nk)
+			d.acc = zeroAcc(x, rb, nk)
 			d.qp = Load(Param("qp"), GP64())
 			d.ldQ = Load(Param("ldQP"), GP64())
 			if x.mr > 2 {
@@ -500,14 +445,7 @@ func genDotRowsGather(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk
 			DECQ(cnt)
 			JNZ(LabelRef(inner))
 
-			sp := Load(Param("s"), GP64())
-			jn := GP64()
-			MOVQ(jl, jn)
-			LEAQ(Mem{Base: sp, Index: jn, Scale: 4}, sp)
-			storeScores(x, d.acc, sp, zs)
-			ADDQ(U8(nk), jn)
-			MOVQ(jn, jl)
-			JMP(LabelRef(loop))
+			gatherGroupEnd(x, d.acc, zs, jl, nk, loop)
 			Label(done)
 		}
 		asmkit.Ret()

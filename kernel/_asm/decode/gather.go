@@ -70,69 +70,9 @@ func genQKGather(x *isa, t elemType) {
 		MOVQ(U32(0), jl)
 		for _, nk := range []int{4, 1} {
 			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
-			Label(loop)
-			j := GP64()
-			MOVQ(jl, j)
-			end := GP64()
-			LEAQ(Mem{Base: j, Disp: nk}, end)
-			CMPQ(end, asmkit.ParamAddr("cols"))
-			JG(LabelRef(done))
-
-			// Prefetch the group's target rows, every cache line of their
-			// first dv components, into the L2 (and a Q8 row's scales
-			// into the L1).
-			kb := Load(Param("k"), GP64())
-			po := Load(Param("pfo"), GP64())
-			dvb := Load(Param("dv"), GP64())
-			SHLQ(U8(t.Shift()), dvb)
-			tp := make([]Register, nk)
-			for u := range tp {
-				tp[u] = GP64()
-				MOVQ(Mem{Base: po, Index: j, Scale: 8, Disp: 8 * u}, tp[u])
-				if t == q8 {
-					ts := GP64()
-					MOVQ(tp[u], ts)
-					SARQ(U8(3), ts)
-					ADDQ(asmkit.ParamAddr("ks"), ts)
-					PREFETCHT0(Mem{Base: ts})
-				}
-				SHLQ(U8(t.Shift()), tp[u])
-				ADDQ(kb, tp[u])
-			}
-			b := GP64()
-			XORQ(b, b)
-			Label(lbl(fmt.Sprintf("k%d_pf", nk)))
-			for u := range tp {
-				PREFETCHT2(Mem{Base: tp[u], Index: b, Scale: 1})
-			}
-			ADDQ(U8(64), b)
-			CMPQ(b, dvb)
-			JL(LabelRef(lbl(fmt.Sprintf("k%d_pf", nk))))
-
-			// The rows of the group (and, for Q8, their scales).
-			op := Load(Param("off"), GP64())
-			kc := make([]Register, nk)
-			ksc := make([]Register, nk)
-			for u := range kc {
-				kc[u] = GP64()
-				MOVQ(Mem{Base: op, Index: j, Scale: 8, Disp: 8 * u}, kc[u])
-				if t == q8 {
-					ksc[u] = GP64()
-					MOVQ(kc[u], ksc[u])
-					SHRQ(U8(3), ksc[u])
-					ADDQ(asmkit.ParamAddr("ks"), ksc[u])
-				}
-				SHLQ(U8(t.Shift()), kc[u])
-				ADDQ(asmkit.ParamAddr("k"), kc[u])
-			}
-			acc := make([][]VecVirtual, rb)
-			for r := range acc {
-				acc[r] = make([]VecVirtual, nk)
-				for u := range acc[r] {
-					acc[r][u] = x.Vec()
-					VXORPS(acc[r][u], acc[r][u], acc[r][u])
-				}
-			}
+			j := gatherGroup(t, jl, nk, loop, done, lbl(fmt.Sprintf("k%d_pf", nk)))
+			kc, ksc := gatherRows(t, j, nk)
+			acc := zeroAcc(x, rb, nk)
 			qc := Load(Param("q"), GP64())
 			ldQ, ldQ3 := floatStride("ldQ")
 			cnt := Load(Param("dv"), GP64())
@@ -144,28 +84,13 @@ func genQKGather(x *isa, t elemType) {
 			XORQ(c, c)
 			inner := lbl(fmt.Sprintf("k%d_inner", nk))
 			Label(inner)
-			for si := 0; si < sub; si++ {
-				kv := make([]VecVirtual, nk)
-				for u := range kv {
-					kv[u] = x.Vec()
-					disp := si * x.Lanes() * t.Size()
-					var m, sc Mem
-					if t == q8 {
-						m = Mem{Base: kc[u], Index: c, Scale: 8, Disp: disp}
-						sc = Mem{Base: ksc[u], Index: c, Scale: 1}
-					} else {
-						m = Mem{Base: kc[u], Index: c, Scale: 1, Disp: disp}
-					}
-					x.load(t, m, sc, kv[u])
+			qkStep(x, t, acc, sub, qc, ldQ, ldQ3, func(u, si int) (m, sc Mem) {
+				disp := si * x.Lanes() * t.Size()
+				if t == q8 {
+					return Mem{Base: kc[u], Index: c, Scale: 8, Disp: disp}, Mem{Base: ksc[u], Index: c, Scale: 1}
 				}
-				for r := 0; r < rb; r++ {
-					qv := x.Vec()
-					VMOVUPS(rowAddr(qc, ldQ, ldQ3, r, si*x.Lanes()*4), qv)
-					for u := range kv {
-						VFMADD231PS(qv, kv[u], acc[r][u])
-					}
-				}
-			}
+				return Mem{Base: kc[u], Index: c, Scale: 1, Disp: disp}, sc
+			})
 			ADDQ(U32(step*4), qc)
 			if t == q8 {
 				ADDQ(U8(4), c)
@@ -175,18 +100,94 @@ func genQKGather(x *isa, t elemType) {
 			DECQ(cnt)
 			JNZ(LabelRef(inner))
 
-			sp := Load(Param("s"), GP64())
-			jn := GP64()
-			MOVQ(jl, jn)
-			LEAQ(Mem{Base: sp, Index: jn, Scale: 4}, sp)
-			storeScores(x, acc, sp, zs)
-			ADDQ(U8(nk), jn)
-			MOVQ(jn, jl)
-			JMP(LabelRef(loop))
+			gatherGroupEnd(x, acc, zs, jl, nk, loop)
 			Label(done)
 		}
 		asmkit.Ret()
 	}
+}
+
+// gatherGroup emits the head of a gathering kernel's loop over groups of
+// nk keys, from the key held in the local jl: at loop, it leaves for done
+// unless nk keys are left, then prefetches the group's target rows (at
+// pfo[j..j+nk), the first dv components of t elements) whole into the L2
+// and, for Q8, their scales into the L1. It returns the register holding
+// j, the group's first key.
+func gatherGroup(t elemType, jl Mem, nk int, loop, done, pfLoop string) Register {
+	Label(loop)
+	j := GP64()
+	MOVQ(jl, j)
+	end := GP64()
+	LEAQ(Mem{Base: j, Disp: nk}, end)
+	CMPQ(end, asmkit.ParamAddr("cols"))
+	JG(LabelRef(done))
+	kb := Load(Param("k"), GP64())
+	po := Load(Param("pfo"), GP64())
+	dvb := Load(Param("dv"), GP64())
+	if t.Shift() > 0 {
+		SHLQ(U8(t.Shift()), dvb)
+	}
+	tp := make([]Register, nk)
+	for u := range tp {
+		tp[u] = GP64()
+		MOVQ(Mem{Base: po, Index: j, Scale: 8, Disp: 8 * u}, tp[u])
+		if t == q8 {
+			ts := GP64()
+			MOVQ(tp[u], ts)
+			SHRQ(U8(3), ts)
+			ADDQ(asmkit.ParamAddr("ks"), ts)
+			PREFETCHT0(Mem{Base: ts})
+		}
+		if t.Shift() > 0 {
+			SHLQ(U8(t.Shift()), tp[u])
+		}
+		ADDQ(kb, tp[u])
+	}
+	b := GP64()
+	XORQ(b, b)
+	Label(pfLoop)
+	for u := range tp {
+		PREFETCHT2(Mem{Base: tp[u], Index: b, Scale: 1})
+	}
+	ADDQ(U8(64), b)
+	CMPQ(b, dvb)
+	JL(LabelRef(pfLoop))
+	return j
+}
+
+// gatherRows returns the addresses of the rows of keys j..j+nk−1 (key u's
+// at element off[j+u] of k) and, for Q8, of their scales.
+func gatherRows(t elemType, j Register, nk int) (kc, ksc []Register) {
+	op := Load(Param("off"), GP64())
+	kc, ksc = make([]Register, nk), make([]Register, nk)
+	for u := range kc {
+		kc[u] = GP64()
+		MOVQ(Mem{Base: op, Index: j, Scale: 8, Disp: 8 * u}, kc[u])
+		if t == q8 {
+			ksc[u] = GP64()
+			MOVQ(kc[u], ksc[u])
+			SHRQ(U8(3), ksc[u])
+			ADDQ(asmkit.ParamAddr("ks"), ksc[u])
+		}
+		if t.Shift() > 0 {
+			SHLQ(U8(t.Shift()), kc[u])
+		}
+		ADDQ(asmkit.ParamAddr("k"), kc[u])
+	}
+	return kc, ksc
+}
+
+// gatherGroupEnd stores the group's scores (at s's column of the key in
+// jl), moves jl nk keys on and jumps back to loop.
+func gatherGroupEnd(x *isa, acc [][]VecVirtual, zs VecVirtual, jl Mem, nk int, loop string) {
+	sp := Load(Param("s"), GP64())
+	jn := GP64()
+	MOVQ(jl, jn)
+	LEAQ(Mem{Base: sp, Index: jn, Scale: 4}, sp)
+	storeScores(x, acc, sp, zs)
+	ADDQ(U8(nk), jn)
+	MOVQ(jn, jl)
+	JMP(LabelRef(loop))
 }
 
 // gatherRowsDoc is rowsDoc for the gathering kernels: the element

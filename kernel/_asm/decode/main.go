@@ -245,14 +245,7 @@ func genQK(x *isa, t elemType) {
 			Label(loop)
 			CMPQ(jleft, U8(nk))
 			JL(LabelRef(done))
-			acc := make([][]VecVirtual, rb)
-			for r := range acc {
-				acc[r] = make([]VecVirtual, nk)
-				for u := range acc[r] {
-					acc[r][u] = x.Vec()
-					VXORPS(acc[r][u], acc[r][u], acc[r][u])
-				}
-			}
+			acc := zeroAcc(x, rb, nk)
 			qc := Load(Param("q"), GP64())
 			ldQ, ldQ3 := floatStride("ldQ")
 			ldK := Load(Param("ldK"), GP64())
@@ -306,24 +299,12 @@ func genQK(x *isa, t elemType) {
 			for u := 0; u < nk; u++ {
 				PREFETCHT2(rowAddr(pf, ldKb, ldKb3, u, 0))
 			}
-			for si := 0; si < sub; si++ {
-				kv := make([]VecVirtual, nk)
-				for u := range kv {
-					kv[u] = x.Vec()
-					var sc Mem
-					if t == q8 {
-						sc = rowAddr(ksc, ldK, ldK3, u, 0)
-					}
-					x.load(t, rowAddr(kc, ldKb, ldKb3, u, si*x.Lanes()*t.Size()), sc, kv[u])
+			qkStep(x, t, acc, sub, qc, ldQ, ldQ3, func(u, si int) (m, sc Mem) {
+				if t == q8 {
+					sc = rowAddr(ksc, ldK, ldK3, u, 0)
 				}
-				for r := 0; r < rb; r++ {
-					qv := x.Vec()
-					VMOVUPS(rowAddr(qc, ldQ, ldQ3, r, si*x.Lanes()*4), qv)
-					for u := range kv {
-						VFMADD231PS(qv, kv[u], acc[r][u])
-					}
-				}
-			}
+				return rowAddr(kc, ldKb, ldKb3, u, si*x.Lanes()*t.Size()), sc
+			})
 			ADDQ(U32(step*4), qc)
 			ADDQ(U32(step*t.Size()), kc)
 			ADDQ(U32(step*t.Size()), pf)
@@ -355,6 +336,42 @@ func genQK(x *isa, t elemType) {
 			Label(done)
 		}
 		asmkit.Ret()
+	}
+}
+
+// zeroAcc returns rb × nk fresh accumulators, zeroed.
+func zeroAcc(x *isa, rb, nk int) [][]VecVirtual {
+	acc := make([][]VecVirtual, rb)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, nk)
+		for u := range acc[r] {
+			acc[r][u] = x.Vec()
+			VXORPS(acc[r][u], acc[r][u], acc[r][u])
+		}
+	}
+	return acc
+}
+
+// qkStep emits one step of the QK kernels' inner loop: for each of sub
+// vectors of components, the vector of each key of the group (key gives
+// its address and, for Q8, its block scale's) converted once, and its
+// products with every query row's vector (rows ldQ bytes apart from qc)
+// added to acc.
+func qkStep(x *isa, t elemType, acc [][]VecVirtual, sub int, qc, ldQ, ldQ3 Register, key func(u, si int) (m, sc Mem)) {
+	for si := 0; si < sub; si++ {
+		kv := make([]VecVirtual, len(acc[0]))
+		for u := range kv {
+			kv[u] = x.Vec()
+			m, sc := key(u, si)
+			x.load(t, m, sc, kv[u])
+		}
+		for r := range acc {
+			qv := x.Vec()
+			VMOVUPS(rowAddr(qc, ldQ, ldQ3, r, si*x.Lanes()*4), qv)
+			for u := range kv {
+				VFMADD231PS(qv, kv[u], acc[r][u])
+			}
+		}
 	}
 }
 
