@@ -73,10 +73,7 @@ func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
 		// panel to reuse.
 		k := src.k
 		if src.scattered(j0, j0+bc) {
-			off := ws.off[:bc+gatherAhead]
-			src.offsets(off, k, j0)
-			bl.offTile = j0 + 1
-			return kernel.QKRowsQ8DotGather(ws.s, bl.ldS, &ws.q8, k.i8, k.q8s, off, bc, c.scale, gatherAhead)
+			return kernel.QKRowsQ8DotGather(ws.s, bl.ldS, &ws.q8, k.i8, k.q8s, keyOffsets(ws, j0, bc), bc, c.scale, gatherAhead)
 		}
 		for j := j0; j < j0+bc; {
 			r := src.rowRun(j, j0+bc)
@@ -170,10 +167,7 @@ func scoresInPlace(ws *workspace, c *call, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if src.scattered(j0, j0+bc) {
-		off := ws.off[:bc+gatherAhead]
-		src.offsets(off, src.k, j0)
-		bl.offTile = j0 + 1
-		return qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, off, bl.rows, bc, bl.d, c.scale)
+		return qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
 	}
 	for j := j0; j < j0+bc; {
 		r := src.rowRun(j, j0+bc)
@@ -192,12 +186,7 @@ func valuesInPlace(ws *workspace, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if src.scattered(j0, j0+bc) {
-		off := ws.off[:bc+gatherAhead]
-		if bl.offTile != j0+1 || !sameRows(src.k, src.v) {
-			src.offsets(off, src.v, j0)
-			bl.offTile = 0
-		}
-		return pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, off, bl.rows, bc, bl.dv)
+		return pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
 	}
 	for j := j0; j < j0+bc; {
 		r := src.rowRun(j, j0+bc)
@@ -207,6 +196,29 @@ func valuesInPlace(ws *workspace, j0, bc int) error {
 		j += r.n
 	}
 	return nil
+}
+
+// keyOffsets fills ws.off with the element offsets of the K rows of tile
+// [j0, j0+bc) of a paged source and of the gatherAhead keys after it (the
+// gathering kernels' prefetch targets), and returns them.
+func keyOffsets(ws *workspace, j0, bc int) []int {
+	bl := &ws.blk
+	off := ws.off[:bc+gatherAhead]
+	bl.src.offsets(off, bl.src.k, j0)
+	bl.offTile = j0 + 1
+	return off
+}
+
+// valueOffsets is keyOffsets for the V rows: the K rows' table again where
+// the tile's scores left it there and V's rows lie where K's do.
+func valueOffsets(ws *workspace, j0, bc int) []int {
+	bl := &ws.blk
+	off := ws.off[:bc+gatherAhead]
+	if bl.offTile != j0+1 || !sameRows(bl.src.k, bl.src.v) {
+		bl.src.offsets(off, bl.src.v, j0)
+		bl.offTile = 0
+	}
+	return off
 }
 
 // sameRows reports whether the rows of k and v lie at the same offsets of
