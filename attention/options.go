@@ -113,7 +113,7 @@ type Options struct {
 	// QuantizeQuery, with Q8 keys, quantises each query row to Q8 (a scale
 	// per block of Q8Block values, as llama.cpp's Q8_0 and as the keys)
 	// and computes Q·Kᵀ in integer dot products (kernel.QKRowsQ8Dot:
-	// VPDPBUSD on AVX512-VNNI, VPMADDUBSW on AVX2) instead of
+	// VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on AVX2) instead of
 	// dequantising every key: an opt-in, as llama.cpp's CPU attention does
 	// by default, that trades the rounding of the query, at most half a
 	// step of its block (docs/math.md, Section 9), for speed where there

@@ -27,7 +27,8 @@ type Capabilities struct {
 	MatMulColumns int
 
 	// Int8Dot reports whether QKRowsQ8Dot runs on integer dot-product
-	// instructions here (VPDPBUSD on AVX512-VNNI, VPMADDUBSW on AVX2).
+	// instructions here (VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on
+	// AVX2).
 	// Elsewhere it is a Go loop, slower than QKRows on the same Q8 keys.
 	Int8Dot bool
 }

@@ -133,10 +133,10 @@ func (q *Q8Query) prepare() {
 // without converting a single key to float32. The integer sums of a block
 // are exact; only their scaling and the sum over blocks round, in an order
 // that is not part of the contract. ldK must be a multiple of Q8Block so
-// that every key row starts a block. It runs VPDPBUSD on AVX512-VNNI and
-// VPMADDUBSW on AVX2 (Current().Int8Dot reports an assembly kernel,
-// Int8DotImplementation names it); elsewhere (purego, arm64) it is a Go
-// loop, slower than QKRows on the same keys.
+// that every key row starts a block. It runs VPDPBUSD on AVX512-VNNI or
+// AVX-VNNI and VPMADDUBSW on other AVX2 CPUs (Current().Int8Dot reports
+// an assembly kernel, Int8DotImplementation names it); elsewhere (purego,
+// arm64) it is a Go loop, slower than QKRows on the same keys.
 func QKRowsQ8Dot(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32) error {
 	return QKRowsQ8DotPrefetch(s, ldS, q, k, kScales, ldK, cols, scale, prefetchRows*ldK)
 }

@@ -229,7 +229,7 @@ func parse(args []string, help io.Writer) (config, error) {
 	precList := fs.String("precision", "f32", "comma-separated compute `precisions` of the products Q·Kᵀ and P·V: f32 (float32 FMA) and bf16\n"+
 		"(bfloat16 operands, float32 accumulation: AMX or AVX512-BF16 where the CPU has them, else the float32\n"+
 		"kernels on operands widened to float32), and q8q (float32 with the queries quantised to Q8 and Q·Kᵀ in\n"+
-		"integer dot products, Options.QuantizeQuery: VPDPBUSD on AVX512-VNNI, VPMADDUBSW on AVX2; only with -kv q8);\n"+
+		"integer dot products, Options.QuantizeQuery: VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on AVX2; only with -kv q8);\n"+
 		"each runs every case")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
