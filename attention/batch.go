@@ -31,7 +31,9 @@ import "fmt"
 // The output of each entry is bitwise that of Forward over the cache's
 // K() and V() for the same engine configuration when the split of the
 // keys is the same (Config.KVSplits 1, or a shape whose automatic split
-// agrees). A misuse returns an error and writes nothing. After the first
+// agrees). A misuse returns an error and writes nothing; an out or lse
+// that shares memory with anything the call reads (q, any cache's storage,
+// the options' slices) is one. After the first
 // call of a shape it allocates nothing. The caches must not be appended to
 // or truncated during the call; any number of calls may read them at once.
 func (e *Engine) ForwardKVCaches(out, q Tensor, caches []*KVCache, opts Options) error {
@@ -52,7 +54,7 @@ func (e *Engine) forwardKVCaches(out Tensor, lse []float32, q Tensor, caches []*
 	if err := e.usable(); err != nil {
 		return err
 	}
-	c, err := validateCaches(out, lse, q, caches, &opts)
+	c, err := validateRequest(&request{fn: "attention: ForwardKVCaches: ", src: fromCaches, out: out, lse: lse, q: q, caches: caches}, &opts)
 	if err != nil {
 		return err
 	}
@@ -60,63 +62,4 @@ func (e *Engine) forwardKVCaches(out Tensor, lse []float32, q Tensor, caches []*
 		return nil
 	}
 	return e.computeBlocks(&c, e.positionsPerBlock(&c))
-}
-
-// validateCaches checks ForwardKVCaches' arguments and returns the call.
-func validateCaches(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts *Options) (call, error) {
-	const fn = "attention: ForwardKVCaches: "
-	if err := checkBatchQueries(fn, q, out); err != nil {
-		return call{}, err
-	}
-	if q.Batch != len(caches) {
-		return call{}, fmt.Errorf(fn+"q has batch %d and caches has %d caches; want the same", q.Batch, len(caches))
-	}
-	var first *KVCache
-	maxLen := 0
-	for b, kc := range caches {
-		if kc == nil {
-			return call{}, fmt.Errorf(fn+"caches[%d] is nil; want a cache from NewKVCache", b)
-		}
-		if kc.k.dtype == 0 {
-			return call{}, fmt.Errorf(fn+"caches[%d] is a zero KVCache; want a cache from NewKVCache", b)
-		}
-		if first == nil {
-			first = kc
-		} else if kc.k.dtype != first.k.dtype || kc.heads != first.heads || kc.dim != first.dim {
-			return call{}, fmt.Errorf(fn+"caches[%d] holds %v × %d heads × dim %d and caches[0] %v × %d × %d; want every cache the same",
-				b, kc.k.dtype, kc.heads, kc.dim, first.k.dtype, first.heads, first.dim)
-		}
-		maxLen = max(maxLen, kc.n)
-	}
-	heads, dim, dtype := 1, q.Dim, F32
-	if first != nil {
-		heads, dim, dtype = first.heads, first.dim, first.k.dtype
-		if q.Dim != dim {
-			return call{}, fmt.Errorf(fn+"q has head dim %d and the caches %d; want the same", q.Dim, dim)
-		}
-		if q.Heads == 0 || q.Heads%heads != 0 {
-			return call{}, fmt.Errorf(fn+"q has %d heads and the caches %d; want a positive multiple (grouped-query attention)", q.Heads, heads)
-		}
-	}
-	if err := checkOutputs(fn, out, lse, q, q.Dim); err != nil {
-		return call{}, err
-	}
-	if err := checkBatchOptions(fn, "caches", opts); err != nil {
-		return call{}, err
-	}
-	scale, err := callScale(opts.Scale, q.Dim)
-	if err != nil {
-		return call{}, err
-	}
-	// k and v describe the shape only (no data): the tile loop reads each
-	// entry's cache through c.caches.
-	kv := Tensor{Layout: Layout{Batch: q.Batch, Heads: heads, Seq: maxLen, Dim: dim}, dtype: dtype}
-	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, caches: caches, dv: q.Dim}
-	if q.Heads > 0 {
-		c.group = q.Heads / heads
-	}
-	if err := validateOptions(&c, opts); err != nil {
-		return call{}, err
-	}
-	return c, nil
 }

@@ -174,7 +174,7 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if err := e.usable(); err != nil {
 		return err
 	}
-	c, err := validate(out, lse, q, k, v, &opts)
+	c, err := validateRequest(&request{fn: "attention: ", src: fromTensors, out: out, lse: lse, q: q, k: k, v: v}, &opts)
 	if err != nil {
 		return err
 	}

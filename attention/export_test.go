@@ -1,5 +1,7 @@
 package attention
 
+import "unsafe"
+
 // SetPrepack turns the bf16 prefill's packing of K and V once per call on
 // or off, for tests that compare it with packing every tile, and returns
 // the function that restores the setting.
@@ -38,4 +40,42 @@ func SetFuseRows(n int) (restore func()) {
 		fuseRows = 1 << 30
 	}
 	return func() { fuseRows = prev }
+}
+
+// CacheMemory returns the memory behind a KVCache's storage: keys, values
+// and, for Q8, their scales, so that a test can check that a call
+// modified none of it, whatever the element type, or place an output on
+// it.
+func CacheMemory(c *KVCache) [][]byte { return tensorMemory(&c.k, &c.v) }
+
+// PagedCacheMemory is CacheMemory for a PagedCache's pools.
+func PagedCacheMemory(c *PagedCache) [][]byte {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return tensorMemory(&c.k, &c.v)
+}
+
+// TensorMemory returns the memory behind a view's slice (and Q8 scales).
+func TensorMemory(t Tensor) [][]byte { return tensorMemory(&t) }
+
+func tensorMemory(ts ...*Tensor) [][]byte {
+	var out [][]byte
+	for _, t := range ts {
+		switch t.dtype {
+		case F32:
+			out = append(out, memoryOf(t.f32))
+		case F16:
+			out = append(out, memoryOf(t.f16))
+		case BF16:
+			out = append(out, memoryOf(t.bf16))
+		case Q8:
+			out = append(out, memoryOf(t.i8), memoryOf(t.q8s))
+		}
+	}
+	return out
+}
+
+func memoryOf[T any](s []T) []byte {
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }

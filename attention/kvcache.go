@@ -140,10 +140,11 @@ func (c *KVCache) view(t Tensor) Tensor {
 // Append copies the keys k and values v of n new positions to the end of
 // the cache. k and v are [1, Hkv, n, Dim] views in any layout, of element
 // type F32 (converted, rounding to nearest even) or of the cache's own
-// type (copied). Appending past Cap, or a mismatched shape or type, is an
-// error and leaves the cache unchanged. Append does not allocate.
+// type (copied). Appending past Cap, a mismatched shape or type, or k or
+// v sharing memory with the cache's own storage (a view of K() or V()),
+// is an error and leaves the cache unchanged. Append does not allocate.
 func (c *KVCache) Append(k, v Tensor) error {
-	if err := checkAppend(k, v, c.k.dtype, c.heads, c.dim); err != nil {
+	if err := checkAppend("KVCache.Append", k, v, &c.k, &c.v, c.heads, c.dim); err != nil {
 		return err
 	}
 	n := k.Seq
@@ -170,28 +171,46 @@ func (c *KVCache) Truncate(n int) error {
 	return nil
 }
 
-// checkAppend validates the new keys and values for a cache of the given
-// type and shape.
-func checkAppend(k, v Tensor, dtype DType, heads, dim int) error {
-	for _, t := range [...]struct {
-		name string
-		t    Tensor
-	}{{"k", k}, {"v", v}} {
+// checkAppend validates the new keys and values for a cache whose
+// storage is ck and cv, of heads × dim per position: valid views of the
+// right shape and type that share no memory with the storage they are
+// copied into (fn names the method in errors).
+func checkAppend(fn string, k, v Tensor, ck, cv *Tensor, heads, dim int) error {
+	dtype := ck.dtype
+	for _, t := range [...]namedTensor{{"k", k}, {"v", v}} {
 		if err := t.t.Validate(); err != nil {
-			return fmt.Errorf("attention: Append: %s: %w", t.name, err)
+			return fmt.Errorf("attention: %s: %s: %w", fn, t.name, err)
 		}
 		if t.t.dtype != F32 && t.t.dtype != dtype {
-			return fmt.Errorf("attention: Append: %s has element type %v; want f32 or the cache's %v", t.name, t.t.dtype, dtype)
+			return fmt.Errorf("attention: %s: %s has element type %v; want f32 or the cache's %v", fn, t.name, t.t.dtype, dtype)
 		}
 		if t.t.Batch != 1 || t.t.Heads != heads || t.t.Dim != dim {
-			return fmt.Errorf("attention: Append: %s has shape [%d %d %d %d]; want [1 %d n %d]",
-				t.name, t.t.Batch, t.t.Heads, t.t.Seq, t.t.Dim, heads, dim)
+			return fmt.Errorf("attention: %s: %s has shape [%d %d %d %d]; want [1 %d n %d]",
+				fn, t.name, t.t.Batch, t.t.Heads, t.t.Seq, t.t.Dim, heads, dim)
 		}
 	}
 	if k.Seq != v.Seq {
-		return fmt.Errorf("attention: Append: k has %d positions and v %d; want the same", k.Seq, v.Seq)
+		return fmt.Errorf("attention: %s: k has %d positions and v %d; want the same", fn, k.Seq, v.Seq)
+	}
+	for _, t := range [...]namedTensor{{"k", k}, {"v", v}} {
+		for _, st := range [...]namedTensor{{"keys", *ck}, {"values", *cv}} {
+			if tensorsOverlap(&t.t, &st.t) {
+				return fmt.Errorf("attention: %s: %s overlaps the cache's %s in memory; want a separate buffer", fn, t.name, st.name)
+			}
+		}
 	}
 	return nil
+}
+
+// tensorsOverlap reports whether the memory the views a and b can touch,
+// Q8 scales included, overlaps.
+func tensorsOverlap(a, b *Tensor) bool {
+	alo, ahi := a.byteRange()
+	aslo, ashi := a.scaleRange()
+	blo, bhi := b.byteRange()
+	bslo, bshi := b.scaleRange()
+	return overlaps(alo, ahi, blo, bhi) || overlaps(alo, ahi, bslo, bshi) ||
+		overlaps(aslo, ashi, blo, bhi) || overlaps(aslo, ashi, bslo, bshi)
 }
 
 // copyElems copies n elements of src from soff to dst at doff, both of one

@@ -209,7 +209,7 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 // the sequence's block table outgrows its capacity (doubling, as append
 // does).
 func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
-	if err := checkAppend(k, v, c.k.dtype, c.heads, c.dim); err != nil {
+	if err := checkAppend("PagedCache.Append", k, v, &c.k, &c.v, c.heads, c.dim); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -333,10 +333,17 @@ func (c *PagedCache) Check() error {
 // variable-length batch); Window, SoftCap, Slopes and Sinks apply per
 // sequence with its own length.
 //
-// The output is bitwise identical to Forward over a KVCache (or any
-// tensors) holding the same data, for the same engine configuration. A
-// misuse returns an error and writes nothing. After the first call of a
-// shape it allocates nothing. It holds the cache's read lock throughout.
+// The output is bitwise that of ForwardKVCaches over KVCaches holding the
+// same sequences, and of ForwardPagedKV over pools holding them, in any
+// engine configuration. Each sequence's rows are bitwise those of Forward
+// over that sequence's K/V (a KVCache's K() and V(), or any tensors
+// holding them) when both calls cut its keys into the same parts: always
+// with Config.KVSplits 1, and with the automatic split (KVSplits 0) when
+// the batch is one sequence or its longest sequence has fewer than 1,024
+// keys. Otherwise the automatic split, which depends on the batch's shape,
+// may differ, and with it the last bits of the rows. A misuse returns an error and writes nothing; an out or lse that shares
+// memory with anything the call reads (q, seqs, the options' slices) is
+// one. After the first call of a shape it allocates nothing. It holds the cache's read lock throughout.
 func (e *Engine) ForwardPaged(out, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
 	return e.forwardPaged(out, nil, q, cache, seqs, opts)
 }
@@ -359,7 +366,7 @@ func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedC
 	}
 	cache.mu.RLock()
 	defer cache.mu.RUnlock()
-	c, err := validatePaged(out, lse, q, cache, seqs, &opts)
+	c, err := validateRequest(&request{fn: "attention: ForwardPaged: ", src: fromPagedCache, out: out, lse: lse, q: q, cache: cache, seqs: seqs}, &opts)
 	if err != nil {
 		return err
 	}
@@ -367,76 +374,4 @@ func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedC
 		return nil
 	}
 	return e.computeBlocks(&c, e.positionsPerBlock(&c))
-}
-
-// checkBatchQueries checks q and out of a call over a batch of caches or
-// paged sequences (ForwardPaged, ForwardKVCaches, ForwardPagedKV): valid
-// views of an activation type. Messages start with prefix.
-func checkBatchQueries(prefix string, q, out Tensor) error {
-	for _, t := range [...]namedTensor{{"q", q}, {"out", out}} {
-		if err := t.t.Validate(); err != nil {
-			return fmt.Errorf("%s%s: %w", prefix, t.name, err)
-		}
-		if !activationType(t.t.dtype) {
-			return fmt.Errorf("%s%s has element type %v; want f32, f16 or bf16", prefix, t.name, t.t.dtype)
-		}
-	}
-	return nil
-}
-
-// checkBatchOptions refuses the options that a batch of caches or paged
-// sequences (what) cannot take: the masks, and variable lengths, which
-// the batch already is.
-func checkBatchOptions(prefix, what string, opts *Options) error {
-	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
-		return fmt.Errorf("%sOptions.Mask and Options.BoolMask are not supported; want them unset", prefix)
-	}
-	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
-		return fmt.Errorf("%sOptions.CuSeqQ/CuSeqKV are not supported (the batch of %s is already variable-length); want them nil", prefix, what)
-	}
-	return nil
-}
-
-// validatePaged checks ForwardPaged's arguments under the cache's read
-// lock and returns the call.
-func validatePaged(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts *Options) (call, error) {
-	if err := checkBatchQueries("attention: ForwardPaged: ", q, out); err != nil {
-		return call{}, err
-	}
-	if q.Batch != len(seqs) {
-		return call{}, fmt.Errorf("attention: ForwardPaged: q has batch %d and seqs %d sequences; want the same", q.Batch, len(seqs))
-	}
-	if q.Dim != cache.dim {
-		return call{}, fmt.Errorf("attention: ForwardPaged: q has head dim %d and the cache %d; want the same", q.Dim, cache.dim)
-	}
-	if q.Heads == 0 || q.Heads%cache.heads != 0 {
-		return call{}, fmt.Errorf("attention: ForwardPaged: q has %d heads and the cache %d; want a positive multiple (grouped-query attention)", q.Heads, cache.heads)
-	}
-	if err := checkOutputs("attention: ForwardPaged: ", out, lse, q, q.Dim); err != nil {
-		return call{}, err
-	}
-	maxLen := 0
-	for b, id := range seqs {
-		s := cache.seqs[id]
-		if s == nil {
-			return call{}, fmt.Errorf("attention: ForwardPaged: seqs[%d] is %d, an unknown or freed sequence", b, id)
-		}
-		maxLen = max(maxLen, s.n)
-	}
-	if err := checkBatchOptions("attention: ForwardPaged: ", "sequences", opts); err != nil {
-		return call{}, err
-	}
-	scale, err := callScale(opts.Scale, q.Dim)
-	if err != nil {
-		return call{}, err
-	}
-	// k and v describe the shape only (no data): the tile loop reads the
-	// cache's pools through c.paged, as ForwardPagedKV reads a caller's.
-	kv := Tensor{Layout: Layout{Batch: q.Batch, Heads: cache.heads, Seq: maxLen, Dim: q.Dim}, dtype: cache.k.dtype}
-	c := call{out: out, q: q, k: kv, v: kv, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / cache.heads, dv: q.Dim,
-		paged: pagedRead{cache: cache, seqs: seqs, bs: cache.blockSize, merge: true}}
-	if err := validateOptions(&c, opts); err != nil {
-		return call{}, err
-	}
-	return c, nil
 }

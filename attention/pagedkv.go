@@ -47,7 +47,10 @@ type PagedKV struct {
 // id out of [0, number of blocks) among the entries a sequence uses, a
 // length beyond MaxBlocks·BlockSize or negative, or a table shorter than
 // batch·MaxBlocks is an error that names the entry, and nothing is
-// written. After the first call of a shape it allocates nothing. The
+// written. So is an out or lse that shares memory with anything the call
+// reads: q, the pools and their Q8 scales, the table, the lengths, the
+// options' slices (a serving loop that carves caches and outputs from one
+// arena gets an error, never a cache overwritten). After the first call of a shape it allocates nothing. The
 // store must not change during the call; any number of calls may read it
 // at once.
 func (e *Engine) ForwardPagedKV(out, q Tensor, kv PagedKV, opts Options) error {
@@ -68,7 +71,7 @@ func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV
 	if err := e.usable(); err != nil {
 		return err
 	}
-	c, err := validatePagedKV(out, lse, q, kv, &opts)
+	c, err := validateRequest(&request{fn: "attention: ForwardPagedKV: ", src: fromPool, out: out, lse: lse, q: q, pool: *kv}, &opts)
 	if err != nil {
 		return err
 	}
@@ -76,83 +79,6 @@ func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV
 		return nil
 	}
 	return e.computeBlocks(&c, e.positionsPerBlock(&c))
-}
-
-// validatePagedKV checks ForwardPagedKV's arguments and returns the call.
-func validatePagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV, opts *Options) (call, error) {
-	const fn = "attention: ForwardPagedKV: "
-	if err := checkBatchQueries(fn, q, out); err != nil {
-		return call{}, err
-	}
-	for _, t := range [...]namedTensor{{"kv.K", kv.K}, {"kv.V", kv.V}} {
-		if err := t.t.Validate(); err != nil {
-			return call{}, fmt.Errorf(fn+"%s: %w", t.name, err)
-		}
-	}
-	k, v := kv.K, kv.V
-	if k.dtype != v.dtype || k.Batch != v.Batch || k.Seq != v.Seq || k.Heads != v.Heads || k.Dim != v.Dim {
-		return call{}, fmt.Errorf(fn+"kv.K is %v [%d blocks, %d heads, %d positions, dim %d] and kv.V %v [%d %d %d %d]; want the same type and shape",
-			k.dtype, k.Batch, k.Heads, k.Seq, k.Dim, v.dtype, v.Batch, v.Heads, v.Seq, v.Dim)
-	}
-	if k.Seq < 1 || k.Heads < 1 {
-		return call{}, fmt.Errorf(fn+"the pools have blocks of %d positions and %d heads; want >= 1 each", k.Seq, k.Heads)
-	}
-	for _, t := range [...]namedTensor{{"kv.K", k}, {"kv.V", v}} {
-		if t.t.Seq >= 2 && t.t.SeqStride < t.t.Dim {
-			return call{}, fmt.Errorf(fn+"%s has SeqStride %d with head dim %d; want SeqStride >= %d, so that a block's rows do not overlap",
-				t.name, t.t.SeqStride, t.t.Dim, t.t.Dim)
-		}
-	}
-	if q.Dim != k.Dim {
-		return call{}, fmt.Errorf(fn+"q has head dim %d and the pools %d; want the same", q.Dim, k.Dim)
-	}
-	if q.Heads == 0 || q.Heads%k.Heads != 0 {
-		return call{}, fmt.Errorf(fn+"q has %d heads and the pools %d; want a positive multiple (grouped-query attention)", q.Heads, k.Heads)
-	}
-	if err := checkOutputs(fn, out, lse, q, q.Dim); err != nil {
-		return call{}, err
-	}
-	bs, nBlocks, B := k.Seq, k.Batch, q.Batch
-	if len(kv.SeqLens) != B {
-		return call{}, fmt.Errorf(fn+"kv.SeqLens has %d lengths and q a batch of %d; want one length per sequence", len(kv.SeqLens), B)
-	}
-	if kv.MaxBlocks < 0 {
-		return call{}, fmt.Errorf(fn+"kv.MaxBlocks is %d; want >= 0", kv.MaxBlocks)
-	}
-	if n, ok := mulSize(B, kv.MaxBlocks); !ok || len(kv.BlockTable) < n {
-		return call{}, fmt.Errorf(fn+"kv.BlockTable has %d entries; want >= batch·MaxBlocks = %d·%d", len(kv.BlockTable), B, kv.MaxBlocks)
-	}
-	maxKeys, ok := mulSize(kv.MaxBlocks, bs)
-	if !ok {
-		return call{}, fmt.Errorf(fn+"kv.MaxBlocks %d × block size %d overflows int", kv.MaxBlocks, bs)
-	}
-	maxLen := 0
-	for b, n32 := range kv.SeqLens {
-		n := int(n32)
-		if n < 0 || n > maxKeys {
-			return call{}, fmt.Errorf(fn+"kv.SeqLens[%d] is %d; want 0 to MaxBlocks·BlockSize = %d", b, n, maxKeys)
-		}
-		for i, id := range kv.BlockTable[b*kv.MaxBlocks:][:(n+bs-1)/bs] {
-			if id < 0 || int(id) >= nBlocks {
-				return call{}, fmt.Errorf(fn+"kv.BlockTable[%d][%d] is block %d; want 0 to %d (the pools' blocks)", b, i, id, nBlocks-1)
-			}
-		}
-		maxLen = max(maxLen, n)
-	}
-	if err := checkBatchOptions(fn, "sequences", opts); err != nil {
-		return call{}, err
-	}
-	scale, err := callScale(opts.Scale, q.Dim)
-	if err != nil {
-		return call{}, err
-	}
-	shape := Tensor{Layout: Layout{Batch: B, Heads: k.Heads, Seq: maxLen, Dim: k.Dim}, dtype: k.dtype}
-	c := call{out: out, q: q, k: shape, v: shape, lse: lse, scale: scale, causal: opts.Causal, group: q.Heads / k.Heads, dv: q.Dim,
-		paged: pagedRead{pool: *kv, bs: bs, merge: k.BatchStride == bs*k.SeqStride && v.BatchStride == bs*v.SeqStride}}
-	if err := validateOptions(&c, opts); err != nil {
-		return call{}, err
-	}
-	return c, nil
 }
 
 // pagedRead is what the tile loop needs to read a call's K/V from paged
