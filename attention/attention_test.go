@@ -22,8 +22,9 @@ var (
 
 // checkAgainstOracle runs pr through e and applies the project's pass rule
 // (docs/math.md, Section 5): the error may be at most twice that of the
-// naive baseline plus 1e-6, plus in float32 twice the condition term E_κ
-// of reference.LogitCondition; and with float32 K/V of head dim <= 128 at most
+// naive baseline plus 1e-6, plus twice the condition term of the
+// precision (E_κ of reference.LogitCondition in float32, E_b of
+// reference.WeightCondition in bfloat16); and with float32 K/V of head dim <= 128 at most
 // 1e-5 + E_κ absolute.
 func checkAgainstOracle(t *testing.T, e *attention.Engine, pr *problem) reference.Errors {
 	t.Helper()
@@ -31,12 +32,11 @@ func checkAgainstOracle(t *testing.T, e *attention.Engine, pr *problem) referenc
 	want, wantLSE := pr.oracle(t)
 	errs := reference.Compare(got, want)
 	bf16 := pr.opts.Precision == attention.PrecisionBFloat16
-	checkRule(t, pr.String(), errs, pr.naiveError(t, want), func() float64 {
-		if bf16 {
-			return 0 // Section 8's rule has no condition term
-		}
-		return pr.logitCondition(t)
-	})
+	if bf16 {
+		checkRuleBF16(t, pr.String(), errs, pr.naiveError(t, want), func() float64 { return pr.weightCondition(t) })
+	} else {
+		checkRule(t, pr.String(), errs, pr.naiveError(t, want), func() float64 { return pr.logitCondition(t) })
+	}
 	if !bf16 && pr.kvType == attention.F32 && pr.p.Dim <= 128 && errs.MaxAbs > 1e-5 {
 		if kc := pr.logitCondition(t); errs.MaxAbs > 1e-5+kc {
 			t.Errorf("%v: f32 max abs error %.3g exceeds 1e-5 + E_κ %.3g", pr, errs.MaxAbs, kc)

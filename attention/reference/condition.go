@@ -33,6 +33,36 @@ const Float32Unit = 0x1p-24
 // nothing. Inputs are as for Attention; an error is returned for invalid
 // Params or short slices.
 func LogitCondition(p Params, q, k, v []float64) (float64, error) {
+	return condition(p, q, k, v, Float32Unit, func(pj, kappa, vjc, oc float64) float64 { return pj * kappa * math.Abs(vjc-oc) })
+}
+
+// BFloat16Unit is u_b = 2⁻⁹, the unit roundoff of bfloat16 (round to
+// nearest).
+const BFloat16Unit = 0x1p-9
+
+// WeightCondition returns E_b, the bound on what rounding the softmax
+// weights to bfloat16 moves an output: the largest, over the output
+// elements (row r, column c), of
+//
+//	E_b(r, c) = u_b · Σ_j p_j · |v_jc|,   u_b = BFloat16Unit
+//
+// with p_j the weights and j the visible keys as in LogitCondition. In
+// bfloat16 compute precision the engine and the naive bfloat16 baseline
+// (Naive{BFloat16: true}) round Q, K and V alike and form the same exact
+// products; they differ in the rounding of the weights (each rounds
+// e^(s−m) against its own running maximum) and in the order of float32
+// sums. The first makes their outputs differ by at most 2·E_b, so when
+// the baseline's own roundings happen to cancel, its error is no measure
+// of the engine's: the bfloat16 accuracy rule adds 2·E_b as its floor
+// (docs/math.md, Section 8). Non-finite terms are skipped, as in
+// LogitCondition.
+func WeightCondition(p Params, q, k, v []float64) (float64, error) {
+	return condition(p, q, k, v, BFloat16Unit, func(pj, _, vjc, _ float64) float64 { return pj * math.Abs(vjc) })
+}
+
+// condition returns the largest, over the output elements (r, c), of unit
+// · Σ_j term(p_j, κ_j, v_jc, o_c), for LogitCondition and WeightCondition.
+func condition(p Params, q, k, v []float64, unit float64, term func(pj, kappa, vjc, oc float64) float64) (float64, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
@@ -112,9 +142,9 @@ func LogitCondition(p Params, q, k, v []float64) (float64, error) {
 				for c, oc := range o {
 					var e float64
 					for t, j := range keys {
-						e += x[t] * kappa[t] * math.Abs(v[vOff+j*dv+c]-oc)
+						e += term(x[t], kappa[t], v[vOff+j*dv+c], oc)
 					}
-					if e *= Float32Unit; e > worst && !math.IsInf(e, 0) { // NaN fails e > worst
+					if e *= unit; e > worst && !math.IsInf(e, 0) { // NaN fails e > worst
 						worst = e
 					}
 				}

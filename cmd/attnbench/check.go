@@ -96,6 +96,7 @@ type checkOutcome struct {
 	name        string
 	errs        reference.Errors
 	naiveMaxAbs float64
+	eb          float64 // the bfloat16 rule's E_b (0 in float32)
 	tolerance   float64
 }
 
@@ -105,6 +106,9 @@ func (o checkOutcome) pass() bool { return o.errs.MaxAbs <= o.tolerance }
 func (o checkOutcome) ratio() float64 { return o.errs.MaxAbs / o.tolerance }
 
 func (o checkOutcome) String() string {
+	if o.eb != 0 {
+		return fmt.Sprintf("%s: max abs %.2e, tolerance %.2e (2 × naive %.2e + 1e-6 + 2·E_b %.2e), max rel %.2e", o.name, o.errs.MaxAbs, o.tolerance, o.naiveMaxAbs, o.eb, o.errs.MaxRel)
+	}
 	return fmt.Sprintf("%s: max abs %.2e, tolerance %.2e (2 × naive %.2e + 1e-6), max rel %.2e", o.name, o.errs.MaxAbs, o.tolerance, o.naiveMaxAbs, o.errs.MaxRel)
 }
 
@@ -231,6 +235,12 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, p
 					return nil, fmt.Errorf("%v %v: naive: %w", dt, s, err)
 				}
 				naiveErr := reference.Compare(nout, want).MaxAbs
+				var eb float64
+				if prec == attention.PrecisionBFloat16 {
+					if eb, err = reference.WeightCondition(p, reference.Float64s(q), reference.Float64s(k.values), reference.Float64s(v.values)); err != nil {
+						return nil, fmt.Errorf("%v %v: %w", dt, s, err)
+					}
+				}
 				opts := s.shape().options()
 				opts.Precision = prec // f32 or bf16: runCheck refuses q8q
 				for _, impl := range impls {
@@ -241,7 +251,7 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, p
 					if err != nil {
 						return nil, fmt.Errorf("%s: %w", name, err)
 					}
-					results[impl] = append(results[impl], checkOutcome{name: name, errs: errs, naiveMaxAbs: naiveErr, tolerance: tolerance(naiveErr)})
+					results[impl] = append(results[impl], checkOutcome{name: name, errs: errs, naiveMaxAbs: naiveErr, eb: eb, tolerance: tolerance(naiveErr, eb)})
 					prog.tick()
 				}
 			}
@@ -312,6 +322,6 @@ func reportCheck(results map[string][]checkOutcome, impls []string, verbose bool
 		fmt.Fprintf(w, "check FAILED: %d of %d cases outside the tolerance\n", failed, total)
 		return 1
 	}
-	fmt.Fprintf(w, "check passed: %d cases within the tolerance (max abs <= 2 × naive in the same precision + 1e-6)\n", total)
+	fmt.Fprintf(w, "check passed: %d cases within the tolerance (max abs <= 2 × naive in the same precision + 1e-6, + 2·E_b in bfloat16)\n", total)
 	return 0
 }

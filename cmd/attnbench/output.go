@@ -109,9 +109,9 @@ func (rep *report) legend(c config) []string {
 			l += fmt.Sprintf(", for %s on a sub-problem (the last batch entry, the last 2 K/V heads with their query heads, the last 64 query rows, all keys)", strings.Join(subs, ", "))
 		}
 		if fail {
-			l += "; ! = outside the project's tolerance, 2 × the naive baseline's max abs error on the same rows + 1e-6"
+			l += "; ! = outside the project's tolerance, 2 × the naive baseline's max abs error on the same rows + 1e-6 (+ 2·E_b in bf16, docs/math.md §8)"
 		} else {
-			l += "; every row is within the project's tolerance (2 × the naive baseline's error on the same rows + 1e-6)"
+			l += "; every row is within the project's tolerance (2 × the naive baseline's error on the same rows + 1e-6, + 2·E_b in bf16)"
 		}
 		ls = append(ls, l)
 	} else {
