@@ -25,10 +25,13 @@ import (
 //	inputs never modified        x             x                     x                  x
 //	bits independent of threads  x             x                     x                  x
 //	paged = contiguous           x (per seq.)  x                     x                  x
+//	V as a view of K = equal     x             (one head dim: none)
+//	  dims
 //
 // Merge, MergeN, KVCache.Append and PagedCache.Append have the first two
 // rows in TestPromisesMergeAppend; their outputs are not computed per
-// thread.
+// thread. TestDimVMatchesEqualDims and the view-of-K tests check the last
+// row in more shapes.
 var promiseTable = []struct {
 	promise string
 	entries []string // entry point names; nil: all of entryPoints
@@ -38,6 +41,7 @@ var promiseTable = []struct {
 	{"inputs never modified", nil, checkInputsUnmodified},
 	{"bits independent of threads", nil, checkThreadBits},
 	{"paged equals contiguous", nil, checkPagedEqualsContiguous},
+	{"V as a view of K equals equal dims", []string{"Forward", "ForwardLSE"}, checkViewOfK},
 }
 
 // TestPromises runs every cell of promiseTable.
@@ -534,6 +538,29 @@ func entryNamed(name string, lse bool) *entryPoint {
 	panic("no entry point " + name)
 }
 
+// checkViewOfK: V given as a view of K's first Dv components gives those
+// columns of the V = K call, bit for bit.
+func checkViewOfK(t *testing.T, fx *promiseFixture, ep *entryPoint) {
+	e := mustEngine(t, attention.Config{Threads: 2})
+	dv := 24
+	if fx.dt == attention.Q8 {
+		dv = 32
+	}
+	full := fx.args(ep)
+	full.v = full.k
+	require.NoError(t, ep.run(e, full))
+	half := fx.args(ep)
+	half.v = withDim(half.k, dv)
+	half.out = attention.F32Tensor(make([]float32, fx.hq*fx.nq*dv), attention.BHSD(1, fx.hq, fx.nq, dv))
+	require.NoError(t, ep.run(e, half))
+	for r := range fx.hq * fx.nq {
+		requireSameBits(t, full.out.Float32s()[r*fx.d:][:dv], half.out.Float32s()[r*dv:][:dv], "row %d", r)
+	}
+	if ep.lse {
+		requireSameBits(t, full.lse, half.lse, "lse")
+	}
+}
+
 // TestPagedAutoSplitMatchesForward checks ForwardPaged's promise of
 // Forward's bits under the automatic split of the keys: for a batch whose
 // longest sequence has fewer than 1,024 keys, and for a batch of one
@@ -571,4 +598,134 @@ func TestPagedAutoSplitMatchesForward(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPromisesMergeAppend is promiseTable's first two rows for Merge,
+// MergeN, KVCache.Append and PagedCache.Append, on every implementation:
+// hostile calls (negative dims, an output or a new row on an input or on
+// the cache's storage) return an error and change no byte of any buffer,
+// and valid calls modify no input.
+func TestPromisesMergeAppend(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, dt := range []attention.DType{attention.F32, attention.F16, attention.BF16, attention.Q8} {
+			t.Run(dt.String(), func(t *testing.T) { testPromisesMergeAppend(t, dt) })
+		}
+	})
+}
+
+func testPromisesMergeAppend(t *testing.T, dt attention.DType) {
+	const b, h, n, d, hkv = 1, 2, 3, 32, 2
+	rng := rand.New(rand.NewPCG(7, uint64(dt)))
+	l := attention.BHSD(b, h, n, d)
+	rows := b * h * n
+	aBuf := randn(rng, l.Span()+1) // a, and room for an output shifted by one element
+	a, bb := aBuf[:l.Span()], randn(rng, l.Span())
+	lseA, lseB := randn(rng, rows), randn(rng, rows)
+	kc, err := attention.NewKVCache(dt, hkv, 64, d)
+	require.NoError(t, err)
+	pc, err := attention.NewPagedCache(dt, hkv, d, 16, 8)
+	require.NoError(t, err)
+	id := pc.NewSequence()
+	newK := attention.F32Tensor(randn(rng, hkv*n*d), attention.BHSD(1, hkv, n, d))
+	newV := attention.F32Tensor(randn(rng, hkv*n*d), attention.BHSD(1, hkv, n, d))
+	require.NoError(t, kc.Append(newK, newV))
+	require.NoError(t, pc.Append(id, newK, newV))
+
+	// every buffer any call below may touch, for the byte-for-byte checks
+	all := func(extra ...[]byte) [][]byte {
+		m := [][]byte{sliceBytes(a), sliceBytes(bb), sliceBytes(lseA), sliceBytes(lseB), sliceBytes(newK.Float32s()), sliceBytes(newV.Float32s())}
+		m = append(m, attention.CacheMemory(kc)...)
+		m = append(m, attention.PagedCacheMemory(pc)...)
+		return append(m, extra...)
+	}
+	snapshot := func(m [][]byte) [][]byte {
+		s := make([][]byte, len(m))
+		for i, x := range m {
+			s[i] = append([]byte(nil), x...)
+		}
+		return s
+	}
+	cacheK := attention.CacheMemory(kc)[0]
+	onCache := func(nfl int) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&cacheK[0])), nfl) }
+	pagedK := attention.PagedCacheMemory(pc)[0]
+	onPaged := func(nfl int) []float32 { return unsafe.Slice((*float32)(unsafe.Pointer(&pagedK[0])), nfl) }
+	neg := l
+	neg.Seq = -1
+	type call struct {
+		name, want string
+		run        func() error
+		outs       [][]byte
+	}
+	out, lse := sentinelFloats(l.Span()), sentinelFloats(rows)
+	F := func(x []float32, l attention.Layout) attention.Tensor { return attention.F32Tensor(x, l) }
+	calls := []call{
+		{"Merge negative seq", "want >= 0", func() error { return attention.Merge(F(out, neg), lse, F(a, l), lseA, F(bb, l), lseB) }, nil},
+		{"Merge out on b", "out overlaps b", func() error { return attention.Merge(F(bb, l), lse, F(a, l), lseA, F(bb, l), lseB) }, nil},
+		{"Merge out on a, shifted", "without being the same view", func() error { return attention.Merge(F(aBuf[1:], l), lse, F(a, l), lseA, F(bb, l), lseB) }, nil},
+		{"Merge lse on a", "lse overlaps a", func() error { return attention.Merge(F(out, l), a[:rows], F(a, l), lseA, F(bb, l), lseB) }, nil},
+		{"Merge out on a cache", "", func() error {
+			return attention.Merge(F(onCache(l.Span()), l), lse, F(a, l), lseA, F(onCache(l.Span()), l), lseB)
+		}, nil},
+		{"MergeN negative seq", "want >= 0", func() error {
+			return attention.MergeN(F(out, neg), lse, []attention.Tensor{F(a, l), F(bb, l)}, [][]float32{lseA, lseB})
+		}, nil},
+		{"MergeN out on parts[1]", "out overlaps parts[1]", func() error {
+			return attention.MergeN(F(bb, l), lse, []attention.Tensor{F(a, l), F(bb, l)}, [][]float32{lseA, lseB})
+		}, nil},
+		{"MergeN lse on lses[1]", "lse overlaps lses[1]", func() error {
+			return attention.MergeN(F(out, l), lseB, []attention.Tensor{F(a, l), F(bb, l)}, [][]float32{lseA, lseB})
+		}, nil},
+		{"KVCache.Append negative seq", "want >= 0", func() error { return kc.Append(withSeq(newK, -1), withSeq(newV, -1)) }, nil},
+		{"KVCache.Append head dim 0", "want [1 2 n 32]", func() error { return kc.Append(withDim(newK, 0), withDim(newV, 0)) }, nil},
+		{"PagedCache.Append negative seq", "want >= 0", func() error { return pc.Append(id, withSeq(newK, -1), withSeq(newV, -1)) }, nil},
+		{"PagedCache.Append 0 heads", "want [1 2 n 32]", func() error { return pc.Append(id, withHeads(newK, 0), withHeads(newV, 0)) }, nil},
+	}
+	if dt == attention.F32 {
+		// A view of the cache's own rows as the new ones: K() reaches
+		// them without unsafe.
+		calls = append(calls, call{"KVCache.Append k = K()", "k overlaps the cache's keys", func() error { return kc.Append(kc.K(), newV) }, nil})
+	}
+	calls = append(calls,
+		call{"KVCache.Append v on the cache", "v overlaps the cache's keys", func() error {
+			return kc.Append(newK, F(onCache(newV.Span()), newV.Layout))
+		}, nil},
+		call{"PagedCache.Append k on the pool", "k overlaps the cache's keys", func() error {
+			return pc.Append(id, F(onPaged(newK.Span()), newK.Layout), newV)
+		}, nil},
+	)
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			mem := all(sliceBytes(out), sliceBytes(lse))
+			before := snapshot(mem)
+			lenK, lenP := kc.Len(), 0
+			lenP, _ = pc.Len(id)
+			err := func() (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("panic: %v", r)
+					}
+				}()
+				return c.run()
+			}()
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "panic")
+			require.ErrorContains(t, err, c.want)
+			for i := range mem {
+				require.Equal(t, before[i], mem[i], "buffer %d changed by a call that failed with %q", i, err)
+			}
+			require.Equal(t, lenK, kc.Len())
+			n, _ := pc.Len(id)
+			require.Equal(t, lenP, n)
+		})
+	}
+	// Valid calls modify no input.
+	in := [][]byte{sliceBytes(a), sliceBytes(bb), sliceBytes(lseA), sliceBytes(lseB), sliceBytes(newK.Float32s()), sliceBytes(newV.Float32s())}
+	before := snapshot(in)
+	require.NoError(t, attention.Merge(F(out, l), lse, F(a, l), lseA, F(bb, l), lseB))
+	require.NoError(t, attention.MergeN(F(out, l), lse, []attention.Tensor{F(a, l), F(bb, l)}, [][]float32{lseA, lseB}))
+	require.NoError(t, kc.Append(newK, newV))
+	require.NoError(t, pc.Append(id, newK, newV))
+	for i := range in {
+		require.Equal(t, before[i], in[i], "input %d modified by a valid call", i)
+	}
 }

@@ -103,7 +103,11 @@ func QKRowsPrefetch[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T
 //
 // As with PV, only the first cols values are read, so a caller keeps a key
 // out of a row by passing a smaller cols. The order of the additions is
-// not part of the contract.
+// not part of the contract, but a column's result does not depend on d:
+// with any implementation, the call over the first d' < d columns of the
+// same rows gives the bits of the call over d on those columns (V given as
+// a view of the first components of wider rows, as MLA's absorbed decode
+// reads K, gives the bits of the wider V).
 func PVRows[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d int) error {
 	return PVRowsPrefetch(o, ldO, p, ldP, v, scales, ldV, rows, cols, d, prefetchRows*ldV)
 }
@@ -127,7 +131,7 @@ func PVRowsPrefetch[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T
 		return nil
 	}
 	if dv := pvRowsAsm(o, ldO, p, ldP, v, scales, ldV, rows, cols, d, ahead); dv < d {
-		pvRowsGeneric(o, ldO, p, ldP, v, scales, ldV, rows, cols, dv, d)
+		pvRowsTail(o, ldO, p, ldP, v, scales, ldV, rows, cols, dv, d)
 	}
 	return nil
 }
@@ -199,6 +203,37 @@ func qkRowsGeneric[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T,
 		}
 	}
 }
+
+// pvRowsTail is PVRows over output columns [c0, d), those the assembly
+// (pvRowsAsm) left. Where the active level has row kernels, it widens
+// those columns of tailKeys value rows at a time into a float32 panel and
+// hands it to the PV kernel, which adds each product with an FMA, key
+// after key, from o, as the row kernels do: a column's bits do not depend
+// on whether it fell in one of the row kernels' vectors or here, so V
+// given as a view of the first Dv components of wider rows gives the bits
+// of the wider call on those columns. (The widening is exact, and for Q8
+// the one rounding of float32(x)·scale the kernels make.) Elsewhere it is
+// pvRowsGeneric, which computes every column.
+func pvRowsTail[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, c0, d int) {
+	if !rowKernels() {
+		pvRowsGeneric(o, ldO, p, ldP, v, scales, ldV, rows, cols, c0, d)
+		return
+	}
+	var buf [tailKeys * qktChunk]float32
+	for cc := c0; cc < d; cc += qktChunk {
+		n := min(qktChunk, d-cc)
+		for j0 := 0; j0 < cols; j0 += tailKeys {
+			nk := min(tailKeys, cols-j0)
+			for j := range nk {
+				widen(buf[j*n:(j+1)*n], v, scales, (j0+j)*ldV+cc)
+			}
+			pv(o[cc:], ldO, p[j0:], ldP, buf[:nk*n], n, rows, nk, n)
+		}
+	}
+}
+
+// tailKeys is how many value rows pvRowsTail widens for one PV call.
+const tailKeys = 32
 
 // pvRowsGeneric is PVRows over output columns [c0, d).
 func pvRowsGeneric[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, c0, d int) {

@@ -98,8 +98,9 @@ func qkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, 
 
 // pvRowsF16AVX512 is the AVX-512 kernel of PVRows for binary16 values:
 // it accumulates rows (1..4) probability rows times cols value rows into
-// the first dv columns of o (dv a multiple of 16, leading dimensions in
-// elements):
+// the first dv columns of o (any dv >= 1: the columns past the last whole
+// vector go in one more, read and written through an opmask; leading
+// dimensions in elements):
 //
 //	for i := 0; i < rows; i++ {
 //		for c := 0; c < dv; c++ {
@@ -114,15 +115,16 @@ func qkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, 
 // where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // pvRowsBF16AVX512 is the AVX-512 kernel of PVRows for bfloat16 values:
 // it accumulates rows (1..4) probability rows times cols value rows into
-// the first dv columns of o (dv a multiple of 16, leading dimensions in
-// elements):
+// the first dv columns of o (any dv >= 1: the columns past the last whole
+// vector go in one more, read and written through an opmask; leading
+// dimensions in elements):
 //
 //	for i := 0; i < rows; i++ {
 //		for c := 0; c < dv; c++ {
@@ -137,15 +139,16 @@ func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV in
 // where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // pvRowsQ8AVX512 is the AVX-512 kernel of PVRows for Q8 values:
 // it accumulates rows (1..4) probability rows times cols value rows into
-// the first dv columns of o (dv a multiple of 32, leading dimensions in
-// elements):
+// the first dv columns of o (any dv >= 1: the columns past the last whole
+// vector go in one more, read and written through an opmask; leading
+// dimensions in elements):
 //
 //	for i := 0; i < rows; i++ {
 //		for c := 0; c < dv; c++ {
@@ -160,7 +163,7 @@ func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV i
 // where V(e) is float32(v[e])·vs[e/32].
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
@@ -192,7 +195,8 @@ func qkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32,
 // pvRowsGatherF32AVX512 is the AVX-512 kernel of PVRowsGather for float32 values:
 // it accumulates rows (1..4) probability rows times cols value rows, value
 // j's at element off[j] of v (in elements), into the first dv
-// columns of o (dv a multiple of 16, ldO and ldP in elements):
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
 //
 //	for i := 0; i < rows; i++ {
 //		for c := 0; c < dv; c++ {
@@ -208,7 +212,7 @@ func qkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32,
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherF32AVX512(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -240,7 +244,8 @@ func qkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, 
 // pvRowsGatherF16AVX512 is the AVX-512 kernel of PVRowsGather for binary16 values:
 // it accumulates rows (1..4) probability rows times cols value rows, value
 // j's at element off[j] of v (in elements), into the first dv
-// columns of o (dv a multiple of 16, ldO and ldP in elements):
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
 //
 //	for i := 0; i < rows; i++ {
 //		for c := 0; c < dv; c++ {
@@ -256,7 +261,7 @@ func qkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, 
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -288,7 +293,8 @@ func qkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16,
 // pvRowsGatherBF16AVX512 is the AVX-512 kernel of PVRowsGather for bfloat16 values:
 // it accumulates rows (1..4) probability rows times cols value rows, value
 // j's at element off[j] of v (in elements), into the first dv
-// columns of o (dv a multiple of 16, ldO and ldP in elements):
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
 //
 //	for i := 0; i < rows; i++ {
 //		for c := 0; c < dv; c++ {
@@ -304,7 +310,7 @@ func qkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16,
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -336,7 +342,8 @@ func qkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off
 // pvRowsGatherQ8AVX512 is the AVX-512 kernel of PVRowsGather for Q8 values:
 // it accumulates rows (1..4) probability rows times cols value rows, value
 // j's at element off[j] of v (a multiple of 32: rows start Q8 blocks), into the first dv
-// columns of o (dv a multiple of 32, ldO and ldP in elements):
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
 //
 //	for i := 0; i < rows; i++ {
 //		for c := 0; c < dv; c++ {
@@ -352,7 +359,7 @@ func qkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -467,7 +474,7 @@ func qkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks
 // where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
@@ -490,7 +497,7 @@ func pvRowsF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int,
 // where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
@@ -513,7 +520,7 @@ func pvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int
 // where V(e) is float32(v[e])·vs[e/32].
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
@@ -561,7 +568,7 @@ func qkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, o
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherF32AVX2(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -609,7 +616,7 @@ func qkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, of
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -657,7 +664,7 @@ func qkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, o
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -705,7 +712,7 @@ func qkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
 // L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once.
+// is added with an FMA, rounded once, in the order of the keys.
 //
 //go:noescape
 func pvRowsGatherQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)

@@ -4,6 +4,25 @@
 
 #include "textflag.h"
 
+DATA rowsMask16<>+0(SB)/2, $0x0000
+DATA rowsMask16<>+2(SB)/2, $0x0001
+DATA rowsMask16<>+4(SB)/2, $0x0003
+DATA rowsMask16<>+6(SB)/2, $0x0007
+DATA rowsMask16<>+8(SB)/2, $0x000f
+DATA rowsMask16<>+10(SB)/2, $0x001f
+DATA rowsMask16<>+12(SB)/2, $0x003f
+DATA rowsMask16<>+14(SB)/2, $0x007f
+DATA rowsMask16<>+16(SB)/2, $0x00ff
+DATA rowsMask16<>+18(SB)/2, $0x01ff
+DATA rowsMask16<>+20(SB)/2, $0x03ff
+DATA rowsMask16<>+22(SB)/2, $0x07ff
+DATA rowsMask16<>+24(SB)/2, $0x0fff
+DATA rowsMask16<>+26(SB)/2, $0x1fff
+DATA rowsMask16<>+28(SB)/2, $0x3fff
+DATA rowsMask16<>+30(SB)/2, $0x7fff
+DATA rowsMask16<>+32(SB)/2, $0xffff
+GLOBL rowsMask16<>(SB), RODATA|NOPTR, $34
+
 // func qkRowsF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
 TEXT ·qkRowsF32AVX512(SB), NOSPLIT, $0-96
@@ -3251,7 +3270,7 @@ qkRowsQ8AVX512_r1_k1_done:
 	RET
 
 // func pvRowsF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·pvRowsF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x04
@@ -3365,12 +3384,15 @@ pvRowsF16AVX512_r4_full_b:
 	JMP          pvRowsF16AVX512_r4_full
 
 pvRowsF16AVX512_r4_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsF16AVX512_r4_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsF16AVX512_r4_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsF16AVX512_r4_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsF16AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsF16AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsF16AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsF16AVX512_r4_part1
 	VZEROUPPER
 	RET
 
@@ -3555,6 +3577,300 @@ pvRowsF16AVX512_r4_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsF16AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsF16AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsF16AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsF16AVX512_r4_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsF16AVX512_r4_tail0_b:
+	PREFETCHT2   (R9)
+	VMOVDQU16.Z  (CX), K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (BX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (BX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (BX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsF16AVX512_r4_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r4_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsF16AVX512_r4_tail1_b:
+	PREFETCHT2   (R9)
+	VCVTPH2PS    (CX), Z8
+	VMOVDQU16.Z  32(CX), K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (BX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (BX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (BX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsF16AVX512_r4_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r4_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsF16AVX512_r4_tail2_b:
+	PREFETCHT2   (R9)
+	PREFETCHT2   64(R9)
+	VCVTPH2PS    (CX), Z12
+	VCVTPH2PS    32(CX), Z13
+	VMOVDQU16.Z  64(CX), K1, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (BX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (BX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (BX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (BX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsF16AVX512_r4_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r4_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsF16AVX512_r4_tail3_b:
+	PREFETCHT2   (R9)
+	PREFETCHT2   64(R9)
+	VCVTPH2PS    (CX), Z16
+	VCVTPH2PS    32(CX), Z17
+	VCVTPH2PS    64(CX), Z18
+	VMOVDQU16.Z  96(CX), K1, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsF16AVX512_r4_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsF16AVX512_r3:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -3640,12 +3956,15 @@ pvRowsF16AVX512_r3_full_b:
 	JMP          pvRowsF16AVX512_r3_full
 
 pvRowsF16AVX512_r3_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsF16AVX512_r3_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsF16AVX512_r3_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsF16AVX512_r3_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsF16AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsF16AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsF16AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsF16AVX512_r3_part1
 	VZEROUPPER
 	RET
 
@@ -3803,6 +4122,258 @@ pvRowsF16AVX512_r3_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsF16AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsF16AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsF16AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsF16AVX512_r3_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r3_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU16.Z  (CX), K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (BX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (BX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r3_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r3_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r3_tail1_b:
+	PREFETCHT2   (R8)
+	VCVTPH2PS    (CX), Z6
+	VMOVDQU16.Z  32(CX), K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (BX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (BX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r3_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r3_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r3_tail2_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VCVTPH2PS    (CX), Z9
+	VCVTPH2PS    32(CX), Z10
+	VMOVDQU16.Z  64(CX), K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (BX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r3_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r3_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r3_tail3_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VCVTPH2PS    (CX), Z12
+	VCVTPH2PS    32(CX), Z13
+	VCVTPH2PS    64(CX), Z14
+	VMOVDQU16.Z  96(CX), K1, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r3_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsF16AVX512_r2:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -3873,12 +4444,15 @@ pvRowsF16AVX512_r2_full_b:
 	JMP          pvRowsF16AVX512_r2_full
 
 pvRowsF16AVX512_r2_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsF16AVX512_r2_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsF16AVX512_r2_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsF16AVX512_r2_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsF16AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsF16AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsF16AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsF16AVX512_r2_part1
 	VZEROUPPER
 	RET
 
@@ -4009,6 +4583,216 @@ pvRowsF16AVX512_r2_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsF16AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsF16AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsF16AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsF16AVX512_r2_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r2_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU16.Z  (CX), K1, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (BX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r2_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r2_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r2_tail1_b:
+	PREFETCHT2   (R8)
+	VCVTPH2PS    (CX), Z4
+	VMOVDQU16.Z  32(CX), K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (BX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r2_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r2_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r2_tail2_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VCVTPH2PS    (CX), Z6
+	VCVTPH2PS    32(CX), Z7
+	VMOVDQU16.Z  64(CX), K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (BX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (BX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r2_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r2_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsF16AVX512_r2_tail3_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VCVTPH2PS    (CX), Z8
+	VCVTPH2PS    32(CX), Z9
+	VCVTPH2PS    64(CX), Z10
+	VMOVDQU16.Z  96(CX), K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsF16AVX512_r2_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsF16AVX512_r1:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -4064,12 +4848,15 @@ pvRowsF16AVX512_r1_full_b:
 	JMP          pvRowsF16AVX512_r1_full
 
 pvRowsF16AVX512_r1_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsF16AVX512_r1_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsF16AVX512_r1_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsF16AVX512_r1_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsF16AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsF16AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsF16AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsF16AVX512_r1_part1
 	VZEROUPPER
 	RET
 
@@ -4173,8 +4960,176 @@ pvRowsF16AVX512_r1_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsF16AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsF16AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsF16AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsF16AVX512_r1_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsF16AVX512_r1_tail0_b:
+	PREFETCHT2   (SI)
+	VMOVDQU16.Z  (CX), K1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsF16AVX512_r1_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r1_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsF16AVX512_r1_tail1_b:
+	PREFETCHT2   (SI)
+	VCVTPH2PS    (CX), Z2
+	VMOVDQU16.Z  32(CX), K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsF16AVX512_r1_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r1_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsF16AVX512_r1_tail2_b:
+	PREFETCHT2   (SI)
+	PREFETCHT2   64(SI)
+	VCVTPH2PS    (CX), Z3
+	VCVTPH2PS    32(CX), Z4
+	VMOVDQU16.Z  64(CX), K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsF16AVX512_r1_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsF16AVX512_r1_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsF16AVX512_r1_tail3_b:
+	PREFETCHT2   (SI)
+	PREFETCHT2   64(SI)
+	VCVTPH2PS    (CX), Z4
+	VCVTPH2PS    32(CX), Z5
+	VCVTPH2PS    64(CX), Z6
+	VMOVDQU16.Z  96(CX), K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsF16AVX512_r1_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 // func pvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·pvRowsBF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x04
@@ -4292,12 +5247,15 @@ pvRowsBF16AVX512_r4_full_b:
 	JMP          pvRowsBF16AVX512_r4_full
 
 pvRowsBF16AVX512_r4_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsBF16AVX512_r4_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsBF16AVX512_r4_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsBF16AVX512_r4_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsBF16AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsBF16AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsBF16AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsBF16AVX512_r4_part1
 	VZEROUPPER
 	RET
 
@@ -4488,6 +5446,310 @@ pvRowsBF16AVX512_r4_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsBF16AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsBF16AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsBF16AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsBF16AVX512_r4_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsBF16AVX512_r4_tail0_b:
+	PREFETCHT2   (R9)
+	VMOVDQU16.Z  (CX), K1, Y4
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z4
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (BX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (BX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (BX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsBF16AVX512_r4_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r4_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsBF16AVX512_r4_tail1_b:
+	PREFETCHT2   (R9)
+	VPMOVZXWD    (CX), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VMOVDQU16.Z  32(CX), K1, Y9
+	VPMOVZXWD    Y9, Z9
+	VPSLLD       $0x10, Z9, Z9
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (BX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (BX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (BX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsBF16AVX512_r4_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r4_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsBF16AVX512_r4_tail2_b:
+	PREFETCHT2   (R9)
+	PREFETCHT2   64(R9)
+	VPMOVZXWD    (CX), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(CX), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VMOVDQU16.Z  64(CX), K1, Y14
+	VPMOVZXWD    Y14, Z14
+	VPSLLD       $0x10, Z14, Z14
+	VBROADCASTSS (BX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (BX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (BX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (BX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsBF16AVX512_r4_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r4_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	SHLQ      $0x01, R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+pvRowsBF16AVX512_r4_tail3_b:
+	PREFETCHT2   (R9)
+	PREFETCHT2   64(R9)
+	VPMOVZXWD    (CX), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VPMOVZXWD    32(CX), Z17
+	VPSLLD       $0x10, Z17, Z17
+	VPMOVZXWD    64(CX), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VMOVDQU16.Z  96(CX), K1, Y19
+	VPMOVZXWD    Y19, Z19
+	VPSLLD       $0x10, Z19, Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          pvRowsBF16AVX512_r4_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsBF16AVX512_r3:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -4577,12 +5839,15 @@ pvRowsBF16AVX512_r3_full_b:
 	JMP          pvRowsBF16AVX512_r3_full
 
 pvRowsBF16AVX512_r3_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsBF16AVX512_r3_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsBF16AVX512_r3_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsBF16AVX512_r3_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsBF16AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsBF16AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsBF16AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsBF16AVX512_r3_part1
 	VZEROUPPER
 	RET
 
@@ -4746,6 +6011,268 @@ pvRowsBF16AVX512_r3_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsBF16AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsBF16AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsBF16AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsBF16AVX512_r3_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r3_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU16.Z  (CX), K1, Y3
+	VPMOVZXWD    Y3, Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (BX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (BX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r3_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r3_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r3_tail1_b:
+	PREFETCHT2   (R8)
+	VPMOVZXWD    (CX), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VMOVDQU16.Z  32(CX), K1, Y7
+	VPMOVZXWD    Y7, Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (BX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (BX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r3_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r3_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r3_tail2_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VPMOVZXWD    (CX), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    32(CX), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VMOVDQU16.Z  64(CX), K1, Y11
+	VPMOVZXWD    Y11, Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (BX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r3_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r3_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r3_tail3_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VPMOVZXWD    (CX), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(CX), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(CX), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VMOVDQU16.Z  96(CX), K1, Y15
+	VPMOVZXWD    Y15, Z15
+	VPSLLD       $0x10, Z15, Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r3_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsBF16AVX512_r2:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -4820,12 +6347,15 @@ pvRowsBF16AVX512_r2_full_b:
 	JMP          pvRowsBF16AVX512_r2_full
 
 pvRowsBF16AVX512_r2_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsBF16AVX512_r2_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsBF16AVX512_r2_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsBF16AVX512_r2_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsBF16AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsBF16AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsBF16AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsBF16AVX512_r2_part1
 	VZEROUPPER
 	RET
 
@@ -4962,6 +6492,226 @@ pvRowsBF16AVX512_r2_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsBF16AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsBF16AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsBF16AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsBF16AVX512_r2_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r2_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU16.Z  (CX), K1, Y2
+	VPMOVZXWD    Y2, Z2
+	VPSLLD       $0x10, Z2, Z2
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (BX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r2_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r2_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r2_tail1_b:
+	PREFETCHT2   (R8)
+	VPMOVZXWD    (CX), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VMOVDQU16.Z  32(CX), K1, Y5
+	VPMOVZXWD    Y5, Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (BX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r2_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r2_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r2_tail2_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VPMOVZXWD    (CX), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(CX), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VMOVDQU16.Z  64(CX), K1, Y8
+	VPMOVZXWD    Y8, Z8
+	VPSLLD       $0x10, Z8, Z8
+	VBROADCASTSS (BX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (BX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r2_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r2_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	SHLQ      $0x01, DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+pvRowsBF16AVX512_r2_tail3_b:
+	PREFETCHT2   (R8)
+	PREFETCHT2   64(R8)
+	VPMOVZXWD    (CX), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(CX), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    64(CX), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VMOVDQU16.Z  96(CX), K1, Y11
+	VPMOVZXWD    Y11, Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          pvRowsBF16AVX512_r2_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsBF16AVX512_r1:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -5021,12 +6771,15 @@ pvRowsBF16AVX512_r1_full_b:
 	JMP          pvRowsBF16AVX512_r1_full
 
 pvRowsBF16AVX512_r1_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsBF16AVX512_r1_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsBF16AVX512_r1_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsBF16AVX512_r1_part1
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsBF16AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsBF16AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsBF16AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsBF16AVX512_r1_part1
 	VZEROUPPER
 	RET
 
@@ -5136,8 +6889,186 @@ pvRowsBF16AVX512_r1_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsBF16AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsBF16AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsBF16AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsBF16AVX512_r1_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsBF16AVX512_r1_tail0_b:
+	PREFETCHT2   (SI)
+	VMOVDQU16.Z  (CX), K1, Y1
+	VPMOVZXWD    Y1, Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsBF16AVX512_r1_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r1_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsBF16AVX512_r1_tail1_b:
+	PREFETCHT2   (SI)
+	VPMOVZXWD    (CX), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VMOVDQU16.Z  32(CX), K1, Y3
+	VPMOVZXWD    Y3, Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsBF16AVX512_r1_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r1_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsBF16AVX512_r1_tail2_b:
+	PREFETCHT2   (SI)
+	PREFETCHT2   64(SI)
+	VPMOVZXWD    (CX), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VPMOVZXWD    32(CX), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VMOVDQU16.Z  64(CX), K1, Y5
+	VPMOVZXWD    Y5, Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsBF16AVX512_r1_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsBF16AVX512_r1_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	SHLQ      $0x01, BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+pvRowsBF16AVX512_r1_tail3_b:
+	PREFETCHT2   (SI)
+	PREFETCHT2   64(SI)
+	VPMOVZXWD    (CX), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(CX), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VPMOVZXWD    64(CX), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VMOVDQU16.Z  96(CX), K1, Y7
+	VPMOVZXWD    Y7, Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          pvRowsBF16AVX512_r1_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 // func pvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·pvRowsQ8AVX512(SB), NOSPLIT, $8-88
 	MOVQ rows+56(FP), AX
 	CMPQ AX, $0x04
@@ -5269,12 +7200,15 @@ pvRowsQ8AVX512_r4_full_b:
 	JMP          pvRowsQ8AVX512_r4_full
 
 pvRowsQ8AVX512_r4_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsQ8AVX512_r4_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsQ8AVX512_r4_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsQ8AVX512_r4_part1
+	MOVQ  dv+72(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsQ8AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsQ8AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsQ8AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsQ8AVX512_r4_part1
 	VZEROUPPER
 	RET
 
@@ -5497,6 +7431,354 @@ pvRowsQ8AVX512_r4_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsQ8AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsQ8AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsQ8AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsQ8AVX512_r4_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z3
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R9
+	MOVQ      R9, R10
+	SHRQ      $0x03, R10
+	SHLQ      $0x00, R9
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R11
+	MOVQ      R11, R12
+	SARQ      $0x03, R12
+	ADDQ      BX, R12
+	ADDQ      CX, R11
+	MOVQ      cols+64(FP), R13
+
+pvRowsQ8AVX512_r4_tail0_b:
+	PREFETCHT2   (R11)
+	PREFETCHT0   (R12)
+	VMOVDQU8.Z   (CX), K1, X4
+	VPMOVSXBD    X4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX), Z4, Z4
+	VBROADCASTSS (SI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (SI)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (SI)(DI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (SI)(R8*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, SI
+	ADDQ         R9, CX
+	ADDQ         R9, R11
+	ADDQ         R10, BX
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          pvRowsQ8AVX512_r4_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r4_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z2
+	VMOVUPS.Z 64(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS.Z 64(SI), K1, Z5
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z6
+	VMOVUPS.Z 64(SI), K1, Z7
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R9
+	MOVQ      R9, R10
+	SHRQ      $0x03, R10
+	SHLQ      $0x00, R9
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R11
+	MOVQ      R11, R12
+	SARQ      $0x03, R12
+	ADDQ      BX, R12
+	ADDQ      CX, R11
+	MOVQ      cols+64(FP), R13
+
+pvRowsQ8AVX512_r4_tail1_b:
+	PREFETCHT2   (R11)
+	PREFETCHT0   (R12)
+	VPMOVSXBD    (CX), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  (BX), Z8, Z8
+	VMOVDQU8.Z   16(CX), K1, X9
+	VPMOVSXBD    X9, Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX), Z9, Z9
+	VBROADCASTSS (SI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (SI)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (SI)(DI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (SI)(R8*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, SI
+	ADDQ         R9, CX
+	ADDQ         R9, R11
+	ADDQ         R10, BX
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          pvRowsQ8AVX512_r4_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r4_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z3
+	VMOVUPS   64(SI), Z4
+	VMOVUPS.Z 128(SI), K1, Z5
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z6
+	VMOVUPS   64(SI), Z7
+	VMOVUPS.Z 128(SI), K1, Z8
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z9
+	VMOVUPS   64(SI), Z10
+	VMOVUPS.Z 128(SI), K1, Z11
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R9
+	MOVQ      R9, R10
+	SHRQ      $0x03, R10
+	SHLQ      $0x00, R9
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R11
+	MOVQ      R11, R12
+	SARQ      $0x03, R12
+	ADDQ      BX, R12
+	ADDQ      CX, R11
+	MOVQ      cols+64(FP), R13
+
+pvRowsQ8AVX512_r4_tail2_b:
+	PREFETCHT2   (R11)
+	PREFETCHT0   (R12)
+	VPMOVSXBD    (CX), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS.BCST  (BX), Z12, Z12
+	VPMOVSXBD    16(CX), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS.BCST  (BX), Z13, Z13
+	VMOVDQU8.Z   32(CX), K1, X14
+	VPMOVSXBD    X14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  4(BX), Z14, Z14
+	VBROADCASTSS (SI), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (SI)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (SI)(DI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (SI)(R8*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, SI
+	ADDQ         R9, CX
+	ADDQ         R9, R11
+	ADDQ         R10, BX
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          pvRowsQ8AVX512_r4_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r4_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS   64(SI), Z5
+	VMOVUPS   128(SI), Z6
+	VMOVUPS.Z 192(SI), K1, Z7
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z8
+	VMOVUPS   64(SI), Z9
+	VMOVUPS   128(SI), Z10
+	VMOVUPS.Z 192(SI), K1, Z11
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z12
+	VMOVUPS   64(SI), Z13
+	VMOVUPS   128(SI), Z14
+	VMOVUPS.Z 192(SI), K1, Z15
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R9
+	MOVQ      R9, R10
+	SHRQ      $0x03, R10
+	SHLQ      $0x00, R9
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R11
+	MOVQ      R11, R12
+	SARQ      $0x03, R12
+	ADDQ      BX, R12
+	ADDQ      CX, R11
+	MOVQ      cols+64(FP), R13
+
+pvRowsQ8AVX512_r4_tail3_b:
+	PREFETCHT2   (R11)
+	PREFETCHT0   (R12)
+	VPMOVSXBD    (CX), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS.BCST  (BX), Z16, Z16
+	VPMOVSXBD    16(CX), Z17
+	VCVTDQ2PS    Z17, Z17
+	VMULPS.BCST  (BX), Z17, Z17
+	VPMOVSXBD    32(CX), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS.BCST  4(BX), Z18, Z18
+	VMOVDQU8.Z   48(CX), K1, X19
+	VPMOVSXBD    X19, Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS.BCST  4(BX), Z19, Z19
+	VBROADCASTSS (SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (SI)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (SI)(DI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (SI)(R8*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, SI
+	ADDQ         R9, CX
+	ADDQ         R9, R11
+	ADDQ         R10, BX
+	ADDQ         R10, R12
+	DECQ         R13
+	JNZ          pvRowsQ8AVX512_r4_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsQ8AVX512_r3:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -5600,12 +7882,15 @@ pvRowsQ8AVX512_r3_full_b:
 	JMP          pvRowsQ8AVX512_r3_full
 
 pvRowsQ8AVX512_r3_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsQ8AVX512_r3_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsQ8AVX512_r3_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsQ8AVX512_r3_part1
+	MOVQ  dv+72(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsQ8AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsQ8AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsQ8AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsQ8AVX512_r3_part1
 	VZEROUPPER
 	RET
 
@@ -5801,6 +8086,312 @@ pvRowsQ8AVX512_r3_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsQ8AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsQ8AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsQ8AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsQ8AVX512_r3_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z2
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r3_tail0_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VMOVDQU8.Z   (CX), K1, X3
+	VPMOVSXBD    X3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX), Z3, Z3
+	VBROADCASTSS (SI), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (SI)(DI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (SI)(DI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r3_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r3_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z2
+	VMOVUPS.Z 64(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS.Z 64(SI), K1, Z5
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r3_tail1_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VPMOVSXBD    (CX), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (BX), Z6, Z6
+	VMOVDQU8.Z   16(CX), K1, X7
+	VPMOVSXBD    X7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  (BX), Z7, Z7
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (SI)(DI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (SI)(DI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r3_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r3_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z3
+	VMOVUPS   64(SI), Z4
+	VMOVUPS.Z 128(SI), K1, Z5
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z6
+	VMOVUPS   64(SI), Z7
+	VMOVUPS.Z 128(SI), K1, Z8
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r3_tail2_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VPMOVSXBD    (CX), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX), Z9, Z9
+	VPMOVSXBD    16(CX), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (BX), Z10, Z10
+	VMOVDQU8.Z   32(CX), K1, X11
+	VPMOVSXBD    X11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  4(BX), Z11, Z11
+	VBROADCASTSS (SI), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (SI)(DI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (SI)(DI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r3_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r3_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS   64(SI), Z5
+	VMOVUPS   128(SI), Z6
+	VMOVUPS.Z 192(SI), K1, Z7
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z8
+	VMOVUPS   64(SI), Z9
+	VMOVUPS   128(SI), Z10
+	VMOVUPS.Z 192(SI), K1, Z11
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r3_tail3_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VPMOVSXBD    (CX), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS.BCST  (BX), Z12, Z12
+	VPMOVSXBD    16(CX), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS.BCST  (BX), Z13, Z13
+	VPMOVSXBD    32(CX), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  4(BX), Z14, Z14
+	VMOVDQU8.Z   48(CX), K1, X15
+	VPMOVSXBD    X15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VMULPS.BCST  4(BX), Z15, Z15
+	VBROADCASTSS (SI), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (SI)(DI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (SI)(DI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r3_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsQ8AVX512_r2:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -5889,12 +8480,15 @@ pvRowsQ8AVX512_r2_full_b:
 	JMP          pvRowsQ8AVX512_r2_full
 
 pvRowsQ8AVX512_r2_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsQ8AVX512_r2_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsQ8AVX512_r2_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsQ8AVX512_r2_part1
+	MOVQ  dv+72(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsQ8AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsQ8AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsQ8AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsQ8AVX512_r2_part1
 	VZEROUPPER
 	RET
 
@@ -6063,6 +8657,270 @@ pvRowsQ8AVX512_r2_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsQ8AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsQ8AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsQ8AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsQ8AVX512_r2_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z1
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r2_tail0_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VMOVDQU8.Z   (CX), K1, X2
+	VPMOVSXBD    X2, Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS.BCST  (BX), Z2, Z2
+	VBROADCASTSS (SI), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (SI)(DI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r2_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r2_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z2
+	VMOVUPS.Z 64(SI), K1, Z3
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r2_tail1_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VPMOVSXBD    (CX), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX), Z4, Z4
+	VMOVDQU8.Z   16(CX), K1, X5
+	VPMOVSXBD    X5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  (BX), Z5, Z5
+	VBROADCASTSS (SI), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (SI)(DI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r2_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r2_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z3
+	VMOVUPS   64(SI), Z4
+	VMOVUPS.Z 128(SI), K1, Z5
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r2_tail2_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VPMOVSXBD    (CX), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (BX), Z6, Z6
+	VPMOVSXBD    16(CX), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  (BX), Z7, Z7
+	VMOVDQU8.Z   32(CX), K1, X8
+	VPMOVSXBD    X8, Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  4(BX), Z8, Z8
+	VBROADCASTSS (SI), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (SI)(DI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r2_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r2_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS   64(SI), Z5
+	VMOVUPS   128(SI), Z6
+	VMOVUPS.Z 192(SI), K1, Z7
+	MOVQ      p+16(FP), SI
+	MOVQ      ldP+24(FP), DI
+	SHLQ      $0x02, DI
+	LEAQ      (DI)(DI*2), R8
+	MOVQ      ldV+40(FP), R8
+	MOVQ      R8, R9
+	SHRQ      $0x03, R9
+	SHLQ      $0x00, R8
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R10
+	MOVQ      R10, R11
+	SARQ      $0x03, R11
+	ADDQ      BX, R11
+	ADDQ      CX, R10
+	MOVQ      cols+64(FP), R12
+
+pvRowsQ8AVX512_r2_tail3_b:
+	PREFETCHT2   (R10)
+	PREFETCHT0   (R11)
+	VPMOVSXBD    (CX), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  (BX), Z8, Z8
+	VPMOVSXBD    16(CX), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX), Z9, Z9
+	VPMOVSXBD    32(CX), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  4(BX), Z10, Z10
+	VMOVDQU8.Z   48(CX), K1, X11
+	VPMOVSXBD    X11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  4(BX), Z11, Z11
+	VBROADCASTSS (SI), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (SI)(DI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, SI
+	ADDQ         R8, CX
+	ADDQ         R8, R10
+	ADDQ         R9, BX
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          pvRowsQ8AVX512_r2_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsQ8AVX512_r1:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -6136,12 +8994,15 @@ pvRowsQ8AVX512_r1_full_b:
 	JMP          pvRowsQ8AVX512_r1_full
 
 pvRowsQ8AVX512_r1_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsQ8AVX512_r1_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsQ8AVX512_r1_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsQ8AVX512_r1_part1
+	MOVQ  dv+72(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsQ8AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsQ8AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsQ8AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsQ8AVX512_r1_part1
 	VZEROUPPER
 	RET
 
@@ -6280,6 +9141,228 @@ pvRowsQ8AVX512_r1_part1_b:
 	DECQ         R10
 	JNZ          pvRowsQ8AVX512_r1_part1_b
 	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsQ8AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsQ8AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsQ8AVX512_r1_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      ldV+40(FP), SI
+	MOVQ      SI, DI
+	SHRQ      $0x03, DI
+	SHLQ      $0x00, SI
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R8
+	MOVQ      R8, R9
+	SARQ      $0x03, R9
+	ADDQ      BX, R9
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R10
+
+pvRowsQ8AVX512_r1_tail0_b:
+	PREFETCHT2   (R8)
+	PREFETCHT0   (R9)
+	VMOVDQU8.Z   (CX), K1, X1
+	VPMOVSXBD    X1, Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS.BCST  (BX), Z1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         SI, CX
+	ADDQ         SI, R8
+	ADDQ         DI, BX
+	ADDQ         DI, R9
+	DECQ         R10
+	JNZ          pvRowsQ8AVX512_r1_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r1_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      ldV+40(FP), SI
+	MOVQ      SI, DI
+	SHRQ      $0x03, DI
+	SHLQ      $0x00, SI
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R8
+	MOVQ      R8, R9
+	SARQ      $0x03, R9
+	ADDQ      BX, R9
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R10
+
+pvRowsQ8AVX512_r1_tail1_b:
+	PREFETCHT2   (R8)
+	PREFETCHT0   (R9)
+	VPMOVSXBD    (CX), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS.BCST  (BX), Z2, Z2
+	VMOVDQU8.Z   16(CX), K1, X3
+	VPMOVSXBD    X3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX), Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         SI, CX
+	ADDQ         SI, R8
+	ADDQ         DI, BX
+	ADDQ         DI, R9
+	DECQ         R10
+	JNZ          pvRowsQ8AVX512_r1_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r1_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      ldV+40(FP), SI
+	MOVQ      SI, DI
+	SHRQ      $0x03, DI
+	SHLQ      $0x00, SI
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R8
+	MOVQ      R8, R9
+	SARQ      $0x03, R9
+	ADDQ      BX, R9
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R10
+
+pvRowsQ8AVX512_r1_tail2_b:
+	PREFETCHT2   (R8)
+	PREFETCHT0   (R9)
+	VPMOVSXBD    (CX), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX), Z3, Z3
+	VPMOVSXBD    16(CX), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX), Z4, Z4
+	VMOVDQU8.Z   32(CX), K1, X5
+	VPMOVSXBD    X5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  4(BX), Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         SI, CX
+	ADDQ         SI, R8
+	ADDQ         DI, BX
+	ADDQ         DI, R9
+	DECQ         R10
+	JNZ          pvRowsQ8AVX512_r1_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsQ8AVX512_r1_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      ldV+40(FP), SI
+	MOVQ      SI, DI
+	SHRQ      $0x03, DI
+	SHLQ      $0x00, SI
+	MOVQ      BX, BX
+	MOVQ      ahead+80(FP), R8
+	MOVQ      R8, R9
+	SARQ      $0x03, R9
+	ADDQ      BX, R9
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R10
+
+pvRowsQ8AVX512_r1_tail3_b:
+	PREFETCHT2   (R8)
+	PREFETCHT0   (R9)
+	VPMOVSXBD    (CX), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX), Z4, Z4
+	VPMOVSXBD    16(CX), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  (BX), Z5, Z5
+	VPMOVSXBD    32(CX), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  4(BX), Z6, Z6
+	VMOVDQU8.Z   48(CX), K1, X7
+	VPMOVSXBD    X7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  4(BX), Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         SI, CX
+	ADDQ         SI, R8
+	ADDQ         DI, BX
+	ADDQ         DI, R9
+	DECQ         R10
+	JNZ          pvRowsQ8AVX512_r1_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
 	VZEROUPPER
 	RET
 
@@ -7298,12 +10381,15 @@ pvRowsGatherF32AVX512_r4_full_b:
 	JMP          pvRowsGatherF32AVX512_r4_full
 
 pvRowsGatherF32AVX512_r4_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF32AVX512_r4_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF32AVX512_r4_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF32AVX512_r4_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF32AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF32AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF32AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF32AVX512_r4_part1
 	VZEROUPPER
 	RET
 
@@ -7502,6 +10588,316 @@ pvRowsGatherF32AVX512_r4_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherF32AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF32AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF32AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF32AVX512_r4_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r4_tail0_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS.Z    (CX)(R10*1), K1, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r4_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r4_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r4_tail1_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z8
+	VMOVUPS.Z    64(CX)(R10*1), K1, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r4_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r4_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r4_tail2_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	PREFETCHT2   128(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z12
+	VMOVUPS      64(CX)(R10*1), Z13
+	VMOVUPS.Z    128(CX)(R10*1), K1, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r4_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r4_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF32AVX512_r4_tail3_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x02, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	PREFETCHT2   128(CX)(R10*1)
+	PREFETCHT2   192(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x02, R10
+	VMOVUPS      (CX)(R10*1), Z16
+	VMOVUPS      64(CX)(R10*1), Z17
+	VMOVUPS      128(CX)(R10*1), Z18
+	VMOVUPS.Z    192(CX)(R10*1), K1, Z19
+	VBROADCASTSS (DX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (DX)(BX*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (DX)(BX*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (DX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF32AVX512_r4_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherF32AVX512_r3:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -7592,12 +10988,15 @@ pvRowsGatherF32AVX512_r3_full_b:
 	JMP          pvRowsGatherF32AVX512_r3_full
 
 pvRowsGatherF32AVX512_r3_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF32AVX512_r3_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF32AVX512_r3_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF32AVX512_r3_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF32AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF32AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF32AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF32AVX512_r3_part1
 	VZEROUPPER
 	RET
 
@@ -7769,6 +11168,274 @@ pvRowsGatherF32AVX512_r3_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherF32AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF32AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF32AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF32AVX512_r3_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r3_tail0_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS.Z    (CX)(R9*1), K1, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r3_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r3_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r3_tail1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z6
+	VMOVUPS.Z    64(CX)(R9*1), K1, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r3_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r3_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r3_tail2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	PREFETCHT2   128(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z9
+	VMOVUPS      64(CX)(R9*1), Z10
+	VMOVUPS.Z    128(CX)(R9*1), K1, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r3_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r3_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r3_tail3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	PREFETCHT2   128(CX)(R9*1)
+	PREFETCHT2   192(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z12
+	VMOVUPS      64(CX)(R9*1), Z13
+	VMOVUPS      128(CX)(R9*1), Z14
+	VMOVUPS.Z    192(CX)(R9*1), K1, Z15
+	VBROADCASTSS (DX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (DX)(BX*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (DX)(BX*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r3_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherF32AVX512_r2:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -7844,12 +11511,15 @@ pvRowsGatherF32AVX512_r2_full_b:
 	JMP          pvRowsGatherF32AVX512_r2_full
 
 pvRowsGatherF32AVX512_r2_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF32AVX512_r2_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF32AVX512_r2_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF32AVX512_r2_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF32AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF32AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF32AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF32AVX512_r2_part1
 	VZEROUPPER
 	RET
 
@@ -7994,6 +11664,232 @@ pvRowsGatherF32AVX512_r2_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherF32AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF32AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF32AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF32AVX512_r2_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r2_tail0_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS.Z    (CX)(R9*1), K1, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r2_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r2_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r2_tail1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z4
+	VMOVUPS.Z    64(CX)(R9*1), K1, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r2_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r2_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r2_tail2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	PREFETCHT2   128(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z6
+	VMOVUPS      64(CX)(R9*1), Z7
+	VMOVUPS.Z    128(CX)(R9*1), K1, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r2_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r2_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF32AVX512_r2_tail3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x02, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	PREFETCHT2   128(CX)(R9*1)
+	PREFETCHT2   192(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x02, R9
+	VMOVUPS      (CX)(R9*1), Z8
+	VMOVUPS      64(CX)(R9*1), Z9
+	VMOVUPS      128(CX)(R9*1), Z10
+	VMOVUPS.Z    192(CX)(R9*1), K1, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF32AVX512_r2_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherF32AVX512_r1:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -8054,12 +11950,15 @@ pvRowsGatherF32AVX512_r1_full_b:
 	JMP          pvRowsGatherF32AVX512_r1_full
 
 pvRowsGatherF32AVX512_r1_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF32AVX512_r1_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF32AVX512_r1_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF32AVX512_r1_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF32AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF32AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF32AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF32AVX512_r1_part1
 	VZEROUPPER
 	RET
 
@@ -8174,6 +12073,190 @@ pvRowsGatherF32AVX512_r1_part1_b:
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
 	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF32AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF32AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF32AVX512_r1_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF32AVX512_r1_tail0_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS.Z    (CX)(R8*1), K1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX512_r1_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF32AVX512_r1_tail1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Z2
+	VMOVUPS.Z    64(CX)(R8*1), K1, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX512_r1_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF32AVX512_r1_tail2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	PREFETCHT2   128(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Z3
+	VMOVUPS      64(CX)(R8*1), Z4
+	VMOVUPS.Z    128(CX)(R8*1), K1, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX512_r1_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF32AVX512_r1_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF32AVX512_r1_tail3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x02, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	PREFETCHT2   128(CX)(R8*1)
+	PREFETCHT2   192(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x02, R8
+	VMOVUPS      (CX)(R8*1), Z4
+	VMOVUPS      64(CX)(R8*1), Z5
+	VMOVUPS      128(CX)(R8*1), Z6
+	VMOVUPS.Z    192(CX)(R8*1), K1, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF32AVX512_r1_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
 	VZEROUPPER
 	RET
 
@@ -9073,7 +13156,7 @@ qkRowsGatherF16AVX512_r1_k1_done:
 	RET
 
 // func pvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·pvRowsGatherF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+64(FP), AX
 	CMPQ AX, $0x04
@@ -9190,12 +13273,15 @@ pvRowsGatherF16AVX512_r4_full_b:
 	JMP          pvRowsGatherF16AVX512_r4_full
 
 pvRowsGatherF16AVX512_r4_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF16AVX512_r4_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF16AVX512_r4_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF16AVX512_r4_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF16AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF16AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF16AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF16AVX512_r4_part1
 	VZEROUPPER
 	RET
 
@@ -9392,6 +13478,316 @@ pvRowsGatherF16AVX512_r4_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherF16AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF16AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF16AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF16AVX512_r4_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r4_tail0_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VMOVDQU16.Z  (CX)(R10*1), K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r4_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r4_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r4_tail1_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z8
+	VMOVDQU16.Z  32(CX)(R10*1), K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r4_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r4_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r4_tail2_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z12
+	VCVTPH2PS    32(CX)(R10*1), Z13
+	VMOVDQU16.Z  64(CX)(R10*1), K1, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r4_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r4_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherF16AVX512_r4_tail3_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VCVTPH2PS    (CX)(R10*1), Z16
+	VCVTPH2PS    32(CX)(R10*1), Z17
+	VCVTPH2PS    64(CX)(R10*1), Z18
+	VMOVDQU16.Z  96(CX)(R10*1), K1, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (DX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (DX)(BX*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (DX)(BX*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (DX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherF16AVX512_r4_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherF16AVX512_r3:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -9480,12 +13876,15 @@ pvRowsGatherF16AVX512_r3_full_b:
 	JMP          pvRowsGatherF16AVX512_r3_full
 
 pvRowsGatherF16AVX512_r3_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF16AVX512_r3_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF16AVX512_r3_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF16AVX512_r3_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF16AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF16AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF16AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF16AVX512_r3_part1
 	VZEROUPPER
 	RET
 
@@ -9655,6 +14054,274 @@ pvRowsGatherF16AVX512_r3_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherF16AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF16AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF16AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF16AVX512_r3_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r3_tail0_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VMOVDQU16.Z  (CX)(R9*1), K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r3_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r3_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r3_tail1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z6
+	VMOVDQU16.Z  32(CX)(R9*1), K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r3_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r3_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r3_tail2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z9
+	VCVTPH2PS    32(CX)(R9*1), Z10
+	VMOVDQU16.Z  64(CX)(R9*1), K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r3_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r3_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r3_tail3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z12
+	VCVTPH2PS    32(CX)(R9*1), Z13
+	VCVTPH2PS    64(CX)(R9*1), Z14
+	VMOVDQU16.Z  96(CX)(R9*1), K1, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (DX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (DX)(BX*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (DX)(BX*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r3_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherF16AVX512_r2:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -9728,12 +14395,15 @@ pvRowsGatherF16AVX512_r2_full_b:
 	JMP          pvRowsGatherF16AVX512_r2_full
 
 pvRowsGatherF16AVX512_r2_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF16AVX512_r2_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF16AVX512_r2_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF16AVX512_r2_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF16AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF16AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF16AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF16AVX512_r2_part1
 	VZEROUPPER
 	RET
 
@@ -9876,6 +14546,232 @@ pvRowsGatherF16AVX512_r2_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherF16AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF16AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF16AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF16AVX512_r2_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r2_tail0_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VMOVDQU16.Z  (CX)(R9*1), K1, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r2_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r2_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r2_tail1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z4
+	VMOVDQU16.Z  32(CX)(R9*1), K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r2_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r2_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r2_tail2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z6
+	VCVTPH2PS    32(CX)(R9*1), Z7
+	VMOVDQU16.Z  64(CX)(R9*1), K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r2_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r2_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherF16AVX512_r2_tail3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VCVTPH2PS    (CX)(R9*1), Z8
+	VCVTPH2PS    32(CX)(R9*1), Z9
+	VCVTPH2PS    64(CX)(R9*1), Z10
+	VMOVDQU16.Z  96(CX)(R9*1), K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherF16AVX512_r2_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherF16AVX512_r1:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -9934,12 +14830,15 @@ pvRowsGatherF16AVX512_r1_full_b:
 	JMP          pvRowsGatherF16AVX512_r1_full
 
 pvRowsGatherF16AVX512_r1_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherF16AVX512_r1_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherF16AVX512_r1_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherF16AVX512_r1_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherF16AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherF16AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherF16AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherF16AVX512_r1_part1
 	VZEROUPPER
 	RET
 
@@ -10052,6 +14951,190 @@ pvRowsGatherF16AVX512_r1_part1_b:
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
 	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherF16AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherF16AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherF16AVX512_r1_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF16AVX512_r1_tail0_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VMOVDQU16.Z  (CX)(R8*1), K1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX512_r1_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF16AVX512_r1_tail1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Z2
+	VMOVDQU16.Z  32(CX)(R8*1), K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX512_r1_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF16AVX512_r1_tail2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Z3
+	VCVTPH2PS    32(CX)(R8*1), Z4
+	VMOVDQU16.Z  64(CX)(R8*1), K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX512_r1_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherF16AVX512_r1_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherF16AVX512_r1_tail3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VCVTPH2PS    (CX)(R8*1), Z4
+	VCVTPH2PS    32(CX)(R8*1), Z5
+	VCVTPH2PS    64(CX)(R8*1), Z6
+	VMOVDQU16.Z  96(CX)(R8*1), K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherF16AVX512_r1_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
 	VZEROUPPER
 	RET
 
@@ -10971,7 +16054,7 @@ qkRowsGatherBF16AVX512_r1_k1_done:
 	RET
 
 // func pvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·pvRowsGatherBF16AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+64(FP), AX
 	CMPQ AX, $0x04
@@ -11092,12 +16175,15 @@ pvRowsGatherBF16AVX512_r4_full_b:
 	JMP          pvRowsGatherBF16AVX512_r4_full
 
 pvRowsGatherBF16AVX512_r4_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherBF16AVX512_r4_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherBF16AVX512_r4_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherBF16AVX512_r4_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherBF16AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherBF16AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherBF16AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherBF16AVX512_r4_part1
 	VZEROUPPER
 	RET
 
@@ -11300,6 +16386,326 @@ pvRowsGatherBF16AVX512_r4_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherBF16AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherBF16AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherBF16AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherBF16AVX512_r4_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r4_tail0_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VMOVDQU16.Z  (CX)(R10*1), K1, Y4
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r4_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r4_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r4_tail1_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VMOVDQU16.Z  32(CX)(R10*1), K1, Y9
+	VPMOVZXWD    Y9, Z9
+	VPSLLD       $0x10, Z9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r4_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r4_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r4_tail2_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(CX)(R10*1), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VMOVDQU16.Z  64(CX)(R10*1), K1, Y14
+	VPMOVZXWD    Y14, Z14
+	VPSLLD       $0x10, Z14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r4_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r4_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherBF16AVX512_r4_tail3_b:
+	MOVQ         (R8), R10
+	SHLQ         $0x01, R10
+	PREFETCHT2   (CX)(R10*1)
+	PREFETCHT2   64(CX)(R10*1)
+	MOVQ         (DI), R10
+	SHLQ         $0x01, R10
+	VPMOVZXWD    (CX)(R10*1), Z16
+	VPSLLD       $0x10, Z16, Z16
+	VPMOVZXWD    32(CX)(R10*1), Z17
+	VPSLLD       $0x10, Z17, Z17
+	VPMOVZXWD    64(CX)(R10*1), Z18
+	VPSLLD       $0x10, Z18, Z18
+	VMOVDQU16.Z  96(CX)(R10*1), K1, Y19
+	VPMOVZXWD    Y19, Z19
+	VPSLLD       $0x10, Z19, Z19
+	VBROADCASTSS (DX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (DX)(BX*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (DX)(BX*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (DX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherBF16AVX512_r4_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherBF16AVX512_r3:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -11392,12 +16798,15 @@ pvRowsGatherBF16AVX512_r3_full_b:
 	JMP          pvRowsGatherBF16AVX512_r3_full
 
 pvRowsGatherBF16AVX512_r3_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherBF16AVX512_r3_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherBF16AVX512_r3_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherBF16AVX512_r3_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherBF16AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherBF16AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherBF16AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherBF16AVX512_r3_part1
 	VZEROUPPER
 	RET
 
@@ -11573,6 +16982,284 @@ pvRowsGatherBF16AVX512_r3_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherBF16AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherBF16AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherBF16AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherBF16AVX512_r3_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r3_tail0_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VMOVDQU16.Z  (CX)(R9*1), K1, Y3
+	VPMOVZXWD    Y3, Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r3_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r3_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r3_tail1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VMOVDQU16.Z  32(CX)(R9*1), K1, Y7
+	VPMOVZXWD    Y7, Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r3_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r3_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r3_tail2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    32(CX)(R9*1), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VMOVDQU16.Z  64(CX)(R9*1), K1, Y11
+	VPMOVZXWD    Y11, Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r3_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r3_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r3_tail3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z12
+	VPSLLD       $0x10, Z12, Z12
+	VPMOVZXWD    32(CX)(R9*1), Z13
+	VPSLLD       $0x10, Z13, Z13
+	VPMOVZXWD    64(CX)(R9*1), Z14
+	VPSLLD       $0x10, Z14, Z14
+	VMOVDQU16.Z  96(CX)(R9*1), K1, Y15
+	VPMOVZXWD    Y15, Z15
+	VPSLLD       $0x10, Z15, Z15
+	VBROADCASTSS (DX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (DX)(BX*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (DX)(BX*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r3_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherBF16AVX512_r2:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -11650,12 +17337,15 @@ pvRowsGatherBF16AVX512_r2_full_b:
 	JMP          pvRowsGatherBF16AVX512_r2_full
 
 pvRowsGatherBF16AVX512_r2_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherBF16AVX512_r2_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherBF16AVX512_r2_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherBF16AVX512_r2_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherBF16AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherBF16AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherBF16AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherBF16AVX512_r2_part1
 	VZEROUPPER
 	RET
 
@@ -11804,6 +17494,242 @@ pvRowsGatherBF16AVX512_r2_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherBF16AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherBF16AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherBF16AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherBF16AVX512_r2_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r2_tail0_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VMOVDQU16.Z  (CX)(R9*1), K1, Y2
+	VPMOVZXWD    Y2, Z2
+	VPSLLD       $0x10, Z2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r2_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r2_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r2_tail1_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VMOVDQU16.Z  32(CX)(R9*1), K1, Y5
+	VPMOVZXWD    Y5, Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r2_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r2_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r2_tail2_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VPMOVZXWD    32(CX)(R9*1), Z7
+	VPSLLD       $0x10, Z7, Z7
+	VMOVDQU16.Z  64(CX)(R9*1), K1, Y8
+	VPMOVZXWD    Y8, Z8
+	VPSLLD       $0x10, Z8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r2_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r2_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherBF16AVX512_r2_tail3_b:
+	MOVQ         (DI), R9
+	SHLQ         $0x01, R9
+	PREFETCHT2   (CX)(R9*1)
+	PREFETCHT2   64(CX)(R9*1)
+	MOVQ         (SI), R9
+	SHLQ         $0x01, R9
+	VPMOVZXWD    (CX)(R9*1), Z8
+	VPSLLD       $0x10, Z8, Z8
+	VPMOVZXWD    32(CX)(R9*1), Z9
+	VPSLLD       $0x10, Z9, Z9
+	VPMOVZXWD    64(CX)(R9*1), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VMOVDQU16.Z  96(CX)(R9*1), K1, Y11
+	VPMOVZXWD    Y11, Z11
+	VPSLLD       $0x10, Z11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherBF16AVX512_r2_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherBF16AVX512_r1:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -11866,12 +17792,15 @@ pvRowsGatherBF16AVX512_r1_full_b:
 	JMP          pvRowsGatherBF16AVX512_r1_full
 
 pvRowsGatherBF16AVX512_r1_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherBF16AVX512_r1_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherBF16AVX512_r1_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherBF16AVX512_r1_part1
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   pvRowsGatherBF16AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherBF16AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherBF16AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherBF16AVX512_r1_part1
 	VZEROUPPER
 	RET
 
@@ -11990,6 +17919,200 @@ pvRowsGatherBF16AVX512_r1_part1_b:
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
 	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherBF16AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherBF16AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherBF16AVX512_r1_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherBF16AVX512_r1_tail0_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VMOVDQU16.Z  (CX)(R8*1), K1, Y1
+	VPMOVZXWD    Y1, Z1
+	VPSLLD       $0x10, Z1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX512_r1_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherBF16AVX512_r1_tail1_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Z2
+	VPSLLD       $0x10, Z2, Z2
+	VMOVDQU16.Z  32(CX)(R8*1), K1, Y3
+	VPMOVZXWD    Y3, Z3
+	VPSLLD       $0x10, Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX512_r1_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherBF16AVX512_r1_tail2_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Z3
+	VPSLLD       $0x10, Z3, Z3
+	VPMOVZXWD    32(CX)(R8*1), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VMOVDQU16.Z  64(CX)(R8*1), K1, Y5
+	VPMOVZXWD    Y5, Z5
+	VPSLLD       $0x10, Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX512_r1_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherBF16AVX512_r1_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+pvRowsGatherBF16AVX512_r1_tail3_b:
+	MOVQ         (SI), R8
+	SHLQ         $0x01, R8
+	PREFETCHT2   (CX)(R8*1)
+	PREFETCHT2   64(CX)(R8*1)
+	MOVQ         (BX), R8
+	SHLQ         $0x01, R8
+	VPMOVZXWD    (CX)(R8*1), Z4
+	VPSLLD       $0x10, Z4, Z4
+	VPMOVZXWD    32(CX)(R8*1), Z5
+	VPSLLD       $0x10, Z5, Z5
+	VPMOVZXWD    64(CX)(R8*1), Z6
+	VPSLLD       $0x10, Z6, Z6
+	VMOVDQU16.Z  96(CX)(R8*1), K1, Y7
+	VPMOVZXWD    Y7, Z7
+	VPSLLD       $0x10, Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          pvRowsGatherBF16AVX512_r1_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
 	VZEROUPPER
 	RET
 
@@ -13151,7 +19274,7 @@ qkRowsGatherQ8AVX512_r1_k1_done:
 	RET
 
 // func pvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
-// Requires: AVX, AVX512F, MMX+
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·pvRowsGatherQ8AVX512(SB), NOSPLIT, $0-88
 	MOVQ rows+64(FP), AX
 	CMPQ AX, $0x04
@@ -13282,12 +19405,15 @@ pvRowsGatherQ8AVX512_r4_full_b:
 	JMP          pvRowsGatherQ8AVX512_r4_full
 
 pvRowsGatherQ8AVX512_r4_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherQ8AVX512_r4_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherQ8AVX512_r4_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherQ8AVX512_r4_part1
+	MOVQ  dv+80(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsGatherQ8AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherQ8AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherQ8AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherQ8AVX512_r4_part1
 	VZEROUPPER
 	RET
 
@@ -13510,6 +19636,354 @@ pvRowsGatherQ8AVX512_r4_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherQ8AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherQ8AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherQ8AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherQ8AVX512_r4_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), R8
+	MOVQ      pfo+48(FP), R9
+	MOVQ      cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r4_tail0_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VMOVDQU8.Z   (CX)(R11*1), K1, X4
+	VPMOVSXBD    X4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R12*1), Z4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r4_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r4_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z2
+	VMOVUPS.Z 64(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS.Z 64(SI), K1, Z5
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z6
+	VMOVUPS.Z 64(SI), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), R8
+	MOVQ      pfo+48(FP), R9
+	MOVQ      cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r4_tail1_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  (BX)(R12*1), Z8, Z8
+	VMOVDQU8.Z   16(CX)(R11*1), K1, X9
+	VPMOVSXBD    X9, Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX)(R12*1), Z9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r4_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r4_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z3
+	VMOVUPS   64(SI), Z4
+	VMOVUPS.Z 128(SI), K1, Z5
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z6
+	VMOVUPS   64(SI), Z7
+	VMOVUPS.Z 128(SI), K1, Z8
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z9
+	VMOVUPS   64(SI), Z10
+	VMOVUPS.Z 128(SI), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), R8
+	MOVQ      pfo+48(FP), R9
+	MOVQ      cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r4_tail2_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS.BCST  (BX)(R12*1), Z12, Z12
+	VPMOVSXBD    16(CX)(R11*1), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS.BCST  (BX)(R12*1), Z13, Z13
+	VMOVDQU8.Z   32(CX)(R11*1), K1, X14
+	VPMOVSXBD    X14, Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  4(BX)(R12*1), Z14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r4_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r4_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS   64(SI), Z5
+	VMOVUPS   128(SI), Z6
+	VMOVUPS.Z 192(SI), K1, Z7
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z8
+	VMOVUPS   64(SI), Z9
+	VMOVUPS   128(SI), Z10
+	VMOVUPS.Z 192(SI), K1, Z11
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z12
+	VMOVUPS   64(SI), Z13
+	VMOVUPS   128(SI), Z14
+	VMOVUPS.Z 192(SI), K1, Z15
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), R8
+	MOVQ      pfo+48(FP), R9
+	MOVQ      cols+72(FP), R10
+
+pvRowsGatherQ8AVX512_r4_tail3_b:
+	MOVQ         (R9), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	PREFETCHT0   (BX)(R12*1)
+	SHLQ         $0x00, R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	MOVQ         R11, R12
+	SHRQ         $0x03, R12
+	SHLQ         $0x00, R11
+	VPMOVSXBD    (CX)(R11*1), Z16
+	VCVTDQ2PS    Z16, Z16
+	VMULPS.BCST  (BX)(R12*1), Z16, Z16
+	VPMOVSXBD    16(CX)(R11*1), Z17
+	VCVTDQ2PS    Z17, Z17
+	VMULPS.BCST  (BX)(R12*1), Z17, Z17
+	VPMOVSXBD    32(CX)(R11*1), Z18
+	VCVTDQ2PS    Z18, Z18
+	VMULPS.BCST  4(BX)(R12*1), Z18, Z18
+	VMOVDQU8.Z   48(CX)(R11*1), K1, X19
+	VPMOVSXBD    X19, Z19
+	VCVTDQ2PS    Z19, Z19
+	VMULPS.BCST  4(BX)(R12*1), Z19, Z19
+	VBROADCASTSS (DX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (DX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (DX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (DX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          pvRowsGatherQ8AVX512_r4_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherQ8AVX512_r3:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -13612,12 +20086,15 @@ pvRowsGatherQ8AVX512_r3_full_b:
 	JMP          pvRowsGatherQ8AVX512_r3_full
 
 pvRowsGatherQ8AVX512_r3_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherQ8AVX512_r3_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherQ8AVX512_r3_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherQ8AVX512_r3_part1
+	MOVQ  dv+80(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsGatherQ8AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherQ8AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherQ8AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherQ8AVX512_r3_part1
 	VZEROUPPER
 	RET
 
@@ -13813,6 +20290,312 @@ pvRowsGatherQ8AVX512_r3_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherQ8AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherQ8AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherQ8AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherQ8AVX512_r3_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r3_tail0_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VMOVDQU8.Z   (CX)(R10*1), K1, X3
+	VPMOVSXBD    X3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX)(R11*1), Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r3_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r3_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z2
+	VMOVUPS.Z 64(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS.Z 64(SI), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r3_tail1_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (BX)(R11*1), Z6, Z6
+	VMOVDQU8.Z   16(CX)(R10*1), K1, X7
+	VPMOVSXBD    X7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  (BX)(R11*1), Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r3_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r3_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z3
+	VMOVUPS   64(SI), Z4
+	VMOVUPS.Z 128(SI), K1, Z5
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z6
+	VMOVUPS   64(SI), Z7
+	VMOVUPS.Z 128(SI), K1, Z8
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r3_tail2_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX)(R11*1), Z9, Z9
+	VPMOVSXBD    16(CX)(R10*1), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  (BX)(R11*1), Z10, Z10
+	VMOVDQU8.Z   32(CX)(R10*1), K1, X11
+	VPMOVSXBD    X11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  4(BX)(R11*1), Z11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r3_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r3_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS   64(SI), Z5
+	VMOVUPS   128(SI), Z6
+	VMOVUPS.Z 192(SI), K1, Z7
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z8
+	VMOVUPS   64(SI), Z9
+	VMOVUPS   128(SI), Z10
+	VMOVUPS.Z 192(SI), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r3_tail3_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z12
+	VCVTDQ2PS    Z12, Z12
+	VMULPS.BCST  (BX)(R11*1), Z12, Z12
+	VPMOVSXBD    16(CX)(R10*1), Z13
+	VCVTDQ2PS    Z13, Z13
+	VMULPS.BCST  (BX)(R11*1), Z13, Z13
+	VPMOVSXBD    32(CX)(R10*1), Z14
+	VCVTDQ2PS    Z14, Z14
+	VMULPS.BCST  4(BX)(R11*1), Z14, Z14
+	VMOVDQU8.Z   48(CX)(R10*1), K1, X15
+	VPMOVSXBD    X15, Z15
+	VCVTDQ2PS    Z15, Z15
+	VMULPS.BCST  4(BX)(R11*1), Z15, Z15
+	VBROADCASTSS (DX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (DX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (DX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r3_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherQ8AVX512_r2:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -13900,12 +20683,15 @@ pvRowsGatherQ8AVX512_r2_full_b:
 	JMP          pvRowsGatherQ8AVX512_r2_full
 
 pvRowsGatherQ8AVX512_r2_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherQ8AVX512_r2_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherQ8AVX512_r2_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherQ8AVX512_r2_part1
+	MOVQ  dv+80(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsGatherQ8AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherQ8AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherQ8AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherQ8AVX512_r2_part1
 	VZEROUPPER
 	RET
 
@@ -14074,6 +20860,270 @@ pvRowsGatherQ8AVX512_r2_part1_b:
 	VZEROUPPER
 	RET
 
+pvRowsGatherQ8AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherQ8AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherQ8AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherQ8AVX512_r2_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS.Z (SI), K1, Z0
+	ADDQ      DX, SI
+	VMOVUPS.Z (SI), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r2_tail0_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VMOVDQU8.Z   (CX)(R10*1), K1, X2
+	VPMOVSXBD    X2, Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS.BCST  (BX)(R11*1), Z2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r2_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r2_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS.Z 64(SI), K1, Z1
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z2
+	VMOVUPS.Z 64(SI), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r2_tail1_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R11*1), Z4, Z4
+	VMOVDQU8.Z   16(CX)(R10*1), K1, X5
+	VPMOVSXBD    X5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  (BX)(R11*1), Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r2_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r2_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS.Z 128(SI), K1, Z2
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z3
+	VMOVUPS   64(SI), Z4
+	VMOVUPS.Z 128(SI), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r2_tail2_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  (BX)(R11*1), Z6, Z6
+	VPMOVSXBD    16(CX)(R10*1), Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  (BX)(R11*1), Z7, Z7
+	VMOVDQU8.Z   32(CX)(R10*1), K1, X8
+	VPMOVSXBD    X8, Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  4(BX)(R11*1), Z8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r2_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r2_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, SI
+	VMOVUPS   (SI), Z0
+	VMOVUPS   64(SI), Z1
+	VMOVUPS   128(SI), Z2
+	VMOVUPS.Z 192(SI), K1, Z3
+	ADDQ      DX, SI
+	VMOVUPS   (SI), Z4
+	VMOVUPS   64(SI), Z5
+	VMOVUPS   128(SI), Z6
+	VMOVUPS.Z 192(SI), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+pvRowsGatherQ8AVX512_r2_tail3_b:
+	MOVQ         (R8), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	PREFETCHT0   (BX)(R11*1)
+	SHLQ         $0x00, R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	MOVQ         R10, R11
+	SHRQ         $0x03, R11
+	SHLQ         $0x00, R10
+	VPMOVSXBD    (CX)(R10*1), Z8
+	VCVTDQ2PS    Z8, Z8
+	VMULPS.BCST  (BX)(R11*1), Z8, Z8
+	VPMOVSXBD    16(CX)(R10*1), Z9
+	VCVTDQ2PS    Z9, Z9
+	VMULPS.BCST  (BX)(R11*1), Z9, Z9
+	VPMOVSXBD    32(CX)(R10*1), Z10
+	VCVTDQ2PS    Z10, Z10
+	VMULPS.BCST  4(BX)(R11*1), Z10, Z10
+	VMOVDQU8.Z   48(CX)(R10*1), K1, X11
+	VPMOVSXBD    X11, Z11
+	VCVTDQ2PS    Z11, Z11
+	VMULPS.BCST  4(BX)(R11*1), Z11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (DX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          pvRowsGatherQ8AVX512_r2_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
 pvRowsGatherQ8AVX512_r1:
 	MOVQ o+0(FP), AX
 	MOVQ v+32(FP), CX
@@ -14146,12 +21196,15 @@ pvRowsGatherQ8AVX512_r1_full_b:
 	JMP          pvRowsGatherQ8AVX512_r1_full
 
 pvRowsGatherQ8AVX512_r1_part:
-	CMPQ DX, $0x03
-	JEQ  pvRowsGatherQ8AVX512_r1_part3
-	CMPQ DX, $0x02
-	JEQ  pvRowsGatherQ8AVX512_r1_part2
-	CMPQ DX, $0x01
-	JEQ  pvRowsGatherQ8AVX512_r1_part1
+	MOVQ  dv+80(FP), SI
+	TESTQ $0x0000000f, SI
+	JNZ   pvRowsGatherQ8AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   pvRowsGatherQ8AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   pvRowsGatherQ8AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   pvRowsGatherQ8AVX512_r1_part1
 	VZEROUPPER
 	RET
 
@@ -14290,6 +21343,228 @@ pvRowsGatherQ8AVX512_r1_part1_b:
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
 	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       pvRowsGatherQ8AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       pvRowsGatherQ8AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       pvRowsGatherQ8AVX512_r1_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherQ8AVX512_r1_tail0_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VMOVDQU8.Z   (CX)(R9*1), K1, X1
+	VPMOVSXBD    X1, Z1
+	VCVTDQ2PS    Z1, Z1
+	VMULPS.BCST  (BX)(R10*1), Z1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX512_r1_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherQ8AVX512_r1_tail1_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Z2
+	VCVTDQ2PS    Z2, Z2
+	VMULPS.BCST  (BX)(R10*1), Z2, Z2
+	VMOVDQU8.Z   16(CX)(R9*1), K1, X3
+	VPMOVSXBD    X3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX)(R10*1), Z3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX512_r1_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherQ8AVX512_r1_tail2_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Z3
+	VCVTDQ2PS    Z3, Z3
+	VMULPS.BCST  (BX)(R10*1), Z3, Z3
+	VPMOVSXBD    16(CX)(R9*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R10*1), Z4, Z4
+	VMOVDQU8.Z   32(CX)(R9*1), K1, X5
+	VPMOVSXBD    X5, Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  4(BX)(R10*1), Z5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX512_r1_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+pvRowsGatherQ8AVX512_r1_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), SI
+	KMOVW     (SI)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+pvRowsGatherQ8AVX512_r1_tail3_b:
+	MOVQ         (DI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	PREFETCHT0   (BX)(R10*1)
+	SHLQ         $0x00, R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	SHLQ         $0x00, R9
+	VPMOVSXBD    (CX)(R9*1), Z4
+	VCVTDQ2PS    Z4, Z4
+	VMULPS.BCST  (BX)(R10*1), Z4, Z4
+	VPMOVSXBD    16(CX)(R9*1), Z5
+	VCVTDQ2PS    Z5, Z5
+	VMULPS.BCST  (BX)(R10*1), Z5, Z5
+	VPMOVSXBD    32(CX)(R9*1), Z6
+	VCVTDQ2PS    Z6, Z6
+	VMULPS.BCST  4(BX)(R10*1), Z6, Z6
+	VMOVDQU8.Z   48(CX)(R9*1), K1, X7
+	VPMOVSXBD    X7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VMULPS.BCST  4(BX)(R10*1), Z7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          pvRowsGatherQ8AVX512_r1_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
 	VZEROUPPER
 	RET
 

@@ -9,7 +9,8 @@ import "unsafe"
 // exported function for rows (1..4) rows, dv a multiple of 16 (of 32 for
 // Q8), leading dimensions in elements, ahead in bytes, every size >= 1;
 // qkRowsAsm and pvRowsAsm (rows_asm.go) cut larger row counts into blocks
-// of 4 and let the generic code add the components past dv. ks and vs are read only for
+// of 4 and let the generic code add the components past dv (for PVRows,
+// pvRowsTail, through the PV kernel: the same FMAs). ks and vs are read only for
 // Q8. The order of the additions differs from the generic loops'.
 
 // qkRowsF32NEON is QKRows's kernel for float32 keys:
@@ -82,6 +83,11 @@ func rowBlock() (mr, lanes int) {
 	}
 	return 4, 16
 }
+
+// pvAnyWidth reports whether the PVRows kernels take rows of any width:
+// the NEON ones take whole blocks of 16 columns (of 32 for Q8), and
+// pvRowsTail adds the others through the PV kernel, with the same FMAs.
+func pvAnyWidth() bool { return false }
 
 // qkRowsBlock runs the NEON QKRows kernel of kind on one block of rows.
 func qkRowsBlock(kind rowKind, s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {

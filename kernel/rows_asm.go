@@ -49,6 +49,17 @@ func rowBlocking[T RowElem](x []T, d int) (mr, dv int) {
 	return mr, d &^ (lanes - 1)
 }
 
+// pvBlocking is rowBlocking for the PVRows kernels: where they take rows
+// of any width (pvAnyWidth: AVX-512, whose last vector of a row goes
+// through an opmask), dv is all of d.
+func pvBlocking[T RowElem](x []T, d int) (mr, dv int) {
+	mr, dv = rowBlocking(x, d)
+	if mr > 0 && pvAnyWidth() {
+		dv = d
+	}
+	return mr, dv
+}
+
 // qkRowsAsm computes the first dv components of QKRows in assembly and
 // returns dv (0 when the generic code must do everything). The arguments
 // are checked and every size is >= 1.
@@ -71,13 +82,14 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 }
 
 // pvRowsAsm computes the first dv output columns of PVRows in assembly and
-// returns dv. float32 values go to the PV kernel, which reads row-major V.
+// returns dv (the caller adds the others with pvRowsTail). float32 values
+// go to the PV kernel, which reads row-major V.
 func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d, ahead int) int {
 	if f, ok := any(v).([]float32); ok {
 		pv(o, ldO, p, ldP, f, ldV, rows, cols, d)
 		return d
 	}
-	mr, dv := rowBlocking(v, d)
+	mr, dv := pvBlocking(v, d)
 	if dv == 0 {
 		return 0
 	}

@@ -20,6 +20,11 @@ func rowBlock() (mr, lanes int) {
 	return 0, 0
 }
 
+// pvAnyWidth reports whether the PVRows kernels of the active level take
+// rows of any width (AVX-512: the columns past the last whole vector in
+// one more, through an opmask) rather than whole vectors.
+func pvAnyWidth() bool { return active == implAVX512 }
+
 // qkRowsBlock runs the QKRows kernel of kind and the active level on one
 // register block of rows.
 func qkRowsBlock(kind rowKind, s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {

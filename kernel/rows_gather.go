@@ -74,7 +74,8 @@ func QKRowsGather[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, 
 //	}
 //
 // ahead is the prefetch distance in keys, as for QKRowsGather. As with
-// PVRows, only the first cols probabilities of a row are read.
+// PVRows, only the first cols probabilities of a row are read, and a
+// column's result does not depend on d.
 func PVRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, d, ahead int) error {
 	if err := checkDims("PVRowsGather", rows, cols, d); err != nil {
 		return err
@@ -105,7 +106,7 @@ func PVRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, 
 		}
 		return nil
 	}
-	pvRowsGatherGeneric(o, ldO, p, ldP, v, scales, off, rows, cols, dv, d)
+	pvRowsGatherTail(o, ldO, p, ldP, v, scales, off, rows, cols, dv, d)
 	return nil
 }
 
@@ -178,6 +179,28 @@ func qkRowsGatherGeneric[T RowElem](s []float32, ldS int, q []float32, ldQ int, 
 			sc = rowScales(scales, e)
 		}
 		qkRowsGeneric(s[j:], ldS, q, ldQ, k[e:], sc, 0, rows, 1, c0, d, scale)
+	}
+}
+
+// pvRowsGatherTail is PVRowsGather over output columns [c0, d), those
+// the assembly left: as pvRowsTail (the PV kernel on the widened columns,
+// the row kernels' FMAs) where the active level has row kernels,
+// pvRowsGatherGeneric elsewhere.
+func pvRowsGatherTail[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, c0, d int) {
+	if !rowKernels() {
+		pvRowsGatherGeneric(o, ldO, p, ldP, v, scales, off, rows, cols, c0, d)
+		return
+	}
+	var buf [tailKeys * qktChunk]float32
+	for cc := c0; cc < d; cc += qktChunk {
+		n := min(qktChunk, d-cc)
+		for j0 := 0; j0 < cols; j0 += tailKeys {
+			nk := min(tailKeys, cols-j0)
+			for j, e := range off[j0 : j0+nk] {
+				widen(buf[j*n:(j+1)*n], v, scales, e+cc)
+			}
+			pv(o[cc:], ldO, p[j0:], ldP, buf[:nk*n], n, rows, nk, n)
+		}
 	}
 }
 

@@ -52,9 +52,9 @@ func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []
 }
 
 // pvRowsGatherAsm computes the first dv output columns of PVRowsGather
-// and returns dv, as qkRowsGatherAsm.
+// and returns dv, as qkRowsGatherAsm (all d with AVX-512, pvBlocking).
 func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off, pfo []int, rows, cols, d int) int {
-	mr, dv := rowBlocking(v, d)
+	mr, dv := pvBlocking(v, d)
 	if dv == 0 {
 		return 0
 	}

@@ -38,7 +38,7 @@ func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []
 			sc = rowScales(scales, e)
 		}
 		if vd := pvRowsAsm(o, ldO, p[j:], ldP, v[e:], sc, ld, rows, n, d, pfo[j]-e); vd < d {
-			pvRowsGeneric(o, ldO, p[j:], ldP, v[e:], sc, ld, rows, n, vd, d)
+			pvRowsTail(o, ldO, p[j:], ldP, v[e:], sc, ld, rows, n, vd, d)
 		}
 	})
 	return d

@@ -205,11 +205,12 @@ func genPVGather(x *isa, t elemType) {
 	name := "pvRowsGather" + t.Name() + x.Name
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, off, pfo *int, vs *float32, rows, cols, dv int)", t.GoType()))
 	Pragma("noescape")
-	Doc(append([]string{
+	doc := append([]string{
 		fmt.Sprintf("%s is the %s kernel of PVRowsGather for %s values:", name, x.Doc, elemDoc[t]),
 		fmt.Sprintf("it accumulates rows (1..%d) probability rows times cols value rows, value", x.mr),
 		fmt.Sprintf("j's at element off[j] of v (%s), into the first dv", gatherDoc(t)),
-		fmt.Sprintf("columns of o (dv a multiple of %d, ldO and ldP in elements):", x.dvMultiple(t)),
+	}, x.pvDvDoc(t, true)...)
+	Doc(append(append(doc,
 		"",
 		"	for i := 0; i < rows; i++ {",
 		"		for c := 0; c < dv; c++ {",
@@ -221,17 +222,22 @@ func genPVGather(x *isa, t elemType) {
 		"		}",
 		"	}",
 		"",
-	}, gatherRowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once.")...)...)
-	genPVBlocks(x, t, name, func(rb, nv int, lbl string, oc, vc, sc Register) {
-		pvGatherBlock(x, t, rb, nv, lbl, oc, vc, sc)
+	), gatherRowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once, in the order of the keys.")...)...)
+	genPVBlocks(x, t, name, func(rb, nv int, tail bool, lbl string, oc, vc, sc Register) {
+		pvGatherBlock(x, t, rb, nv, tail, lbl, oc, vc, sc)
 	})
 }
 
 // pvGatherBlock emits the product of rb probability rows and every value
 // row into nv vectors of output columns at oc; vc is v advanced to the
-// block's columns, sc (Q8) the scales advanced to them.
-func pvGatherBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
-	acc, _ := loadOut(x, rb, nv, oc)
+// block's columns, sc (Q8) the scales advanced to them. With tail, the
+// last vector holds the row's dv mod 16 last columns.
+func pvGatherBlock(x *isa, t elemType, rb, nv int, tail bool, lbl string, oc, vc, sc Register) {
+	var k Register
+	if tail {
+		k = pvTailMask()
+	}
+	acc, _ := loadOut(x, rb, nv, oc, k)
 	pp := Load(Param("p"), GP64())
 	ldP, ldP3 := floatStride("ldP")
 	op := Load(Param("off"), GP64())
@@ -268,7 +274,7 @@ func pvGatherBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Regist
 		if t == q8 {
 			m = Mem{Base: sc, Index: so, Scale: 1, Disp: w * x.Lanes() / 32 * 4}
 		}
-		x.load(t, Mem{Base: vc, Index: vo, Scale: 1, Disp: w * x.Lanes() * t.Size()}, m, vv[w])
+		x.loadVec(t, Mem{Base: vc, Index: vo, Scale: 1, Disp: w * x.Lanes() * t.Size()}, m, lastMask(k, w, nv), vv[w])
 	}
 	for r := 0; r < rb; r++ {
 		b := x.Vec()
@@ -283,5 +289,5 @@ func pvGatherBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Regist
 	DECQ(j)
 	JNZ(LabelRef(lbl))
 
-	storeOut(x, acc, oc, nil)
+	storeOut(x, acc, oc, nil, k)
 }

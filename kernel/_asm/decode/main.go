@@ -13,8 +13,15 @@
 //
 //	go run ./decode -out ../rows_amd64.s -stubs ../rows_amd64.go -pkg kernel
 //
-// The kernels handle the first dv components of every row, dv a multiple
-// of the vector width (of 32 for Q8); the Go wrappers add the rest.
+// The QKRows kernels handle the first dv components of every row, dv a
+// multiple of the vector width (of 32 for Q8); the Go wrappers add the
+// rest. The AVX-512 PVRows kernels take any dv: the columns after the last
+// whole vector go in one more vector, read and written through an opmask,
+// so that a column's sum is the same chain of FMAs whether it falls in a
+// whole vector or in that one (V given as a view of K's first Dv
+// components gives the bits of V = K on those columns). The AVX2 kernels
+// take whole vectors, and the Go wrappers add the other columns with the
+// same FMAs (kernel.pvRowsTail: the PV kernel on the widened columns).
 //
 // QKRows keeps an MR × 4 block of vector accumulators: row i's partial dot
 // products with keys j..j+3. Each step converts one vector of each of the
@@ -26,7 +33,9 @@
 //
 // PVRows keeps an MR × NV block of the output in accumulators (NV vectors
 // of columns) and, for every key j, converts the NV vectors of V_j once and
-// issues MR·NV FMAs with the broadcast probabilities.
+// issues MR·NV FMAs with the broadcast probabilities. Every column's
+// accumulator starts from o and adds the keys' products in key order, one
+// FMA each, whichever block (or masked last vector) holds the column.
 //
 // Q8 rows hold int8 values with a float32 scale per block of 32 (the scale
 // of element e of the tensor is scales[e/32]); a vector is widened with
@@ -85,6 +94,63 @@ func (x *isa) load(t elemType, m Mem, sc Mem, dst VecVirtual) {
 			VBROADCASTSS(sc, s)
 			VMULPS(s, dst, dst)
 		}
+	}
+}
+
+// loadTail is load for the partial vector at the end of a row: only the
+// lanes of the opmask k are read (none past them, so nothing past the row
+// end), the others are zero.
+func (x *isa) loadTail(t elemType, m Mem, sc Mem, k Register, dst VecVirtual) {
+	switch t {
+	case f32:
+		VMOVUPS_Z(m, k, dst)
+		return
+	case f16, bf16:
+		h := YMM()
+		VMOVDQU16_Z(m, k, h)
+		t.Widen(h, dst)
+	case q8:
+		h := XMM()
+		VMOVDQU8_Z(m, k, h)
+		t.Widen(h, dst)
+		VMULPS_BCST(sc, dst, dst)
+	}
+}
+
+// tailMask is the table of the AVX-512 PVRows kernels' opmasks: entry i
+// (i in 0..16) selects the first i lanes.
+var tailMask Mem
+
+// pvTailMask returns the opmask of the dv mod 16 columns of a row's last,
+// partial, vector.
+func pvTailMask() Register {
+	rem := Load(Param("dv"), GP64())
+	ANDQ(U8(15), rem)
+	return asmkit.LoadOpmask(tailMask, rem)
+}
+
+// pvDvDoc returns the lines of a PVRows kernel's doc comment that name the
+// columns of o it computes and say what dv may be, to the end of their
+// parenthesis (for a gathering kernel, after its "into the first dv").
+func (x *isa) pvDvDoc(t elemType, gather bool) []string {
+	switch {
+	case x.IsAVX512() && gather:
+		return []string{
+			"columns of o (any dv >= 1: the columns past the last whole vector go in",
+			"one more, read and written through an opmask; ldO and ldP in elements):",
+		}
+	case x.IsAVX512():
+		return []string{
+			"the first dv columns of o (any dv >= 1: the columns past the last whole",
+			"vector go in one more, read and written through an opmask; leading",
+			"dimensions in elements):",
+		}
+	case gather:
+		return []string{fmt.Sprintf("columns of o (dv a multiple of %d, ldO and ldP in elements):", x.dvMultiple(t))}
+	}
+	return []string{
+		fmt.Sprintf("the first dv columns of o (dv a multiple of %d, leading dimensions in", x.dvMultiple(t)),
+		"elements):",
 	}
 }
 
@@ -402,11 +468,11 @@ func genPV(x *isa, t elemType) {
 	name := "pvRows" + t.Name() + x.Name
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv, ahead int)", t.GoType()))
 	Pragma("noescape")
-	Doc(append([]string{
+	doc := append([]string{
 		fmt.Sprintf("%s is the %s kernel of PVRows for %s values:", name, x.Doc, elemDoc[t]),
 		fmt.Sprintf("it accumulates rows (1..%d) probability rows times cols value rows into", x.mr),
-		fmt.Sprintf("the first dv columns of o (dv a multiple of %d, leading dimensions in", x.dvMultiple(t)),
-		"elements):",
+	}, x.pvDvDoc(t, false)...)
+	Doc(append(append(doc,
 		"",
 		"	for i := 0; i < rows; i++ {",
 		"		for c := 0; c < dv; c++ {",
@@ -418,9 +484,9 @@ func genPV(x *isa, t elemType) {
 		"		}",
 		"	}",
 		"",
-	}, rowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once.")...)...)
-	genPVBlocks(x, t, name, func(rb, nv int, lbl string, oc, vc, sc Register) {
-		pvBlock(x, t, rb, nv, lbl, oc, vc, sc)
+	), rowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once, in the order of the keys.")...)...)
+	genPVBlocks(x, t, name, func(rb, nv int, tail bool, lbl string, oc, vc, sc Register) {
+		pvBlock(x, t, rb, nv, tail, lbl, oc, vc, sc)
 	})
 }
 
@@ -428,15 +494,18 @@ func genPV(x *isa, t elemType) {
 // gathering) share: dispatch on the rows, then blocks of x.nv vectors of
 // output columns and one block of the 1..nv−1 left, each emitted by block
 // (rb rows, nv vectors, its loop label; oc is o, vc v and sc the Q8 scales
-// advanced to the block's columns).
-func genPVBlocks(x *isa, t elemType, name string, block func(rb, nv int, lbl string, oc, vc, sc Register)) {
+// advanced to the block's columns). With AVX-512, where dv is not a
+// multiple of 16, the last block has one vector more (tail), the columns
+// past the whole vectors, masked: 0..nv−1 whole vectors and the partial
+// one.
+func genPVBlocks(x *isa, t elemType, name string, block func(rb, nv int, tail bool, lbl string, oc, vc, sc Register)) {
 	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
 		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
 		Label(fmt.Sprintf("%s_r%d", name, rb))
 		oc := Load(Param("o"), GP64())    // o at the column block
 		vc := Load(Param("v"), GP64())    // v row 0 at the column block
-		vecs := Load(Param("dv"), GP64()) // vectors of columns left
+		vecs := Load(Param("dv"), GP64()) // whole vectors of columns left
 		SHRQ(U8(map[int]uint64{8: 3, 16: 4}[x.Lanes()]), vecs)
 		var sc Register
 		if t == q8 {
@@ -446,7 +515,7 @@ func genPVBlocks(x *isa, t elemType, name string, block func(rb, nv int, lbl str
 		Label(lbl("full"))
 		CMPQ(vecs, U8(x.nv))
 		JL(LabelRef(lbl("part")))
-		block(rb, x.nv, lbl("full_b"), oc, vc, sc)
+		block(rb, x.nv, false, lbl("full_b"), oc, vc, sc)
 		ADDQ(U32(x.nv*x.Lanes()*4), oc)
 		ADDQ(U32(x.nv*x.Lanes()*t.Size()), vc)
 		if t == q8 {
@@ -455,6 +524,11 @@ func genPVBlocks(x *isa, t elemType, name string, block func(rb, nv int, lbl str
 		SUBQ(U8(x.nv), vecs)
 		JMP(LabelRef(lbl("full")))
 		Label(lbl("part"))
+		if x.IsAVX512() {
+			rem := Load(Param("dv"), GP64())
+			TESTQ(U32(x.Lanes()-1), rem)
+			JNZ(LabelRef(lbl("tail")))
+		}
 		for nv := x.nv - 1; nv >= 1; nv-- {
 			CMPQ(vecs, U8(nv))
 			JEQ(LabelRef(lbl(fmt.Sprintf("part%d", nv))))
@@ -462,16 +536,35 @@ func genPVBlocks(x *isa, t elemType, name string, block func(rb, nv int, lbl str
 		asmkit.Ret()
 		for nv := x.nv - 1; nv >= 1; nv-- {
 			Label(lbl(fmt.Sprintf("part%d", nv)))
-			block(rb, nv, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
+			block(rb, nv, false, lbl(fmt.Sprintf("part%d_b", nv)), oc, vc, sc)
+			asmkit.Ret()
+		}
+		if !x.IsAVX512() {
+			continue
+		}
+		// The partial vector after 0..nv−1 whole ones.
+		Label(lbl("tail"))
+		for nv := x.nv - 1; nv >= 1; nv-- {
+			CMPQ(vecs, U8(nv))
+			JEQ(LabelRef(lbl(fmt.Sprintf("tail%d", nv))))
+		}
+		for nv := 0; nv < x.nv; nv++ {
+			Label(lbl(fmt.Sprintf("tail%d", nv)))
+			block(rb, nv+1, true, lbl(fmt.Sprintf("tail%d_b", nv)), oc, vc, sc)
 			asmkit.Ret()
 		}
 	}
 }
 
 // pvBlock emits the product of rb probability rows and every value row
-// into nv vectors of output columns at oc (v at vc, Q8 scales at sc).
-func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
-	acc, ldO := loadOut(x, rb, nv, oc)
+// into nv vectors of output columns at oc (v at vc, Q8 scales at sc); with
+// tail, the last vector holds the row's dv mod 16 last columns.
+func pvBlock(x *isa, t elemType, rb, nv int, tail bool, lbl string, oc, vc, sc Register) {
+	var k Register
+	if tail {
+		k = pvTailMask()
+	}
+	acc, ldO := loadOut(x, rb, nv, oc, k)
 	pp := Load(Param("p"), GP64())
 	ldP, ldP3 := floatStride("ldP")
 	ldV := Load(Param("ldV"), GP64())
@@ -514,7 +607,7 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 		if t == q8 {
 			m = Mem{Base: sp, Disp: w * x.Lanes() / 32 * 4}
 		}
-		x.load(t, Mem{Base: vp, Disp: w * x.Lanes() * t.Size()}, m, vv[w])
+		x.loadVec(t, Mem{Base: vp, Disp: w * x.Lanes() * t.Size()}, m, lastMask(k, w, nv), vv[w])
 	}
 	for r := 0; r < rb; r++ {
 		b := x.Vec()
@@ -532,12 +625,32 @@ func pvBlock(x *isa, t elemType, rb, nv int, lbl string, oc, vc, sc Register) {
 	}
 	DECQ(j)
 	JNZ(LabelRef(lbl))
-	storeOut(x, acc, oc, ldO)
+	storeOut(x, acc, oc, ldO, k)
+}
+
+// lastMask returns k for the last of nv vectors (w = nv−1) and nil for
+// the others.
+func lastMask(k Register, w, nv int) Register {
+	if w == nv-1 {
+		return k
+	}
+	return nil
+}
+
+// loadVec is load, or loadTail where k is not nil.
+func (x *isa) loadVec(t elemType, m Mem, sc Mem, k Register, dst VecVirtual) {
+	if k != nil {
+		x.loadTail(t, m, sc, k, dst)
+		return
+	}
+	x.load(t, m, sc, dst)
 }
 
 // loadOut loads rb rows of nv vectors of output at oc (rows ldO floats
-// apart) into fresh accumulators; it returns them with ldO in bytes.
-func loadOut(x *isa, rb, nv int, oc Register) ([][]VecVirtual, Register) {
+// apart) into fresh accumulators, the last vector of each row through the
+// opmask k if not nil (its other lanes zero); it returns them with ldO in
+// bytes.
+func loadOut(x *isa, rb, nv int, oc, k Register) ([][]VecVirtual, Register) {
 	ldO := Load(Param("ldO"), GP64())
 	SHLQ(U8(2), ldO)
 	acc := make([][]VecVirtual, rb)
@@ -547,7 +660,11 @@ func loadOut(x *isa, rb, nv int, oc Register) ([][]VecVirtual, Register) {
 		acc[r] = make([]VecVirtual, nv)
 		for w := range acc[r] {
 			acc[r][w] = x.Vec()
-			VMOVUPS(Mem{Base: or, Disp: w * x.Lanes() * 4}, acc[r][w])
+			if m := lastMask(k, w, nv); m != nil {
+				VMOVUPS_Z(Mem{Base: or, Disp: w * x.Lanes() * 4}, m, acc[r][w])
+			} else {
+				VMOVUPS(Mem{Base: or, Disp: w * x.Lanes() * 4}, acc[r][w])
+			}
 		}
 		if r+1 < rb {
 			ADDQ(ldO, or)
@@ -556,10 +673,11 @@ func loadOut(x *isa, rb, nv int, oc Register) ([][]VecVirtual, Register) {
 	return acc, ldO
 }
 
-// storeOut stores the accumulators back at oc; ldO is the row stride in
-// bytes from loadOut, or nil to load it again (when keeping it live over
-// the loop would take a register the loop needs).
-func storeOut(x *isa, acc [][]VecVirtual, oc, ldO Register) {
+// storeOut stores the accumulators back at oc, the last vector of each row
+// through the opmask k if not nil; ldO is the row stride in bytes from
+// loadOut, or nil to load it again (when keeping it live over the loop
+// would take a register the loop needs).
+func storeOut(x *isa, acc [][]VecVirtual, oc, ldO, k Register) {
 	if ldO == nil {
 		ldO = Load(Param("ldO"), GP64())
 		SHLQ(U8(2), ldO)
@@ -568,7 +686,11 @@ func storeOut(x *isa, acc [][]VecVirtual, oc, ldO Register) {
 	MOVQ(oc, or)
 	for r := range acc {
 		for w := range acc[r] {
-			VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.Lanes() * 4})
+			if m := lastMask(k, w, len(acc[r])); m != nil {
+				VMOVUPS(acc[r][w], m, Mem{Base: or, Disp: w * x.Lanes() * 4})
+			} else {
+				VMOVUPS(acc[r][w], Mem{Base: or, Disp: w * x.Lanes() * 4})
+			}
 		}
 		if r+1 < len(acc) {
 			ADDQ(ldO, or)
@@ -578,6 +700,7 @@ func storeOut(x *isa, acc [][]VecVirtual, oc, ldO Register) {
 
 func main() {
 	ConstraintExpr("amd64,!purego")
+	tailMask = asmkit.Opmask16("rowsMask16", 0)
 	for _, x := range []*isa{avx512, avx2} {
 		for _, t := range []elemType{f32, f16, bf16, q8} {
 			genQK(x, t)
