@@ -61,5 +61,5 @@ func (e *Engine) forwardKVCaches(out Tensor, lse []float32, q Tensor, caches []*
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.computeBlocks(&c, e.positionsPerBlock(&c))
+	return e.compute(&c)
 }

@@ -11,14 +11,10 @@ type call struct {
 	lse          []float32
 	scale        float32
 	causal       bool
-	group        int  // query heads per K/V head
-	dv           int  // head dim of V and of the output (q's and k's is q.Dim)
-	direct       bool // read K and V rows in place (few query rows; see directRows)
+	group        int // query heads per K/V head
+	dv           int // head dim of V and of the output (q's and k's is q.Dim)
 	precision    Precision
-	q8Query      bool     // Options.QuantizeQuery: Q·Kᵀ from Q8 query rows (ws.q8) in integers
-	math         tileMath // how the tiles' products are computed (set by computeBlocks)
-	pre          *prepack // bf16 K/V packed once per call, or nil (set by computeBlocks)
-	bkv          int      // keys in a tile: Config.BlockKV or its default, bounded by the problem (set by positionsPerBlock)
+	q8Query      bool // Options.QuantizeQuery: Q·Kᵀ from Q8 query rows (ws.q8) in integers
 
 	topLeft    bool
 	window     bool

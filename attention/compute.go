@@ -15,16 +15,16 @@ import (
 type tileMath interface {
 	// loadQ gathers the query rows of the block of np positions from p0
 	// of K/V head hk's group (ws.blk holds the block's geometry).
-	loadQ(ws *workspace, c *call, b, hk, p0, np int)
+	loadQ(ws *workspace, c *task, b, hk, p0, np int)
 	// scores writes the tile's scores scale·Q·Kᵀ for keys [j0, j0+bc) of
 	// ws.blk.src into ws.s.
-	scores(ws *workspace, c *call, j0, bc int) error
+	scores(ws *workspace, c *task, j0, bc int) error
 	// foldWhole folds a tile of scores that every row sees entirely:
 	// online softmax, rescale of the accumulators, P·V.
-	foldWhole(ws *workspace, c *call, j0, bc int) error
+	foldWhole(ws *workspace, c *task, j0, bc int) error
 	// foldCrossing folds a tile that the edge of some row's range crosses:
 	// row r sees keys [ws.lo[r], ws.vis[r]) of it and no other.
-	foldCrossing(ws *workspace, c *call, j0, bc int) error
+	foldCrossing(ws *workspace, c *task, j0, bc int) error
 }
 
 // block is the geometry of the block of query rows being folded and the
@@ -53,7 +53,7 @@ type block struct {
 // dequantised) to float32 and every product is a float32 FMA.
 type f32Math struct{}
 
-func (f32Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
+func (f32Math) loadQ(ws *workspace, c *task, b, hk, p0, np int) {
 	gatherQ(ws, c, b, hk, p0, np)
 	if c.q8Query {
 		bl := &ws.blk
@@ -64,7 +64,7 @@ func (f32Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
 // scores reads the K rows where they lie with the row kernels when the
 // call has few rows (c.direct: decode, a few draft tokens); otherwise it
 // packs them into the transposed panel that QKT reuses across many rows.
-func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
+func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if c.q8Query {
@@ -97,7 +97,7 @@ func (f32Math) scores(ws *workspace, c *call, j0, bc int) error {
 	return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, ws.kt, bl.ldS, bl.rows, bc, bl.d, c.scale)
 }
 
-func (f32Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
+func (f32Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	if c.direct {
 		// P·V from the V rows where they lie.
@@ -113,7 +113,7 @@ func (f32Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 	return foldWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS, vt, ldV)
 }
 
-func (f32Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
+func (f32Math) foldCrossing(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	vt, ldV, err := valuesF32(ws, j0, bc)
 	if err != nil {
@@ -163,7 +163,7 @@ const gatherAhead = 64
 // gathering call (kernel.QKRowsGather) where the tile lies in blocks of a
 // paged pool that do not follow each other, else one call per run of
 // consecutive rows (a tensor view's tile is one run).
-func scoresInPlace(ws *workspace, c *call, j0, bc int) error {
+func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if src.scattered(j0, j0+bc) {

@@ -50,9 +50,9 @@ func alignedBF16(n int) []fp16.BFloat16 {
 
 // readsInPlace reports whether the row kernels read t where it lies in
 // this call: few rows, and bfloat16 values, which need no rounding.
-func readsInPlace(c *call, t *Tensor) bool { return c.direct && t.dtype == BF16 }
+func readsInPlace(c *task, t *Tensor) bool { return c.direct && t.dtype == BF16 }
 
-func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
+func (bf16Math) loadQ(ws *workspace, c *task, b, hk, p0, np int) {
 	bl := &ws.blk
 	d, ld := bl.d, bl.ld
 	ldQ, _, _, _ := bf16Strides(bl.ldS, d, bl.dv)
@@ -91,7 +91,7 @@ func (bf16Math) loadQ(ws *workspace, c *call, b, hk, p0, np int) {
 	}
 }
 
-func (bf16Math) scores(ws *workspace, c *call, j0, bc int) error {
+func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	bl.fused = false
 	src := &bl.src
@@ -145,7 +145,7 @@ var fuseRows = 64
 // order: the same bits. A crossing tile whose values are not all finite
 // goes through pvHidingNonFinite; a whole tile's values are all read,
 // finite or not, as in float32 (see Options).
-func foldTile(ws *workspace, c *call, j0, bc int, crossing bool) error {
+func foldTile(ws *workspace, c *task, j0, bc int, crossing bool) error {
 	bl := &ws.blk
 	vp, ldV, finite, err := valuesBF16(ws, c, j0, bc)
 	if err != nil {
@@ -185,7 +185,7 @@ func foldTile(ws *workspace, c *call, j0, bc int, crossing bool) error {
 
 // productScale is the scale QKTBF16 applies: the call's when the scores
 // must hold scaled values (bl.scaled), else 1 and the softmax applies it.
-func productScale(c *call, bl *block) float32 {
+func productScale(c *task, bl *block) float32 {
 	if bl.scaled {
 		return c.scale
 	}
@@ -208,7 +208,7 @@ func hideEdges(ws *workspace, r0, nr, bc int) {
 	}
 }
 
-func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
+func (bf16Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if readsInPlace(c, src.v) && bl.scaled {
@@ -231,7 +231,7 @@ func (bf16Math) foldWhole(ws *workspace, c *call, j0, bc int) error {
 // 0 times a finite value adds nothing; if the tile holds a value that is
 // not finite, the rows are multiplied over their own ranges only, so that
 // such a value never reaches a row that cannot see it (as in float32).
-func (bf16Math) foldCrossing(ws *workspace, c *call, j0, bc int) error {
+func (bf16Math) foldCrossing(ws *workspace, c *task, j0, bc int) error {
 	return foldTile(ws, c, j0, bc, true)
 }
 
@@ -294,7 +294,7 @@ func pvHidingNonFinite(ws *workspace, r0, nr int, vp []fp16.BFloat16, ldV, bc in
 // dimension, and whether the tile's values are all finite: a view of the
 // panel packed once for the call where the tile starts a pair row (a
 // window can start tiles anywhere), or the tile packed now.
-func valuesBF16(ws *workspace, c *call, j0, bc int) ([]fp16.BFloat16, int, bool, error) {
+func valuesBF16(ws *workspace, c *task, j0, bc int) ([]fp16.BFloat16, int, bool, error) {
 	bl := &ws.blk
 	if bl.preV != nil && j0%2 == 0 {
 		// An odd tile's partner row in the panel is the next key (or the
@@ -314,7 +314,7 @@ func valuesBF16(ws *workspace, c *call, j0, bc int) ([]fp16.BFloat16, int, bool,
 // nr rows of ws.s) into their running maxima and sums, writes their
 // probabilities rounded to bfloat16 into the first nr rows of ws.pb (with
 // a zero partner after an odd last key) and rescales their accumulators.
-func softmaxBF16(ws *workspace, c *call, r0, nr, bc int) error {
+func softmaxBF16(ws *workspace, c *task, r0, nr, bc int) error {
 	bl := &ws.blk
 	scale := c.scale
 	if bl.scaled {

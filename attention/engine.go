@@ -181,7 +181,7 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.computeBlocks(&c, e.positionsPerBlock(&c))
+	return e.compute(&c)
 }
 
 // positionsPerBlock returns how many query positions a block covers:
@@ -189,9 +189,9 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 // packing of each K/V tile over more rows, but a call must also have enough
 // blocks to keep every thread busy to the end under a causal mask, so the
 // block shrinks (down to 16 positions) until there are at least 8 per
-// thread. It also sets c.bkv, the keys of a tile. The block size may
+// thread. It also sets p.bkv, the keys of a tile. The block size may
 // depend on the thread count; no rounding does (see foldTiles).
-func (e *Engine) positionsPerBlock(c *call) int {
+func (e *Engine) positionsPerBlock(c *call, p *plan) int {
 	bq := e.blockQ
 	if c.precision == PrecisionBFloat16 && !e.blockQSet {
 		bq = DefaultBlockQBF16
@@ -203,18 +203,18 @@ func (e *Engine) positionsPerBlock(c *call) int {
 	for np > max(DefaultBlockQ, DefaultBlockQBF16) && np/2 >= c.q.Seq {
 		np /= 2
 	}
-	c.bkv = e.blockKV
+	p.bkv = e.blockKV
 	if c.precision == PrecisionBFloat16 && !e.blockKVSet {
-		c.bkv = DefaultBlockKVBF16
+		p.bkv = DefaultBlockKVBF16
 	}
 	// Likewise a tile bigger than the defaults never exceeds the keys
 	// there are: a problem of fewer keys has one tile either way.
-	c.bkv = min(c.bkv, max(DefaultBlockKV, DefaultBlockKVBF16, c.k.Seq))
+	p.bkv = min(p.bkv, max(DefaultBlockKV, DefaultBlockKVBF16, c.k.Seq))
 	// A call whose queries fit one block of the configured size is split
 	// over its keys when the shape asks for it (splitCount depends only on
 	// the shape and Config): it stays one block whatever the thread
 	// count, so that the thread count never decides whether it is split.
-	if c.cuQ == nil && c.q.Seq <= np && e.splitCount(c) > 1 {
+	if c.cuQ == nil && c.q.Seq <= np && e.splitCount(c, p) > 1 {
 		return max(1, c.q.Seq)
 	}
 	threads := e.threadCount()

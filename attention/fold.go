@@ -121,7 +121,7 @@ var negInf = float32(math.Inf(-1))
 //
 // and divides by z once at the end. Each K/V tile is converted to float32
 // once and shared by every row of the block, whichever head it belongs to.
-func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) error {
+func (e *Engine) foldBlock(ws *workspace, c *task, b, hk, p0, p1 int, sg seg) error {
 	if err := e.foldTiles(ws, c, b, hk, p0, p1, sg, 0, 1); err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (e *Engine) foldBlock(ws *workspace, c *call, b, hk, p0, p1 int, sg seg) er
 // the K/V rows come from is the source's business (ws.blk.src: a tensor
 // view or a paged cache) and how the products are computed is the compute
 // path's (c.math: float32 or bfloat16).
-func (e *Engine) foldTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) error {
+func (e *Engine) foldTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, part, parts int) error {
 	sp, err := e.beginTiles(ws, c, b, hk, p0, p1, sg, part, parts)
 	if err != nil {
 		return err
@@ -168,7 +168,7 @@ type tileSpan struct {
 // beginTiles sets ws up for the block of query positions [p0, p1) of K/V
 // head hk (geometry, queries, fresh accumulators) and returns the span of
 // tiles of part part of parts that foldTiles folds.
-func (e *Engine) beginTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, part, parts int) (tileSpan, error) {
+func (e *Engine) beginTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, part, parts int) (tileSpan, error) {
 	np := p1 - p0
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(b, hk, sg)}
 	if c.pre != nil {
@@ -213,7 +213,7 @@ func (e *Engine) beginTiles(ws *workspace, c *call, b, hk, p0, p1 int, sg seg, p
 
 // foldTile folds the tile of keys from j0 (a tile of sp) into the block
 // that beginTiles set up in ws.
-func (e *Engine) foldTile(ws *workspace, c *call, sp *tileSpan, j0 int) error {
+func (e *Engine) foldTile(ws *workspace, c *task, sp *tileSpan, j0 int) error {
 	b, hk, p0, np, sg := sp.b, sp.hk, sp.p0, sp.np, sp.sg
 	rows, m := ws.blk.rows, c.math
 	bc := min(c.bkv, sp.kEnd-j0)
@@ -271,7 +271,7 @@ func (e *Engine) foldTile(ws *workspace, c *call, sp *tileSpan, j0 int) error {
 
 // gatherQ copies the query rows of the block of np positions from p0 of
 // K/V head hk's group into ws.q: row r = hg·np + pi.
-func gatherQ(ws *workspace, c *call, b, hk, p0, np int) {
+func gatherQ(ws *workspace, c *task, b, hk, p0, np int) {
 	q, d, ld := &c.q, c.q.Dim, ws.blk.ld
 	for hg := range c.group {
 		h := hk*c.group + hg
@@ -313,7 +313,7 @@ func writeRow(out *Tensor, off int, src []float32) {
 // finishBlock divides the accumulators of the block of np query positions
 // from p0 by their sums, folds in the sinks, and writes the output rows and
 // log-sum-exps.
-func finishBlock(ws *workspace, c *call, b, hk, p0, np int) {
+func finishBlock(ws *workspace, c *task, b, hk, p0, np int) {
 	q, d, g, ld := &c.q, c.dv, c.group, padRow(c.wsDim())
 	out := &c.out
 	for hg := range g {

@@ -17,18 +17,6 @@ package attention
 // maxFuse is the most K/V heads one worker folds together.
 const maxFuse = 16
 
-// headsInterleaved reports whether K's and V's rows of the K/V heads of a
-// position lie together: a head's stride shorter than a position's, in the
-// call's tensors or in the pools of its paged caches (vLLM's [blocks,
-// block size, heads, dim]).
-func headsInterleaved(c *call) bool {
-	k, v := &c.k, &c.v
-	if c.paged.on() {
-		k, v = c.paged.pools()
-	}
-	return c.k.Heads > 1 && k.HeadStride < k.SeqStride && v.HeadStride < v.SeqStride
-}
-
 // fuseGroup returns how many of heads K/V heads a worker folds together:
 // the largest divisor of heads, at most maxFuse, that still leaves at
 // least threads items of work when each of items0 items per head group is
@@ -42,19 +30,19 @@ func fuseGroup(heads, items0, threads int) int {
 	return 1
 }
 
-// workFused takes items of j.fuse heads until none is left; ws is the
+// workFused takes items of j.t.fuse heads until none is left; ws is the
 // worker's first workspace, and it takes the others from the engine (the
 // call reserved them).
 func (j *job) workFused(ws *workspace) {
-	c := &j.c
+	c := &j.t
 	var wss [maxFuse]*workspace
 	wss[0] = ws
-	for h := 1; h < j.fuse; h++ {
+	for h := 1; h < j.t.fuse; h++ {
 		wss[h] = j.e.getWorkspace()
-		wss[h].ensure(c.group*j.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+		wss[h].ensure(c.group*j.t.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
 	}
 	defer func() {
-		for h := 1; h < j.fuse; h++ {
+		for h := 1; h < j.t.fuse; h++ {
 			j.e.putWorkspace(wss[h])
 		}
 	}()
@@ -63,25 +51,25 @@ func (j *job) workFused(ws *workspace) {
 		if i >= j.total {
 			return
 		}
-		if err := j.foldFused(wss[:j.fuse], i); err != nil {
+		if err := j.foldFused(wss[:j.t.fuse], i); err != nil {
 			j.fail(err)
 		}
 	}
 }
 
 // foldFused folds item i: part i%splits of the keys of the head group
-// i/splits (batch entry and j.fuse consecutive K/V heads), tile by tile
+// i/splits (batch entry and j.t.fuse consecutive K/V heads), tile by tile
 // across the group, and finishes each head (or stores its part).
 func (j *job) foldFused(wss []*workspace, i int) error {
-	c, e := &j.c, j.e
-	groups := c.k.Heads / j.fuse
-	bg, part := i/j.splits, i%j.splits
-	b, hk0 := bg/groups, bg%groups*j.fuse
+	c, e := &j.t, j.e
+	groups := c.k.Heads / j.t.fuse
+	bg, part := i/j.t.splits, i%j.t.splits
+	b, hk0 := bg/groups, bg%groups*j.t.fuse
 	sg := seg{nq: c.q.Seq, nk: c.keys(b)}
 	var spans [maxFuse]tileSpan
 	for h, ws := range wss {
 		var err error
-		if spans[h], err = e.beginTiles(ws, c, b, hk0+h, 0, c.q.Seq, sg, part, j.splits); err != nil {
+		if spans[h], err = e.beginTiles(ws, c, b, hk0+h, 0, c.q.Seq, sg, part, j.t.splits); err != nil {
 			return err
 		}
 	}
@@ -93,8 +81,8 @@ func (j *job) foldFused(wss []*workspace, i int) error {
 		}
 	}
 	for h, ws := range wss {
-		if j.splits > 1 {
-			j.storePart(ws, (b*c.k.Heads+hk0+h)*j.splits+part)
+		if j.t.splits > 1 {
+			j.storePart(ws, (b*c.k.Heads+hk0+h)*j.t.splits+part)
 		} else {
 			finishBlock(ws, c, b, hk0+h, 0, c.q.Seq)
 		}

@@ -373,5 +373,5 @@ func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedC
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.computeBlocks(&c, e.positionsPerBlock(&c))
+	return e.compute(&c)
 }

@@ -1,10 +1,6 @@
 package attention
 
-import (
-	"fmt"
-
-	"github.com/flashgo/flashgo/kernel"
-)
+import "fmt"
 
 // PagedKV is a view of a paged K/V store that the caller owns, as vLLM
 // lays one out: a pool of blocks of BlockSize positions for keys and one
@@ -78,7 +74,7 @@ func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.computeBlocks(&c, e.positionsPerBlock(&c))
+	return e.compute(&c)
 }
 
 // pagedRead is what the tile loop needs to read a call's K/V from paged
@@ -135,8 +131,8 @@ func (p *pagedRead) run(blocks []int32, j, end int) (blk, pos, n int) {
 }
 
 // runAhead is run for the row kernels: the run of keys from j on up to end
-// (at most) that lie at consecutive rows and whose positions
-// kernel.Current().PrefetchRows further on do too, with the distances, in
+// (at most) that lie at consecutive rows and whose positions ahead
+// further on do too, with the distances, in
 // elements, from position j's K and V rows of head hk to those further
 // rows, which is what the kernels prefetch while they read them. The
 // kernels' own distance (that many rows further on in memory) would land
@@ -144,11 +140,11 @@ func (p *pagedRead) run(blocks []int32, j, end int) (blk, pos, n int) {
 // consecutive blocks; through the table it lands where the sequence goes
 // on. Past the end of the table there is nothing of the sequence to
 // prefetch and the distances are 0.
-func (p *pagedRead) runAhead(blocks []int32, hk, j, end int) kvRun {
+func (p *pagedRead) runAhead(blocks []int32, hk, j, end, ahead int) kvRun {
 	k, v := p.pools()
 	blk, pos, n := p.run(blocks, j, end)
 	r := kvRun{kOff: k.Offset(blk, hk, pos), vOff: v.Offset(blk, hk, pos), n: n}
-	t := j + kernel.Current().PrefetchRows
+	t := j + ahead
 	if t >= len(blocks)*p.bs {
 		return r
 	}

@@ -4,8 +4,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-
-	"github.com/flashgo/flashgo/kernel"
 )
 
 // The worker pool. A call cuts its work into blocks (batch entry, K/V head,
@@ -36,21 +34,18 @@ import (
 
 // job is one call's share-out of blocks.
 type job struct {
-	e     *Engine
-	c     call // by value: the job is pooled, so the call does not escape
-	np    int  // query positions per block
-	nBlk  int  // blocks per (batch, K/V head)
-	total int  // blocks in all
-	next  atomic.Int64
+	e      *Engine
+	t      task   // by value: the job is pooled, so the call does not escape
+	stores stores // the values t.src points to
+	total  int    // blocks in all
+	next   atomic.Int64
 
-	// Split-KV decoding (splits > 1): block i is part i%splits of (batch,
-	// K/V head) i/splits, and its accumulators go to the part buffers.
-	splits int
-	parts  splitParts
-
-	// fuse > 1: each item folds fuse K/V heads together, tile by tile
-	// (workFused); item i is part i%splits of head group i/splits.
-	fuse int
+	// Split-KV decoding (t.splits > 1): block i is part i%splits of
+	// (batch, K/V head) i/splits, and its accumulators go to the part
+	// buffers. With t.fuse > 1 each item folds fuse K/V heads together,
+	// tile by tile (workFused); item i is part i%splits of head group
+	// i/splits.
+	parts splitParts
 
 	// pre holds the K/V pair panels of a bf16 prefill, packed once.
 	pre prepack
@@ -144,53 +139,44 @@ func (e *Engine) threadCount() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// computeBlocks computes every block of c, spreading them over the pool.
-func (e *Engine) computeBlocks(c *call, np int) error {
-	c.direct = c.group*c.q.Seq <= directRows && kernel.Current().RowKernels
-	c.math = f32Math{}
-	if c.precision == PrecisionBFloat16 {
-		c.math = bf16Math{}
-	}
+// compute computes every block of c, spreading them over the pool.
+func (e *Engine) compute(c *call) error {
 	j := e.getJob()
-	j.e, j.c, j.np = e, *c, np
-	j.nBlk = (c.q.Seq + np - 1) / np
-	j.total = c.q.Batch * c.k.Heads * j.nBlk
+	j.e, j.t.call = e, *c
+	// From here on c is the job's copy, as the store must be: a pointer
+	// into the caller's call would make it escape (and allocate).
+	jc := &j.t.call
+	j.t.plan = e.makePlan(jc, j.stores.resolve(jc))
+	c, p := jc, &j.t.plan
+	j.total = c.q.Batch * c.k.Heads * p.nBlk
 	if c.cuQ != nil {
 		j.total = 0
 		for s := range len(c.cuQ) - 1 {
-			j.total += c.k.Heads * ((c.cuQ[s+1] - c.cuQ[s] + np - 1) / np)
+			j.total += c.k.Heads * ((c.cuQ[s+1] - c.cuQ[s] + p.np - 1) / p.np)
 		}
 	}
-	j.splits = 1
-	if c.cuQ == nil && j.nBlk == 1 {
-		j.splits = e.splitCount(c)
+	if p.splits > 1 {
+		j.total *= p.splits
+		j.parts.ensure(c.q.Batch*c.k.Heads*p.splits, c.group*c.q.Seq, c.wsDim())
 	}
-	if j.splits > 1 {
-		j.total *= j.splits
-		j.parts.ensure(c.q.Batch*c.k.Heads*j.splits, c.group*c.q.Seq, c.wsDim())
-	}
-	j.fuse = 1
-	if c.direct && c.cuQ == nil && j.nBlk == 1 && c.caches == nil && headsInterleaved(c) {
-		j.fuse = fuseGroup(c.k.Heads, c.q.Batch*j.splits, e.threadCount())
-		j.total /= j.fuse
-	}
-	j.pre.setup(c, j.nBlk, c.bkv)
+	j.total /= p.fuse
+	j.pre.setup(&j.t, p.nBlk, p.bkv)
 	if j.pre.on {
-		j.c.pre = &j.pre
+		p.pre = &j.pre
 	}
 	j.next.Store(0)
 	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
-	e.reserveWorkspaces((1+max(0, helpers))*j.fuse, c.group*np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+	e.reserveWorkspaces((1+max(0, helpers))*p.fuse, c.group*p.np, p.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
 	if helpers > 0 {
-		p := e.pool
-		p.grow(helpers)
-		p.mu.Lock()
-		p.open = append(p.open, j)
-		p.mu.Unlock()
+		pl := e.pool
+		pl.grow(helpers)
+		pl.mu.Lock()
+		pl.open = append(pl.open, j)
+		pl.mu.Unlock()
 		for range helpers {
 			select {
-			case p.wake <- struct{}{}:
+			case pl.wake <- struct{}{}:
 			default: // plenty of wake-ups are pending already
 			}
 		}
@@ -199,7 +185,7 @@ func (e *Engine) computeBlocks(c *call, np int) error {
 	if helpers > 0 {
 		e.pool.close(j)
 	}
-	if j.splits > 1 && j.err == nil {
+	if p.splits > 1 && j.err == nil {
 		e.mergeParts(j)
 	}
 	err := j.err
@@ -212,18 +198,18 @@ func (e *Engine) computeBlocks(c *call, np int) error {
 // depends only on the shape, so that the result never depends on the
 // thread count: parts of at least minSplitKeys keys, until there are
 // splitBlocks blocks in all, and at most maxSplits parts.
-func (e *Engine) splitCount(c *call) int {
+func (e *Engine) splitCount(c *call, p *plan) int {
 	const minSplitKeys, splitBlocks, maxSplits = 512, 64, 32
 	nk := 0
 	for b := range c.q.Batch {
-		nk = max(nk, c.keys(b))
+		nk = max(nk, p.src.keys(b))
 	}
 	if e.splits != 0 {
 		// More parts than tiles leave parts empty: capping them at the
 		// tiles of the longest sequence (or maxSplits) changes no part's
 		// tiles, hence no bit of the result, and bounds the partial
 		// results by the problem.
-		return min(e.splits, max(maxSplits, ceilDiv(nk, c.bkv)))
+		return min(e.splits, max(maxSplits, ceilDiv(nk, p.bkv)))
 	}
 	bh := c.q.Batch * c.k.Heads
 	return max(1, min(maxSplits, (splitBlocks+bh-1)/bh, nk/minSplitKeys))
@@ -233,9 +219,9 @@ func (e *Engine) splitCount(c *call) int {
 func (j *job) work() {
 	ws := j.e.getWorkspace()
 	defer j.e.putWorkspace(ws)
-	c := &j.c
-	ws.ensure(c.group*j.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
-	if j.fuse > 1 {
+	c := &j.t
+	ws.ensure(c.group*j.t.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+	if j.t.fuse > 1 {
 		j.workFused(ws)
 		return
 	}
@@ -250,21 +236,21 @@ func (j *job) work() {
 			return
 		}
 		var err error
-		if j.splits > 1 {
+		if j.t.splits > 1 {
 			err = j.foldPart(ws, i)
 		} else if c.cuQ == nil {
 			// Block index i, largest first: the last query block of every
 			// (batch, head) comes before any second-to-last one.
-			blk := j.nBlk - 1 - i/(c.q.Batch*heads)
+			blk := j.t.nBlk - 1 - i/(c.q.Batch*heads)
 			bh := i % (c.q.Batch * heads)
-			p0 := blk * j.np
+			p0 := blk * j.t.np
 			sg := seg{nq: c.q.Seq, nk: c.keys(bh / heads)}
-			err = j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.np, c.q.Seq), sg)
+			err = j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.t.np, c.q.Seq), sg)
 		} else {
 			var sg seg
 			for {
 				sg = seg{q0: c.cuQ[cs], nq: c.cuQ[cs+1] - c.cuQ[cs], kv0: c.cuKV[cs], nk: c.cuKV[cs+1] - c.cuKV[cs]}
-				n := heads * ((sg.nq + j.np - 1) / j.np)
+				n := heads * ((sg.nq + j.t.np - 1) / j.t.np)
 				if i < csBase+n {
 					break
 				}
@@ -273,9 +259,9 @@ func (j *job) work() {
 			// Within a sequence, its last (most expensive under a causal
 			// mask) query blocks come first.
 			li := i - csBase
-			blk := (sg.nq+j.np-1)/j.np - 1 - li/heads
-			p0 := sg.q0 + blk*j.np
-			err = j.e.foldBlock(ws, c, 0, li%heads, p0, min(p0+j.np, sg.q0+sg.nq), sg)
+			blk := (sg.nq+j.t.np-1)/j.t.np - 1 - li/heads
+			p0 := sg.q0 + blk*j.t.np
+			err = j.e.foldBlock(ws, c, 0, li%heads, p0, min(p0+j.t.np, sg.q0+sg.nq), sg)
 		}
 		if err != nil {
 			j.fail(err)
@@ -306,7 +292,7 @@ func (e *Engine) getJob() *job {
 }
 
 func (e *Engine) putJob(j *job) {
-	j.e, j.c = nil, call{}
+	j.e, j.t, j.stores = nil, task{}, stores{}
 	e.mu.Lock()
 	e.freeJobs = append(e.freeJobs, j)
 	e.mu.Unlock()

@@ -40,9 +40,9 @@ const maxPrepackBytes = 1 << 30
 // this pooled job). It needs query blocks that share the tiles (nBlk >= 2),
 // tensor views without variable lengths, the packed path (not the row
 // kernels of decode) and tiles that start on even keys.
-func (p *prepack) setup(c *call, nBlk, blockKV int) {
+func (p *prepack) setup(c *task, nBlk, blockKV int) {
 	p.on = prepackEnabled && c.precision == PrecisionBFloat16 && nBlk >= 2 && !c.direct && c.cuQ == nil &&
-		!c.paged.on() && c.caches == nil && blockKV%2 == 0 && c.k.Seq > 0
+		c.src.whole() && blockKV%2 == 0 && c.k.Seq > 0
 	if !p.on {
 		return
 	}
@@ -75,7 +75,7 @@ func (p *prepack) setup(c *call, nBlk, blockKV int) {
 // panels returns the packed K and V of (batch b, K/V head hk) and the
 // prefix counts of its non-finite V rows, packing them first if no block
 // has.
-func (p *prepack) panels(c *call, b, hk int) (k, v []fp16.BFloat16, bad []int32, err error) {
+func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32, err error) {
 	i := b*c.k.Heads + hk
 	nk, d := c.k.Seq, c.q.Dim
 	k, v = p.k[i*p.kLen:][:p.kLen], p.v[i*p.vLen:][:p.vLen]

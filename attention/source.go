@@ -1,16 +1,108 @@
 package attention
 
-import "github.com/flashgo/flashgo/kernel"
-
 // The first seam of the tile loop: where K and V rows come from. A call
 // reads them from tensor views (Forward), from a contiguous cache per
 // batch entry (ForwardKVCaches) or through the block tables of paged pools
-// (ForwardPagedKV over a caller's, ForwardPaged over a PagedCache's); the
-// loop sees none of them, only a kvSource that
-// hands out the keys of a tile as runs of rows lying one after the other in
-// memory. A contiguous view is one run; a paged sequence is a run per
-// stretch of consecutive blocks. This is the only place that tells the two
-// apart.
+// (ForwardPagedKV over a caller's, ForwardPaged over a PagedCache's). Each
+// is a kvStore, resolved once per call (resolveStore); the loop sees none
+// of them, only the kvSource a store hands out for one (batch entry, K/V
+// head), which gives the keys of a tile as runs of rows lying one after
+// the other in memory. A contiguous view is one run; a paged sequence is a
+// run per stretch of consecutive blocks. This file is the only place that
+// tells the stores apart.
+
+// kvStore is where a call's keys and values lie.
+type kvStore interface {
+	// keys returns the number of keys of batch entry b.
+	keys(b int) int
+	// source returns where the keys of sequence sg of batch entry b, K/V
+	// head hk, lie; the decode kernels prefetch ahead keys ahead.
+	source(b, hk int, sg seg, ahead int) kvSource
+	// interleaved reports whether K's and V's rows of the K/V heads of a
+	// position lie together (heads > 1, a head's stride shorter than a
+	// position's), so that decoding may fold several heads tile by tile.
+	interleaved(heads int) bool
+	// whole reports whether the keys of each (batch entry, K/V head) are
+	// one strided matrix of the call's own views, which a bf16 prefill
+	// may pack once for all its query blocks.
+	whole() bool
+}
+
+// viewStore is the call's K and V tensor views (Forward).
+type viewStore struct{ k, v *Tensor }
+
+func (s *viewStore) keys(int) int { return s.k.Seq }
+
+func (s *viewStore) source(b, hk int, sg seg, ahead int) kvSource {
+	return kvSource{k: s.k, v: s.v, kBase: s.k.Offset(b, hk, sg.kv0), vBase: s.v.Offset(b, hk, sg.kv0), ahead: ahead}
+}
+
+func (s *viewStore) interleaved(heads int) bool { return interleavedRows(heads, s.k, s.v) }
+
+func (s *viewStore) whole() bool { return true }
+
+// cacheStore is a KVCache per batch entry (ForwardKVCaches).
+type cacheStore struct{ caches []*KVCache }
+
+func (s *cacheStore) keys(b int) int { return s.caches[b].n }
+
+func (s *cacheStore) source(b, hk int, sg seg, ahead int) kvSource {
+	kc := s.caches[b]
+	return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0), ahead: ahead}
+}
+
+// interleaved is false: a KVCache keeps each head's rows together.
+func (s *cacheStore) interleaved(int) bool { return false }
+
+func (s *cacheStore) whole() bool { return false }
+
+// pagedRead (pagedkv.go) is the paged store: ForwardPagedKV's caller's
+// pools and ForwardPaged's PagedCache.
+
+func (p *pagedRead) keys(b int) int {
+	_, n := p.table(b)
+	return n
+}
+
+func (p *pagedRead) source(b, hk int, _ seg, ahead int) kvSource {
+	blocks, _ := p.table(b)
+	k, v := p.pools()
+	return kvSource{k: k, v: v, pg: p, blocks: blocks, hk: hk, ahead: ahead}
+}
+
+func (p *pagedRead) interleaved(heads int) bool {
+	k, v := p.pools()
+	return interleavedRows(heads, k, v)
+}
+
+func (p *pagedRead) whole() bool { return false }
+
+// interleavedRows reports whether the rows of the heads of a position lie
+// together in k and v.
+func interleavedRows(heads int, k, v *Tensor) bool {
+	return heads > 1 && k.HeadStride < k.SeqStride && v.HeadStride < v.SeqStride
+}
+
+// stores holds a job's store values, so that the kvStore of a call points
+// into the pooled job and resolving it allocates nothing.
+type stores struct {
+	views  viewStore
+	caches cacheStore
+}
+
+// resolve returns the store of call c (which must be the job's own
+// copy, as s is the job's).
+func (s *stores) resolve(c *call) kvStore {
+	switch {
+	case c.paged.on():
+		return &c.paged
+	case c.caches != nil:
+		s.caches = cacheStore{c.caches}
+		return &s.caches
+	}
+	s.views = viewStore{&c.k, &c.v}
+	return &s.views
+}
 
 // kvSource is where the keys and values of one (batch entry, K/V head) lie.
 type kvSource struct {
@@ -19,6 +111,7 @@ type kvSource struct {
 	pg           *pagedRead // paged: the pools and their geometry, or nil
 	blocks       []int32    // paged: the sequence's block table
 	hk           int        // paged: the K/V head
+	ahead        int        // the decode kernels' prefetch distance in keys
 }
 
 // kvRun is a run of n keys whose K rows start at element kOff of the
@@ -30,33 +123,12 @@ type kvRun struct {
 	kAhead, vAhead int
 }
 
-// keys returns the number of keys of batch entry b: the K/V sequence
-// length, or the paged sequence's length.
-func (c *call) keys(b int) int {
-	if c.paged.on() {
-		_, n := c.paged.table(b)
-		return n
-	}
-	if c.caches != nil {
-		return c.caches[b].n
-	}
-	return c.k.Seq
-}
+// keys returns the number of keys of batch entry b.
+func (c *task) keys(b int) int { return c.src.keys(b) }
 
 // source returns where the keys of sequence sg of batch entry b, K/V head
 // hk, lie.
-func (c *call) source(b, hk int, sg seg) kvSource {
-	if p := &c.paged; p.on() {
-		blocks, _ := p.table(b)
-		k, v := p.pools()
-		return kvSource{k: k, v: v, pg: p, blocks: blocks, hk: hk}
-	}
-	if c.caches != nil {
-		kc := c.caches[b]
-		return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0)}
-	}
-	return kvSource{k: &c.k, v: &c.v, kBase: c.k.Offset(b, hk, sg.kv0), vBase: c.v.Offset(b, hk, sg.kv0)}
-}
+func (c *task) source(b, hk int, sg seg) kvSource { return c.src.source(b, hk, sg, c.ahead) }
 
 // run returns the run of keys that starts at key j and ends at end or
 // where the rows stop being consecutive, for the packs.
@@ -70,14 +142,14 @@ func (s *kvSource) run(j, end int) kvRun {
 
 // rowRun is run for the decode kernels, which read rows in place and
 // prefetch ahead of them: in a paged sequence the run also ends where the
-// rows kernel.Current().PrefetchRows further on stop being consecutive, and the
-// prefetch distance goes through the block table to where the sequence
-// continues (0 past its last block).
+// rows s.ahead further on stop being consecutive, and the prefetch
+// distance goes through the block table to where the sequence continues
+// (0 past its last block).
 func (s *kvSource) rowRun(j, end int) kvRun {
 	if s.pg == nil {
 		return s.viewRun(j, end)
 	}
-	return s.pg.runAhead(s.blocks, s.hk, j, end)
+	return s.pg.runAhead(s.blocks, s.hk, j, end, s.ahead)
 }
 
 // scattered reports whether keys [j0, end) of a paged sequence lie in more
@@ -117,7 +189,7 @@ func (s *kvSource) offsets(off []int, x *Tensor, j0 int) {
 }
 
 func (s *kvSource) viewRun(j, end int) kvRun {
-	ahead := kernel.Current().PrefetchRows
+	ahead := s.ahead
 	return kvRun{
 		kOff: s.kBase + j*s.k.SeqStride, vOff: s.vBase + j*s.v.SeqStride, n: end - j,
 		kAhead: ahead * s.k.SeqStride, vAhead: ahead * s.v.SeqStride,

@@ -42,12 +42,12 @@ func (p *splitParts) ensure(slots, rows, dim int) {
 // foldPart folds part i%splits of the key tiles of (batch, K/V head)
 // i/splits and stores the accumulators.
 func (j *job) foldPart(ws *workspace, i int) error {
-	c := &j.c
+	c := &j.t
 	heads := c.k.Heads
-	bh, part := i/j.splits, i%j.splits
+	bh, part := i/j.t.splits, i%j.t.splits
 	b, hk := bh/heads, bh%heads
 	sg := seg{nq: c.q.Seq, nk: c.keys(b)}
-	if err := j.e.foldTiles(ws, c, b, hk, 0, c.q.Seq, sg, part, j.splits); err != nil {
+	if err := j.e.foldTiles(ws, c, b, hk, 0, c.q.Seq, sg, part, j.t.splits); err != nil {
 		return err
 	}
 	j.storePart(ws, i)
@@ -66,9 +66,9 @@ func (j *job) storePart(ws *workspace, i int) {
 // mergeParts combines the parts of every (batch, K/V head) in part order
 // and writes the outputs.
 func (e *Engine) mergeParts(j *job) {
-	c := &j.c
+	c := &j.t
 	p := &j.parts
-	rows, ld, d, S := p.rows, p.ld, c.dv, j.splits
+	rows, ld, d, S := p.rows, p.ld, c.dv, j.t.splits
 	ws := e.getWorkspace()
 	defer e.putWorkspace(ws)
 	ws.ensure(rows, c.bkv, c.wsDim(), false)

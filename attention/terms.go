@@ -9,7 +9,7 @@ import (
 // current tile: rows of the block of queries [p0, p0+np) (packed) of K/V
 // head hk, keys [j0, j0+bc) of the sequence (local numbering), each row r
 // only over its columns [lo[r], hi[r]).
-func applyTerms(ws *workspace, c *call, b, hk, p0, np, j0, ldS int, sg seg) {
+func applyTerms(ws *workspace, c *task, b, hk, p0, np, j0, ldS int, sg seg) {
 	g := c.group
 	for hg := range g {
 		h := hk*g + hg
@@ -98,7 +98,7 @@ func addMask[T any](row []float32, mask []T, conv func(T) float32) {
 // and the window would let see it, so that the tile can be skipped like a
 // tile outside every window. The scan stops at the first key some row
 // sees, which for an ordinary tile is the first one it reads.
-func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
+func maskHidesTile(c *task, b, hk, p0, np, j0, bc int, sg seg) bool {
 	if c.mask.dtype == 0 && c.bmask.Data == nil {
 		return false
 	}
@@ -147,7 +147,7 @@ func maskHidesTile(c *call, b, hk, p0, np, j0, bc int, sg seg) bool {
 // memory). It reports whether every range stayed as it was. The scan stops
 // at the first visible key from either end, which for an ordinary row is
 // the one at the end.
-func trimMasked(ws *workspace, c *call, b, hk, p0, np, j0 int, sg seg) bool {
+func trimMasked(ws *workspace, c *task, b, hk, p0, np, j0 int, sg seg) bool {
 	same := true
 	kj := sg.kv0 + j0 // packed key of the tile's column 0
 	for hg := range c.group {
@@ -173,7 +173,7 @@ func trimMasked(ws *workspace, c *call, b, hk, p0, np, j0 int, sg seg) bool {
 
 // maskHides reports whether Mask or BoolMask hides packed key j from query
 // i of head h, batch entry b.
-func maskHides(c *call, b, h, i, j int) bool {
+func maskHides(c *task, b, h, i, j int) bool {
 	if m := &c.bmask; m.Data != nil && !m.Data[m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j] {
 		return true
 	}

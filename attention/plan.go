@@ -1,0 +1,54 @@
+package attention
+
+import "github.com/flashgo/flashgo/kernel"
+
+// task is one call being computed: the validated request (call, never
+// changed once validated) and the plan that says how it is computed. The
+// tile loop reads both through it.
+type task struct {
+	call
+	plan
+}
+
+// plan is how a call is computed, decided once per call by makePlan and
+// read, never changed, by the tile loop.
+type plan struct {
+	np     int  // query positions per block (positionsPerBlock)
+	bkv    int  // keys in a tile: Config.BlockKV or its default, bounded by the problem
+	nBlk   int  // query blocks per (batch entry, K/V head)
+	splits int  // parts of each (batch entry, K/V head)'s keys (split-KV decoding); 1: none
+	fuse   int  // K/V heads one work item folds together (fused decode over interleaved heads); 1: none
+	direct bool // read K and V rows in place with the row kernels (few query rows; see directRows)
+
+	math tileMath // how the tiles' products are computed: float32 or bfloat16
+	pre  *prepack // bf16 K/V packed once per call, or nil
+	src  kvStore  // where the keys and values lie
+
+	// ahead is the row kernels' prefetch distance in keys
+	// (kernel.Capabilities.PrefetchRows), read once per call.
+	ahead int
+}
+
+// makePlan returns the plan of c for this engine. src is where c's keys
+// and values lie; it must stay valid for the whole call (the job's own
+// storage). The prepacked panels are set up by the caller, which owns
+// their buffers.
+func (e *Engine) makePlan(c *call, src kvStore) plan {
+	caps := kernel.Current()
+	p := plan{src: src, ahead: caps.PrefetchRows, math: f32Math{}}
+	if c.precision == PrecisionBFloat16 {
+		p.math = bf16Math{}
+	}
+	p.np = e.positionsPerBlock(c, &p)
+	p.direct = c.group*c.q.Seq <= directRows && caps.RowKernels
+	p.nBlk = (c.q.Seq + p.np - 1) / p.np
+	p.splits = 1
+	if c.cuQ == nil && p.nBlk == 1 {
+		p.splits = e.splitCount(c, &p)
+	}
+	p.fuse = 1
+	if p.direct && c.cuQ == nil && p.nBlk == 1 && src.interleaved(c.k.Heads) {
+		p.fuse = fuseGroup(c.k.Heads, c.q.Batch*p.splits, e.threadCount())
+	}
+	return p
+}
