@@ -12,7 +12,10 @@ package kernel
 // The arm64 row kernels (rows_arm64.s) are generated too, by _asm/neonrows,
 // which assembles them with GNU as: it needs aarch64-linux-gnu-as and
 // aarch64-linux-gnu-objdump (Debian's binutils-aarch64-linux-gnu). Their
-// stubs, rows_arm64.go, are written by hand; neon_arm64.s is hand-written.
+// stubs, rows_arm64.go, are written by hand; neon_arm64.s is hand-written,
+// its WORDs (instructions the Go assembler lacks) each followed by the
+// instruction in a comment, which _asm/neoncheck's test assembles with GNU
+// as to check the WORD (cd _asm && go test ./neoncheck/; CI runs it).
 
 //go:generate sh -c "cd _asm && go run ./gemm -out ../gemm_amd64.s -stubs ../gemm_amd64.go -pkg kernel"
 //go:generate sh -c "cd _asm && go run ./vec -out ../vec_amd64.s -stubs ../vec_amd64.go -pkg kernel"

@@ -8,7 +8,8 @@
 // (FMLA by element, vector FADD/FSUB/FMUL/FMAX, FRINTN, FCVTZS, SMIN, the
 // FCMxx compares, FADDP, FMAXV, FCVTL/FCVTL2). They are written as WORD with
 // the instruction in GNU syntax in the comment; every such comment is the
-// exact instruction whose encoding the WORD holds.
+// exact instruction whose encoding the WORD holds. kernel/_asm/neoncheck's
+// test checks that: it assembles each comment with GNU as and compares.
 //
 // Register use: only R0-R17 and R19-R25 among the general registers, none
 // of the reserved ones (R18 platform, R26 context, R27 REGTMP, R28 g, R29

@@ -5,20 +5,21 @@ import (
 	"testing"
 
 	"github.com/flashgo/flashgo/model/gguf"
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func readConfig(t *testing.T, kvs []kv, tensors ...tensorSpec) (Config, error) {
+func readConfig(t *testing.T, kvs []ggufwrite.KV, tensors ...ggufwrite.Tensor) (Config, error) {
 	t.Helper()
-	return ReadConfig(mustRead(t, builder{kvs: kvs, tensors: tensors}.bytes()))
+	return ReadConfig(mustRead(t, ggufwrite.File{KVs: kvs, Tensors: tensors}.Bytes()))
 }
 
 func TestReadConfig(t *testing.T) {
 	kvs := configKVs(
-		kv{"llama.rope.freq_base", gguf.ValueFloat32, float32(500000)},
-		kv{"llama.vocab_size", gguf.ValueUint32, uint32(300)},
+		ggufwrite.KV{Key: "llama.rope.freq_base", Type: ggufwrite.ValueFloat32, Val: float32(500000)},
+		ggufwrite.KV{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(300)},
 	)
 	c, err := readConfig(t, kvs)
 	require.NoError(t, err)
@@ -51,29 +52,29 @@ func TestReadConfigDefaults(t *testing.T) {
 	assert.Equal(t, 3+256+2, c.VocabSize, "from tokenizer.ggml.tokens")
 
 	// Without a tokenizer the vocabulary comes from token_embd.weight.
-	c, err = readConfig(t, configKVs(), f32Tensor("token_embd.weight", 32, 10))
+	c, err = readConfig(t, configKVs(), ggufwrite.F32Tensor("token_embd.weight", 32, 10))
 	require.NoError(t, err)
 	assert.Equal(t, 10, c.VocabSize)
 
 	// An explicit key_length sets the head width apart from the embedding.
 	c, err = readConfig(t, configKVs(
-		kv{"llama.attention.key_length", gguf.ValueUint32, uint32(16)},
-		kv{"llama.vocab_size", gguf.ValueUint32, uint32(5)}))
+		ggufwrite.KV{Key: "llama.attention.key_length", Type: ggufwrite.ValueUint32, Val: uint32(16)},
+		ggufwrite.KV{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(5)}))
 	require.NoError(t, err)
 	assert.Equal(t, 16, c.HeadDim)
 	assert.Equal(t, 8, c.RopeDimensionCount)
 
 	// Other architectures read their own prefix; float64 and int64 values
 	// convert.
-	kvs = []kv{
-		{"general.architecture", gguf.ValueString, "mistral"},
-		{"mistral.context_length", gguf.ValueUint64, uint64(4096)},
-		{"mistral.embedding_length", gguf.ValueInt32, int32(64)},
-		{"mistral.feed_forward_length", gguf.ValueUint16, uint16(128)},
-		{"mistral.block_count", gguf.ValueUint8, uint8(3)},
-		{"mistral.attention.head_count", gguf.ValueInt64, int64(8)},
-		{"mistral.attention.layer_norm_rms_epsilon", gguf.ValueFloat64, 1e-5},
-		{"mistral.vocab_size", gguf.ValueUint32, uint32(1000)},
+	kvs = []ggufwrite.KV{
+		{Key: "general.architecture", Type: ggufwrite.ValueString, Val: "mistral"},
+		{Key: "mistral.context_length", Type: ggufwrite.ValueUint64, Val: uint64(4096)},
+		{Key: "mistral.embedding_length", Type: ggufwrite.ValueInt32, Val: int32(64)},
+		{Key: "mistral.feed_forward_length", Type: ggufwrite.ValueUint16, Val: uint16(128)},
+		{Key: "mistral.block_count", Type: ggufwrite.ValueUint8, Val: uint8(3)},
+		{Key: "mistral.attention.head_count", Type: ggufwrite.ValueInt64, Val: int64(8)},
+		{Key: "mistral.attention.layer_norm_rms_epsilon", Type: ggufwrite.ValueFloat64, Val: 1e-5},
+		{Key: "mistral.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(1000)},
 	}
 	c, err = readConfig(t, kvs)
 	require.NoError(t, err)
@@ -84,11 +85,11 @@ func TestReadConfigDefaults(t *testing.T) {
 }
 
 func TestReadConfigErrors(t *testing.T) {
-	withVocab := func(extra ...kv) []kv {
-		return configKVs(append([]kv{{"llama.vocab_size", gguf.ValueUint32, uint32(100)}}, extra...)...)
+	withVocab := func(extra ...ggufwrite.KV) []ggufwrite.KV {
+		return configKVs(append([]ggufwrite.KV{{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(100)}}, extra...)...)
 	}
 	for name, c := range map[string]struct {
-		kvs  []kv
+		kvs  []ggufwrite.KV
 		want error
 	}{
 		"no architecture":  {withoutKey(withVocab(), "general.architecture"), gguf.ErrNotFound},
@@ -99,24 +100,24 @@ func TestReadConfigErrors(t *testing.T) {
 		"no context":       {withoutKey(withVocab(), "llama.context_length"), gguf.ErrNotFound},
 		"no eps":           {withoutKey(withVocab(), "llama.attention.layer_norm_rms_epsilon"), gguf.ErrNotFound},
 		"no vocab":         {configKVs(), gguf.ErrFormat},
-		"empty arch":       {withVocab(kv{"general.architecture", gguf.ValueString, ""}), gguf.ErrFormat},
-		"string heads":     {withVocab(kv{"llama.attention.head_count", gguf.ValueString, "8"}), gguf.ErrFormat},
-		"array heads":      {withVocab(kv{"llama.attention.head_count", gguf.ValueArray, arr{gguf.ValueUint32, []any{uint32(4)}}}), gguf.ErrFormat},
-		"zero heads":       {withVocab(kv{"llama.attention.head_count", gguf.ValueUint32, uint32(0)}), gguf.ErrFormat},
-		"negative blocks":  {withVocab(kv{"llama.block_count", gguf.ValueInt32, int32(-1)}), gguf.ErrFormat},
-		"kv not divisor":   {withVocab(kv{"llama.attention.head_count_kv", gguf.ValueUint32, uint32(3)}), gguf.ErrFormat},
-		"kv > heads":       {withVocab(kv{"llama.attention.head_count_kv", gguf.ValueUint32, uint32(8)}), gguf.ErrFormat},
-		"heads not divide": {withVocab(kv{"llama.embedding_length", gguf.ValueUint32, uint32(30)}), gguf.ErrFormat},
-		"odd rope":         {withVocab(kv{"llama.rope.dimension_count", gguf.ValueUint32, uint32(7)}), gguf.ErrFormat},
-		"rope > head":      {withVocab(kv{"llama.rope.dimension_count", gguf.ValueUint32, uint32(16)}), gguf.ErrFormat},
-		"zero eps":         {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", gguf.ValueFloat32, float32(0)}), gguf.ErrFormat},
-		"NaN eps":          {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", gguf.ValueFloat32, float32(math.NaN())}), gguf.ErrFormat},
-		"int eps":          {withVocab(kv{"llama.attention.layer_norm_rms_epsilon", gguf.ValueUint32, uint32(1)}), gguf.ErrFormat},
-		"negative theta":   {withVocab(kv{"llama.rope.freq_base", gguf.ValueFloat32, float32(-1)}), gguf.ErrFormat},
-		"inf theta":        {withVocab(kv{"llama.rope.freq_base", gguf.ValueFloat64, math.Inf(1)}), gguf.ErrFormat},
-		"string theta":     {withVocab(kv{"llama.rope.freq_base", gguf.ValueString, "1e4"}), gguf.ErrFormat},
-		"string kv heads":  {withVocab(kv{"llama.attention.head_count_kv", gguf.ValueString, "2"}), gguf.ErrFormat},
-		"zero vocab":       {withVocab(kv{"llama.vocab_size", gguf.ValueUint32, uint32(0)}), gguf.ErrFormat},
+		"empty arch":       {withVocab(ggufwrite.KV{Key: "general.architecture", Type: ggufwrite.ValueString, Val: ""}), gguf.ErrFormat},
+		"string heads":     {withVocab(ggufwrite.KV{Key: "llama.attention.head_count", Type: ggufwrite.ValueString, Val: "8"}), gguf.ErrFormat},
+		"array heads":      {withVocab(ggufwrite.KV{Key: "llama.attention.head_count", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueUint32, Items: []any{uint32(4)}}}), gguf.ErrFormat},
+		"zero heads":       {withVocab(ggufwrite.KV{Key: "llama.attention.head_count", Type: ggufwrite.ValueUint32, Val: uint32(0)}), gguf.ErrFormat},
+		"negative blocks":  {withVocab(ggufwrite.KV{Key: "llama.block_count", Type: ggufwrite.ValueInt32, Val: int32(-1)}), gguf.ErrFormat},
+		"kv not divisor":   {withVocab(ggufwrite.KV{Key: "llama.attention.head_count_kv", Type: ggufwrite.ValueUint32, Val: uint32(3)}), gguf.ErrFormat},
+		"kv > heads":       {withVocab(ggufwrite.KV{Key: "llama.attention.head_count_kv", Type: ggufwrite.ValueUint32, Val: uint32(8)}), gguf.ErrFormat},
+		"heads not divide": {withVocab(ggufwrite.KV{Key: "llama.embedding_length", Type: ggufwrite.ValueUint32, Val: uint32(30)}), gguf.ErrFormat},
+		"odd rope":         {withVocab(ggufwrite.KV{Key: "llama.rope.dimension_count", Type: ggufwrite.ValueUint32, Val: uint32(7)}), gguf.ErrFormat},
+		"rope > head":      {withVocab(ggufwrite.KV{Key: "llama.rope.dimension_count", Type: ggufwrite.ValueUint32, Val: uint32(16)}), gguf.ErrFormat},
+		"zero eps":         {withVocab(ggufwrite.KV{Key: "llama.attention.layer_norm_rms_epsilon", Type: ggufwrite.ValueFloat32, Val: float32(0)}), gguf.ErrFormat},
+		"NaN eps":          {withVocab(ggufwrite.KV{Key: "llama.attention.layer_norm_rms_epsilon", Type: ggufwrite.ValueFloat32, Val: float32(math.NaN())}), gguf.ErrFormat},
+		"int eps":          {withVocab(ggufwrite.KV{Key: "llama.attention.layer_norm_rms_epsilon", Type: ggufwrite.ValueUint32, Val: uint32(1)}), gguf.ErrFormat},
+		"negative theta":   {withVocab(ggufwrite.KV{Key: "llama.rope.freq_base", Type: ggufwrite.ValueFloat32, Val: float32(-1)}), gguf.ErrFormat},
+		"inf theta":        {withVocab(ggufwrite.KV{Key: "llama.rope.freq_base", Type: ggufwrite.ValueFloat64, Val: math.Inf(1)}), gguf.ErrFormat},
+		"string theta":     {withVocab(ggufwrite.KV{Key: "llama.rope.freq_base", Type: ggufwrite.ValueString, Val: "1e4"}), gguf.ErrFormat},
+		"string kv heads":  {withVocab(ggufwrite.KV{Key: "llama.attention.head_count_kv", Type: ggufwrite.ValueString, Val: "2"}), gguf.ErrFormat},
+		"zero vocab":       {withVocab(ggufwrite.KV{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(0)}), gguf.ErrFormat},
 	} {
 		_, err := readConfig(t, c.kvs)
 		assert.ErrorIs(t, err, c.want, name)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flashgo/flashgo/model/gguf"
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -317,7 +318,7 @@ func TestGenerateStops(t *testing.T) {
 	// A model whose output norm is zero gives all-zero logits: greedy picks
 	// token 0, here the end-of-sequence token.
 	eosSpec := spec
-	eosSpec.extra = []kv{{"tokenizer.ggml.eos_token_id", gguf.ValueUint32, uint32(0)}}
+	eosSpec.extra = []ggufwrite.KV{{Key: "tokenizer.ggml.eos_token_id", Type: ggufwrite.ValueUint32, Val: uint32(0)}}
 	f := eosSpec.file(t, 3)
 	m0, err := Load(f)
 	require.NoError(t, err)
@@ -397,12 +398,12 @@ func TestDecoderErrors(t *testing.T) {
 		want error
 	}{
 		{"heads not a multiple of kv heads", func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.attention.head_count_kv", gguf.ValueUint32, uint32(3)}}
+			s.extra = []ggufwrite.KV{{Key: "llama.attention.head_count_kv", Type: ggufwrite.ValueUint32, Val: uint32(3)}}
 			return s
 		}, gguf.ErrFormat},
 		{"odd rope dims", func(s tinySpec) tinySpec { s.ropeDims = 3; return s }, gguf.ErrFormat},
 		{"block count of the wrong type", func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.block_count", gguf.ValueString, "two"}}
+			s.extra = []ggufwrite.KV{{Key: "llama.block_count", Type: ggufwrite.ValueString, Val: "two"}}
 			return s
 		}, gguf.ErrFormat},
 		{"unknown architecture", func(s tinySpec) tinySpec { s.arch = "mamba"; return s }, gguf.ErrUnsupported},
@@ -414,7 +415,7 @@ func TestDecoderErrors(t *testing.T) {
 		{"yarn", func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "yarn", 4; return s }, gguf.ErrUnsupported},
 		{"bad linear factor", func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "linear", -1; return s }, gguf.ErrFormat},
 		{"vocab size disagrees", func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.vocab_size", gguf.ValueUint32, uint32(300)}}
+			s.extra = []ggufwrite.KV{{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(300)}}
 			return s
 		}, gguf.ErrFormat},
 	}
@@ -427,10 +428,10 @@ func TestDecoderErrors(t *testing.T) {
 	}
 
 	t.Run("unsupported weight type", func(t *testing.T) {
-		b := builder{kvs: configKVs(kv{"llama.embedding_length", gguf.ValueUint32, uint32(256)}),
-			tensors: []tensorSpec{rawTensor("token_embd.weight", gguf.TypeQ4_K, 256, 8)}}
-		b.kvs = append(b.kvs, kv{"llama.vocab_size", gguf.ValueUint32, uint32(8)})
-		_, err := Load(mustRead(t, b.bytes()))
+		b := ggufwrite.File{KVs: configKVs(ggufwrite.KV{Key: "llama.embedding_length", Type: ggufwrite.ValueUint32, Val: uint32(256)}),
+			Tensors: []ggufwrite.Tensor{ggufwrite.RawTensor("token_embd.weight", ggufwrite.TypeQ4_K, 256, 8)}}
+		b.KVs = append(b.KVs, ggufwrite.KV{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(8)})
+		_, err := Load(mustRead(t, b.Bytes()))
 		assert.ErrorIs(t, err, gguf.ErrUnsupported)
 	})
 	t.Run("bad rope option", func(t *testing.T) {
@@ -468,21 +469,21 @@ func TestHostileSizes(t *testing.T) {
 	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
 	for _, ff := range []uint64{1 << 40, 1 << 62, math.MaxUint32} {
 		s := spec
-		s.extra = []kv{{"llama.feed_forward_length", gguf.ValueUint64, ff}}
+		s.extra = []ggufwrite.KV{{Key: "llama.feed_forward_length", Type: ggufwrite.ValueUint64, Val: ff}}
 		var err error
 		require.NotPanics(t, func() { _, err = Load(s.file(t, 1)) })
 		assert.ErrorIs(t, err, gguf.ErrFormat, "feed_forward_length %d", ff)
 	}
 	for _, heads := range []uint64{1 << 40, 1 << 62} {
 		s := spec
-		s.extra = []kv{{"llama.attention.head_count", gguf.ValueUint64, heads}, {"llama.attention.key_length", gguf.ValueUint32, uint32(8)}}
+		s.extra = []ggufwrite.KV{{Key: "llama.attention.head_count", Type: ggufwrite.ValueUint64, Val: heads}, {Key: "llama.attention.key_length", Type: ggufwrite.ValueUint32, Val: uint32(8)}}
 		var err error
 		require.NotPanics(t, func() { _, err = Load(s.file(t, 1)) })
 		assert.Error(t, err, "head_count %d", heads)
 	}
 	for _, ctx := range []uint64{1 << 40, 1 << 61} {
 		s := spec
-		s.extra = []kv{{"llama.context_length", gguf.ValueUint64, ctx}}
+		s.extra = []ggufwrite.KV{{Key: "llama.context_length", Type: ggufwrite.ValueUint64, Val: ctx}}
 		m, err := Load(s.file(t, 1))
 		require.NoError(t, err, "the weights fit; only a session's cache would not")
 		var sess *Session

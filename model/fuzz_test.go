@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/flashgo/flashgo/model/gguf"
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
 )
 
 // fuzzSeeds are the generated seed corpus of FuzzLoad: valid files of
@@ -20,9 +21,9 @@ import (
 func fuzzSeeds() [][]byte {
 	tokKVs := append(configKVs(), tokenizerKVs([]string{"▁", "a", "b", "▁a", "ab"}, []float32{0, -1, -2, 3, 2})...)
 	valid := [][]byte{
-		builder{kvs: tokKVs, tensors: []tensorSpec{f32Tensor("token_embd.weight", 32, 4), q8Tensor("blk.0.attn_q.weight", 32, 2)}}.bytes(),
-		builder{kvs: configKVs()}.bytes(),
-		builder{}.bytes(),
+		ggufwrite.File{KVs: tokKVs, Tensors: []ggufwrite.Tensor{ggufwrite.F32Tensor("token_embd.weight", 32, 4), ggufwrite.Q8Tensor("blk.0.attn_q.weight", 32, 2)}}.Bytes(),
+		ggufwrite.File{KVs: configKVs()}.Bytes(),
+		ggufwrite.File{}.Bytes(),
 		fuzzTinyModel(),
 	}
 	seeds := append([][]byte(nil), valid...)
@@ -82,83 +83,83 @@ const (
 
 // fuzzScalar converts the fuzzer's bits, or s for strings, to a value of
 // type t (an array type gives a string).
-func fuzzScalar(t gguf.ValueType, bits uint64, s string) (gguf.ValueType, any) {
+func fuzzScalar(t ggufwrite.ValueType, bits uint64, s string) (ggufwrite.ValueType, any) {
 	switch t {
-	case gguf.ValueUint8:
+	case ggufwrite.ValueUint8:
 		return t, uint8(bits)
-	case gguf.ValueInt8:
+	case ggufwrite.ValueInt8:
 		return t, int8(bits)
-	case gguf.ValueUint16:
+	case ggufwrite.ValueUint16:
 		return t, uint16(bits)
-	case gguf.ValueInt16:
+	case ggufwrite.ValueInt16:
 		return t, int16(bits)
-	case gguf.ValueUint32:
+	case ggufwrite.ValueUint32:
 		return t, uint32(bits)
-	case gguf.ValueInt32:
+	case ggufwrite.ValueInt32:
 		return t, int32(bits)
-	case gguf.ValueFloat32:
+	case ggufwrite.ValueFloat32:
 		return t, math.Float32frombits(uint32(bits))
-	case gguf.ValueBool:
+	case ggufwrite.ValueBool:
 		return t, bits&1 == 1
-	case gguf.ValueUint64:
+	case ggufwrite.ValueUint64:
 		return t, bits
-	case gguf.ValueInt64:
+	case ggufwrite.ValueInt64:
 		return t, int64(bits)
-	case gguf.ValueFloat64:
+	case ggufwrite.ValueFloat64:
 		return t, math.Float64frombits(bits)
 	}
-	return gguf.ValueString, s
+	return ggufwrite.ValueString, s
 }
 
 // fuzzEdit applies one edit to the pair named key of kvs (or, if there is
 // none, adds it as a scalar), returning new pairs; kvs is not modified.
-func fuzzEdit(kvs []kv, key string, op, typ uint8, bits uint64, s string) []kv {
+func fuzzEdit(kvs []ggufwrite.KV, key string, op, typ uint8, bits uint64, s string) []ggufwrite.KV {
 	out := slices.Clone(kvs)
-	i := slices.IndexFunc(out, func(p kv) bool { return p.key == key })
+	i := slices.IndexFunc(out, func(p ggufwrite.KV) bool { return p.Key == key })
 	if i < 0 {
-		t, x := fuzzScalar(gguf.ValueType(typ%13), bits, s)
-		return append(out, kv{key, t, x})
+		t, x := fuzzScalar(ggufwrite.ValueType(typ%13), bits, s)
+		return append(out, ggufwrite.KV{Key: key, Type: t, Val: x})
 	}
 	p := &out[i]
 	switch op % edits {
 	case editSet:
-		p.typ, p.val = fuzzScalar(gguf.ValueType(typ%13), bits, s)
+		p.Type, p.Val = fuzzScalar(ggufwrite.ValueType(typ%13), bits, s)
 	case editDelete:
 		return slices.Delete(out, i, i+1)
 	case editValue:
-		if p.typ != gguf.ValueArray {
-			p.typ, p.val = fuzzScalar(p.typ, bits, s)
+		if p.Type != ggufwrite.ValueArray {
+			p.Type, p.Val = fuzzScalar(p.Type, bits, s)
 			break
 		}
-		a := p.val.(arr)
-		n := int(bits % uint64(2*len(a.items)+2))
+		a := p.Val.(ggufwrite.Array)
+		n := int(bits % uint64(2*len(a.Items)+2))
 		items := make([]any, n)
 		for j := range items {
-			if len(a.items) == 0 {
-				_, items[j] = fuzzScalar(a.elem, bits, s)
-				if a.elem == gguf.ValueArray {
-					items[j] = arr{elem: gguf.ValueUint8}
+			if len(a.Items) == 0 {
+				_, items[j] = fuzzScalar(a.Elem, bits, s)
+				if a.Elem == ggufwrite.ValueArray {
+					items[j] = ggufwrite.Array{Elem: ggufwrite.ValueUint8}
 				}
 			} else {
-				items[j] = a.items[j%len(a.items)]
+				items[j] = a.Items[j%len(a.Items)]
 			}
 		}
-		p.val = arr{elem: a.elem, items: items}
+		p.Val = ggufwrite.Array{Elem: a.Elem, Items: items}
 	case editElement:
-		a, ok := p.val.(arr)
-		if !ok || len(a.items) == 0 || a.elem == gguf.ValueArray {
+		a, ok := p.Val.(ggufwrite.Array)
+		if !ok || len(a.Items) == 0 || a.Elem == ggufwrite.ValueArray {
 			break
 		}
-		items := slices.Clone(a.items)
-		_, items[(bits>>32)%uint64(len(items))] = fuzzScalar(a.elem, uint64(uint32(bits)), s)
-		p.val = arr{elem: a.elem, items: items}
+		items := slices.Clone(a.Items)
+		_, items[(bits>>32)%uint64(len(items))] = fuzzScalar(a.Elem, uint64(uint32(bits)), s)
+		p.Val = ggufwrite.Array{Elem: a.Elem, Items: items}
 	}
 	return out
 }
 
 // fuzzKeys are the keys that FuzzModel edits: the model's own and the
 // optional ones that the config, the RoPE settings and the tokenizer read.
-func fuzzKeys(kvs []kv, arch string) []string {
+func fuzzKeys(kvs []ggufwrite.KV, arch string) []string {
 	keys := []string{"general.alignment", "tokenizer.ggml.add_space_prefix", "tokenizer.ggml.scores",
 		"tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
 		"tokenizer.ggml.unknown_token_id"}
@@ -167,7 +168,7 @@ func fuzzKeys(kvs []kv, arch string) []string {
 		keys = append(keys, arch+"."+k)
 	}
 	for _, p := range kvs {
-		keys = append(keys, p.key)
+		keys = append(keys, p.Key)
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys)
@@ -193,14 +194,14 @@ func FuzzModel(f *testing.F) {
 		f.Fatal(err)
 	}
 	arch, _ := file.String("general.architecture")
-	keys := fuzzKeys(base.kvs, arch)
+	keys := fuzzKeys(base.KVs, arch)
 	// Every key, edited every way.
 	for _, key := range keys {
 		for op := range uint8(edits) {
-			f.Add(key, op, uint8(gguf.ValueUint64), uint64(1)<<30, "x")
+			f.Add(key, op, uint8(ggufwrite.ValueUint64), uint64(1)<<30, "x")
 		}
 	}
-	// The sizes of issue 14.
+	// Sizes far beyond the file: 2^30 blocks, a context of 2^29 positions.
 	f.Add(arch+".block_count", uint8(editValue), uint8(0), uint64(1)<<30, "")
 	f.Add(arch+".context_length", uint8(editValue), uint8(0), uint64(1)<<29, "")
 	f.Fuzz(func(t *testing.T, key string, op, typ uint8, bits uint64, s string) {
@@ -210,8 +211,8 @@ func FuzzModel(f *testing.F) {
 			key = keys[h.Sum32()%uint32(len(keys))]
 		}
 		b := base
-		b.kvs = fuzzEdit(base.kvs, key, op, typ, bits, s)
-		data := b.bytes()
+		b.KVs = fuzzEdit(base.KVs, key, op, typ, bits, s)
+		data := b.Bytes()
 		var err error
 		mem := allocated(func() {
 			var f *gguf.File
@@ -247,7 +248,7 @@ func fuzzTokenizers(tb testing.TB) []*Tokenizer {
 	for i := range scores {
 		scores[i] = float32(-i)
 	}
-	data := builder{kvs: tokenizerKVs(pieces, scores)}.bytes()
+	data := ggufwrite.File{KVs: tokenizerKVs(pieces, scores)}.Bytes()
 	f, err := gguf.Read(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		tb.Fatal(err)

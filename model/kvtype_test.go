@@ -308,8 +308,8 @@ func TestSessionSizeKVType(t *testing.T) {
 
 // TestStoriesBF16Precision runs stories260K with attention in bfloat16
 // compute precision. It reports, not asserts, how many of the 80 greedy
-// ids from BOS equal the float32 run's (the measure of the mode on
-// a real model); it asserts that the mode is in effect (the logits over a
+// ids from BOS equal the float32 run's (the measure of the mode on a real
+// model); it asserts that the mode is in effect (the logits over a
 // 60-token text differ from float32's) and that they stay within what
 // rounding Q, K, V and P to bfloat16 explains.
 func TestStoriesBF16Precision(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/fp16"
 	"github.com/flashgo/flashgo/model/gguf"
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
 )
 
 // This file holds what the decoder tests compare against: a float64 forward
@@ -274,7 +275,7 @@ type tinySpec struct {
 	theta                float32 // rope.freq_base; 0 leaves the key out
 	scaling              string  // rope.scaling.type; "" leaves it out
 	scalingFactor        float32
-	extra                []kv
+	extra                []ggufwrite.KV
 	dropTensor, badShape string // for error tests: a tensor to leave out, one to give a wrong shape
 }
 
@@ -299,20 +300,20 @@ func (s tinySpec) withDefaults() tinySpec {
 var tinyPieces = []string{"▁the", "▁cat", "▁sat", "at", "th"}
 
 // weightTensor stores vals (rows of dims[0] values) as typ.
-func weightTensor(name string, typ gguf.TensorType, vals []float32, dims ...uint64) tensorSpec {
-	var e enc
+func weightTensor(name string, typ gguf.TensorType, vals []float32, dims ...uint64) ggufwrite.Tensor {
+	var e ggufwrite.Encoder
 	switch typ {
 	case gguf.TypeF32:
 		for _, x := range vals {
-			e.u32(math.Float32bits(x))
+			e.U32(math.Float32bits(x))
 		}
 	case gguf.TypeF16:
 		for _, h := range fp16.Float16s(vals) {
-			e.u16(uint16(h))
+			e.U16(uint16(h))
 		}
 	case gguf.TypeBF16:
 		for _, h := range fp16.BFloat16s(vals) {
-			e.u16(uint16(h))
+			e.U16(uint16(h))
 		}
 	case gguf.TypeQ8_0:
 		for b := 0; b < len(vals); b += 32 {
@@ -322,19 +323,19 @@ func weightTensor(name string, typ gguf.TensorType, vals []float32, dims ...uint
 				amax = max(amax, float32(math.Abs(float64(x))))
 			}
 			d := fp16.FromFloat32(amax / 127)
-			e.u16(uint16(d))
+			e.U16(uint16(d))
 			for _, x := range blk {
 				q := 0.0
 				if d.Float32() != 0 {
 					q = math.Round(float64(x / d.Float32()))
 				}
-				e.u8(uint8(int8(max(-128, min(127, q)))))
+				e.U8(uint8(int8(max(-128, min(127, q)))))
 			}
 		}
 	default:
 		panic(fmt.Sprintf("weightTensor: type %v", typ))
 	}
-	return tensorSpec{name: name, typ: typ, dims: dims, data: e.b}
+	return ggufwrite.Tensor{Name: name, Type: ggufwrite.TensorType(typ), Dims: dims, Data: e.B}
 }
 
 // bytes writes the model as a GGUF file with weights drawn from seed.
@@ -344,26 +345,26 @@ func (s tinySpec) bytes(seed uint64) []byte {
 	vocab := 259 + len(tinyPieces)
 	qDim, kvDim := s.heads*s.headDim, s.kvHeads*s.headDim
 	p := s.arch + "."
-	kvs := []kv{
-		{"general.architecture", gguf.ValueString, s.arch},
-		{p + "context_length", gguf.ValueUint32, uint32(s.ctx)},
-		{p + "embedding_length", gguf.ValueUint32, uint32(s.dim)},
-		{p + "feed_forward_length", gguf.ValueUint32, uint32(s.ff)},
-		{p + "block_count", gguf.ValueUint32, uint32(s.layers)},
-		{p + "attention.head_count", gguf.ValueUint32, uint32(s.heads)},
-		{p + "attention.head_count_kv", gguf.ValueUint32, uint32(s.kvHeads)},
-		{p + "rope.dimension_count", gguf.ValueUint32, uint32(s.ropeDims)},
-		{p + "attention.layer_norm_rms_epsilon", gguf.ValueFloat32, float32(1e-5)},
+	kvs := []ggufwrite.KV{
+		{Key: "general.architecture", Type: ggufwrite.ValueString, Val: s.arch},
+		{Key: p + "context_length", Type: ggufwrite.ValueUint32, Val: uint32(s.ctx)},
+		{Key: p + "embedding_length", Type: ggufwrite.ValueUint32, Val: uint32(s.dim)},
+		{Key: p + "feed_forward_length", Type: ggufwrite.ValueUint32, Val: uint32(s.ff)},
+		{Key: p + "block_count", Type: ggufwrite.ValueUint32, Val: uint32(s.layers)},
+		{Key: p + "attention.head_count", Type: ggufwrite.ValueUint32, Val: uint32(s.heads)},
+		{Key: p + "attention.head_count_kv", Type: ggufwrite.ValueUint32, Val: uint32(s.kvHeads)},
+		{Key: p + "rope.dimension_count", Type: ggufwrite.ValueUint32, Val: uint32(s.ropeDims)},
+		{Key: p + "attention.layer_norm_rms_epsilon", Type: ggufwrite.ValueFloat32, Val: float32(1e-5)},
 	}
 	if s.headDim != s.dim/s.heads || s.dim%s.heads != 0 {
-		kvs = append(kvs, kv{p + "attention.key_length", gguf.ValueUint32, uint32(s.headDim)})
+		kvs = append(kvs, ggufwrite.KV{Key: p + "attention.key_length", Type: ggufwrite.ValueUint32, Val: uint32(s.headDim)})
 	}
 	if s.theta != 0 {
-		kvs = append(kvs, kv{p + "rope.freq_base", gguf.ValueFloat32, s.theta})
+		kvs = append(kvs, ggufwrite.KV{Key: p + "rope.freq_base", Type: ggufwrite.ValueFloat32, Val: s.theta})
 	}
 	if s.scaling != "" {
-		kvs = append(kvs, kv{p + "rope.scaling.type", gguf.ValueString, s.scaling},
-			kv{p + "rope.scaling.factor", gguf.ValueFloat32, s.scalingFactor})
+		kvs = append(kvs, ggufwrite.KV{Key: p + "rope.scaling.type", Type: ggufwrite.ValueString, Val: s.scaling},
+			ggufwrite.KV{Key: p + "rope.scaling.factor", Type: ggufwrite.ValueFloat32, Val: s.scalingFactor})
 	}
 	scores := make([]float32, len(tinyPieces))
 	for i := range scores {
@@ -371,7 +372,7 @@ func (s tinySpec) bytes(seed uint64) []byte {
 	}
 	kvs = append(kvs, tokenizerKVs(tinyPieces, scores)...)
 	for _, x := range s.extra {
-		kvs = withoutKey(kvs, x.key)
+		kvs = withoutKey(kvs, x.Key)
 		kvs = append(kvs, x)
 	}
 
@@ -389,7 +390,7 @@ func (s tinySpec) bytes(seed uint64) []byte {
 		}
 		return v
 	}
-	var tensors []tensorSpec
+	var tensors []ggufwrite.Tensor
 	add := func(name string, typ gguf.TensorType, vals []float32, dims ...int) {
 		if name == s.dropTensor {
 			return
@@ -436,7 +437,7 @@ func (s tinySpec) bytes(seed uint64) []byte {
 		mat(b+"ffn_up.weight", s.dim, s.ff)
 		mat(b+"ffn_down.weight", s.ff, s.dim)
 	}
-	return builder{kvs: kvs, tensors: tensors}.bytes()
+	return ggufwrite.File{KVs: kvs, Tensors: tensors}.Bytes()
 }
 
 // file writes the model and opens it.

@@ -12,13 +12,14 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/model/gguf"
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // TestNilArguments checks that the package's functions return an error for
-// nil arguments instead of panicking (issue 14).
+// nil arguments instead of panicking.
 func TestNilArguments(t *testing.T) {
 	require.NotPanics(t, func() {
 		_, err := Load(nil)
@@ -80,8 +81,8 @@ func assertPrefixedOnce(t *testing.T, err error, what string) {
 
 // TestErrorsNamePackageOnce collects the errors of every layer (config,
 // tokenizer, loader, session, sampler) and checks that none repeats
-// "model:" as "model: model: context overflow" did (issue 14; package
-// gguf's test of the same name covers the reader, metadata and tensors).
+// "model:" (as in "model: model: context overflow"; package gguf's test
+// of the same name covers the reader, metadata and tensors).
 func TestErrorsNamePackageOnce(t *testing.T) {
 	errs := map[string]error{}
 	add := func(name string, err error) { errs[name] = err }
@@ -89,15 +90,15 @@ func TestErrorsNamePackageOnce(t *testing.T) {
 	// Config and tokenizer.
 	add("ReadConfig nil", errOf(ReadConfig(nil)))
 	add("ReadConfig no arch", errOf(readConfig(t, withoutKey(configKVs(), "general.architecture"))))
-	add("ReadConfig string heads", errOf(readConfig(t, configKVs(kv{"llama.attention.head_count", gguf.ValueString, "8"}))))
-	add("ReadConfig zero vocab", errOf(readConfig(t, configKVs(kv{"llama.vocab_size", gguf.ValueUint32, uint32(0)}))))
+	add("ReadConfig string heads", errOf(readConfig(t, configKVs(ggufwrite.KV{Key: "llama.attention.head_count", Type: ggufwrite.ValueString, Val: "8"}))))
+	add("ReadConfig zero vocab", errOf(readConfig(t, configKVs(ggufwrite.KV{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(0)}))))
 	base := tokenizerKVs([]string{"a"}, []float32{0})
 	add("NewTokenizer nil", errOf(NewTokenizer(nil)))
-	add("NewTokenizer no model", errOf(NewTokenizer(mustRead(t, builder{kvs: withoutKey(base, "tokenizer.ggml.model")}.bytes()))))
-	add("NewTokenizer gpt2", errOf(NewTokenizer(mustRead(t, builder{kvs: append(withoutKey(base, "tokenizer.ggml.model"),
-		kv{"tokenizer.ggml.model", gguf.ValueString, "gpt2"})}.bytes()))))
-	add("NewTokenizer int tokens", errOf(NewTokenizer(mustRead(t, builder{kvs: []kv{{"tokenizer.ggml.model", gguf.ValueString, "llama"},
-		{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueInt32, []any{int32(1)}}}}}.bytes()))))
+	add("NewTokenizer no model", errOf(NewTokenizer(mustRead(t, ggufwrite.File{KVs: withoutKey(base, "tokenizer.ggml.model")}.Bytes()))))
+	add("NewTokenizer gpt2", errOf(NewTokenizer(mustRead(t, ggufwrite.File{KVs: append(withoutKey(base, "tokenizer.ggml.model"),
+		ggufwrite.KV{Key: "tokenizer.ggml.model", Type: ggufwrite.ValueString, Val: "gpt2"})}.Bytes()))))
+	add("NewTokenizer int tokens", errOf(NewTokenizer(mustRead(t, ggufwrite.File{KVs: []ggufwrite.KV{{Key: "tokenizer.ggml.model", Type: ggufwrite.ValueString, Val: "llama"},
+		{Key: "tokenizer.ggml.tokens", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueInt32, Items: []any{int32(1)}}}}}.Bytes()))))
 
 	// The loader.
 	spec := tinySpec{dim: 32, ff: 64, layers: 1, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 16}
@@ -108,23 +109,26 @@ func TestErrorsNamePackageOnce(t *testing.T) {
 		"unknown arch":   func(s tinySpec) tinySpec { s.arch = "mamba"; return s }(spec),
 		"yarn":           func(s tinySpec) tinySpec { s.scaling, s.scalingFactor = "yarn", 4; return s }(spec),
 		"vocab disagrees": func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.vocab_size", gguf.ValueUint32, uint32(300)}}
+			s.extra = []ggufwrite.KV{{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(300)}}
 			return s
 		}(spec),
-		"string blocks": func(s tinySpec) tinySpec { s.extra = []kv{{"llama.block_count", gguf.ValueString, "two"}}; return s }(spec),
+		"string blocks": func(s tinySpec) tinySpec {
+			s.extra = []ggufwrite.KV{{Key: "llama.block_count", Type: ggufwrite.ValueString, Val: "two"}}
+			return s
+		}(spec),
 		"bad tokenizer": func(s tinySpec) tinySpec {
-			s.extra = []kv{{"tokenizer.ggml.scores", gguf.ValueString, "x"}}
+			s.extra = []ggufwrite.KV{{Key: "tokenizer.ggml.scores", Type: ggufwrite.ValueString, Val: "x"}}
 			return s
 		}(spec),
 		"string rope type": func(s tinySpec) tinySpec {
-			s.extra = []kv{{"llama.rope.scaling.type", gguf.ValueUint32, uint32(1)}}
+			s.extra = []ggufwrite.KV{{Key: "llama.rope.scaling.type", Type: ggufwrite.ValueUint32, Val: uint32(1)}}
 			return s
 		}(spec),
 	} {
 		add("Load "+name, errOf(Load(s.file(t, 2))))
 	}
-	add("Load Q4_K", errOf(Load(mustRead(t, builder{kvs: append(configKVs(kv{"llama.embedding_length", gguf.ValueUint32, uint32(256)}),
-		kv{"llama.vocab_size", gguf.ValueUint32, uint32(8)}), tensors: []tensorSpec{rawTensor("token_embd.weight", gguf.TypeQ4_K, 256, 8)}}.bytes()))))
+	add("Load Q4_K", errOf(Load(mustRead(t, ggufwrite.File{KVs: append(configKVs(ggufwrite.KV{Key: "llama.embedding_length", Type: ggufwrite.ValueUint32, Val: uint32(256)}),
+		ggufwrite.KV{Key: "llama.vocab_size", Type: ggufwrite.ValueUint32, Val: uint32(8)}), Tensors: []ggufwrite.Tensor{ggufwrite.RawTensor("token_embd.weight", ggufwrite.TypeQ4_K, 256, 8)}}.Bytes()))))
 
 	// Sessions.
 	m, err := Load(spec.file(t, 1))
@@ -134,7 +138,7 @@ func TestErrorsNamePackageOnce(t *testing.T) {
 	add("NewSession MaxContext", errOf(m.NewSession(SessionOptions{MaxContext: 17})))
 	add("NewSession KVType", errOf(m.NewSession(SessionOptions{KVType: attention.Q8})))
 	huge := spec
-	huge.extra = []kv{{"llama.context_length", gguf.ValueUint64, uint64(1 << 61)}}
+	huge.extra = []ggufwrite.KV{{Key: "llama.context_length", Type: ggufwrite.ValueUint64, Val: uint64(1 << 61)}}
 	mh, err := Load(huge.file(t, 1))
 	require.NoError(t, err)
 	add("NewSession huge context", errOf(mh.NewSession(SessionOptions{})))
@@ -214,7 +218,7 @@ func hostileBound(n int) uint64 { return 16*uint64(n) + 8<<20 }
 // TestHostileMetadata edits one metadata value of a valid model at a time
 // to a size far beyond what the file holds: loading and starting a
 // session must give an error or work, allocating memory bounded by the
-// file, never the size the metadata claims (issue 14).
+// file, never the size the metadata claims.
 func TestHostileMetadata(t *testing.T) {
 	base := baseModel(t)
 	f := mustRead(t, base)
@@ -247,7 +251,7 @@ func TestHostileMetadata(t *testing.T) {
 		{"vocab_size", 1 << 30, gguf.ErrFormat},
 	} {
 		key := arch + "." + c.key
-		data, err := rebuild(f, setKV(key, gguf.ValueUint64, c.val))
+		data, err := rebuild(f, setKV(key, ggufwrite.ValueUint64, c.val))
 		require.NoError(t, err)
 		var mem uint64
 		require.NotPanics(t, func() { mem, err = loadAndRun(data, SessionOptions{}) }, "%s = %d", key, c.val)
@@ -261,7 +265,7 @@ func TestHostileMetadata(t *testing.T) {
 
 	// An explicit MaxContext as large as the claimed context is allocated
 	// as the positions arrive, not up front.
-	data, err := rebuild(f, setKV(arch+".context_length", gguf.ValueUint64, uint64(1<<29)))
+	data, err := rebuild(f, setKV(arch+".context_length", ggufwrite.ValueUint64, uint64(1<<29)))
 	require.NoError(t, err)
 	mem, err = loadAndRun(data, SessionOptions{MaxContext: 1 << 29})
 	assert.NoError(t, err)
@@ -271,7 +275,7 @@ func TestHostileMetadata(t *testing.T) {
 // TestHostileShapes loads valid models whose every weight is in the file
 // but whose scratch rows or cache positions are huge next to the
 // embedding width: a session allocates for the tokens it runs, not for a
-// whole batch or context up front (issue 14).
+// whole batch or context up front.
 func TestHostileShapes(t *testing.T) {
 	for name, spec := range map[string]tinySpec{
 		// 512 rows of a 2^16-wide feed-forward scratch took 256 MiB.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flashgo/flashgo/model/gguf"
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,16 +16,16 @@ import (
 // vocabulary made by tokenizerKVs.
 const firstPiece = 3 + 256
 
-func newTestTokenizer(t *testing.T, pieces []string, scores []float32, extra ...kv) *Tokenizer {
+func newTestTokenizer(t *testing.T, pieces []string, scores []float32, extra ...ggufwrite.KV) *Tokenizer {
 	t.Helper()
 	kvs := tokenizerKVs(pieces, scores)
 	for _, x := range extra {
-		kvs = withoutKey(kvs, x.key)
-		if x.typ != 0 || x.val != nil {
+		kvs = withoutKey(kvs, x.Key)
+		if x.Type != 0 || x.Val != nil {
 			kvs = append(kvs, x)
 		}
 	}
-	f := mustRead(t, builder{kvs: kvs}.bytes())
+	f := mustRead(t, ggufwrite.File{KVs: kvs}.Bytes())
 	tok, err := NewTokenizer(f)
 	require.NoError(t, err)
 	return tok
@@ -43,7 +44,7 @@ func pieceIDs(t *testing.T, tok *Tokenizer, pieces ...string) []int {
 }
 
 func TestEncodeMergePriority(t *testing.T) {
-	noPrefix := kv{"tokenizer.ggml.add_space_prefix", gguf.ValueBool, false}
+	noPrefix := ggufwrite.KV{Key: "tokenizer.ggml.add_space_prefix", Type: ggufwrite.ValueBool, Val: false}
 	for _, c := range []struct {
 		name   string
 		pieces []string
@@ -86,7 +87,7 @@ func TestEncodeSpacePrefix(t *testing.T) {
 	// Without BOS the prefix space stays (llama2.c strips it only after BOS).
 	assert.Equal(t, " hi", tok.Decode(tok.Encode("hi", false)))
 
-	off := newTestTokenizer(t, pieces, scores, kv{"tokenizer.ggml.add_space_prefix", gguf.ValueBool, false})
+	off := newTestTokenizer(t, pieces, scores, ggufwrite.KV{Key: "tokenizer.ggml.add_space_prefix", Type: ggufwrite.ValueBool, Val: false})
 	assert.Equal(t, pieceIDs(t, off, "hi"), off.Encode("hi", false))
 	assert.Equal(t, " hi", off.Decode(off.Encode(" hi", true)), "nothing to strip without the prefix")
 }
@@ -109,11 +110,11 @@ func TestEncodeByteFallback(t *testing.T) {
 }
 
 func TestEncodeWithoutByteTokens(t *testing.T) {
-	kvs := []kv{
-		{"tokenizer.ggml.model", gguf.ValueString, "llama"},
-		{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueString, []any{"<unk>", "<s>", "</s>", "▁", "a"}}},
+	kvs := []ggufwrite.KV{
+		{Key: "tokenizer.ggml.model", Type: ggufwrite.ValueString, Val: "llama"},
+		{Key: "tokenizer.ggml.tokens", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueString, Items: []any{"<unk>", "<s>", "</s>", "▁", "a"}}},
 	}
-	f := mustRead(t, builder{kvs: kvs}.bytes())
+	f := mustRead(t, ggufwrite.File{KVs: kvs}.Bytes())
 	tok, err := NewTokenizer(f)
 	require.NoError(t, err)
 	// No scores and no types: types are inferred, unknown characters map to
@@ -129,7 +130,7 @@ func TestInferredByteTokens(t *testing.T) {
 	kvs := tokenizerKVs([]string{"▁"}, []float32{0})
 	kvs = withoutKey(kvs, "tokenizer.ggml.token_type")
 	kvs = withoutKey(kvs, "tokenizer.ggml.scores")
-	tok, err := NewTokenizer(mustRead(t, builder{kvs: kvs}.bytes()))
+	tok, err := NewTokenizer(mustRead(t, ggufwrite.File{KVs: kvs}.Bytes()))
 	require.NoError(t, err)
 	assert.Equal(t, TokenByte, tok.Type(3+'A'))
 	assert.Equal(t, "\n", tok.Decode([]int{3 + '\n'}))
@@ -186,16 +187,16 @@ func TestTokenizerAccessors(t *testing.T) {
 func TestTokenizerSpecialIDs(t *testing.T) {
 	// Out-of-range ids fall back to the defaults 1 and 2; BOS -1 as uint32.
 	tok := newTestTokenizer(t, []string{"a"}, []float32{0},
-		kv{"tokenizer.ggml.bos_token_id", gguf.ValueUint32, uint32(0xFFFFFFFF)},
-		kv{"tokenizer.ggml.eos_token_id", gguf.ValueInt32, int32(5)})
+		ggufwrite.KV{Key: "tokenizer.ggml.bos_token_id", Type: ggufwrite.ValueUint32, Val: uint32(0xFFFFFFFF)},
+		ggufwrite.KV{Key: "tokenizer.ggml.eos_token_id", Type: ggufwrite.ValueInt32, Val: int32(5)})
 	assert.Equal(t, 1, tok.BOS())
 	assert.Equal(t, 5, tok.EOS())
 
 	// A two-token vocabulary has no room for the default EOS.
-	f := mustRead(t, builder{kvs: []kv{
-		{"tokenizer.ggml.model", gguf.ValueString, "llama"},
-		{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueString, []any{"<unk>", "<s>"}}},
-	}}.bytes())
+	f := mustRead(t, ggufwrite.File{KVs: []ggufwrite.KV{
+		{Key: "tokenizer.ggml.model", Type: ggufwrite.ValueString, Val: "llama"},
+		{Key: "tokenizer.ggml.tokens", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueString, Items: []any{"<unk>", "<s>"}}},
+	}}.Bytes())
 	tok, err := NewTokenizer(f)
 	require.NoError(t, err)
 	assert.Equal(t, 1, tok.BOS())
@@ -206,24 +207,24 @@ func TestTokenizerSpecialIDs(t *testing.T) {
 func TestNewTokenizerErrors(t *testing.T) {
 	base := tokenizerKVs([]string{"a"}, []float32{0})
 	for name, c := range map[string]struct {
-		kvs  []kv
+		kvs  []ggufwrite.KV
 		want error
 	}{
 		"no model":    {withoutKey(base, "tokenizer.ggml.model"), gguf.ErrNotFound},
-		"gpt2":        {append(withoutKey(base, "tokenizer.ggml.model"), kv{"tokenizer.ggml.model", gguf.ValueString, "gpt2"}), gguf.ErrUnsupported},
+		"gpt2":        {append(withoutKey(base, "tokenizer.ggml.model"), ggufwrite.KV{Key: "tokenizer.ggml.model", Type: ggufwrite.ValueString, Val: "gpt2"}), gguf.ErrUnsupported},
 		"no tokens":   {withoutKey(base, "tokenizer.ggml.tokens"), gguf.ErrNotFound},
-		"empty vocab": {[]kv{{"tokenizer.ggml.model", gguf.ValueString, "llama"}, {"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueString, nil}}}, gguf.ErrFormat},
-		"int tokens": {[]kv{{"tokenizer.ggml.model", gguf.ValueString, "llama"},
-			{"tokenizer.ggml.tokens", gguf.ValueArray, arr{gguf.ValueInt32, []any{int32(1)}}}}, gguf.ErrFormat},
+		"empty vocab": {[]ggufwrite.KV{{Key: "tokenizer.ggml.model", Type: ggufwrite.ValueString, Val: "llama"}, {Key: "tokenizer.ggml.tokens", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueString, Items: nil}}}, gguf.ErrFormat},
+		"int tokens": {[]ggufwrite.KV{{Key: "tokenizer.ggml.model", Type: ggufwrite.ValueString, Val: "llama"},
+			{Key: "tokenizer.ggml.tokens", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueInt32, Items: []any{int32(1)}}}}, gguf.ErrFormat},
 		"short scores": {append(withoutKey(base, "tokenizer.ggml.scores"),
-			kv{"tokenizer.ggml.scores", gguf.ValueArray, arr{gguf.ValueFloat32, []any{float32(1)}}}), gguf.ErrFormat},
+			ggufwrite.KV{Key: "tokenizer.ggml.scores", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueFloat32, Items: []any{float32(1)}}}), gguf.ErrFormat},
 		"string scores": {append(withoutKey(base, "tokenizer.ggml.scores"),
-			kv{"tokenizer.ggml.scores", gguf.ValueString, "x"}), gguf.ErrFormat},
+			ggufwrite.KV{Key: "tokenizer.ggml.scores", Type: ggufwrite.ValueString, Val: "x"}), gguf.ErrFormat},
 		"short types": {append(withoutKey(base, "tokenizer.ggml.token_type"),
-			kv{"tokenizer.ggml.token_type", gguf.ValueArray, arr{gguf.ValueInt32, []any{int32(1)}}}), gguf.ErrFormat},
-		"bad space prefix": {append(base, kv{"tokenizer.ggml.add_space_prefix", gguf.ValueUint8, uint8(1)}), gguf.ErrFormat},
+			ggufwrite.KV{Key: "tokenizer.ggml.token_type", Type: ggufwrite.ValueArray, Val: ggufwrite.Array{Elem: ggufwrite.ValueInt32, Items: []any{int32(1)}}}), gguf.ErrFormat},
+		"bad space prefix": {append(base, ggufwrite.KV{Key: "tokenizer.ggml.add_space_prefix", Type: ggufwrite.ValueUint8, Val: uint8(1)}), gguf.ErrFormat},
 	} {
-		_, err := NewTokenizer(mustRead(t, builder{kvs: c.kvs}.bytes()))
+		_, err := NewTokenizer(mustRead(t, ggufwrite.File{KVs: c.kvs}.Bytes()))
 		assert.ErrorIs(t, err, c.want, name)
 	}
 }

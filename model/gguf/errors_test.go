@@ -15,7 +15,7 @@ import (
 )
 
 // TestNilReader checks that Read returns an error for a nil reader instead
-// of panicking (issue 14).
+// of panicking.
 func TestNilReader(t *testing.T) {
 	require.NotPanics(t, func() {
 		f, err := Read(nil, 100)
@@ -57,8 +57,7 @@ func assertPrefixedOnce(t *testing.T, err error, what string) {
 
 // TestErrorsNamePackageOnce collects the errors of the reader, the metadata
 // getters and the tensor reads, and checks that each names the package
-// once (issue 14; package model's test of the same name covers the layers
-// above).
+// once (package model's test of the same name covers the layers above).
 func TestErrorsNamePackageOnce(t *testing.T) {
 	errs := map[string]error{}
 	add := func(name string, err error) { errs[name] = err }

@@ -3,6 +3,8 @@ package gguf
 import (
 	"bytes"
 	"testing"
+
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
 )
 
 // fuzzSeeds are the generated seed corpus of FuzzGGUF: valid files of every
@@ -10,10 +12,10 @@ import (
 func fuzzSeeds() [][]byte {
 	valid := [][]byte{
 		sampleFile(),
-		builder{version: 2, kvs: allTypesKVs(), tensors: allTypesTensors()}.bytes(),
-		builder{alignment: 64, kvs: append(allTypesKVs(), kv{"general.alignment", ValueUint32, uint32(64)}), tensors: allTypesTensors()}.bytes(),
-		builder{kvs: allTypesKVs(), tensors: []tensorSpec{f32Tensor("token_embd.weight", 32, 4), q8Tensor("blk.0.attn_q.weight", 32, 2)}}.bytes(),
-		builder{}.bytes(),
+		ggufwrite.File{Version: 2, KVs: allTypesKVs(), Tensors: allTypesTensors()}.Bytes(),
+		ggufwrite.File{Alignment: 64, KVs: append(allTypesKVs(), ggufwrite.KV{Key: "general.alignment", Type: ggufwrite.ValueUint32, Val: uint32(64)}), Tensors: allTypesTensors()}.Bytes(),
+		ggufwrite.File{KVs: allTypesKVs(), Tensors: []ggufwrite.Tensor{ggufwrite.F32Tensor("token_embd.weight", 32, 4), ggufwrite.Q8Tensor("blk.0.attn_q.weight", 32, 2)}}.Bytes(),
+		ggufwrite.File{}.Bytes(),
 	}
 	seeds := append([][]byte(nil), valid...)
 	for _, c := range brokenFiles() {

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/flashgo/flashgo/model/internal/ggufwrite"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -36,7 +38,7 @@ func TestReadHeader(t *testing.T) {
 
 	want := make([]string, 0)
 	for _, p := range allTypesKVs() {
-		want = append(want, p.key)
+		want = append(want, p.Key)
 	}
 	assert.Equal(t, want, f.Keys(), "keys in file order")
 }
@@ -46,18 +48,18 @@ func TestMetadataEveryType(t *testing.T) {
 
 	// Every pair reads back with its type and Go value.
 	for _, p := range allTypesKVs() {
-		v, ok := f.Value(p.key)
-		require.True(t, ok, p.key)
-		assert.Equal(t, p.typ, v.Type(), p.key)
-		assert.NotEmpty(t, v.String(), p.key)
-		if p.typ != ValueArray {
-			assert.Equal(t, p.val, v.Any(), p.key)
-			assert.Zero(t, v.Len(), p.key)
+		v, ok := f.Value(p.Key)
+		require.True(t, ok, p.Key)
+		assert.Equal(t, ValueType(p.Type), v.Type(), p.Key)
+		assert.NotEmpty(t, v.String(), p.Key)
+		if p.Type != ggufwrite.ValueArray {
+			assert.Equal(t, p.Val, v.Any(), p.Key)
+			assert.Zero(t, v.Len(), p.Key)
 			continue
 		}
-		a := p.val.(arr)
-		assert.Equal(t, a.elem, v.ElemType(), p.key)
-		assert.Equal(t, len(a.items), v.Len(), p.key)
+		a := p.Val.(ggufwrite.Array)
+		assert.Equal(t, ValueType(a.Elem), v.ElemType(), p.Key)
+		assert.Equal(t, len(a.Items), v.Len(), p.Key)
 	}
 
 	v, _ := f.Value("a.u16")
@@ -192,35 +194,35 @@ func TestTensors(t *testing.T) {
 	require.Len(t, infos, len(specs))
 	for i, s := range specs {
 		ti := infos[i]
-		assert.Equal(t, s.name, ti.Name)
-		assert.Equal(t, s.typ, ti.Type, s.name)
-		dims := make([]int, len(s.dims))
-		for j, d := range s.dims {
+		assert.Equal(t, s.Name, ti.Name)
+		assert.Equal(t, TensorType(s.Type), ti.Type, s.Name)
+		dims := make([]int, len(s.Dims))
+		for j, d := range s.Dims {
 			dims[j] = int(d)
 		}
-		assert.Equal(t, dims, ti.Dims, s.name)
-		assert.Equal(t, numel(s.dims), ti.NumElements(), s.name)
-		assert.Equal(t, int64(len(s.data)), ti.Size(), s.name)
-		assert.Zero(t, ti.Offset%32, "%s offset %d aligned", s.name, ti.Offset)
+		assert.Equal(t, dims, ti.Dims, s.Name)
+		assert.Equal(t, ggufwrite.Numel(s.Dims), ti.NumElements(), s.Name)
+		assert.Equal(t, int64(len(s.Data)), ti.Size(), s.Name)
+		assert.Zero(t, ti.Offset%32, "%s offset %d aligned", s.Name, ti.Offset)
 		assert.GreaterOrEqual(t, ti.Offset, f.DataOffset())
 
-		byName, ok := f.Tensor(s.name)
+		byName, ok := f.Tensor(s.Name)
 		require.True(t, ok)
 		assert.Equal(t, ti, byName)
 
-		raw, err := f.RawData(s.name)
+		raw, err := f.RawData(s.Name)
 		require.NoError(t, err)
-		assert.True(t, bytes.Equal(s.data, raw), s.name)
+		assert.True(t, bytes.Equal(s.Data, raw), s.Name)
 
-		got, err := f.Float32s(s.name)
-		if !s.typ.CanDequantize() {
-			assert.ErrorIs(t, err, ErrUnsupported, s.name)
+		got, err := f.Float32s(s.Name)
+		if !TensorType(s.Type).CanDequantize() {
+			assert.ErrorIs(t, err, ErrUnsupported, s.Name)
 			continue
 		}
-		require.NoError(t, err, s.name)
+		require.NoError(t, err, s.Name)
 		assert.Len(t, got, ti.NumElements())
-		if len(s.want) > 0 {
-			assert.Equal(t, s.want, got, s.name)
+		if len(s.Want) > 0 {
+			assert.Equal(t, s.Want, got, s.Name)
 		}
 	}
 	assert.Equal(t, "q8.weight Q8_0 [64 3]", infos[3].String())
@@ -241,12 +243,12 @@ func TestTensors(t *testing.T) {
 
 // TestQ8_0Dequantize checks one block by hand: d = 0.5, q = -128 … 127.
 func TestQ8_0Dequantize(t *testing.T) {
-	var e enc
-	e.u16(0x3800) // 0.5 in binary16
+	var e ggufwrite.Encoder
+	e.U16(0x3800) // 0.5 in binary16
 	for j := range 32 {
-		e.u8(uint8(int8(j*8 - 128)))
+		e.U8(uint8(int8(j*8 - 128)))
 	}
-	data := builder{tensors: []tensorSpec{{name: "q", typ: TypeQ8_0, dims: []uint64{32}, data: e.b}}}.bytes()
+	data := ggufwrite.File{Tensors: []ggufwrite.Tensor{{Name: "q", Type: ggufwrite.TypeQ8_0, Dims: []uint64{32}, Data: e.B}}}.Bytes()
 	f := mustRead(t, data)
 	got, err := f.Float32s("q")
 	require.NoError(t, err)
@@ -257,39 +259,39 @@ func TestQ8_0Dequantize(t *testing.T) {
 
 // TestLargeTensorChunks reads tensors bigger than the dequantisation chunk.
 func TestLargeTensorChunks(t *testing.T) {
-	specs := []tensorSpec{
-		f32Tensor("f32", 64, 1000),
-		f16Tensor("f16", 128, 600),
-		bf16Tensor("bf16", 100, 700),
-		q8Tensor("q8", 32*64, 40),
+	specs := []ggufwrite.Tensor{
+		ggufwrite.F32Tensor("f32", 64, 1000),
+		ggufwrite.F16Tensor("f16", 128, 600),
+		ggufwrite.BF16Tensor("bf16", 100, 700),
+		ggufwrite.Q8Tensor("q8", 32*64, 40),
 	}
-	f := mustRead(t, builder{tensors: specs}.bytes())
+	f := mustRead(t, ggufwrite.File{Tensors: specs}.Bytes())
 	for _, s := range specs {
-		got, err := f.Float32s(s.name)
+		got, err := f.Float32s(s.Name)
 		require.NoError(t, err)
-		assert.Equal(t, s.want, got, s.name)
+		assert.Equal(t, s.Want, got, s.Name)
 	}
 }
 
 func TestVersion2(t *testing.T) {
-	f := mustRead(t, builder{version: 2, kvs: allTypesKVs(), tensors: allTypesTensors()}.bytes())
+	f := mustRead(t, ggufwrite.File{Version: 2, KVs: allTypesKVs(), Tensors: allTypesTensors()}.Bytes())
 	assert.Equal(t, uint32(2), f.Version())
 	got, err := f.Float32s("q8.weight")
 	require.NoError(t, err)
-	assert.Equal(t, q8Tensor("q8.weight", 64, 3).want, got)
+	assert.Equal(t, ggufwrite.Q8Tensor("q8.weight", 64, 3).Want, got)
 }
 
 func TestAlignment(t *testing.T) {
 	for _, align := range []int{1, 8, 64, 4096} {
-		kvs := append(allTypesKVs(), kv{"general.alignment", ValueUint32, uint32(align)})
-		f := mustRead(t, builder{alignment: align, kvs: kvs, tensors: allTypesTensors()}.bytes())
+		kvs := append(allTypesKVs(), ggufwrite.KV{Key: "general.alignment", Type: ggufwrite.ValueUint32, Val: uint32(align)})
+		f := mustRead(t, ggufwrite.File{Alignment: align, KVs: kvs, Tensors: allTypesTensors()}.Bytes())
 		assert.Equal(t, int64(align), f.Alignment())
 		assert.Zero(t, f.DataOffset()%int64(align))
 		for _, s := range allTypesTensors() {
-			ti, _ := f.Tensor(s.name)
-			assert.Zero(t, ti.Offset%int64(align), "align %d %s", align, s.name)
-			if s.typ.CanDequantize() {
-				got, err := f.Float32s(s.name)
+			ti, _ := f.Tensor(s.Name)
+			assert.Zero(t, ti.Offset%int64(align), "align %d %s", align, s.Name)
+			if TensorType(s.Type).CanDequantize() {
+				got, err := f.Float32s(s.Name)
 				require.NoError(t, err)
 				assert.Len(t, got, ti.NumElements())
 			}
@@ -297,30 +299,30 @@ func TestAlignment(t *testing.T) {
 	}
 
 	// A file laid out for 32 but declaring 64 has misaligned tensors.
-	kvs := append(allTypesKVs(), kv{"general.alignment", ValueUint32, uint32(64)})
-	_, err := readBytes(builder{alignment: 32, kvs: kvs, tensors: allTypesTensors()}.bytes())
+	kvs := append(allTypesKVs(), ggufwrite.KV{Key: "general.alignment", Type: ggufwrite.ValueUint32, Val: uint32(64)})
+	_, err := readBytes(ggufwrite.File{Alignment: 32, KVs: kvs, Tensors: allTypesTensors()}.Bytes())
 	assert.ErrorIs(t, err, ErrFormat)
 
-	for name, bad := range map[string]kv{
-		"zero":          {"general.alignment", ValueUint32, uint32(0)},
-		"not pow2":      {"general.alignment", ValueUint32, uint32(48)},
-		"string":        {"general.alignment", ValueString, "32"},
-		"negative":      {"general.alignment", ValueInt32, int32(-32)},
-		"beyond uint32": {"general.alignment", ValueUint64, uint64(1) << 40},
-		"float":         {"general.alignment", ValueFloat32, float32(32)},
+	for name, bad := range map[string]ggufwrite.KV{
+		"zero":          {Key: "general.alignment", Type: ggufwrite.ValueUint32, Val: uint32(0)},
+		"not pow2":      {Key: "general.alignment", Type: ggufwrite.ValueUint32, Val: uint32(48)},
+		"string":        {Key: "general.alignment", Type: ggufwrite.ValueString, Val: "32"},
+		"negative":      {Key: "general.alignment", Type: ggufwrite.ValueInt32, Val: int32(-32)},
+		"beyond uint32": {Key: "general.alignment", Type: ggufwrite.ValueUint64, Val: uint64(1) << 40},
+		"float":         {Key: "general.alignment", Type: ggufwrite.ValueFloat32, Val: float32(32)},
 	} {
-		_, err := readBytes(builder{kvs: []kv{bad}, tensors: allTypesTensors()}.bytes())
+		_, err := readBytes(ggufwrite.File{KVs: []ggufwrite.KV{bad}, Tensors: allTypesTensors()}.Bytes())
 		assert.ErrorIs(t, err, ErrFormat, name)
 	}
 }
 
 // header starts a file by hand: magic, version and counts.
-func header(version uint32, nTensors, nKV uint64) *enc {
-	e := &enc{}
-	e.u32(ggufMagic)
-	e.u32(version)
-	e.u64(nTensors)
-	e.u64(nKV)
+func header(version uint32, nTensors, nKV uint64) *ggufwrite.Encoder {
+	e := &ggufwrite.Encoder{}
+	e.U32(ggufMagic)
+	e.U32(version)
+	e.U64(nTensors)
+	e.U64(nKV)
 	return e
 }
 
@@ -328,15 +330,15 @@ func header(version uint32, nTensors, nKV uint64) *enc {
 // fields can be anything, followed by data bytes of zeros.
 func oneTensor(name string, dims []uint64, typ uint32, offset uint64, data int) []byte {
 	e := header(3, 1, 0)
-	e.str(name)
-	e.u32(uint32(len(dims)))
+	e.Str(name)
+	e.U32(uint32(len(dims)))
 	for _, d := range dims {
-		e.u64(d)
+		e.U64(d)
 	}
-	e.u32(typ)
-	e.u64(offset)
-	e.b = append(e.b, make([]byte, int(alignUp(uint64(len(e.b)), 32))-len(e.b)+data)...)
-	return e.b
+	e.U32(typ)
+	e.U64(offset)
+	e.B = append(e.B, make([]byte, int(ggufwrite.AlignUp(uint64(len(e.B)), 32))-len(e.B)+data)...)
+	return e.B
 }
 
 // brokenFiles are hand-made invalid files and the error each must give.
@@ -358,75 +360,85 @@ func brokenFiles() map[string]struct {
 		"empty":        {nil, ErrFormat},
 		"magic only":   {[]byte("GGUF"), ErrFormat},
 		"bad magic":    {corrupt(0, 'X'), ErrFormat},
-		"version 1":    {header(1, 0, 0).b, ErrUnsupported},
-		"version 4":    {header(4, 0, 0).b, ErrUnsupported},
-		"version 0":    {header(0, 0, 0).b, ErrUnsupported},
-		"big endian":   {header(3<<24, 0, 0).b, ErrUnsupported},
-		"no counts":    {header(3, 0, 0).b[:12], ErrFormat},
-		"huge kv n":    {header(3, 0, math.MaxUint64).b, ErrFormat},
-		"huge tens n":  {header(3, math.MaxUint64, 0).b, ErrFormat},
-		"kv n > bytes": {header(3, 0, 1).b, ErrFormat},
+		"version 1":    {header(1, 0, 0).B, ErrUnsupported},
+		"version 4":    {header(4, 0, 0).B, ErrUnsupported},
+		"version 0":    {header(0, 0, 0).B, ErrUnsupported},
+		"big endian":   {header(3<<24, 0, 0).B, ErrUnsupported},
+		"no counts":    {header(3, 0, 0).B[:12], ErrFormat},
+		"huge kv n":    {header(3, 0, math.MaxUint64).B, ErrFormat},
+		"huge tens n":  {header(3, math.MaxUint64, 0).B, ErrFormat},
+		"kv n > bytes": {header(3, 0, 1).B, ErrFormat},
 		"both n big": {func() []byte {
 			e := header(3, 1, 1)
-			e.b = append(e.b, make([]byte, 30)...) // room for one of the two, not both
-			return e.b
+			e.B = append(e.B, make([]byte, 30)...) // room for one of the two, not both
+			return e.B
 		}(), ErrFormat},
 	}
-	kvFile := func(build func(e *enc)) []byte {
+	kvFile := func(build func(e *ggufwrite.Encoder)) []byte {
 		e := header(3, 0, 1)
 		build(e)
-		return e.b
+		return e.B
 	}
-	m["huge key length"] = c{kvFile(func(e *enc) { e.u64(math.MaxUint64); e.b = append(e.b, "key"...) }), ErrFormat}
-	m["key past end"] = c{kvFile(func(e *enc) { e.u64(100); e.b = append(e.b, "key......"...) }), ErrFormat}
-	m["unknown value type"] = c{kvFile(func(e *enc) { e.str("k"); e.u32(13); e.u64(0) }), ErrFormat}
-	m["huge value type"] = c{kvFile(func(e *enc) { e.str("k"); e.u32(math.MaxUint32); e.u64(0) }), ErrFormat}
-	m["bad bool"] = c{kvFile(func(e *enc) { e.str("k"); e.u32(uint32(ValueBool)); e.u8(2); e.u64(0) }), ErrFormat}
-	m["bad bool in array"] = c{kvFile(func(e *enc) {
-		e.str("k")
-		e.u32(uint32(ValueArray))
-		e.u32(uint32(ValueBool))
-		e.u64(2)
-		e.u8(1)
-		e.u8(7)
+	m["huge key length"] = c{kvFile(func(e *ggufwrite.Encoder) { e.U64(math.MaxUint64); e.B = append(e.B, "key"...) }), ErrFormat}
+	m["key past end"] = c{kvFile(func(e *ggufwrite.Encoder) { e.U64(100); e.B = append(e.B, "key......"...) }), ErrFormat}
+	m["unknown value type"] = c{kvFile(func(e *ggufwrite.Encoder) { e.Str("k"); e.U32(13); e.U64(0) }), ErrFormat}
+	m["huge value type"] = c{kvFile(func(e *ggufwrite.Encoder) { e.Str("k"); e.U32(math.MaxUint32); e.U64(0) }), ErrFormat}
+	m["bad bool"] = c{kvFile(func(e *ggufwrite.Encoder) { e.Str("k"); e.U32(uint32(ValueBool)); e.U8(2); e.U64(0) }), ErrFormat}
+	m["bad bool in array"] = c{kvFile(func(e *ggufwrite.Encoder) {
+		e.Str("k")
+		e.U32(uint32(ValueArray))
+		e.U32(uint32(ValueBool))
+		e.U64(2)
+		e.U8(1)
+		e.U8(7)
 	}), ErrFormat}
-	m["huge string"] = c{kvFile(func(e *enc) { e.str("k"); e.u32(uint32(ValueString)); e.u64(1 << 62); e.b = append(e.b, "abc"...) }), ErrFormat}
-	m["string past end"] = c{kvFile(func(e *enc) { e.str("k"); e.u32(uint32(ValueString)); e.u64(4); e.b = append(e.b, "abc"...) }), ErrFormat}
-	m["huge array"] = c{kvFile(func(e *enc) {
-		e.str("k")
-		e.u32(uint32(ValueArray))
-		e.u32(uint32(ValueUint64))
-		e.u64(1 << 61)
-		e.u64(1)
+	m["huge string"] = c{kvFile(func(e *ggufwrite.Encoder) {
+		e.Str("k")
+		e.U32(uint32(ValueString))
+		e.U64(1 << 62)
+		e.B = append(e.B, "abc"...)
 	}), ErrFormat}
-	m["array of strings past end"] = c{kvFile(func(e *enc) {
-		e.str("k")
-		e.u32(uint32(ValueArray))
-		e.u32(uint32(ValueString))
-		e.u64(3)
-		e.str("a")
-		e.u64(1)
-		e.u64(1)
+	m["string past end"] = c{kvFile(func(e *ggufwrite.Encoder) {
+		e.Str("k")
+		e.U32(uint32(ValueString))
+		e.U64(4)
+		e.B = append(e.B, "abc"...)
 	}), ErrFormat}
-	m["array of unknown type"] = c{kvFile(func(e *enc) { e.str("k"); e.u32(uint32(ValueArray)); e.u32(42); e.u64(0) }), ErrFormat}
-	m["arrays nested too deep"] = c{kvFile(func(e *enc) {
-		e.str("k")
-		e.u32(uint32(ValueArray))
+	m["huge array"] = c{kvFile(func(e *ggufwrite.Encoder) {
+		e.Str("k")
+		e.U32(uint32(ValueArray))
+		e.U32(uint32(ValueUint64))
+		e.U64(1 << 61)
+		e.U64(1)
+	}), ErrFormat}
+	m["array of strings past end"] = c{kvFile(func(e *ggufwrite.Encoder) {
+		e.Str("k")
+		e.U32(uint32(ValueArray))
+		e.U32(uint32(ValueString))
+		e.U64(3)
+		e.Str("a")
+		e.U64(1)
+		e.U64(1)
+	}), ErrFormat}
+	m["array of unknown type"] = c{kvFile(func(e *ggufwrite.Encoder) { e.Str("k"); e.U32(uint32(ValueArray)); e.U32(42); e.U64(0) }), ErrFormat}
+	m["arrays nested too deep"] = c{kvFile(func(e *ggufwrite.Encoder) {
+		e.Str("k")
+		e.U32(uint32(ValueArray))
 		for range MaxArrayDepth {
-			e.u32(uint32(ValueArray))
-			e.u64(1)
+			e.U32(uint32(ValueArray))
+			e.U64(1)
 		}
-		e.u32(uint32(ValueUint8))
-		e.u64(0)
+		e.U32(uint32(ValueUint8))
+		e.U64(0)
 	}), ErrFormat}
 	m["duplicate key"] = c{func() []byte {
 		e := header(3, 0, 2)
 		for range 2 {
-			e.str("k")
-			e.u32(uint32(ValueUint8))
-			e.u8(1)
+			e.Str("k")
+			e.U32(uint32(ValueUint8))
+			e.U8(1)
 		}
-		return e.b
+		return e.B
 	}(), ErrFormat}
 
 	m["5 dims"] = c{oneTensor("t", []uint64{1, 1, 1, 1, 1}, 0, 0, 4), ErrFormat}
@@ -442,7 +454,7 @@ func brokenFiles() map[string]struct {
 	m["misaligned offset"] = c{oneTensor("t", []uint64{1}, 0, 4, 64), ErrFormat}
 	m["q8 row not whole blocks"] = c{oneTensor("t", []uint64{16, 2}, uint32(TypeQ8_0), 0, 64), ErrFormat}
 	m["q8 scalar"] = c{oneTensor("t", nil, uint32(TypeQ8_0), 0, 64), ErrFormat}
-	m["duplicate tensor"] = c{builder{tensors: []tensorSpec{f32Tensor("t", 2), f32Tensor("t", 2)}}.bytes(), ErrFormat}
+	m["duplicate tensor"] = c{ggufwrite.File{Tensors: []ggufwrite.Tensor{ggufwrite.F32Tensor("t", 2), ggufwrite.F32Tensor("t", 2)}}.Bytes(), ErrFormat}
 	// Tensors whose data overlap: every tensor of a file could name the
 	// same bytes, and loading would then allocate each of them afresh.
 	m["overlapping tensors"] = c{func() []byte {
@@ -451,28 +463,28 @@ func brokenFiles() map[string]struct {
 			name   string
 			offset uint64
 		}{{"a", 0}, {"b", 32}} {
-			e.str(t.name)
-			e.u32(1)
-			e.u64(16) // 64 bytes of F32
-			e.u32(uint32(TypeF32))
-			e.u64(t.offset)
+			e.Str(t.name)
+			e.U32(1)
+			e.U64(16) // 64 bytes of F32
+			e.U32(uint32(TypeF32))
+			e.U64(t.offset)
 		}
-		e.b = append(e.b, make([]byte, int(alignUp(uint64(len(e.b)), 32))-len(e.b)+96)...)
-		return e.b
+		e.B = append(e.B, make([]byte, int(ggufwrite.AlignUp(uint64(len(e.B)), 32))-len(e.B)+96)...)
+		return e.B
 	}(), ErrFormat}
 	m["tensor name past end"] = c{func() []byte {
 		e := header(3, 1, 0)
-		e.u64(1 << 40)
-		e.b = append(e.b, make([]byte, 40)...)
-		return e.b
+		e.U64(1 << 40)
+		e.B = append(e.B, make([]byte, 40)...)
+		return e.B
 	}(), ErrFormat}
 	// n_dims = 2^32-1, with enough bytes after it to pass the count check.
 	m["n_dims huge"] = c{func() []byte {
 		e := header(3, 1, 0)
-		e.str("t")
-		e.u32(math.MaxUint32)
-		e.b = append(e.b, make([]byte, 64)...)
-		return e.b
+		e.Str("t")
+		e.U32(math.MaxUint32)
+		e.B = append(e.B, make([]byte, 64)...)
+		return e.B
 	}(), ErrFormat}
 	return m
 }
@@ -511,21 +523,21 @@ func TestHostileCountsDoNotAllocate(t *testing.T) {
 	}
 	// A large but plausible claim: 2^27 uint64s (1 GiB) in a tiny file.
 	e := header(3, 0, 1)
-	e.str("k")
-	e.u32(uint32(ValueArray))
-	e.u32(uint32(ValueUint64))
-	e.u64(1 << 27)
-	e.b = append(e.b, make([]byte, 100)...)
-	cases["1 GiB array"] = e.b
+	e.Str("k")
+	e.U32(uint32(ValueArray))
+	e.U32(uint32(ValueUint64))
+	e.U64(1 << 27)
+	e.B = append(e.B, make([]byte, 100)...)
+	cases["1 GiB array"] = e.B
 
 	// A reader far shorter than the size it claims: the counts fit the
 	// claimed size, so only incremental allocation keeps memory small.
-	for name, data := range map[string][]byte{"1 GiB array, lying size": e.b, "1 GiB string, lying size": func() []byte {
+	for name, data := range map[string][]byte{"1 GiB array, lying size": e.B, "1 GiB string, lying size": func() []byte {
 		e := header(3, 0, 1)
-		e.str("k")
-		e.u32(uint32(ValueString))
-		e.u64(1 << 30)
-		return append(e.b, "abc"...)
+		e.Str("k")
+		e.U32(uint32(ValueString))
+		e.U64(1 << 30)
+		return append(e.B, "abc"...)
 	}()} {
 		var before, after runtime.MemStats
 		runtime.GC()
@@ -607,7 +619,7 @@ func TestOpen(t *testing.T) {
 	require.NoError(t, err)
 	got, err := f.Float32s("f32.weight")
 	require.NoError(t, err)
-	assert.Equal(t, f32Tensor("f32.weight", 4, 3).want, got)
+	assert.Equal(t, ggufwrite.F32Tensor("f32.weight", 4, 3).Want, got)
 	require.NoError(t, f.Close())
 	assert.NoError(t, f.Close(), "second Close is a no-op")
 	_, err = f.Float32s("f32.weight")

@@ -1,7 +1,9 @@
 // Package asmkit holds what flashgo's avo generators share: the
 // description of the vector instruction sets (ISA), of the element types
-// the kernels read and widen to float32 (Elem), and the tail-mask tables
-// that let a kernel touch only the first n lanes of a vector.
+// the kernels read and widen to float32 (Elem), the tail-mask tables
+// that let a kernel touch only the first n lanes of a vector, and the
+// register-blocked product that drives the matrix kernels of gemm and
+// bf16 (Product).
 //
 // Every generated .s file is its own translation unit and its DATA symbols
 // are file-local (name<>), so a generator that needs a table emits it under
