@@ -12,17 +12,17 @@ import (
 	"github.com/flashgo/flashgo/attention/reference"
 )
 
-// TestIllConditionedAccuracy reconstructs the two cases of issue 14 (item
-// 9) that broke the rule "max abs error <= 2 × naive + 1e-6" (the inputs
-// of the report are unknown beyond their shapes): (a) a decode step at
-// d = 257 with scale 1.7 and sinks, unit-normal inputs, so that the logits
-// are in the tens; (b) GQA 7:1 with a top-left causal window and soft-cap
+// TestIllConditionedAccuracy reconstructs two cases that break the rule
+// "max abs error <= 2 × naive + 1e-6" (only their shapes are known; the
+// inputs here are drawn at random): (a) a decode step at d = 257 with
+// scale 1.7 and sinks, unit-normal inputs, so that the logits are in the
+// tens; (b) GQA 7:1 with a top-left causal window and soft-cap
 // 50 over a Q8 cache, queries scaled so that the scaled dot products reach
 // ±1e4. On this kind of input the error of the engine and of the naive
 // baseline are both dominated by the float32 rounding of the dot products
 // (relative to Σ|q_k·k_jk|, not to |s|), with independent signs, so the
 // naive error of one draw can be several times smaller than the engine's
-// with neither being wrong: about one seed in six broke the old rule here.
+// with neither being wrong: about one seed in six breaks that rule here.
 // The rule of docs/math.md, Section 5 adds twice the condition term E_κ
 // (reference.LogitCondition), which bounds that common error.
 func TestIllConditionedAccuracy(t *testing.T) { forEachImpl(t, testIllConditionedAccuracy) }

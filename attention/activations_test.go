@@ -12,7 +12,7 @@ import (
 )
 
 // TestReducedPrecisionActivations runs queries and outputs stored as
-// binary16 and bfloat16 (issue 15): the engine widens the queries as it
+// binary16 and bfloat16: the engine widens the queries as it
 // gathers them and rounds each output row as it writes it, so the output is
 // bitwise the float32 output of the same (exactly widened) queries,
 // rounded to nearest even, and the log-sum-exps are bitwise the same.

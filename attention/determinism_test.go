@@ -80,11 +80,11 @@ func firstDiff(a, b []float32) (int, int) {
 
 // TestThreadsBitwiseFeatures checks Config.Threads' promise, bitwise the
 // same output and lse for every thread count, on the features where it
-// did not hold (issue 14): a window with a left bound (query blocks shrink
-// as threads grow, and tiles started at each block's first visible key),
-// split-KV (applied only when the queries fitted one block, which depended
-// on the thread count), varlen batches, paged caches, decode and chunked
-// prefill; in both precisions, with the default Config and with small
+// is easiest to lose: a window with a left bound (query blocks shrink as
+// threads grow, so a tile must not start at its block's first visible
+// key), split-KV (which must not depend on whether the queries fit one
+// block, since that depends on the thread count), varlen batches, paged
+// caches, decode and chunked prefill; in both precisions, with the default Config and with small
 // blocks. It also checks ForwardPaged against Forward over the same data.
 func TestThreadsBitwiseFeatures(t *testing.T) {
 	win := func(l, r int) *attention.Window { return &attention.Window{Left: l, Right: r} }

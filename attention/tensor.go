@@ -13,8 +13,8 @@ import (
 // DType is the element type of a Tensor.
 type DType uint8
 
-// The element types the engine reads and writes. Queries and outputs are
-// always F32; keys and values may be any of the four.
+// The element types the engine reads and writes. Queries and outputs may
+// be F32, F16 or BF16; keys and values may be any of the four.
 const (
 	F32  DType = iota + 1 // IEEE binary32 (float32)
 	F16                   // IEEE binary16 (fp16.Float16)

@@ -74,7 +74,7 @@ func TestRunBadOutputDir(t *testing.T) {
 
 // TestRunUnwritableOutput checks that an output path that exists but
 // cannot be written (a directory, a read-only directory's entry) fails
-// before the run, with status 2, rather than after the sweep (issue 14).
+// before the run, with status 2, rather than after the sweep.
 func TestRunUnwritableOutput(t *testing.T) {
 	dir := t.TempDir()
 	isDir := filepath.Join(dir, "taken.svg")
@@ -116,8 +116,8 @@ func TestNaiveMarked(t *testing.T) {
 }
 
 // TestErrorsPrefixedOnce checks that failing command lines name each
-// prefix ("attnbench", "model") at most once a line (issue 14 found
-// "model: model: context overflow").
+// prefix ("attnbench", "model") at most once a line (never "model: model:
+// context overflow").
 func TestErrorsPrefixedOnce(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.gguf")
 	require.NoError(t, os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00"), 0o644))

@@ -64,7 +64,7 @@ func TestGenerateErrors(t *testing.T) {
 }
 
 // TestGenerateFailure checks that a generation that fails prints its error
-// and no rates: it once printed "stop: length, 0 tokens/s" (issue 14).
+// and no rates (not "stop: length, 0 tokens/s").
 func TestGenerateFailure(t *testing.T) {
 	needStories(t)
 	var stdout, stderr bytes.Buffer
@@ -100,8 +100,8 @@ func TestGenerateInterrupted(t *testing.T) {
 
 // TestGenerateHostileContext runs generate with the default -ctx on
 // stories260K whose llama.context_length claims 2^29 positions: the KV
-// cache, once allocated whole up front (64 GiB), now grows with the tokens
-// (issue 14).
+// cache grows with the tokens instead of being allocated whole up front
+// (64 GiB).
 func TestGenerateHostileContext(t *testing.T) {
 	needStories(t)
 	data, err := os.ReadFile(storiesModel)
