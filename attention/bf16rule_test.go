@@ -57,4 +57,15 @@ func TestBF16RuleFloor(t *testing.T) {
 		}
 		t.Logf("%d of 80 draws need the floor", withoutFloor)
 	}))
+	// A baseline whose roundings cancelled (error 0) is no measure of the
+	// engine's: an error within the weights' rounding, 2·E_b, passes, and
+	// one beyond it fails.
+	const eb = 1e-3
+	lucky := reference.Errors{}
+	if msg := bf16RuleBreak(reference.Errors{MaxAbs: 1.9 * eb, RMS: eb}, lucky, func() float64 { return eb }); msg != "" {
+		t.Errorf("an error of 1.9·E_b against a naive error of 0: %s", msg)
+	}
+	if bf16RuleBreak(reference.Errors{MaxAbs: 2.1 * eb, RMS: eb}, lucky, func() float64 { return eb }) == "" {
+		t.Errorf("an error of 2.1·E_b against a naive error of 0 passes")
+	}
 }

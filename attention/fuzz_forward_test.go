@@ -106,7 +106,12 @@ var (
 // where on a problem this small the naive baseline's luck decides, at
 // least 2^-7·max|V|, a few bfloat16 roundings of the probabilities), and
 // the lse within
-// 1e-5·(1+ln(Nkv+1))·max(1, |lse|).
+// 1e-5·(1+ln(Nkv+1))·max(1, |lse|). The rest of the input draws a hostile
+// call of the same problem (forwardHostile): out and lse on q, k, v, their
+// Q8 scales, the masks, slopes, sinks or variable-length offsets, on each
+// other or next to one, and a dimension or stride of q, out, k or v 0 or
+// negative, which must fail, writing nothing, or succeed with the bits of
+// the same call on plain copies.
 func FuzzForward(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x07\x04\x0a"))
@@ -115,6 +120,24 @@ func FuzzForward(f *testing.F) {
 	f.Add([]byte("q8......\x00\x01\x00\x1f\x03\x27\x03\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x05\x01"))
 	f.Add([]byte("bf16....\x01\x02\x01\x07\x0c\x1d\x01\x00\x81\x01\x00\x00\x00\x00\x00\x00\x00\x01\x01\x06\x00"))
 	f.Add([]byte("misuse..\x01\x01\x01\x07\x03\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01"))
+	// Hostile calls (forwardHostile): the problem of 1 head of dim 8, 3
+	// queries and 5 keys, ForwardLSE, then the plan.
+	hostile := func(plan string) []byte {
+		return []byte("hostile." + "\x00\x00\x00\x07\x03\x05\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x01" + plan)
+	}
+	f.Add(hostile("\x01\x00\x00"))                                 // out on q
+	f.Add(hostile("\x00\x00\x00\x02\x01\x80"))                     // lse inside k
+	f.Add(hostile("\x00\x00\x00\x04\x00\x00"))                     // lse on out
+	f.Add(hostile("\x03\x05\x00\x00\x00\x00\x00\x00\x00\x01"))     // out just after v: a near miss
+	f.Add(hostile("\x04\x04\x00\x04\x05\x00\x00\x00\x00\x01"))     // out just before the lse, lse just after out
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x03\x00"))         // q head dim 0
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x03\x06\x00"))         // k SeqStride 0
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x06\x00"))         // q SeqStride 0: one query repeated
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x02\x05\x02"))         // out HeadStride -1
+	f.Add(hostile("\x01\x00\x00\x00\x00\x00\x01\x07\x00\x01"))     // batch 0 everywhere, out on q
+	f.Add(hostile("\x04\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03")) // two sequences, out on CuSeqQ
+	// Q8 keys of head dim 32: out inside k's scales.
+	f.Add([]byte("hostilq8\x00\x01\x00\x1f\x03\x27\x03\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x03\x01\x40"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newFuzzReader(data)
 		p := reference.Params{Batch: 1 + r.intn(2), HeadsKV: 1 + r.intn(3)}
@@ -250,6 +273,7 @@ func FuzzForward(f *testing.F) {
 		default:
 			wantErr = false
 		}
+		forwardHostile(t, r, cfg, wantErr, useLSE, qT, k.t, v.t, opts, outLay, lseLen)
 		obufSize := ov.pre + outLay.Span() + 13
 		run := func(threads int) ([]float32, []float32, error) {
 			c := cfg
@@ -316,12 +340,15 @@ func FuzzForward(f *testing.F) {
 		naive := pr.naiveError(t, want)
 		what := fmt.Sprintf("%v prec %v quantize query %v cfg %+v scale %v qmag %v", pr, prec, opts.QuantizeQuery, cfg, p.Scale, qMag)
 		if prec == attention.PrecisionBFloat16 {
-			var vmax float64
-			for _, x := range v.canon {
-				vmax = math.Max(vmax, math.Abs(float64(x)))
+			eb := func() float64 {
+				e, err := reference.WeightCondition(p, reference.Float64s(qq), reference.Float64s(k.canon), reference.Float64s(v.canon))
+				if err != nil {
+					t.Fatalf("%v: %v", pr, err)
+				}
+				return e
 			}
-			if tol := max(2*naive.MaxAbs+1e-6, 0x1p-7*vmax); errs.MaxAbs > tol {
-				t.Fatalf("%s: max abs error %.3g exceeds %.3g (naive %.3g)", what, errs.MaxAbs, tol, naive.MaxAbs)
+			if msg := bf16RuleBreak(errs, naive, eb); msg != "" {
+				t.Fatalf("%s: %s", what, msg)
 			}
 		} else {
 			checkRule(t, what, errs, naive, func() float64 { return pr.logitCondition(t) })
@@ -349,4 +376,163 @@ func FuzzForward(f *testing.F) {
 			}
 		}
 	})
+}
+
+// forwardHostile makes FuzzForward's hostile call (see fzPlan): the call
+// just drawn (wantErr: a misuse), as a variable-length batch of one or two
+// sequences if the flags say so, over copies of q, k, v and the options'
+// slices and masks in an arena, with out and lse placed on any of them, on
+// each other or next to one, and one of q, out, k or v with a dimension or
+// stride changed to 0 or a negative number (or, with field 7, the batch 0
+// everywhere). A call that must fail must change nothing; one that may
+// succeed must write only its outputs, with the bits of the same call
+// over plain copies (where a zero stride repeats elements, copies that
+// hold them repeated).
+func forwardHostile(t *testing.T, r *fuzzReader, cfg attention.Config, wantErr, useLSE bool,
+	q, k, v attention.Tensor, opts attention.Options, outLay attention.Layout, lseLen int) {
+	plan := readFzPlan(r)
+	if !plan.on() {
+		return
+	}
+	cfg.Threads = 1
+	e, err := attention.NewEngine(cfg)
+	if err != nil {
+		return // the misuse is the configuration
+	}
+	// flags bit 0: a variable-length batch of one sequence (bit 1: of
+	// two), which reads CuSeqQ and CuSeqKV.
+	if plan.flags&1 != 0 && q.Batch == 1 {
+		opts.CuSeqQ, opts.CuSeqKV = []int{0, q.Seq}, []int{0, k.Seq}
+		if plan.flags&2 != 0 {
+			opts.CuSeqQ, opts.CuSeqKV = []int{0, q.Seq / 2, q.Seq}, []int{0, k.Seq / 2, k.Seq}
+		}
+	}
+	outN := outLay.Span()
+	pad := max(outN, lseLen) + 16
+	var sizes []int
+	for _, x := range []attention.Tensor{q, k, v, opts.Mask} {
+		sizes = append(sizes, fzTensorSize(x)...)
+	}
+	sizes = append(sizes, len(opts.BoolMask.Data), 4*len(opts.Slopes), 4*len(opts.Sinks), 8*len(opts.CuSeqQ), 8*len(opts.CuSeqKV), 4*outN, 4*lseLen)
+	a := newFzArena(pad, plan.gap(pad), sizes...)
+	qA, kA, vA := fzTensorTo(a, q), fzTensorTo(a, k), fzTensorTo(a, v)
+	o := opts
+	o.Mask = fzTensorTo(a, opts.Mask)
+	o.BoolMask.Data = fzCopy(a, opts.BoolMask.Data)
+	o.Slopes, o.Sinks = fzCopy(a, opts.Slopes), fzCopy(a, opts.Sinks)
+	o.CuSeqQ, o.CuSeqKV = fzCopy(a, opts.CuSeqQ), fzCopy(a, opts.CuSeqKV)
+	outHome := a.floats(outN, outGuard)
+	var lseHome []float32
+	if useLSE {
+		lseHome = a.floats(lseLen, outGuard)
+	}
+	room := a.bytes()
+
+	// (b) A dimension or stride of q, out, k or v.
+	hl := outLay
+	change, empty, dims := fzNone, false, ""
+	if plan.dimsSel != 0 {
+		names := []string{"q", "out", "k", "v"}
+		ls := []*attention.Layout{&qA.Layout, &hl, &kA.Layout, &vA.Layout}
+		i := (plan.dimsSel - 1) % len(ls)
+		switch {
+		case plan.dimsField < 7:
+			change = fzClassify(ls[i], plan.dimsField, plan.value(), i >= 2, i == 1)
+			dims = fmt.Sprintf("%s.%s = %d", names[i], fzFieldNames[plan.dimsField], plan.value())
+		case !wantErr: // batch 0 everywhere: nothing to compute, unless a mask's batch is neither 1 nor 0
+			qA.Batch, hl.Batch, kA.Batch, vA.Batch = 0, 0, 0, 0
+			empty, change, dims = true, fzSame, "batch 0"
+			if (o.Mask.DType() != 0 && o.Mask.Batch != 1) || (o.BoolMask.Data != nil && o.BoolMask.Batch != 1) || o.CuSeqQ != nil {
+				change = fzInvalid // a variable-length batch must have batch 1
+			}
+		}
+	}
+
+	// (a) out and lse on an input, on each other, or next to one.
+	ins := fzForwardIns(room, qA, kA, vA, o)
+	out := attention.F32Tensor(outHome, hl)
+	outAt, lseAt := "its own place", "its own place"
+	if tg, ok := fzPick(plan.outSel, append(ins, fzSliceIn("lse's place", lseHome, room))); ok {
+		n := outN
+		if hl.Validate() == nil {
+			n = hl.Span()
+		}
+		if s, ok := fzPlace(tg, n, plan.outMode, plan.outOff); ok {
+			out, outAt = attention.F32Tensor(s, hl), fmt.Sprintf("%s (mode %d)", tg.name, plan.outMode)
+		}
+	}
+	lse := lseHome
+	if useLSE {
+		ot := fzOut("out", out)
+		ot.room = room
+		if tg, ok := fzPick(plan.lseSel, append(ins, ot)); ok {
+			if s, ok := fzPlace(tg, lseLen, plan.lseMode, plan.lseOff); ok {
+				lse, lseAt = s, fmt.Sprintf("%s (mode %d)", tg.name, plan.lseMode)
+			}
+		}
+	}
+	what := fmt.Sprintf("hostile Forward (lse %v, misuse %v, varlen %v, %s, out on %s, lse on %s) %v", useLSE, wantErr, o.CuSeqQ, dims, outAt, lseAt, plan)
+
+	rows := 0
+	if useLSE && qA.Layout.Validate() == nil {
+		rows = fzRowCount(qA.Layout)
+	}
+	expectErr, why := wantErr, "a misuse"
+	if change == fzInvalid {
+		expectErr, why = true, "an invalid "+dims
+	}
+	if !expectErr {
+		ot, lt := fzOut("out", out), fzLSE(lse, rows)
+		if in, ok := fzOverlap(ot, ins); ok {
+			expectErr, why = true, "out overlaps "+in.name
+		} else if in, ok := fzOverlap(lt, ins); ok {
+			expectErr, why = true, "lse overlaps "+in.name
+		} else if ot.overlaps(lt) {
+			expectErr, why = true, "lse overlaps out"
+		}
+	}
+	call := func(out attention.Tensor, lse []float32, q, k, v attention.Tensor) error {
+		if useLSE {
+			return e.ForwardLSE(out, lse, q, k, v, o)
+		}
+		return e.Forward(out, q, k, v, o)
+	}
+	// The same call on plain copies, in the drawn layouts.
+	var cleanOut attention.Tensor
+	var cleanLSE []float32
+	if !expectErr && !empty {
+		cleanOut = attention.F32Tensor(nanBuffer(outN, outGuard), outLay)
+		if useLSE {
+			cleanLSE = nanBuffer(lseLen, outGuard)
+		}
+		if err := call(cleanOut, cleanLSE, fzMaterialize(qA, q.Layout), fzMaterialize(kA, k.Layout), fzMaterialize(vA, v.Layout)); err != nil {
+			t.Fatalf("%s: the same call on plain copies failed: %v", what, err)
+		}
+	}
+	before := fzSnap(room)
+	err = fzCall(t, what, func() error { return call(out, lse, qA, kA, vA) })
+	if expectErr {
+		if err == nil {
+			t.Fatalf("%s: no error, but %s", what, why)
+		}
+		fzUnchanged(t, fmt.Sprintf("%s, failed with %q", what, err), before, [][]byte{room}, ins)
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if empty {
+		fzUnchanged(t, what+" (nothing to compute)", before, [][]byte{room}, ins)
+		return
+	}
+	fzWroteOnly(t, what, room, before[0], out, lse, rows, ins)
+	fzSameOutputs(t, what, out, cleanOut, lse, cleanLSE, rows)
+}
+
+// fzForwardIns returns what a Forward call reads.
+func fzForwardIns(room []byte, q, k, v attention.Tensor, o attention.Options) []fzIn {
+	ins := fzTensorIns("q", q, room)
+	ins = append(ins, fzTensorIns("k", k, room)...)
+	ins = append(ins, fzTensorIns("v", v, room)...)
+	return append(ins, fzOptionIns(o, room)...)
 }

@@ -2,6 +2,7 @@ package attention_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -97,7 +98,11 @@ func checkWroteOnlyOutputs(t *testing.T, fn string, ov view, obuf, o0, lsebuf, l
 // (the float32 rounding of the result is 6e-8) and lse within 1e-6·(1+|lse|).
 // It also checks that the merge is commutative bit for bit, that nothing
 // outside out and lse is written, that the inputs are not modified, and
-// that a misuse returns an error and writes nothing.
+// that a misuse returns an error and writes nothing. The rest of the input
+// draws a hostile merge (mergeHostile): out and lse on a, b, lseA, lseB or
+// each other, in the documented in-place form or a near miss of it (out
+// on a in another layout or a float off, lse a float off lseA), b aliasing
+// a, and a dimension or stride of out, a or b 0 or negative.
 func FuzzMerge(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\x01\x02\x03\x04\x05\x06\x07\x08\x01\x02\x03\x05\x01\x00\x00\x00"))
@@ -105,6 +110,26 @@ func FuzzMerge(f *testing.F) {
 	f.Add([]byte("inplace!\x01\x01\x01\x04\x00\x00\x01\x03\x00\x01\x02"))
 	f.Add([]byte("misuse..\x01\x01\x01\x04\x00\x00\x00\x01\x01\x01\x01"))
 	f.Add([]byte("misuse..\x01\x01\x01\x04\x00\x00\x00\x03\x01\x01\x01"))
+	// Hostile calls (mergeHostile): one row of 2 (or two rows of 2, out
+	// padded, b BSHD), then the plan.
+	hostile := func(plan string) []byte {
+		return []byte("hostile." + "\x00\x00\x01\x02\x00\x00\x00\x01\x00\x01\x01\x01\x01\x00\x00" + plan)
+	}
+	hostile2 := func(plan string) []byte {
+		return []byte("hostile2" + "\x00\x00\x02\x02\x02\x00\x01\x01\x00\x01\x01\x01\x01\x01\x01\x01\x01\x00\x00\x00\x00" + plan)
+	}
+	f.Add(hostile("\x01\x00\x00\x03\x00\x00\x00\x00\x00\x00\x04")) // out = a, lse = lseA: in place
+	f.Add(hostile("\x01\x06\x00\x00\x00\x00\x00\x00\x00\x00\x04")) // out one float into a
+	f.Add(hostile("\x01\x05\x00\x02\x04\x00\x00\x00\x00\x01\x04")) // out just after a, lse just before lseA: near misses
+	f.Add(hostile("\x00\x00\x00\x04\x00\x00"))                     // lse = lseB
+	f.Add(hostile("\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x05")) // b = a, out on b (a's layout)
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03")) // b = a, lseB = lseA: valid
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x03\x00"))         // out head dim 0
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x07\x00"))         // no rows
+	f.Add(hostile2("\x01\x00\x00"))                                // out (padded) on a (BHSD): the same start, another layout
+	f.Add(hostile2("\x00\x00\x00\x00\x00\x00\x02\x06\x00"))        // a SeqStride 0: one row repeated
+	f.Add(hostile2("\x00\x00\x00\x00\x00\x00\x01\x06\x00"))        // out SeqStride 0: rows collide
+	f.Add(hostile2("\x00\x00\x00\x00\x00\x00\x03\x04\x02"))        // b BatchStride -1
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newFuzzReader(data)
 		nb, nh, ns, nd := 1+r.intn(2), 1+r.intn(3), r.intn(5), r.intn(10)
@@ -176,6 +201,7 @@ func FuzzMerge(f *testing.F) {
 		default:
 			wantErr = false
 		}
+		mergeHostile(t, r, "Merge", ov.lay, []attention.Tensor{a, b}, [][]float32{lseA, lseB})
 		a0, b0 := append([]float32(nil), abuf...), append([]float32(nil), bbuf...)
 		la0, lb0 := append([]float32(nil), lseAbuf...), append([]float32(nil), lseBbuf...)
 		o0, l0 := append([]float32(nil), obuf...), append([]float32(nil), lsebuf...)
@@ -306,7 +332,8 @@ func FuzzMerge(f *testing.F) {
 // 1e-6·(1+|lse|). It also checks that reversing the parts changes each
 // element by at most an ulp plus n·2^−52·Σ|terms|, that nothing outside out
 // and lse is written, that the inputs are not modified, and that a misuse
-// returns an error and writes nothing.
+// returns an error and writes nothing. The rest of the input draws a
+// hostile merge (mergeHostile), as FuzzMerge's over the parts and lses.
 func FuzzMergeN(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("\x01\x02\x03\x04\x05\x06\x07\x08\x01\x02\x03\x05\x02\x00\x00\x00\x01"))
@@ -314,6 +341,19 @@ func FuzzMergeN(f *testing.F) {
 	f.Add([]byte("inplace!\x01\x01\x01\x04\x03\x00\x00\x02\x01\x00\x01\x02"))
 	f.Add([]byte("misuse..\x01\x01\x01\x04\x02\x00\x00\x01\x01\x01\x01\x01"))
 	f.Add([]byte("misuse..\x01\x01\x01\x04\x02\x00\x00\x01\x03\x01\x01\x01"))
+	// Hostile calls (mergeHostile): three parts of one row of 2, then the
+	// plan.
+	hostile := func(plan string) []byte {
+		return []byte("hostile." + "\x00\x00\x01\x02\x02\x00\x01\x00\x00\x01\x01\x00\x00\x01\x01\x00\x00\x01\x01\x00" + plan)
+	}
+	f.Add(hostile("\x01\x00\x00\x04\x00\x00\x00\x00\x00\x00\x04")) // out = parts[0], lse = lses[0]: in place
+	f.Add(hostile("\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04")) // out = parts[1]
+	f.Add(hostile("\x01\x07\x00\x05\x02\x00\x00\x00\x00\x00\x04")) // out one float before parts[0], lse on the end of lses[1]
+	f.Add(hostile("\x01\x00\x00\x04\x00\x00\x00\x00\x00\x00\x15")) // in place, parts[2] = parts[0]
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x13")) // parts[2] = parts[0], lses[2] = lses[0]: valid
+	f.Add(hostile("\x00\x00\x00\x07\x00\x00"))                     // lse on out
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x02\x03\x00"))         // parts[0] head dim 0
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x03\x05\x03"))         // parts[1] HeadStride MinInt
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newFuzzReader(data)
 		nb, nh, ns, nd := 1+r.intn(2), 1+r.intn(3), r.intn(5), r.intn(10)
@@ -387,6 +427,7 @@ func FuzzMergeN(f *testing.F) {
 		default:
 			wantErr = false
 		}
+		mergeHostile(t, r, "MergeN", ov.lay, parts, lses)
 		copies := func(x [][]float32) [][]float32 {
 			y := make([][]float32, len(x))
 			for i := range x {
@@ -571,4 +612,217 @@ func FuzzMergeN(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mergeHostile makes FuzzMerge's (fn "Merge": parts a and b) or
+// FuzzMergeN's hostile call (see fzPlan): the merge just drawn (misuse
+// included; out of layout outLay), over copies of the parts and lses in an
+// arena, with out and lse placed on any input, on each other or next to
+// one, out taking the layout of the part it lies on (flags bit 2: the
+// in-place form when that part is a or parts[0], a near miss by layout or
+// offset otherwise), a part or lse aliasing the first (flags bits 0 and 1:
+// inputs may overlap), and a dimension or stride of out or a part changed
+// to 0 or a negative number (field 7: no rows). A call that breaks a rule
+// of Merge's documentation must fail and change nothing; a valid one must
+// write only its outputs, with the bits of the same merge over plain BHSD
+// copies of the inputs.
+func mergeHostile(t *testing.T, r *fuzzReader, fn string, outLay attention.Layout, parts []attention.Tensor, lses [][]float32) {
+	plan := readFzPlan(r)
+	if !plan.on() {
+		return
+	}
+	rows, outN := fzRowCount(outLay), outLay.Span()
+	pad := max(outN, rows)
+	var sizes []int
+	for _, p := range parts {
+		pad = max(pad, p.Span())
+		sizes = append(sizes, fzTensorSize(p)...)
+	}
+	for _, l := range lses {
+		sizes = append(sizes, 4*len(l))
+	}
+	pad += 16
+	a := newFzArena(pad, plan.gap(pad), append(sizes, 4*outN, 4*rows)...)
+	ps, ls := make([]attention.Tensor, len(parts)), make([][]float32, len(lses))
+	for i := range parts {
+		ps[i] = fzTensorTo(a, parts[i])
+	}
+	for i := range lses {
+		ls[i] = fzCopy(a, lses[i])
+	}
+	outHome, lseHome := a.floats(outN, outGuard), a.floats(rows, outGuard)
+	room := a.bytes()
+	partName, lseName := func(i int) string { return fmt.Sprintf("parts[%d]", i) }, func(i int) string { return fmt.Sprintf("lses[%d]", i) }
+	if fn == "Merge" {
+		partName, lseName = func(i int) string { return [...]string{"a", "b"}[i] }, func(i int) string { return [...]string{"lseA", "lseB"}[i] }
+	}
+
+	// Inputs that overlap each other (allowed), then (b) a dimension or
+	// stride of out or a part.
+	aliases := ""
+	if len(ps) >= 2 {
+		j := 1 + int(plan.flags>>4)%(len(ps)-1)
+		if plan.flags&1 != 0 {
+			ps[j], aliases = ps[0], fmt.Sprintf(" %s = %s", partName(j), partName(0))
+		}
+		if plan.flags&2 != 0 && j < len(ls) {
+			ls[j], aliases = ls[0], aliases+fmt.Sprintf(" %s = %s", lseName(j), lseName(0))
+		}
+	}
+	hl, dims := outLay, ""
+	if plan.dimsSel != 0 {
+		if plan.dimsField == 7 {
+			hl.Seq, dims = 0, "no rows"
+			for i := range ps {
+				ps[i].Seq = 0
+			}
+		} else {
+			i := (plan.dimsSel - 1) % (1 + len(ps))
+			l, name := &hl, "out"
+			if i > 0 {
+				l, name = &ps[i-1].Layout, partName(i-1)
+			}
+			*fzField(l, plan.dimsField) = plan.value()
+			dims = fmt.Sprintf("%s.%s = %d", name, fzFieldNames[plan.dimsField], plan.value())
+		}
+	}
+
+	// (a) out and lse on an input, on each other, or next to one.
+	var ins []fzIn
+	for i, p := range ps {
+		ins = append(ins, fzTensorIns(partName(i), p, room)...)
+	}
+	for i, l := range ls {
+		ins = append(ins, fzSliceIn(lseName(i), l[:min(len(l), rows)], room))
+	}
+	out := attention.F32Tensor(outHome, hl)
+	outAt, lseAt := "its own place", "its own place"
+	if tg, ok := fzPick(plan.outSel, append(ins, fzSliceIn("lse's place", lseHome, room))); ok {
+		l := hl
+		if plan.flags&4 != 0 && tg.lay != nil {
+			l = *tg.lay
+		}
+		n := outN
+		if l.Validate() == nil {
+			n = l.Span()
+		}
+		if s, ok := fzPlace(tg, n, plan.outMode, plan.outOff); ok {
+			out, outAt = attention.F32Tensor(s, l), fmt.Sprintf("%s (mode %d, layout %+v)", tg.name, plan.outMode, l)
+		}
+	}
+	lse := lseHome
+	ot := fzOut("out", out)
+	ot.room = room
+	if tg, ok := fzPick(plan.lseSel, append(ins, ot)); ok {
+		if s, ok := fzPlace(tg, rows, plan.lseMode, plan.lseOff); ok {
+			lse, lseAt = s, fmt.Sprintf("%s (mode %d)", tg.name, plan.lseMode)
+		}
+	}
+	rowsNow := 0 // the rows of out as placed (it may have taken a part's layout)
+	if out.Layout.Validate() == nil {
+		rowsNow = fzRowCount(out.Layout)
+	}
+	what := fmt.Sprintf("hostile %s of %d parts (%s,%s, out on %s, lse on %s) %v", fn, len(ps), dims, aliases, outAt, lseAt, plan)
+	call := func(out attention.Tensor, lse []float32, ps []attention.Tensor, ls [][]float32) error {
+		if fn == "Merge" {
+			return attention.Merge(out, lse, ps[0], ls[0], ps[1], ls[1])
+		}
+		return attention.MergeN(out, lse, ps, ls)
+	}
+
+	why := fzMergeMisuse(out, lse, ps, ls)
+	var cleanOut attention.Tensor
+	var cleanLSE []float32
+	if why == "" {
+		// The same merge over plain BHSD copies, made before the call
+		// that may merge in place.
+		l := out.Layout
+		bl := attention.BHSD(l.Batch, l.Heads, l.Seq, l.Dim)
+		cleanOut, cleanLSE = attention.F32Tensor(nanBuffer(bl.Span(), outGuard), bl), nanBuffer(rows, outGuard)
+		cps, cls := make([]attention.Tensor, len(ps)), make([][]float32, len(ls))
+		for i, p := range ps {
+			cps[i] = fzMaterialize(p, bl)
+		}
+		for i, x := range ls {
+			cls[i] = append([]float32(nil), x...)
+		}
+		if err := call(cleanOut, cleanLSE, cps, cls); err != nil {
+			t.Fatalf("%s: the same merge of plain copies failed: %v", what, err)
+		}
+	}
+	before := fzSnap(room)
+	err := fzCall(t, what, func() error { return call(out, lse, ps, ls) })
+	if why != "" {
+		if err == nil {
+			t.Fatalf("%s: no error, but %s", what, why)
+		}
+		fzUnchanged(t, fmt.Sprintf("%s, failed with %q", what, err), before, [][]byte{room}, ins)
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	fzWroteOnly(t, what, room, before[0], out, lse, rowsNow, ins)
+	fzSameOutputs(t, what, out, cleanOut, lse, cleanLSE, rowsNow)
+}
+
+// fzMergeMisuse returns why MergeN(out, lse, parts, lses) (or Merge with
+// parts a, b) must fail by its documentation, or "" when it must succeed:
+// no parts, one lse slice per part, F32 views of one shape, out's elements
+// distinct, lse slices of B·H·N elements, and no overlap in memory between
+// out or lse and an input, or between them, except out the very same view
+// as parts[0] and lse starting where lses[0] does.
+func fzMergeMisuse(out attention.Tensor, lse []float32, parts []attention.Tensor, lses [][]float32) string {
+	switch {
+	case len(parts) == 0:
+		return "no parts"
+	case len(lses) != len(parts):
+		return "not one lse slice per part"
+	case out.Validate() != nil || out.DType() != attention.F32:
+		return "out is not a valid F32 view"
+	}
+	l := out.Layout
+	for i, p := range parts {
+		if p.Validate() != nil || p.DType() != attention.F32 {
+			return fmt.Sprintf("part %d is not a valid F32 view", i)
+		}
+		if p.Batch != l.Batch || p.Heads != l.Heads || p.Seq != l.Seq || p.Dim != l.Dim {
+			return fmt.Sprintf("part %d has another shape", i)
+		}
+	}
+	if !fzInjective(l) {
+		return "out's elements collide"
+	}
+	rows := fzRowCount(l)
+	if len(lse) < rows {
+		return "lse is short"
+	}
+	for i, x := range lses {
+		if len(x) < rows {
+			return fmt.Sprintf("lse %d is short", i)
+		}
+	}
+	ot, lt := fzOut("out", out), fzLSE(lse, rows)
+	if ot.overlaps(lt) {
+		return "out overlaps lse"
+	}
+	for i, p := range parts {
+		pt := fzOut("part", p)
+		if ot.overlaps(pt) && !(i == 0 && ot.lo == pt.lo && p.Layout == l) {
+			return fmt.Sprintf("out overlaps part %d (not in place)", i)
+		}
+		if lt.overlaps(pt) {
+			return fmt.Sprintf("lse overlaps part %d", i)
+		}
+	}
+	for i, x := range lses {
+		xt := fzLSE(x, rows)
+		if ot.overlaps(xt) {
+			return fmt.Sprintf("out overlaps lse %d", i)
+		}
+		if lt.overlaps(xt) && !(i == 0 && lt.lo == xt.lo) {
+			return fmt.Sprintf("lse overlaps lse %d (not in place)", i)
+		}
+	}
+	return ""
 }

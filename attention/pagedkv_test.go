@@ -274,12 +274,41 @@ func TestPagedKVAllocs(t *testing.T) {
 // give each sequence bitwise the output of Forward over its rows gathered
 // into a contiguous tensor of the pool's element type (for Q8, within
 // 1e-4 of the float64 oracle instead: re-quantising gathered rows may
-// move a scale by an ulp).
+// move a scale by an ulp). The rest of the input draws a hostile call of
+// the same batch (pagedKVHostile): out and lse on q, the pools, their Q8
+// scales, the block table, the lengths, sinks or slopes, on each other or
+// next to one, q, out or the pools with a dimension or stride 0 or
+// negative (head dim 0, 0 heads, block size 0), a negative MaxBlocks or
+// length, which must fail, writing nothing, or succeed with the bits of
+// the same call.
 func FuzzPagedKV(f *testing.F) {
 	f.Add([]byte{})
+	// Blocks of one position with a SeqStride below the head dim (0): the
+	// stride is never stepped, so the call is valid and must compute as
+	// with the dense stride (it once failed half-way in the kernels).
+	f.Add([]byte("000000000000020020000100000000\x00000&"))
 	f.Add([]byte("\x00\x01\x01\x07\x03\x05\x01\x02\x03\x02\x01\x04\x00\x05\x03\x02\x01\x00\x06\x02\x01"))
 	f.Add([]byte("\x01\x00\x00\x02\x01\x02\x00\x01\x02\x06\x07\x00\x03\x09\x01"))
 	f.Add([]byte("\x03\x01\x01\x00\x00\x03\x01\x02\x03\xff\xfe\x00\x01\x02\x03"))
+	// Hostile calls (pagedKVHostile): one sequence of 3 positions, head dim
+	// 4, in blocks of 2 (f32, or q8 of head dim 32), then the plan.
+	hostile := func(plan string) []byte {
+		return []byte("hostile." + "\x00\x00\x00\x03\x01\x02\x00\x00\x02\x00\x00\x01\x02\x03\x00\x00\x00\x00\x00" + plan)
+	}
+	f.Add(hostile("\x02\x00\x00"))                                 // out on kv.K
+	f.Add(hostile("\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x04")) // lse on the block table
+	f.Add(hostile("\x05\x01\x80"))                                 // out on the lengths
+	f.Add(hostile("\x04\x05\x00\x00\x00\x00\x00\x00\x00\x01"))     // out just after the block table: a near miss
+	f.Add(hostile("\x00\x00\x00\x06\x00\x00\x00\x00\x00\x00\x05")) // sinks, lse on them
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x05\x03\x00"))         // pools of head dim 0
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x05\x01\x00"))         // pools of 0 heads
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x05\x02\x00"))         // pools of block size 0
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x07\x02"))         // MaxBlocks -1
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x07\x03"))         // a length -1
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x03\x04\x00"))         // kv.K BatchStride 0: every block the same
+	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x03\x00"))         // q head dim 0
+	// Q8 pools of head dim 32: out on kv.K's scales.
+	f.Add([]byte("hostilq8\x03\x00\x00\x00\x01\x02\x01\x00\x02\x00\x00\x01\x02\x03\x00\x00\x00\x00\x00\x03\x01\x40"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newFuzzReader(data)
 		dt := fuzzKVType[r.intn(4)]
@@ -314,6 +343,7 @@ func FuzzPagedKV(f *testing.F) {
 		ql := attention.BHSD(B, hq, nq, d)
 		q := randn(r.rng, ql.Span())
 		out := nanBuffer(ql.Span(), outGuard)
+		pagedKVHostile(t, r, e, attention.F32Tensor(q, ql), kv, opts, ql)
 		if err := e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), kv, opts); err != nil {
 			for i, x := range out {
 				if math.Float32bits(x) != math.Float32bits(outGuard) {

@@ -729,3 +729,32 @@ func testPromisesMergeAppend(t *testing.T, dt attention.DType) {
 		require.Equal(t, before[i], in[i], "input %d modified by a valid call", i)
 	}
 }
+
+// TestPagedKVBlockOfOneStride checks pools of one position per block whose
+// SeqStride is below the head dim (0, as a Layout literal that sets only
+// the sizes leaves it): the stride is never stepped, so the call is valid
+// and gives the bits of the dense stride.
+func TestPagedKVBlockOfOneStride(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		const hkv, d, blocks = 1, 4, 3
+		rng := rand.New(rand.NewPCG(3, 4))
+		kd, vd := randn(rng, blocks*d), randn(rng, blocks*d)
+		q := randn(rng, 2*d)
+		run := func(stride int) ([]float32, []float32) {
+			l := attention.BSHD(blocks, 1, hkv, d)
+			l.SeqStride = stride
+			kv := attention.PagedKV{K: attention.F32Tensor(kd, l), V: attention.F32Tensor(vd, l),
+				BlockTable: []int32{0, 1, 2, 2, 1, 0}, MaxBlocks: 3, SeqLens: []int32{0, 3}}
+			out, lse := make([]float32, 2*d), make([]float32, 2)
+			e := mustEngine(t, attention.Config{Threads: 1})
+			require.NoError(t, e.ForwardPagedKVLSE(attention.F32Tensor(out, attention.BHSD(2, 1, 1, d)), lse, attention.F32Tensor(q, attention.BHSD(2, 1, 1, d)), kv, attention.Options{}))
+			return out, lse
+		}
+		wantOut, wantLSE := run(d)
+		for _, stride := range []int{0, 1, 3} {
+			out, lse := run(stride)
+			requireSameBits(t, wantOut, out, "out, SeqStride %d", stride)
+			requireSameBits(t, wantLSE, lse, "lse, SeqStride %d", stride)
+		}
+	})
+}

@@ -113,8 +113,12 @@ func validateRequest(r *request, opts *Options) (call, error) {
 	c.v.Dim = kv.dimV
 	switch r.src {
 	case fromPool:
-		k, v := r.pool.K, r.pool.V
-		c.paged = pagedRead{pool: r.pool, bs: k.Seq, merge: k.BatchStride == k.Seq*k.SeqStride && v.BatchStride == v.Seq*v.SeqStride}
+		// Blocks of one position step no SeqStride: any value reads as the
+		// dense one (as for Forward's views), which the kernels need.
+		pool := r.pool
+		pool.K, pool.V = denseRows(pool.K), denseRows(pool.V)
+		k, v := pool.K, pool.V
+		c.paged = pagedRead{pool: pool, bs: k.Seq, merge: k.BatchStride == k.Seq*k.SeqStride && v.BatchStride == v.Seq*v.SeqStride}
 	case fromPagedCache:
 		c.paged = pagedRead{cache: r.cache, seqs: r.seqs, bs: r.cache.blockSize, merge: true}
 	case fromTensors:
