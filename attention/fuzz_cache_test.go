@@ -465,7 +465,7 @@ func cachesAppendHostile(t *testing.T, h int, aux *rand.Rand, pc *attention.Page
 		v, what = dims(v)
 		what, ok = "v."+what, true
 	case 5:
-		k, what, ok = onStorage()
+		k, _, ok = onStorage()
 		v, _, _ = onStorage()
 		what, expectErr = "no positions, k and v on the storage", false
 	default:
