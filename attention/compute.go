@@ -89,7 +89,7 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 	}
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
-		if err := packK(ws.kt[j-j0:], bl.ldS, src.k, r.kOff, r.n, bl.d); err != nil {
+		if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, r.kOff, r.n, bl.d); err != nil {
 			return err
 		}
 		j += r.n
@@ -136,7 +136,7 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 	}
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
-		if err := packV(ws.v[(j-j0)*bl.ld:], bl.ld, src.v, r.vOff, r.n, bl.dv); err != nil {
+		if err := src.vOps.packV(ws.v[(j-j0)*bl.ld:], bl.ld, src.v, r.vOff, r.n, bl.dv); err != nil {
 			return nil, 0, err
 		}
 		j += r.n
@@ -167,11 +167,11 @@ func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if src.scattered(j0, j0+bc) {
-		return qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
+		return src.kOps.qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
 	}
 	for j := j0; j < j0+bc; {
 		r := src.rowRun(j, j0+bc)
-		if err := qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
+		if err := src.kOps.qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
 			return err
 		}
 		j += r.n
@@ -186,11 +186,11 @@ func valuesInPlace(ws *workspace, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if src.scattered(j0, j0+bc) {
-		return pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
+		return src.vOps.pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
 	}
 	for j := j0; j < j0+bc; {
 		r := src.rowRun(j, j0+bc)
-		if err := pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
+		if err := src.vOps.pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
 			return err
 		}
 		j += r.n
@@ -226,95 +226,6 @@ func valueOffsets(ws *workspace, j0, bc int) []int {
 // V row offsets too.
 func sameRows(k, v *Tensor) bool {
 	return k.BatchStride == v.BatchStride && k.HeadStride == v.HeadStride && k.SeqStride == v.SeqStride
-}
-
-// qkGather writes the scores of rows query rows of q against the n keys of
-// k whose rows start at the elements off[:n], prefetching the rows at
-// off[j+gatherAhead] (kernel.QKRowsGather).
-func qkGather(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off []int, rows, n, d int, scale float32) error {
-	switch k.dtype {
-	case F16:
-		return kernel.QKRowsGather(s, ldS, q, ldQ, k.f16, nil, off, rows, n, d, scale, gatherAhead)
-	case BF16:
-		return kernel.QKRowsGather(s, ldS, q, ldQ, k.bf16, nil, off, rows, n, d, scale, gatherAhead)
-	case Q8:
-		return kernel.QKRowsGather(s, ldS, q, ldQ, k.i8, k.q8s, off, rows, n, d, scale, gatherAhead)
-	}
-	return kernel.QKRowsGather(s, ldS, q, ldQ, k.f32, nil, off, rows, n, d, scale, gatherAhead)
-}
-
-// pvGather accumulates rows probability rows times the n value rows of v
-// that start at the elements off[:n] (kernel.PVRowsGather).
-func pvGather(o []float32, ldO int, p []float32, ldP int, v *Tensor, off []int, rows, n, d int) error {
-	switch v.dtype {
-	case F16:
-		return kernel.PVRowsGather(o, ldO, p, ldP, v.f16, nil, off, rows, n, d, gatherAhead)
-	case BF16:
-		return kernel.PVRowsGather(o, ldO, p, ldP, v.bf16, nil, off, rows, n, d, gatherAhead)
-	case Q8:
-		return kernel.PVRowsGather(o, ldO, p, ldP, v.i8, v.q8s, off, rows, n, d, gatherAhead)
-	}
-	return kernel.PVRowsGather(o, ldO, p, ldP, v.f32, nil, off, rows, n, d, gatherAhead)
-}
-
-// qkDirect writes the scores of rows query rows of ws.q against n keys of
-// k, from element off on, read in place. While it reads a key row it
-// prefetches the row ahead elements further on (kernel.QKRowsPrefetch).
-func qkDirect(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32, ahead int) error {
-	switch k.dtype {
-	case F16:
-		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
-	case BF16:
-		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.bf16[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
-	case Q8:
-		return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, rows, n, d, scale, ahead)
-	}
-	return kernel.QKRowsPrefetch(s, ldS, q, ldQ, k.f32[off:], nil, k.SeqStride, rows, n, d, scale, ahead)
-}
-
-// pvDirect accumulates rows probability rows times n value rows of v, from
-// element off on, read in place, prefetching as qkDirect does.
-func pvDirect(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d, ahead int) error {
-	switch v.dtype {
-	case F16:
-		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f16[off:], nil, v.SeqStride, rows, n, d, ahead)
-	case BF16:
-		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.bf16[off:], nil, v.SeqStride, rows, n, d, ahead)
-	case Q8:
-		return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, rows, n, d, ahead)
-	}
-	return kernel.PVRowsPrefetch(o, ldO, p, ldP, v.f32[off:], nil, v.SeqStride, rows, n, d, ahead)
-}
-
-// packK converts n keys starting at element off of k into the transposed
-// panel dst (leading dimension ld).
-func packK(dst []float32, ld int, k *Tensor, off, n, d int) error {
-	switch k.dtype {
-	case F16:
-		return kernel.PackKTFloat16(dst, ld, k.f16[off:], k.SeqStride, n, d)
-	case BF16:
-		return kernel.PackKTBFloat16(dst, ld, k.bf16[off:], k.SeqStride, n, d)
-	case Q8:
-		return kernel.PackKTQ8(dst, ld, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, n, d)
-	}
-	return kernel.PackKT(dst, ld, k.f32[off:], k.SeqStride, n, d)
-}
-
-// packV converts (or copies) n value rows starting at element off of v
-// into the row-major panel dst (leading dimension ld).
-func packV(dst []float32, ld int, v *Tensor, off, n, d int) error {
-	switch v.dtype {
-	case F16:
-		return kernel.PackFloat16(dst, ld, v.f16[off:], v.SeqStride, n, d)
-	case BF16:
-		return kernel.PackBFloat16(dst, ld, v.bf16[off:], v.SeqStride, n, d)
-	case Q8:
-		return kernel.PackQ8(dst, ld, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, n, d)
-	}
-	for j := range n {
-		copy(dst[j*ld:j*ld+d], v.f32[off+j*v.SeqStride:][:d])
-	}
-	return nil
 }
 
 // foldWholeTile folds a tile that every row of the block sees entirely.

@@ -106,7 +106,7 @@ func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 	} else {
 		for j := j0; j < j0+bc; {
 			r := src.run(j, j0+bc)
-			if err := packKPairs(ws.kp[2*(j-j0):], ldK, src.k, r.kOff, r.n, bl.d); err != nil {
+			if err := src.kOps.packKPairs(ws.kp[2*(j-j0):], ldK, src.k, r.kOff, r.n, bl.d); err != nil {
 				return err
 			}
 			j += r.n
@@ -346,7 +346,7 @@ func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
 		r := src.run(j, j0+bc)
 		off, n := r.vOff, r.n
 		if t := j - j0; t%2 == 1 {
-			if err := packV(ws.v, bl.ld, src.v, off, 1, bl.dv); err != nil {
+			if err := src.vOps.packV(ws.v, bl.ld, src.v, off, 1, bl.dv); err != nil {
 				return false, err
 			}
 			dst := ws.vp[(t/2)*ldV+1:]
@@ -360,7 +360,7 @@ func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
 				continue
 			}
 		}
-		finite, err := packVPairs(ws.vp[((j-j0)/2)*ldV:], ldV, src.v, off, n, bl.dv)
+		finite, err := src.vOps.packVPairs(ws.vp[((j-j0)/2)*ldV:], ldV, src.v, off, n, bl.dv)
 		if err != nil {
 			return false, err
 		}
@@ -368,30 +368,4 @@ func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
 		j += n
 	}
 	return all, nil
-}
-
-// packKPairs packs n keys from element off of k into the K pair panel.
-func packKPairs(dst []fp16.BFloat16, ld int, k *Tensor, off, n, d int) error {
-	switch k.dtype {
-	case F16:
-		return kernel.PackKPairs(dst, ld, k.f16[off:], nil, k.SeqStride, n, d)
-	case BF16:
-		return kernel.PackKPairs(dst, ld, k.bf16[off:], nil, k.SeqStride, n, d)
-	case Q8:
-		return kernel.PackKPairs(dst, ld, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, n, d)
-	}
-	return kernel.PackKPairs(dst, ld, k.f32[off:], nil, k.SeqStride, n, d)
-}
-
-// packVPairs packs n value rows from element off of v into a V pair panel.
-func packVPairs(dst []fp16.BFloat16, ld int, v *Tensor, off, n, d int) (bool, error) {
-	switch v.dtype {
-	case F16:
-		return kernel.PackVPairs(dst, ld, v.f16[off:], nil, v.SeqStride, n, d)
-	case BF16:
-		return kernel.PackVPairs(dst, ld, v.bf16[off:], nil, v.SeqStride, n, d)
-	case Q8:
-		return kernel.PackVPairs(dst, ld, v.i8[off:], v.q8s[off/Q8Block:], v.SeqStride, n, d)
-	}
-	return kernel.PackVPairs(dst, ld, v.f32[off:], nil, v.SeqStride, n, d)
 }

@@ -277,36 +277,8 @@ func gatherQ(ws *workspace, c *task, b, hk, p0, np int) {
 		h := hk*c.group + hg
 		for pi := range np {
 			r := hg*np + pi
-			gatherRow(ws.q[r*ld:r*ld+d], q, q.Offset(b, h, p0+pi))
+			c.qIO.load(ws.q[r*ld:r*ld+d], q, q.Offset(b, h, p0+pi))
 		}
-	}
-}
-
-// gatherRow widens the d = len(dst) elements of t from offset off into
-// dst: the float32 values of the queries whatever their storage type.
-func gatherRow(dst []float32, t *Tensor, off int) {
-	d := len(dst)
-	switch t.dtype {
-	case F16:
-		_ = kernel.PackFloat16(dst, d, t.f16[off:], d, 1, d)
-	case BF16:
-		_ = kernel.PackBFloat16(dst, d, t.bf16[off:], d, 1, d)
-	default:
-		copy(dst, t.f32[off:][:d])
-	}
-}
-
-// writeRow writes src to the d = len(src) elements of out from offset off,
-// rounded to nearest even where out is binary16 or bfloat16 (IEEE
-// conversions: subnormals kept, overflow to ±Inf, NaN stays NaN).
-func writeRow(out *Tensor, off int, src []float32) {
-	switch out.dtype {
-	case F16:
-		fp16.EncodeFloat16(out.f16[off:][:len(src)], src)
-	case BF16:
-		fp16.EncodeBFloat16(out.bf16[off:][:len(src)], src)
-	default:
-		copy(out.f32[off:][:len(src)], src)
 	}
 }
 
@@ -346,7 +318,7 @@ func finishBlock(ws *workspace, c *task, b, hk, p0, np int) {
 				lse = mm + float32(math.Log(float64(zz)))
 			}
 			if out.dtype != F32 {
-				writeRow(out, off, orow)
+				c.outIO.store(out, off, orow)
 			}
 			if c.lse != nil {
 				c.lse[(b*q.Heads+h)*q.Seq+p0+pi] = lse

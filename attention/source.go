@@ -112,6 +112,7 @@ type kvSource struct {
 	blocks       []int32    // paged: the sequence's block table
 	hk           int        // paged: the K/V head
 	ahead        int        // the decode kernels' prefetch distance in keys
+	kOps, vOps   *elemKernels
 }
 
 // kvRun is a run of n keys whose K rows start at element kOff of the
@@ -128,7 +129,11 @@ func (c *task) keys(b int) int { return c.src.keys(b) }
 
 // source returns where the keys of sequence sg of batch entry b, K/V head
 // hk, lie.
-func (c *task) source(b, hk int, sg seg) kvSource { return c.src.source(b, hk, sg, c.ahead) }
+func (c *task) source(b, hk int, sg seg) kvSource {
+	s := c.src.source(b, hk, sg, c.ahead)
+	s.kOps, s.vOps = c.kOps, c.vOps
+	return s
+}
 
 // run returns the run of keys that starts at key j and ends at end or
 // where the rows stop being consecutive, for the packs.

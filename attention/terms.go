@@ -1,9 +1,6 @@
 package attention
 
-import (
-	"github.com/flashgo/flashgo/fp16"
-	"github.com/flashgo/flashgo/kernel"
-)
+import "github.com/flashgo/flashgo/kernel"
 
 // applyTerms applies soft-capping, ALiBi and the masks to the scores of the
 // current tile: rows of the block of queries [p0, p0+np) (packed) of K/V
@@ -65,30 +62,8 @@ func applyTerms(ws *workspace, c *task, b, hk, p0, np, j0, ldS int, sg seg) {
 				if m.Heads == 1 {
 					hm = 0
 				}
-				off := m.Offset(bm, hm, i) + kj
-				switch m.dtype {
-				case F32:
-					addMask(row, m.f32[off:][:len(row)], func(x float32) float32 { return x })
-				case F16:
-					addMask(row, m.f16[off:][:len(row)], func(x fp16.Float16) float32 { return x.Float32() })
-				case BF16:
-					addMask(row, m.bf16[off:][:len(row)], func(x fp16.BFloat16) float32 { return x.Float32() })
-				}
+				c.maskOps.add(row, m, m.Offset(bm, hm, i)+kj)
 			}
-		}
-	}
-}
-
-// addMask adds an additive mask to a row of scores; a −Inf entry replaces
-// the score (hides the key) instead, so that a NaN score from a hidden key
-// does not survive as NaN + (−Inf).
-func addMask[T any](row []float32, mask []T, conv func(T) float32) {
-	for t, x := range mask {
-		m := conv(x)
-		if m == negInf {
-			row[t] = negInf
-		} else {
-			row[t] += m
 		}
 	}
 }
@@ -129,7 +104,7 @@ func maskHidesTile(c *task, b, hk, p0, np, j0, bc int, sg seg) bool {
 			}
 			if m := &c.mask; m.dtype != 0 {
 				off := m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i) + kj
-				if maskAllNegInf(m, off, n) {
+				if c.maskOps.allNegInf(m, off, n) {
 					continue
 				}
 			}
@@ -178,7 +153,7 @@ func maskHides(c *task, b, h, i, j int) bool {
 		return true
 	}
 	if m := &c.mask; m.dtype != 0 {
-		return maskAllNegInf(m, m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j, 1)
+		return c.maskOps.allNegInf(m, m.Offset(maskIndex(m.Batch, b), maskIndex(m.Heads, h), i)+j, 1)
 	}
 	return false
 }
@@ -190,30 +165,4 @@ func maskIndex(n, i int) int {
 		return 0
 	}
 	return i
-}
-
-// maskAllNegInf reports whether the n additive-mask entries at off are all
-// −Inf.
-func maskAllNegInf(m *Tensor, off, n int) bool {
-	switch m.dtype {
-	case F32:
-		for _, x := range m.f32[off:][:n] {
-			if x != negInf {
-				return false
-			}
-		}
-	case F16:
-		for _, x := range m.f16[off:][:n] {
-			if x.Float32() != negInf {
-				return false
-			}
-		}
-	case BF16:
-		for _, x := range m.bf16[off:][:n] {
-			if x.Float32() != negInf {
-				return false
-			}
-		}
-	}
-	return true
 }
