@@ -22,14 +22,6 @@ type detCase struct {
 	cfg                    attention.Config
 }
 
-func randF32(rng *rand.Rand, n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	return x
-}
-
 // run computes the case's output and lse with t threads: over tensors, or
 // over a paged cache of 16-position blocks when paged is set.
 func (dc detCase) run(tb testing.TB, q, k, v []float32, threads int, paged bool) ([]float32, []float32) {
@@ -102,9 +94,9 @@ func TestThreadsBitwiseFeatures(t *testing.T) {
 			dc.opts.Precision = prec
 			t.Run(fmt.Sprintf("%s/%v", dc.name, prec), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(dc.nq), uint64(dc.nk)))
-				q := randF32(rng, dc.batch*dc.hq*dc.nq*dc.d)
-				k := randF32(rng, dc.batch*dc.hkv*dc.nk*dc.d)
-				v := randF32(rng, dc.batch*dc.hkv*dc.nk*dc.d)
+				q := randn(rng, dc.batch*dc.hq*dc.nq*dc.d)
+				k := randn(rng, dc.batch*dc.hkv*dc.nk*dc.d)
+				v := randn(rng, dc.batch*dc.hkv*dc.nk*dc.d)
 				wantOut, wantLSE := dc.run(t, q, k, v, 1, false)
 				for _, threads := range []int{2, 3, 8, 16} {
 					out, lse := dc.run(t, q, k, v, threads, false)
@@ -130,9 +122,9 @@ func TestThreadsBitwiseFeatures(t *testing.T) {
 			const hq, hkv, d = 4, 2, 16
 			cuQ, cuKV := []int{0, 1, 130, 400}, []int{0, 900, 1100, 1400}
 			nq, nk := cuQ[len(cuQ)-1], cuKV[len(cuKV)-1]
-			q := attention.F32Tensor(randF32(rng, nq*hq*d), attention.BSHD(1, nq, hq, d))
-			k := attention.F32Tensor(randF32(rng, nk*hkv*d), attention.BSHD(1, nk, hkv, d))
-			v := attention.F32Tensor(randF32(rng, nk*hkv*d), attention.BSHD(1, nk, hkv, d))
+			q := attention.F32Tensor(randn(rng, nq*hq*d), attention.BSHD(1, nq, hq, d))
+			k := attention.F32Tensor(randn(rng, nk*hkv*d), attention.BSHD(1, nk, hkv, d))
+			v := attention.F32Tensor(randn(rng, nk*hkv*d), attention.BSHD(1, nk, hkv, d))
 			opts := attention.Options{Causal: true, Window: win(90, 0), CuSeqQ: cuQ, CuSeqKV: cuKV, Precision: prec}
 			var want []float32
 			for _, threads := range []int{1, 2, 3, 8, 16} {

@@ -11,12 +11,10 @@ const (
 	DefaultBlockQ  = 256
 	DefaultBlockKV = 64
 	// DefaultBlockQBF16 and DefaultBlockKVBF16 are the default BlockQ
-	// and BlockKV of calls in PrecisionBFloat16. The AMX products are fast
-	// enough for the per-tile costs to matter (a softmax call, the output's
-	// trip through the cache in P·V): wider tiles share them among more
-	// keys (BenchmarkBF16, P1 on the device Xeon, 2026-11-24: one core
-	// 142–144 GFLOP/s with 512 × 64 tiles, 168–170 with 256 × 256;
-	// sixteen 1782 and 2117).
+	// and BlockKV of calls in PrecisionBFloat16. The bf16 products are
+	// fast enough for the per-tile costs to matter (a softmax call, the
+	// output's trip through the cache in P·V): wider tiles share them
+	// among more keys (docs/design.md, "Tile sizes").
 	DefaultBlockQBF16  = 256
 	DefaultBlockKVBF16 = 256
 )

@@ -112,13 +112,12 @@ type Options struct {
 	Precision Precision
 	// QuantizeQuery, with Q8 keys, quantises each query row to Q8 (a scale
 	// per block of Q8Block values, as llama.cpp's Q8_0 and as the keys)
-	// and computes Q·Kᵀ in integer dot products (kernel.QKRowsQ8Dot:
-	// VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on AVX2) instead of
-	// dequantising every key: an opt-in, as llama.cpp's CPU attention does
-	// by default, that trades the rounding of the query, at most half a
-	// step of its block (docs/math.md, Section 9), for speed where there
-	// is an assembly kernel (kernel.Current().Int8Dot); elsewhere (purego,
-	// arm64) it is slower.
+	// and computes Q·Kᵀ in integer dot products (kernel.QKRowsQ8Dot)
+	// instead of dequantising every key: an opt-in, as llama.cpp's CPU
+	// attention does by default, that trades the rounding of the query, at
+	// most half a step of its block (docs/math.md, Section 9), for speed
+	// where the CPU has integer dot-product instructions (amd64 with AVX2
+	// or VNNI); elsewhere (purego, arm64) it is slower.
 	// P·V and everything else stay as they are. It needs keys of type Q8
 	// and PrecisionFloat32; otherwise the call returns an error.
 	QuantizeQuery bool
