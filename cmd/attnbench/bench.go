@@ -22,10 +22,15 @@ type result struct {
 	flash   timing
 	naive   *timing   // nil with -naive=off
 	acc     *accuracy // nil with -check=off
-	peak    float64   // GFLOP/s the row is measured against (one core × threads)
-	bw      float64   // GB/s the row is measured against (decode only)
-	caches  int       // K/V caches the timed runs rotate over (1: the same one every run)
-	capped  bool      // caches is fewer than cold reads want (kvCaches)
+	// peak is the GFLOP/s a prefill row is measured against (one core ×
+	// threads): the float32 FMA peak for f32 rows; 0 (no %FMA) for bf16
+	// rows, whose products run on the bf16 units (or on widened operands),
+	// until kernel measures a bf16 product peak, and for q8q rows, whose
+	// Q·Kᵀ runs in integer dot products.
+	peak   float64
+	bw     float64 // GB/s the row is measured against (decode only)
+	caches int     // K/V caches the timed runs rotate over (1: the same one every run)
+	capped bool    // caches is fewer than cold reads want (kvCaches)
 }
 
 // gflops is the effective rate of the engine.
@@ -60,10 +65,13 @@ func tolerance(naiveMaxAbs, eb float64) float64 { return 2*naiveMaxAbs + 1e-6 + 
 type report struct {
 	start   time.Time
 	machine machine
-	kernel  string
-	// bf16Kernel runs the products of the bf16 rows: amx, avx512bf16, the
-	// float32 kernels of avx512, avx2 or neon on widened operands, or
-	// generic (portable Go).
+	kernel  string // the kernel level (kernel.Implementation, -kernel)
+	// f32Kernel runs the float32 products: the level, or avx512 for the
+	// amx and avx512bf16 levels (f32Kernel).
+	f32Kernel string
+	// bf16Kernel runs the products of the bf16 rows: amx, avx512bf16,
+	// "avx512 (widened)", "avx2 (widened)" or "neon (widened)" (the float32
+	// kernels of that level on widened operands), or generic (portable Go).
 	bf16Kernel string
 	reps       int
 	results    []result
@@ -84,7 +92,7 @@ func bench(c config, prog *progress) (*report, error) {
 	m.peak, m.peakISA = kernel.Peak(peakTime)
 	if hasDecode(c.shapes) {
 		for _, n := range c.threads {
-			prog.phase(fmt.Sprintf("measuring the read bandwidth with %d threads", n))
+			prog.phase(fmt.Sprintf("measuring the read bandwidth with %d thread%s", n, plural(n)))
 			m.bandwidth[n] = measureBandwidth(n, c.llc.bytes)
 		}
 	}
@@ -98,12 +106,12 @@ func bench(c config, prog *progress) (*report, error) {
 		}
 		defer restore()
 	}
-	rep.kernel, rep.bf16Kernel = kernel.Implementation(), kernel.BF16Implementation()
+	rep.kernel, rep.f32Kernel, rep.bf16Kernel = kernel.Implementation(), f32Kernel(), bf16Kernel()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 
 	for _, n := range c.threads {
 		if n > m.cpus {
-			rep.notes = append(rep.notes, fmt.Sprintf("%d threads is more than the %d CPUs: the threads share cores", n, m.cpus))
+			rep.notes = append(rep.notes, fmt.Sprintf("%d threads is more than the %d CPU%s: the threads share cores", n, m.cpus, plural(m.cpus)))
 		}
 	}
 	prog.setTotal(c.cases())
@@ -331,14 +339,10 @@ func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads
 	if err != nil {
 		return result{}, err
 	}
-	kern := kernel.Implementation()
-	switch {
-	case prec == attention.PrecisionBFloat16:
-		kern = kernel.BF16Implementation()
-	case prec == precQ8Query:
-		kern += "+" + kernel.Int8DotImplementation()
+	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: rowKernel(s, dt, prec), caches: len(calls), capped: kv.capped}
+	if prec == attention.PrecisionFloat32 {
+		r.peak = rep.machine.threadPeak(threads)
 	}
-	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: kern, peak: rep.machine.threadPeak(threads), caches: len(calls), capped: kv.capped}
 	if s.decode() {
 		r.bw = rep.machine.bandwidth[threads]
 	}

@@ -193,8 +193,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	for _, p := range precs {
 		pn = append(pn, precName(p))
 	}
-	fmt.Fprintf(stdout, "check: %d shapes × %d K/V types × %d precisions (%s) × %d kernels (%s) = %d cases against the float64 oracle\n",
-		len(grid), len(kvs), len(precs), strings.Join(pn, ", "), len(names), strings.Join(names, ", "), len(grid)*len(kvs)*len(precs)*len(names))
+	cases := len(grid) * len(kvs) * len(precs) * len(names)
+	fmt.Fprintf(stdout, "check: %d shape%s × %d K/V type%s × %d precision%s (%s) × %d kernel%s (%s) = %d case%s against the float64 oracle\n",
+		len(grid), plural(len(grid)), len(kvs), plural(len(kvs)), len(precs), plural(len(precs)), strings.Join(pn, ", "),
+		len(names), plural(len(names)), strings.Join(names, ", "), cases, plural(cases))
 	prog := newProgress(stderr)
 	prog.setTotal(len(grid))
 	results, err := checkAll(eng, grid, kvs, precs, names, prog)
@@ -316,12 +318,12 @@ func reportCheck(results map[string][]checkOutcome, impls []string, verbose bool
 				bad++
 			}
 		}
-		fmt.Fprintf(w, "%s: %d cases, %d failed; closest to its tolerance: %v\n", impl, len(rs), bad, worst)
+		fmt.Fprintf(w, "%s: %d case%s, %d failed; closest to its tolerance: %v\n", impl, len(rs), plural(len(rs)), bad, worst)
 	}
 	if failed > 0 {
-		fmt.Fprintf(w, "check FAILED: %d of %d cases outside the tolerance\n", failed, total)
+		fmt.Fprintf(w, "check FAILED: %d of %d case%s outside the tolerance\n", failed, total, plural(total))
 		return 1
 	}
-	fmt.Fprintf(w, "check passed: %d cases within the tolerance (max abs <= 2 × naive in the same precision + 1e-6, + 2·E_b in bfloat16)\n", total)
+	fmt.Fprintf(w, "check passed: %d case%s within the tolerance (max abs <= 2 × naive in the same precision + 1e-6, + 2·E_b in bfloat16)\n", total, plural(total))
 	return 0
 }

@@ -131,7 +131,8 @@ storage type and thread count it prints the median time over -reps runs
 (FLOPs = 4·B·Hq·Nq·Nkv·d; without -window a causal shape's FLOPs follow
 the shape suite's convention and are halved, but decode rows (Nq = 1) are
 not halved; with -window only the visible (query, key) pairs count,
-4·B·Hq·d × their number) and its share of the machine's FMA peak (prefill), or the K/V bytes read per second and their share of the
+4·B·Hq·d × their number) and its share of the machine's float32 FMA peak
+(prefill rows in f32 precision), or the K/V bytes read per second and their share of the
 measured streaming-read bandwidth (decode, Nq = 1), the speed-up over the
 naive float32 baseline (Sgemm, softmax, Sgemm) and the error against the
 float64 oracle. The FMA peak of one core and the read
@@ -153,7 +154,8 @@ cores.
 "attnbench check" runs a grid of shapes, masks, K/V types and every kernel
 implementation of the machine against the float64 oracle and exits 1 if any
 case is less accurate than the project's rule allows (max abs error <=
-2 × the naive float32 baseline's + 1e-6); "attnbench check -h" says more.
+2 × the naive baseline's in the same precision + 1e-6, + 2·E_b in bf16,
+docs/math.md); "attnbench check -h" says more.
 "attnbench generate" runs a GGUF model with the engine and reports its
 prefill and decode rates; "attnbench generate -h" says more.
 
@@ -217,7 +219,8 @@ func parse(args []string, help io.Writer) (config, error) {
 	format := fs.String("format", "table", "output `format`: table, json or csv (json and csv put only data on stdout)")
 	sweep := fs.String("sweep", "", "comma-separated sequence `lengths` to run one shape over (Nq = Nkv for prefill, Nkv for decode)")
 	plotFile := fs.String("plot", "", "with -sweep: draw GFLOP/s (GB/s for decode) against sequence length for flashgo and the naive\n"+
-		"baseline into `file`, an .svg or .png")
+		"baseline into `file`, an .svg or .png; -plot alone (followed by another flag or by nothing) writes\n"+
+		"attnbench-SHAPE.svg in the current directory")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to `file` (go tool pprof reads it)")
 	presetList := fs.String("preset", "", "comma-separated model `presets` to run as custom-style shapes with the model's Hq, Hkv and d,\n"+
 		"and the window, soft-cap and scale of its layer 0; B, Nq and Nkv come from -batch, -nq and -nkv\n"+
@@ -236,7 +239,7 @@ func parse(args []string, help io.Writer) (config, error) {
 	// run prints one line instead, and the usage only when asked for it.
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(barePlot(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(help)
 			fmt.Fprint(help, usageHead)
@@ -337,16 +340,20 @@ func parse(args []string, help io.Writer) (config, error) {
 			return config{}, err
 		}
 	}
-	if *plotFile != "" {
+	if set["plot"] {
 		if c.sweep == nil {
 			return config{}, fmt.Errorf("-plot draws a sweep; add -sweep with the sequence lengths, e.g. -sweep 256,512,1024")
 		}
-		switch strings.ToLower(filepath.Ext(*plotFile)) {
+		file := *plotFile
+		if file == "" {
+			file = defaultPlotFile(c.shapes[0])
+		}
+		switch strings.ToLower(filepath.Ext(file)) {
 		case ".svg", ".png":
 		default:
-			return config{}, fmt.Errorf("-plot %q: want a file name ending in .svg or .png", *plotFile)
+			return config{}, fmt.Errorf("-plot %q: want a file name ending in .svg or .png", file)
 		}
-		c.plot = *plotFile
+		c.plot = file
 	}
 	for _, f := range []struct{ flag, path string }{{"-cpuprofile", c.cpuprofile}, {"-plot", c.plot}} {
 		if f.path == "" {
@@ -369,6 +376,55 @@ func parse(args []string, help io.Writer) (config, error) {
 		return config{}, err
 	}
 	return c, nil
+}
+
+// barePlot returns args with a bare -plot, one followed by another flag
+// or by nothing, written as -plot= (an empty file name, which parse
+// replaces by defaultPlotFile), so that -plot FILE still takes the next
+// argument as its file. It walks the flags as fs will parse them, a flag
+// that is not boolean and has no "=value" taking the next argument as its
+// value, and stops where fs stops: at "--" or the first argument that is
+// not a flag.
+func barePlot(fs *flag.FlagSet, args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		switch {
+		case hasValue:
+		case name == "plot":
+			if i+1 == len(out) || strings.HasPrefix(out[i+1], "-") {
+				out[i] = "-plot="
+			} else {
+				i++ // the file
+			}
+		default:
+			if f := fs.Lookup(name); f != nil {
+				if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+					i++ // the flag's value
+				}
+			}
+		}
+	}
+	return out
+}
+
+// defaultPlotFile is the file of a bare -plot: attnbench-SHAPE.svg in the
+// current directory, the shape's name in lower case with any character
+// other than a letter, digit, '.', '-' or '_' replaced by '-' ("P3/2":
+// attnbench-p3-2.svg).
+func defaultPlotFile(s shape) string {
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			return r
+		}
+		return '-'
+	}, strings.ToLower(s.name))
+	return "attnbench-" + name + ".svg"
 }
 
 // checkWritable reports whether the file path may be written, so that a

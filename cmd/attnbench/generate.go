@@ -11,12 +11,13 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/flashgo/flashgo/kernel"
+	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/model"
 	"github.com/flashgo/flashgo/model/gguf"
 )
 
-const generateUsage = `usage: attnbench generate -model FILE [-prompt TEXT] [-n N] [-temp T] [-top-k K] [-top-p P] [-seed S] [-threads N] [-ctx N]
+const generateUsage = `usage: attnbench generate -model FILE [-prompt TEXT] [-n N] [-temp T] [-top-k K] [-top-p P] [-seed S]
+                          [-threads N] [-ctx N] [-precision f32|bf16]
 
 generate runs a Llama-family GGUF model (F32, F16, BF16 or Q8_0 weights) with
 flashgo's attention engine: it encodes the prompt with BOS, runs it through
@@ -161,12 +162,18 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 	if threads == 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	fmt.Fprintf(stderr, "model: %s, %d blocks, %d heads / %d KV heads × %d, %d tokens, RoPE %v; loaded in %v; %d threads, kernels %s\n",
-		cfg.Architecture, cfg.BlockCount, cfg.HeadCount, cfg.HeadCountKV, cfg.HeadDim, cfg.VocabSize, m.RoPE,
-		load.Round(time.Millisecond), threads, kernel.Implementation())
-	fmt.Fprintf(stderr, "prefill: %d tokens in %v, %.0f tokens/s\n", st.PromptTokens, st.Prefill.Round(time.Microsecond), st.PrefillTokensPerSecond())
-	fmt.Fprintf(stderr, "decode:  %d tokens in %v, %.0f tokens/s (%d generated, stop: %v)\n",
-		st.DecodeSteps, st.Decode.Round(time.Microsecond), st.DecodeTokensPerSecond(), len(st.Tokens), stopReason)
+	// The kernels that ran the products: the float32 ones (projections and
+	// attention), and in bf16 precision those of attention's products.
+	kernels := f32Kernel()
+	if c.session.Precision == attention.PrecisionBFloat16 {
+		kernels += ", attention's bf16 products " + bf16Kernel()
+	}
+	fmt.Fprintf(stderr, "model: %s, %d block%s, %d head%s / %d KV head%s × %d, %d token%s, RoPE %v; loaded in %v; %d thread%s, kernels %s\n",
+		cfg.Architecture, cfg.BlockCount, plural(cfg.BlockCount), cfg.HeadCount, plural(cfg.HeadCount), cfg.HeadCountKV, plural(cfg.HeadCountKV),
+		cfg.HeadDim, cfg.VocabSize, plural(cfg.VocabSize), m.RoPE, load.Round(time.Millisecond), threads, plural(threads), kernels)
+	fmt.Fprintf(stderr, "prefill: %d token%s in %v, %.0f tokens/s\n", st.PromptTokens, plural(st.PromptTokens), st.Prefill.Round(time.Microsecond), st.PrefillTokensPerSecond())
+	fmt.Fprintf(stderr, "decode:  %d token%s in %v, %.0f tokens/s (%d generated, stop: %v)\n",
+		st.DecodeSteps, plural(st.DecodeSteps), st.Decode.Round(time.Microsecond), st.DecodeTokensPerSecond(), len(st.Tokens), stopReason)
 	if interrupted {
 		return fail(errors.New("interrupted"))
 	}

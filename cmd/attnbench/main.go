@@ -13,7 +13,8 @@
 // for decode), on one thread and on GOMAXPROCS threads, and prints one
 // table: median time over the repetitions with the fastest and slowest,
 // effective GFLOP/s (FLOPs = 4·B·Hq·Nq·Nkv·d, halved for causal masks) and
-// its share of the FMA peak measured at start (prefill), or the K/V bytes
+// its share of the float32 FMA peak measured at start (prefill rows in
+// float32 precision), or the K/V bytes
 // read per second and their share of the read bandwidth measured at start
 // over buffers of at least 4 × the last-level cache (decode), the speed-up
 // over the naive float32 baseline (Sgemm, softmax, Sgemm) and the error
@@ -37,7 +38,8 @@
 // subcommand runs a grid of shapes, masks (sliding windows and a soft-cap
 // included), K/V types and every kernel implementation the machine has, and
 // exits 1 if any case breaks the project's accuracy rule (max abs error <=
-// 2 × the naive float32 baseline's + 1e-6). The generate subcommand runs a
+// 2 × the naive baseline's in the same precision + 1e-6, + 2·E_b in bf16).
+// The generate subcommand runs a
 // Llama-family GGUF model with the engine, printing the text and then the
 // prefill and decode rates. Bad flags and impossible or oversized shapes
 // exit 2 before any work starts. Run with -h (or check -h, generate -h) for
@@ -63,7 +65,9 @@ func main() {
 // failed run or accuracy check, 2 a bad command line).
 func run(args []string, stdout, stderr io.Writer) int {
 	// A benchmark of a kernel other than the one asked for would be
-	// quietly wrong: an unusable FLASHGO_KERNEL is fatal here.
+	// quietly wrong: an unusable FLASHGO_KERNEL is fatal here. The reason
+	// is printed here, once, whether or not the kernel package also
+	// reports it at start-up.
 	if err := kernel.EnvError(); err != nil {
 		fmt.Fprintln(stderr, "attnbench:", err)
 		return 2
@@ -118,7 +122,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if failed > 0 {
-		fmt.Fprintf(stderr, "attnbench: %d of %d rows are outside the accuracy tolerance\n", failed, len(rep.results))
+		verb := "are"
+		if failed == 1 {
+			verb = "is"
+		}
+		fmt.Fprintf(stderr, "attnbench: %d of %d row%s %s outside the accuracy tolerance\n", failed, len(rep.results), plural(len(rep.results)), verb)
 		return 1
 	}
 	return 0

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -44,12 +45,24 @@ func naiveMarked(r result, reps int) bool {
 func (rep *report) legend(c config) []string {
 	var ls []string
 	if hasPrefill(rep.results) {
-		l := "GFLOP/s: 4·B·Hq·Nq·Nkv·d over the median time, halved for a causal shape as the shape suite counts it (decode rows, Nq = 1, are not halved); %FMA: over the FMA peak of one core × min(threads, CPUs)"
+		l := "GFLOP/s: 4·B·Hq·Nq·Nkv·d over the median time, halved for a causal shape as the shape suite counts it (decode rows, Nq = 1, are not halved)"
 		if hasWindow(rep.results) {
 			l += "; with -window, only visible pairs count, not halved: 4·B·Hq·d × the (query, key) pairs the window shows"
 		}
+		l += "; %FMA: float32 rows only, over the float32 FMA peak of one core × min(threads, CPUs)"
+		if hasPrec(rep.results, attention.PrecisionBFloat16, true) {
+			if rep.bf16Kernel == kernel.AMX || rep.bf16Kernel == kernel.AVX512BF16 {
+				l += "; bf16 rows run on the bf16 product units, whose peak is not measured: -"
+			} else {
+				l += "; bf16 rows, whose products widen their operands to float32 first, are not measured against it: -"
+			}
+		}
+		if hasPrec(rep.results, precQ8Query, true) {
+			l += "; q8q rows compute Q·Kᵀ in integer dot products: -"
+		}
 		ls = append(ls, l)
 	}
+	ls = append(ls, rep.kernelLegend())
 	if c.paged > 0 {
 		ls = append(ls, fmt.Sprintf("-paged %d: K and V are read through an attention.PagedCache of %d-position blocks (Engine.ForwardPaged), a sequence per batch entry, no two of whose blocks are neighbours in the pool", c.paged, c.paged))
 	}
@@ -129,6 +142,60 @@ func hasWindow(rs []result) bool {
 	return false
 }
 
+// hasPrec reports whether a row is in precision p, and with prefill
+// whether a prefill row is.
+func hasPrec(rs []result, p attention.Precision, prefill bool) bool {
+	for _, r := range rs {
+		if r.prec == p && (!prefill || !r.shape.decode()) {
+			return true
+		}
+	}
+	return false
+}
+
+// kernelLegend explains the kernel column: the implementation that ran
+// each row's products (rowKernel), which for f32 rows is not the level's
+// name at the amx and avx512bf16 levels, and each name its bf16 rows show.
+func (rep *report) kernelLegend() string {
+	var parts []string
+	if hasPrec(rep.results, attention.PrecisionFloat32, false) {
+		l := "f32 rows, the float32 FMA kernels"
+		if rep.f32Kernel != rep.kernel {
+			l += fmt.Sprintf(" (%s: the %s level differs from it only in the bf16 products)", rep.f32Kernel, rep.kernel)
+		}
+		parts = append(parts, l)
+	}
+	var bf16 []string
+	for _, r := range rep.results {
+		if r.prec != attention.PrecisionBFloat16 || slices.Contains(bf16, r.kernel) {
+			continue
+		}
+		bf16 = append(bf16, r.kernel)
+	}
+	if len(bf16) > 0 {
+		var names []string
+		for _, k := range bf16 {
+			switch {
+			case k == kernel.AMX:
+				names = append(names, k+": AMX-BF16 tiles")
+			case k == kernel.AVX512BF16:
+				names = append(names, k+": VDPBF16PS")
+			case k == kernel.Generic:
+				names = append(names, k+": Go loops")
+			case k != rep.bf16Kernel:
+				names = append(names, k+": the float32 row kernels reading bf16 K/V in place, a decode row's few query rows")
+			default:
+				names = append(names, k+": the float32 kernels on operands widened exactly to float32")
+			}
+		}
+		parts = append(parts, "bf16 rows, the bf16 products ("+strings.Join(names, "; ")+")")
+	}
+	if hasPrec(rep.results, precQ8Query, false) {
+		parts = append(parts, "q8q rows, the float32 kernels + the integer dot products of Q·Kᵀ")
+	}
+	return "kernel: the implementation of the row's products: " + strings.Join(parts, "; ")
+}
+
 func hasPrefill(rs []result) bool {
 	for _, r := range rs {
 		if !r.shape.decode() {
@@ -141,8 +208,8 @@ func hasPrefill(rs []result) bool {
 // header describes the machine and the run, for the table format.
 func (rep *report) header() []string {
 	m := rep.machine
-	l1 := fmt.Sprintf("attnbench %s · %s · %d CPUs · %s %s/%s",
-		rep.start.UTC().Format("2006-01-02 15:04 MST"), m.cpu, m.cpus, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	l1 := fmt.Sprintf("attnbench %s · %s · %d CPU%s · %s %s/%s",
+		rep.start.UTC().Format("2006-01-02 15:04 MST"), m.cpu, m.cpus, plural(m.cpus), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	l2 := fmt.Sprintf("FMA peak %.1f GFLOP/s per core (%s loop, measured now)", m.peak, m.peakISA)
 	if len(m.bandwidth) > 0 {
 		var bw []string
@@ -151,8 +218,8 @@ func (rep *report) header() []string {
 		}
 		l2 += "; streaming read " + strings.Join(bw, ", ")
 	}
-	l3 := fmt.Sprintf("kernel %s, bf16 products %s (this machine has %s); ms: median of %d runs after a warm-up (fastest-slowest)",
-		rep.kernel, rep.bf16Kernel, strings.Join(kernel.Implementations(), ", "), rep.reps)
+	l3 := fmt.Sprintf("kernel %s: float32 products %s, bf16 products %s (this machine has %s); ms: median of %d run%s after a warm-up (fastest-slowest)",
+		rep.kernel, rep.f32Kernel, rep.bf16Kernel, strings.Join(kernel.Implementations(), ", "), rep.reps, plural(rep.reps))
 	ls := []string{l1, l2, l3}
 	if l := rep.cacheLine(); l != "" {
 		ls = append(ls, l)
@@ -360,8 +427,8 @@ func pct(x, of float64) string {
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // The JSON schema. Fields that do not apply to a row (GB/s of a prefill
-// row, % of peak of a decode row, naive or check when turned off) are null,
-// so every row has the same keys.
+// row, % of peak of a decode row or of a bf16 or q8q row, naive or check
+// when turned off) are null, so every row has the same keys.
 type (
 	jsonReport struct {
 		Tool      string          `json:"tool"`
@@ -414,7 +481,7 @@ type (
 		Time         jsonTiming `json:"time_ms"`
 		FLOPs        float64    `json:"flops"`
 		GFLOPs       float64    `json:"gflops"`
-		PctPeak      *float64   `json:"pct_peak"`
+		PctPeak      *float64   `json:"pct_peak"` // % of the float32 FMA peak: f32 prefill rows only (null for bf16 and q8q rows)
 		KVBytes      float64    `json:"kv_bytes"`
 		GBps         *float64   `json:"gbps"`
 		PctBandwidth *float64   `json:"pct_bandwidth"`
@@ -489,7 +556,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 			if r.bw > 0 {
 				jr.PctBandwidth = ptr(100 * r.gbps() / r.bw)
 			}
-		} else {
+		} else if r.peak > 0 {
 			jr.PctPeak = ptr(100 * r.gflops() / r.peak)
 		}
 		if r.naive != nil {
@@ -547,7 +614,11 @@ func writeCSV(rep *report, w io.Writer) error {
 			}
 			row = append(row, "", f(r.gbps()), bw)
 		} else {
-			row = append(row, f(100*r.gflops()/r.peak), "", "")
+			peak := ""
+			if r.peak > 0 {
+				peak = f(100 * r.gflops() / r.peak)
+			}
+			row = append(row, peak, "", "")
 		}
 		row = append(row, strconv.Itoa(r.caches))
 		if r.naive != nil {

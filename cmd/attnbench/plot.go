@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/flashgo/flashgo/attention"
 	"gonum.org/v1/plot"
@@ -70,7 +71,14 @@ func writePlot(c config, rep *report) error {
 
 	plot.DefaultFont = font.Font{Typeface: "Liberation", Variant: "Sans"}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("attnbench %s, kernel %s, %s", base.describe(), rep.kernel, rep.start.UTC().Format("2006-01-02"))
+	// The kernels that ran the plotted rows (rowKernel), not the level's name.
+	var kernels []string
+	for _, r := range rep.results {
+		if !slices.Contains(kernels, r.kernel) {
+			kernels = append(kernels, r.kernel)
+		}
+	}
+	p.Title.Text = fmt.Sprintf("attnbench %s, kernel %s, %s", base.describe(), strings.Join(kernels, ", "), rep.start.UTC().Format("2006-01-02"))
 	p.X.Label.Text = "sequence length (Nq = Nkv)"
 	p.Y.Label.Text = "effective GFLOP/s"
 	if decode {
