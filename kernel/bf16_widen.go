@@ -26,9 +26,10 @@ const widenBlock = 64
 // whole sum once, as in the twin: qkt applies it where one block covers d,
 // the last addition where it does not. Each block of q is widened once,
 // each block of the panel once per 64 rows.
-func qktBF16Widen(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
+func qktBF16Widen(r *f32Row, s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
 	const w = widenBlock
-	var kt, qf, part [w * w]float32
+	var ktA, qfA, partA [w * w]float32
+	kt, qf, part := stackF32(ktA[:]), stackF32(qfA[:]), stackF32(partA[:])
 	for i0 := 0; i0 < rows; i0 += w {
 		nr := min(w, rows-i0)
 		for k0 := 0; k0 < d; k0 += w {
@@ -47,10 +48,10 @@ func qktBF16Widen(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BF
 					if last {
 						sc = scale
 					}
-					qkt(s[i0*ldS+j0:], ldS, qf[:], w, kt[:], w, nr, nc, nk, sc)
+					r.qkt(s[i0*ldS+j0:], ldS, qf[:], w, kt[:], w, nr, nc, nk, sc)
 					continue
 				}
-				qkt(part[:], w, qf[:], w, kt[:], w, nr, nc, nk, 1)
+				r.qkt(part[:], w, qf[:], w, kt[:], w, nr, nc, nk, 1)
 				for ii := range nr {
 					dst := s[(i0+ii)*ldS+j0:][:nc]
 					for j, x := range part[ii*w:][:nc] {
@@ -69,9 +70,10 @@ func qktBF16Widen(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BF
 // pvBF16Widen is PVBF16 through pv on widened blocks of 64 rows, 64 keys
 // and 64 output columns; pv accumulates into o, key by key in order. Each
 // block of p is widened once, each block of the panel once per 64 rows.
-func pvBF16Widen(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
+func pvBF16Widen(r *f32Row, o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
 	const w = widenBlock
-	var vf, pf [w * w]float32
+	var vfA, pfA [w * w]float32
+	vf, pf := stackF32(vfA[:]), stackF32(pfA[:])
 	for i0 := 0; i0 < rows; i0 += w {
 		nr := min(w, rows-i0)
 		for j0 := 0; j0 < cols; j0 += w {
@@ -84,7 +86,7 @@ func pvBF16Widen(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFl
 				for jj := 0; jj < nj; jj += 2 {
 					widenPairs(vf[jj*w:][:nd], vf[(jj+1)*w:][:nd], vp[((j0+jj)/2)*ldV+2*c0:][:2*nd])
 				}
-				pv(o[i0*ldO+c0:], ldO, pf[:], w, vf[:], w, nr, nj, nd)
+				r.pv(o[i0*ldO+c0:], ldO, pf[:], w, vf[:], w, nr, nj, nd)
 			}
 		}
 	}

@@ -38,7 +38,7 @@ func Current() Capabilities {
 	return Capabilities{
 		RowKernels:    rowKernels(),
 		PrefetchRows:  prefetchRows,
-		MatMulColumns: matMulColumns(),
-		Int8Dot:       int8Dot(),
+		MatMulColumns: cur.f32.matMulColumns,
+		Int8Dot:       cur.dot != nil,
 	}
 }

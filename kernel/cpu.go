@@ -1,10 +1,13 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+
+	registry "github.com/flashgo/flashgo/internal/impl"
 )
 
 // Names of the kernel implementations. Each is a level of instruction set:
@@ -20,7 +23,7 @@ const (
 	NEON       = "neon"       // arm64 Advanced SIMD
 )
 
-// impl identifies the implementation the kernels dispatch to.
+// impl identifies a level: a row of the implementation table.
 type impl uint8
 
 const (
@@ -30,34 +33,102 @@ const (
 	implNEON
 	implAVX512BF16
 	implAMX
+	numImpl
 )
 
 var implNames = [...]string{implGeneric: Generic, implAVX2: AVX2, implAVX512: AVX512, implNEON: NEON,
 	implAVX512BF16: AVX512BF16, implAMX: AMX}
 
-// level is the implementation chosen at start-up (FLASHGO_KERNEL, or the
-// best this machine has) and changed only by SetImplementation. active is
-// the implementation of the float32 kernels at that level and activeBF16
-// that of the bfloat16 products. They are plain variables: every kernel
-// call reads one, and reading a byte costs nothing next to a tile.
-var (
-	level, envErr      = chooseImpl(available(), os.Getenv("FLASHGO_KERNEL"))
-	active, activeBF16 = split(level)
-)
-
-func init() {
-	if envErr != nil {
-		fmt.Fprintf(os.Stderr, "flashgo: %v\n", envErr)
-	}
+// needs describes what a machine needs to run each level, for the error
+// of one it cannot run.
+var needs = [...]string{
+	implGeneric:    " (it is not built in: the purego tag)",
+	implAVX2:       " (it needs amd64 with AVX2, FMA and F16C)",
+	implAVX512:     " (it needs amd64 with AVX-512 F, BW and VL)",
+	implAVX512BF16: " (it needs amd64 with AVX-512 F, BW, VL and BF16)",
+	implAMX:        " (it needs amd64 with AVX-512, AMX-TILE and AMX-BF16, the tile state enabled in XCR0 and the kernel's permission)",
+	implNEON:       " (it needs arm64)",
 }
 
-// split returns the float32 and bfloat16 implementations of a level.
+// The table's rows built into this binary (table_<arch>.go), indexed by
+// level: nil where the build has none, and then the generic rows run.
+var tableF32, tableBF16, tableDot = archTable()
+
+// selection is the row of each axis in use.
+type selection struct {
+	level impl
+	f32   *f32Row
+	bf16  *bf16Row
+	bf16L impl    // the level whose bf16 row runs
+	dot   *dotRow // nil: the Go loop
+}
+
+// cur is the selection, made once at start-up (FLASHGO_KERNEL, or the best
+// this machine has) and changed only by the test hooks. Every kernel call
+// reads it; reading two words costs nothing next to a tile.
+var cur, envErr = fromEnv(os.Getenv("FLASHGO_KERNEL"))
+
+// split returns the levels of the float32 kernels and of the bfloat16
+// products of a level.
 func split(l impl) (f32, bf16 impl) {
 	switch l {
 	case implAMX, implAVX512BF16:
 		return implAVX512, l
 	}
 	return l, l
+}
+
+func f32RowOf(l impl) *f32Row {
+	if r := tableF32[l]; r != nil {
+		return r
+	}
+	return genericF32
+}
+
+func bf16RowOf(l impl) *bf16Row {
+	if r := tableBF16[l]; r != nil {
+		return r
+	}
+	return genericBF16
+}
+
+// selectLevel returns the selection of a level: its float32 and bfloat16
+// rows and the best integer kernel that goes with it.
+func selectLevel(l impl) selection {
+	f, b := split(l)
+	return selection{level: l, f32: f32RowOf(f), bf16: bf16RowOf(b), bf16L: b, dot: defaultDot(f)}
+}
+
+// fromEnv makes the start-up selection from FLASHGO_KERNEL: a level,
+// optionally followed by ",bf16=ROW" and ",int8dot=ROW" to pick the rows
+// of those axes (see BF16Implementation and Int8DotImplementation). What
+// it cannot follow is reported in the error, and the best the machine has
+// is used instead.
+func fromEnv(env string) (selection, error) {
+	parts := strings.Split(env, ",")
+	l, err := chooseImpl(available(), parts[0])
+	sel := selectLevel(l)
+	for _, p := range parts[1:] {
+		k, v, _ := strings.Cut(p, "=")
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.ToLower(strings.TrimSpace(v))
+		var e error
+		switch k {
+		case "bf16":
+			var b impl
+			if b, e = chooseImpl(bf16Available(), v); e == nil {
+				sel.bf16, sel.bf16L = bf16RowOf(b), b
+			}
+		case "int8dot":
+			var d *dotRow
+			if d, e = chooseDot(v); e == nil {
+				sel.dot = d
+			}
+		default:
+			e = fmt.Errorf("FLASHGO_KERNEL: %q is not LEVEL, bf16=ROW or int8dot=ROW", strings.TrimSpace(p))
+		}
+		err = errors.Join(err, e)
+	}
+	return sel, err
 }
 
 // chooseImpl picks the best available implementation, or the one the
@@ -75,9 +146,25 @@ func chooseImpl(avail []impl, env string) (impl, error) {
 	}
 	if !slices.Contains(avail, impl(want)) {
 		return avail[0], fmt.Errorf("FLASHGO_KERNEL=%q: this machine cannot run %s%s; it can run %v (using %s)",
-			env, env, missing(impl(want)), names(avail), implNames[avail[0]])
+			env, env, needs[want], names(avail), implNames[avail[0]])
 	}
 	return impl(want), nil
+}
+
+// chooseDot returns the integer kernel of the name (nil for "generic").
+func chooseDot(name string) (*dotRow, error) {
+	if name == Generic {
+		return nil, nil
+	}
+	for _, d := range tableDot {
+		if d.name == name {
+			if !d.ok {
+				return nil, fmt.Errorf("FLASHGO_KERNEL: this machine cannot run int8dot=%s%s", name, d.needs)
+			}
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("FLASHGO_KERNEL: int8dot=%q is not an integer kernel; want one of %v", name, dotNames(false))
 }
 
 // EnvError returns the reason the FLASHGO_KERNEL environment variable was
@@ -87,6 +174,40 @@ func chooseImpl(avail []impl, env string) (impl, error) {
 // it fatal.
 func EnvError() error { return envErr }
 
+func init() {
+	if envErr != nil {
+		fmt.Fprintf(os.Stderr, "flashgo: %v\n", envErr)
+	}
+	registry.Register(registry.Kernel, registry.Axis{
+		Available: Implementations,
+		Current:   Implementation,
+		Select: func(name string) func() {
+			prev := cur
+			cur = selectLevel(impl(slices.Index(implNames[:], name)))
+			return func() { cur = prev }
+		},
+	})
+	registry.Register(registry.BF16, registry.Axis{
+		Available: func() []string { return names(bf16Available()) },
+		Current:   BF16Implementation,
+		Select: func(name string) func() {
+			prev := cur
+			b := impl(slices.Index(implNames[:], name))
+			cur.bf16, cur.bf16L = bf16RowOf(b), b
+			return func() { cur = prev }
+		},
+	})
+	registry.Register(registry.Int8Dot, registry.Axis{
+		Available: func() []string { return dotNames(true) },
+		Current:   Int8DotImplementation,
+		Select: func(name string) func() {
+			prev := cur
+			cur.dot, _ = chooseDot(name)
+			return func() { cur = prev }
+		},
+	})
+}
+
 func names(avail []impl) []string {
 	var n []string
 	for _, im := range avail {
@@ -95,22 +216,51 @@ func names(avail []impl) []string {
 	return n
 }
 
+// bf16Available returns the levels whose bfloat16 products this machine
+// can run, best first.
+func bf16Available() []impl {
+	var b []impl
+	for _, l := range available() {
+		if _, bl := split(l); !slices.Contains(b, bl) {
+			b = append(b, bl)
+		}
+	}
+	return b
+}
+
+// dotNames returns the names of the integer kernels this build has (those
+// this machine can run, if runnable), best first, and "generic".
+func dotNames(runnable bool) []string {
+	var n []string
+	for _, d := range tableDot {
+		if d.ok || !runnable {
+			n = append(n, d.name)
+		}
+	}
+	return append(n, Generic)
+}
+
 // Implementation returns the name of the implementation the kernels use:
 // "amx", "avx512bf16", "avx512", "avx2", "neon" or "generic".
-func Implementation() string { return implNames[level] }
+func Implementation() string { return implNames[cur.level] }
 
 // BF16Implementation returns the name of the implementation of the
 // bfloat16 products (QKTBF16, PVBF16): "amx" or "avx512bf16" (bf16
 // instructions), "avx512", "avx2" or "neon" (the float32 FMA kernels of
 // that level on operands widened exactly to float32), or "generic".
-func BF16Implementation() string { return implNames[activeBF16] }
+func BF16Implementation() string { return implNames[cur.bf16L] }
 
 // Int8DotImplementation returns the name of the implementation of
 // QKRowsQ8Dot: "avx512vnni" (VPDPBUSD on 512-bit vectors), "avxvnni" (the
 // VEX form of VPDPBUSD on 256-bit vectors, at the avx2 level of a CPU with
 // AVX-VNNI, or the avx512 level of one without AVX512-VNNI), "avx2"
 // (VPMADDUBSW, on CPUs with neither) or "generic" (a Go loop).
-func Int8DotImplementation() string { return int8DotName() }
+func Int8DotImplementation() string {
+	if cur.dot == nil {
+		return Generic
+	}
+	return cur.dot.name
+}
 
 // Implementations returns the names of the implementations this machine
 // can run, best first; "generic" is always last. Built with the purego tag,
@@ -125,31 +275,5 @@ func Implementations() []string {
 // kernels are running on other goroutines. It returns an error if the name
 // is unknown or the machine cannot run it.
 func SetImplementation(name string) (restore func(), err error) {
-	for _, im := range available() {
-		if implNames[im] == name {
-			prev := level
-			level = im
-			active, activeBF16 = split(im)
-			return func() { level = prev; active, activeBF16 = split(prev) }, nil
-		}
-	}
-	return nil, fmt.Errorf("kernel: implementation %q is not available here; want one of %v", name, Implementations())
-}
-
-// missing describes what a machine needs to run im, for the error of an
-// implementation it cannot run.
-func missing(im impl) string {
-	switch im {
-	case implAVX2:
-		return " (it needs amd64 with AVX2, FMA and F16C)"
-	case implAVX512:
-		return " (it needs amd64 with AVX-512 F, BW and VL)"
-	case implAVX512BF16:
-		return " (it needs amd64 with AVX-512 F, BW, VL and BF16)"
-	case implAMX:
-		return " (it needs amd64 with AVX-512, AMX-TILE and AMX-BF16, the tile state enabled in XCR0 and the kernel's permission)"
-	case implNEON:
-		return " (it needs arm64)"
-	}
-	return " (it is not built in: the purego tag)"
+	return registry.Select(registry.Kernel, name)
 }

@@ -2,15 +2,10 @@
 
 package kernel
 
-import (
-	"testing"
+import "testing"
 
-	"golang.org/x/sys/cpu"
-)
-
-// The CPU features the tests ask about, beside cpu_amd64.go's hasAVX2 and
-// hasAVX512 (amxErr says whether AMX can run).
-var hasAVX512BF16 = hasAVX512 && cpu.X86.HasAVX512BF16
+// The CPU features the tests ask about are cpu_amd64.go's (amxErr says
+// whether AMX can run).
 
 // cpuLacks says why this machine cannot run im, or returns "" if it can.
 func cpuLacks(im impl) string {

@@ -97,17 +97,6 @@ func MatMul(c []float32, ldC int, a []float32, ldA int, b []float32, ldB int, m,
 	return nil
 }
 
-// matMulColumns is Capabilities.MatMulColumns.
-func matMulColumns() int {
-	switch active {
-	case implAVX512:
-		return 64
-	case implAVX2, implNEON:
-		return 16
-	}
-	return 16
-}
-
 // PV accumulates the product of a probability tile and a V panel into an
 // output block:
 //

@@ -1,5 +1,3 @@
-//go:build (amd64 || arm64) && !purego
-
 package kernel
 
 import (
@@ -8,10 +6,11 @@ import (
 	"github.com/flashgo/flashgo/fp16"
 )
 
-// The Go side of the row kernels on the architectures that have them: it
-// cuts the rows into register blocks and hands each block to the kernel of
-// the element type at the active level (qkRowsBlock and pvRowsBlock, in
-// rows_asm_amd64.go and rows_arm64.go, with the blocking, rowBlock).
+// The Go side of the row kernels: it cuts the rows into register blocks
+// and hands each block to the kernel of the element type in the selected
+// float32 row (f32Row.qkRows, pvRows, qkGather, pvGather). Where the row
+// has none (mr 0) every function here returns 0 and the generic loops do
+// everything.
 
 // rowKind is the element type of K or V rows, as the kernels are named.
 type rowKind int
@@ -39,7 +38,7 @@ func kindOf[T RowElem](x []T) rowKind {
 // the components of rows of d elements of x's type that it handles: whole
 // vectors, or whole Q8 blocks for int8. dv is 0 where there is no assembly.
 func rowBlocking[T RowElem](x []T, d int) (mr, dv int) {
-	mr, lanes := rowBlock()
+	mr, lanes := cur.f32.mr, cur.f32.lanes
 	if mr == 0 {
 		return 0, 0
 	}
@@ -54,7 +53,7 @@ func rowBlocking[T RowElem](x []T, d int) (mr, dv int) {
 // through an opmask), dv is all of d.
 func pvBlocking[T RowElem](x []T, d int) (mr, dv int) {
 	mr, dv = rowBlocking(x, d)
-	if mr > 0 && pvAnyWidth() {
+	if mr > 0 && cur.f32.pvAnyWidth {
 		dv = d
 	}
 	return mr, dv
@@ -75,8 +74,9 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 		ks = &scales[0]
 	}
 	kp := unsafe.Pointer(unsafe.SliceData(k))
+	kern := cur.f32.qkRows[kind]
 	for i0 := 0; i0 < rows; i0 += mr {
-		qkRowsBlock(kind, &s[i0*ldS], ldS, &q[i0*ldQ], ldQ, kp, ldK, ks, min(mr, rows-i0), cols, dv, scale, ahead)
+		kern(&s[i0*ldS], ldS, &q[i0*ldQ], ldQ, kp, ldK, ks, min(mr, rows-i0), cols, dv, scale, ahead)
 	}
 	return dv
 }
@@ -100,8 +100,70 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 		vs = &scales[0]
 	}
 	vp := unsafe.Pointer(unsafe.SliceData(v))
+	kern := cur.f32.pvRows[kind]
 	for i0 := 0; i0 < rows; i0 += mr {
-		pvRowsBlock(kind, &o[i0*ldO], ldO, &p[i0*ldP], ldP, vp, ldV, vs, min(mr, rows-i0), cols, dv, ahead)
+		kern(&o[i0*ldO], ldO, &p[i0*ldP], ldP, vp, ldV, vs, min(mr, rows-i0), cols, dv, ahead)
+	}
+	return dv
+}
+
+// rowKernels reports whether QKRows and PVRows run in assembly here
+// (Capabilities.RowKernels).
+func rowKernels() bool { return cur.f32.mr > 0 }
+
+// qkRowsGatherAsm computes the first dv components of QKRowsGather with
+// the gathering kernels of the selected row and returns dv (0 where there
+// are none). The arguments are checked and every size is >= 1.
+func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off, pfo []int, rows, cols, d int, scale float32) int {
+	r := cur.f32
+	if r.mr == 0 {
+		return 0
+	}
+	kind := kindOf(k)
+	kern := r.qkGather[kind]
+	if kern == nil {
+		return qkRowsGatherRuns(s, ldS, q, ldQ, k, scales, off, pfo, rows, cols, d, scale)
+	}
+	mr, dv := rowBlocking(k, d)
+	if dv == 0 {
+		return 0
+	}
+	kp := unsafe.Pointer(unsafe.SliceData(k))
+	var ks *float32
+	if kind == rowQ8 {
+		ks = unsafe.SliceData(scales)
+	}
+	op, po := &off[0], &pfo[0]
+	for i0 := 0; i0 < rows; i0 += mr {
+		kern(&s[i0*ldS], ldS, &q[i0*ldQ], ldQ, kp, op, po, ks, min(mr, rows-i0), cols, dv, scale)
+	}
+	return dv
+}
+
+// pvRowsGatherAsm computes the first dv output columns of PVRowsGather
+// and returns dv, as qkRowsGatherAsm (all d with AVX-512, pvBlocking).
+func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off, pfo []int, rows, cols, d int) int {
+	r := cur.f32
+	if r.mr == 0 {
+		return 0
+	}
+	kind := kindOf(v)
+	kern := r.pvGather[kind]
+	if kern == nil {
+		return pvRowsGatherRuns(o, ldO, p, ldP, v, scales, off, pfo, rows, cols, d)
+	}
+	mr, dv := pvBlocking(v, d)
+	if dv == 0 {
+		return 0
+	}
+	vp := unsafe.Pointer(unsafe.SliceData(v))
+	var vs *float32
+	if kind == rowQ8 {
+		vs = unsafe.SliceData(scales)
+	}
+	op, po := &off[0], &pfo[0]
+	for i0 := 0; i0 < rows; i0 += mr {
+		kern(&o[i0*ldO], ldO, &p[i0*ldP], ldP, vp, op, po, vs, min(mr, rows-i0), cols, dv)
 	}
 	return dv
 }

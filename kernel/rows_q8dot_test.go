@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	registry "github.com/flashgo/flashgo/internal/impl"
 )
 
 // q8DotKeys is n int8 rows of ld elements (d used) with a scale per block,
@@ -74,14 +76,27 @@ func TestQ8QuerySet(t *testing.T) {
 }
 
 // testDotKernels runs f under every implementation, as a subtest named
-// after the QKRowsQ8Dot kernel it runs, and where the CPU has AVX-VNNI
-// once more with it turned off, so that the avx2 level's two kernels
-// (VEX VPDPBUSD and VPMADDUBSW) both run.
+// after the QKRowsQ8Dot kernel it runs, and where the level has integer
+// kernels once more under each other integer kernel this machine can run
+// (selected as a row of the int8dot axis), so that every kernel runs.
 func testDotKernels(t *testing.T, f func(t *testing.T)) {
 	testAllImpls(t, func(t *testing.T) {
-		t.Run(Int8DotImplementation(), f)
-		if withoutAVXVNNI(t) {
-			t.Run(Int8DotImplementation(), f)
+		def := Int8DotImplementation()
+		t.Run(def, f)
+		if def == Generic {
+			return
+		}
+		for _, name := range registry.List(registry.Int8Dot) {
+			if name == def || name == Generic {
+				continue
+			}
+			t.Run(name, func(t *testing.T) {
+				restore, err := registry.Select(registry.Int8Dot, name)
+				require.NoError(t, err)
+				t.Cleanup(restore)
+				require.Equal(t, name, Int8DotImplementation())
+				f(t)
+			})
 		}
 	})
 }

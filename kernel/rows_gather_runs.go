@@ -1,15 +1,10 @@
-//go:build !amd64 || purego
-
 package kernel
 
-// Without gathering kernels, QKRowsGather and PVRowsGather run the row
-// kernels (where there are any: NEON on arm64) over each run of rows that
-// lie a constant stride apart, and the generic loops elsewhere.
+// Where the level has row kernels but no gathering ones (NEON),
+// QKRowsGather and PVRowsGather run the row kernels over each run of rows
+// that lie a constant stride apart.
 
-func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off, pfo []int, rows, cols, d int, scale float32) int {
-	if !rowKernels() {
-		return 0
-	}
+func qkRowsGatherRuns[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off, pfo []int, rows, cols, d int, scale float32) int {
 	_, q8 := any(k).([]int8)
 	dv := d
 	gatherRuns(off, cols, func(j, n, ld int) {
@@ -26,10 +21,7 @@ func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []
 	return dv
 }
 
-func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off, pfo []int, rows, cols, d int) int {
-	if !rowKernels() {
-		return 0
-	}
+func pvRowsGatherRuns[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off, pfo []int, rows, cols, d int) int {
 	_, q8 := any(v).([]int8)
 	gatherRuns(off, cols, func(j, n, ld int) {
 		e := off[j]

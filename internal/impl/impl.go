@@ -1,0 +1,90 @@
+// Package impl is the registry of the implementations the kernel package
+// can switch between, after crypto/internal/impl: kernel registers each
+// axis of its implementation table (the level, the bfloat16 products, the
+// int8 dot products) and the module's tests and commands list and select
+// rows through it, so that no switch is part of kernel's public API.
+//
+// Selecting is meant for tests and benchmarks: it must not happen while
+// kernels run on other goroutines.
+package impl
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// The axes kernel registers.
+const (
+	Kernel  = "kernel"         // the level: amx, avx512bf16, avx512, avx2, neon, generic
+	BF16    = "kernel/bf16"    // the bfloat16 products (QKTBF16, PVBF16)
+	Int8Dot = "kernel/int8dot" // the integer Q·Kᵀ kernels of QKRowsQ8Dot
+)
+
+// An Axis is one column of choices of a package's implementation table.
+type Axis struct {
+	// Available returns the names of the rows this machine and build can
+	// run, best first.
+	Available func() []string
+	// Current returns the name of the row in use.
+	Current func() string
+	// Select switches to the named row, which Available lists, and
+	// returns a function that restores the previous selection.
+	Select func(name string) (restore func())
+}
+
+var (
+	mu   sync.Mutex
+	axes = map[string]Axis{}
+)
+
+// Register records an axis; a package calls it once, at initialisation.
+func Register(name string, a Axis) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := axes[name]; dup {
+		panic("impl: axis " + name + " registered twice")
+	}
+	axes[name] = a
+}
+
+func axis(name string) (Axis, bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	a, ok := axes[name]
+	return a, ok
+}
+
+// List returns the names of the rows of the axis that this machine can
+// run, best first (nil for an axis nobody registered).
+func List(name string) []string {
+	a, ok := axis(name)
+	if !ok {
+		return nil
+	}
+	return a.Available()
+}
+
+// Current returns the name of the row of the axis in use ("" for an axis
+// nobody registered).
+func Current(name string) string {
+	a, ok := axis(name)
+	if !ok {
+		return ""
+	}
+	return a.Current()
+}
+
+// Select switches the axis to the named row and returns a function that
+// restores the previous one, or an error if the axis is unknown or this
+// machine cannot run that row.
+func Select(name, row string) (restore func(), err error) {
+	a, ok := axis(name)
+	if !ok {
+		return nil, fmt.Errorf("impl: no axis %q is registered", name)
+	}
+	if avail := a.Available(); !slices.Contains(avail, row) {
+		return nil, fmt.Errorf("kernel: implementation %q is not available here; want one of %v", row, avail)
+	}
+	return a.Select(row), nil
+}
