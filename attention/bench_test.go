@@ -11,7 +11,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
-	"github.com/flashgo/flashgo/kernel"
+	registry "github.com/flashgo/flashgo/internal/impl"
 )
 
 // benchShapes are the prefill shapes of ../shared/anchors/SHAPES.md.
@@ -26,7 +26,7 @@ var benchShapes = []struct {
 
 // benchPeak is one core's FMA peak, measured once per benchmark process.
 var benchPeak = sync.OnceValue(func() float64 {
-	g, _ := kernel.Peak(200 * time.Millisecond)
+	g, _ := registry.Peak(200 * time.Millisecond)
 	return g
 })
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	registry "github.com/flashgo/flashgo/internal/impl"
+	"github.com/flashgo/flashgo/internal/impltest"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -29,9 +31,7 @@ func inBF16(f func(t *testing.T)) func(t *testing.T) {
 		if testing.Short() {
 			best := kernel.Implementations()[0]
 			t.Run(best, func(t *testing.T) {
-				restore, err := kernel.SetImplementation(best)
-				require.NoError(t, err)
-				defer restore()
+				impltest.Select(t, registry.Kernel, best)
 				inPrecision(attention.PrecisionBFloat16, f)(t)
 			})
 			return

@@ -72,17 +72,11 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 		// they lie, whatever the number of rows: there is no float32
 		// panel to reuse.
 		k := src.k
-		if src.scattered(j0, j0+bc) {
-			return kernel.QKRowsQ8DotGather(ws.s, bl.ldS, &ws.q8, k.i8, k.q8s, keyOffsets(ws, j0, bc), bc, c.scale, gatherAhead)
+		if src.gathers() {
+			return kernel.QKRowsQ8DotGather(ws.s, bl.ldS, &ws.q8, k.i8, k.q8s, keyOffsets(ws, j0, bc), bc, c.scale)
 		}
-		for j := j0; j < j0+bc; {
-			r := src.rowRun(j, j0+bc)
-			if err := kernel.QKRowsQ8DotPrefetch(ws.s[j-j0:], bl.ldS, &ws.q8, k.i8[r.kOff:], k.q8s[r.kOff/Q8Block:], k.SeqStride, r.n, c.scale, r.kAhead); err != nil {
-				return err
-			}
-			j += r.n
-		}
-		return nil
+		off := src.keyRow(j0)
+		return kernel.QKRowsQ8Dot(ws.s, bl.ldS, &ws.q8, k.i8[off:], k.q8s[off/Q8Block:], k.SeqStride, bc, c.scale)
 	}
 	if c.direct {
 		return scoresInPlace(ws, c, j0, bc)
@@ -152,31 +146,23 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 // a packed tile across all of them.
 const directRows = 16
 
-// gatherAhead is how many keys ahead of the one they read the gathering
-// kernels prefetch: the row kernels' distance (kernel.Capabilities'
-// PrefetchRows). A workspace's offset table holds a tile's keys and that
-// many more.
+// gatherAhead is how many keys after a tile a paged tile's offset table
+// also holds: the gathering kernels prefetch the rows of the keys the
+// table lists after the tile, up to their own distance (64 keys).
 const gatherAhead = 64
 
 // scoresInPlace writes the scores of the block's query rows against the
-// keys of tile [j0, j0+bc), reading the K rows where they lie: in one
-// gathering call (kernel.QKRowsGather) where the tile lies in blocks of a
-// paged pool that do not follow each other, else one call per run of
-// consecutive rows (a tensor view's tile is one run).
+// keys of tile [j0, j0+bc), reading the K rows where they lie: through the
+// block table in one gathering call (kernel.QKRowsGather) for a paged
+// pool, which prefetches the rows of the keys after the tile through the
+// table too, else in one call over the tile's rows, SeqStride apart.
 func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
-	if src.scattered(j0, j0+bc) {
+	if src.gathers() {
 		return src.kOps.qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
 	}
-	for j := j0; j < j0+bc; {
-		r := src.rowRun(j, j0+bc)
-		if err := src.kOps.qkDirect(ws.s[j-j0:], bl.ldS, ws.q, bl.ld, src.k, r.kOff, r.n, bl.rows, bl.d, c.scale, r.kAhead); err != nil {
-			return err
-		}
-		j += r.n
-	}
-	return nil
+	return src.kOps.qkDirect(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.keyRow(j0), bc, bl.rows, bl.d, c.scale)
 }
 
 // valuesInPlace adds the block's probabilities of tile [j0, j0+bc) times
@@ -185,17 +171,10 @@ func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 func valuesInPlace(ws *workspace, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
-	if src.scattered(j0, j0+bc) {
+	if src.gathers() {
 		return src.vOps.pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
 	}
-	for j := j0; j < j0+bc; {
-		r := src.rowRun(j, j0+bc)
-		if err := src.vOps.pvDirect(ws.o, bl.ld, ws.s[j-j0:], bl.ldS, src.v, r.vOff, r.n, bl.rows, bl.dv, r.vAhead); err != nil {
-			return err
-		}
-		j += r.n
-	}
-	return nil
+	return src.vOps.pvDirect(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.valueRow(j0), bc, bl.rows, bl.dv)
 }
 
 // keyOffsets fills ws.off with the element offsets of the K rows of tile

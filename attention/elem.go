@@ -11,15 +11,14 @@ import (
 // of the first row in the tensor's slice; rows are t.SeqStride apart.
 type elemKernels struct {
 	// qkDirect writes the scores of rows query rows of q against n keys
-	// of k from element off on, read in place, prefetching the row ahead
-	// elements further on (kernel.QKRowsPrefetch).
-	qkDirect func(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32, ahead int) error
+	// of k from element off on, read in place (kernel.QKRows).
+	qkDirect func(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32) error
 	// pvDirect accumulates rows probability rows times n value rows of v
-	// from element off on, read in place (kernel.PVRowsPrefetch).
-	pvDirect func(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d, ahead int) error
+	// from element off on, read in place (kernel.PVRows).
+	pvDirect func(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d int) error
 	// qkGather writes the scores of rows query rows of q against the n keys
 	// of k whose rows start at the elements off[:n], prefetching the rows
-	// at off[j+gatherAhead] (kernel.QKRowsGather).
+	// the offsets after them list (kernel.QKRowsGather).
 	qkGather func(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off []int, rows, n, d int, scale float32) error
 	// pvGather accumulates rows probability rows times the n value rows of
 	// v that start at the elements off[:n] (kernel.PVRowsGather).
@@ -86,17 +85,17 @@ func rowKernels[T kernel.RowElem](data func(*Tensor) []T, scaled bool, packK, pa
 		return t.q8s[off/Q8Block:]
 	}
 	return elemKernels{
-		qkDirect: func(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32, ahead int) error {
-			return kernel.QKRowsPrefetch(s, ldS, q, ldQ, data(k)[off:], scales(k, off), k.SeqStride, rows, n, d, scale, ahead)
+		qkDirect: func(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off, n, rows, d int, scale float32) error {
+			return kernel.QKRows(s, ldS, q, ldQ, data(k)[off:], scales(k, off), k.SeqStride, rows, n, d, scale)
 		},
-		pvDirect: func(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d, ahead int) error {
-			return kernel.PVRowsPrefetch(o, ldO, p, ldP, data(v)[off:], scales(v, off), v.SeqStride, rows, n, d, ahead)
+		pvDirect: func(o []float32, ldO int, p []float32, ldP int, v *Tensor, off, n, rows, d int) error {
+			return kernel.PVRows(o, ldO, p, ldP, data(v)[off:], scales(v, off), v.SeqStride, rows, n, d)
 		},
 		qkGather: func(s []float32, ldS int, q []float32, ldQ int, k *Tensor, off []int, rows, n, d int, scale float32) error {
-			return kernel.QKRowsGather(s, ldS, q, ldQ, data(k), scales(k, 0), off, rows, n, d, scale, gatherAhead)
+			return kernel.QKRowsGather(s, ldS, q, ldQ, data(k), scales(k, 0), off, rows, n, d, scale)
 		},
 		pvGather: func(o []float32, ldO int, p []float32, ldP int, v *Tensor, off []int, rows, n, d int) error {
-			return kernel.PVRowsGather(o, ldO, p, ldP, data(v), scales(v, 0), off, rows, n, d, gatherAhead)
+			return kernel.PVRowsGather(o, ldO, p, ldP, data(v), scales(v, 0), off, rows, n, d)
 		},
 		packK: packK,
 		packV: packV,

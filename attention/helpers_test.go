@@ -11,7 +11,8 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
-	"github.com/flashgo/flashgo/kernel"
+	registry "github.com/flashgo/flashgo/internal/impl"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // guard fills the padding around and between the rows of every view: an
@@ -160,13 +161,8 @@ func (pr *problem) String() string {
 	return s
 }
 
-func randn(rng *rand.Rand, n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	return x
-}
+// randn returns n standard normal values (impltest.Randn).
+var randn = impltest.Randn
 
 // roundTo rounds x to the storage type in place, so that the oracle sees the
 // values the engine reads.
@@ -420,18 +416,10 @@ func lseErrors(got []float32, want []float64) reference.Errors {
 	return reference.CompareF64(g, want)
 }
 
-// forEachImpl runs f once per kernel implementation this machine has (as
-// Go's crypto tests do), in a subtest named after it.
-func forEachImpl(t *testing.T, f func(t *testing.T)) {
-	for _, name := range kernel.Implementations() {
-		t.Run(name, func(t *testing.T) {
-			restore, err := kernel.SetImplementation(name)
-			require.NoError(t, err)
-			defer restore()
-			f(t)
-		})
-	}
-}
+// forEachImpl runs f once per kernel implementation, in a subtest named
+// after it (impltest.Run: those this machine cannot run are skipped,
+// naming what it lacks).
+func forEachImpl(t *testing.T, f func(t *testing.T)) { impltest.Run(t, registry.Kernel, f) }
 
 // checkPrecisionError applies the pass rule of the precision under test to
 // a result got of problem p (q, k, v canonical, [B, H, S, D]) against the

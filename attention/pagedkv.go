@@ -129,28 +129,3 @@ func (p *pagedRead) run(blocks []int32, j, end int) (blk, pos, n int) {
 	}
 	return blk, pos, min(n, end-j)
 }
-
-// runAhead is run for the row kernels: the run of keys from j on up to end
-// (at most) that lie at consecutive rows and whose positions ahead
-// further on do too, with the distances, in
-// elements, from position j's K and V rows of head hk to those further
-// rows, which is what the kernels prefetch while they read them. The
-// kernels' own distance (that many rows further on in memory) would land
-// in other blocks than the sequence's next ones, unless the table lists
-// consecutive blocks; through the table it lands where the sequence goes
-// on. Past the end of the table there is nothing of the sequence to
-// prefetch and the distances are 0.
-func (p *pagedRead) runAhead(blocks []int32, hk, j, end, ahead int) kvRun {
-	k, v := p.pools()
-	blk, pos, n := p.run(blocks, j, end)
-	r := kvRun{kOff: k.Offset(blk, hk, pos), vOff: v.Offset(blk, hk, pos), n: n}
-	t := j + ahead
-	if t >= len(blocks)*p.bs {
-		return r
-	}
-	tblk, tpos, tn := p.run(blocks, t, t+n)
-	r.n = min(n, tn)
-	r.kAhead = k.Offset(tblk, hk, tpos) - r.kOff
-	r.vAhead = v.Offset(tblk, hk, tpos) - r.vOff
-	return r
-}

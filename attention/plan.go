@@ -24,10 +24,6 @@ type plan struct {
 	pre  *prepack // bf16 K/V packed once per call, or nil
 	src  kvStore  // where the keys and values lie
 
-	// ahead is the row kernels' prefetch distance in keys
-	// (kernel.Capabilities.PrefetchRows), read once per call.
-	ahead int
-
 	// The kernels of the call's element types, looked up once: K's and
 	// V's rows, the queries' and outputs' rows, the additive mask's
 	// entries (nil without one).
@@ -42,7 +38,7 @@ type plan struct {
 // their buffers.
 func (e *Engine) makePlan(c *call, src kvStore) plan {
 	caps := kernel.Current()
-	p := plan{src: src, ahead: caps.PrefetchRows, math: f32Math{},
+	p := plan{src: src, math: f32Math{},
 		kOps: &kvKernels[c.k.dtype], vOps: &kvKernels[c.v.dtype], qIO: &activationIO[c.q.dtype], outIO: &activationIO[c.out.dtype]}
 	if c.mask.dtype != 0 {
 		p.maskOps = &maskTypes[c.mask.dtype]

@@ -16,8 +16,8 @@ type kvStore interface {
 	// keys returns the number of keys of batch entry b.
 	keys(b int) int
 	// source returns where the keys of sequence sg of batch entry b, K/V
-	// head hk, lie; the decode kernels prefetch ahead keys ahead.
-	source(b, hk int, sg seg, ahead int) kvSource
+	// head hk, lie.
+	source(b, hk int, sg seg) kvSource
 	// interleaved reports whether K's and V's rows of the K/V heads of a
 	// position lie together (heads > 1, a head's stride shorter than a
 	// position's), so that decoding may fold several heads tile by tile.
@@ -33,8 +33,8 @@ type viewStore struct{ k, v *Tensor }
 
 func (s *viewStore) keys(int) int { return s.k.Seq }
 
-func (s *viewStore) source(b, hk int, sg seg, ahead int) kvSource {
-	return kvSource{k: s.k, v: s.v, kBase: s.k.Offset(b, hk, sg.kv0), vBase: s.v.Offset(b, hk, sg.kv0), ahead: ahead}
+func (s *viewStore) source(b, hk int, sg seg) kvSource {
+	return kvSource{k: s.k, v: s.v, kBase: s.k.Offset(b, hk, sg.kv0), vBase: s.v.Offset(b, hk, sg.kv0)}
 }
 
 func (s *viewStore) interleaved(heads int) bool { return interleavedRows(heads, s.k, s.v) }
@@ -46,9 +46,9 @@ type cacheStore struct{ caches []*KVCache }
 
 func (s *cacheStore) keys(b int) int { return s.caches[b].n }
 
-func (s *cacheStore) source(b, hk int, sg seg, ahead int) kvSource {
+func (s *cacheStore) source(b, hk int, sg seg) kvSource {
 	kc := s.caches[b]
-	return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0), ahead: ahead}
+	return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0)}
 }
 
 // interleaved is false: a KVCache keeps each head's rows together.
@@ -64,10 +64,10 @@ func (p *pagedRead) keys(b int) int {
 	return n
 }
 
-func (p *pagedRead) source(b, hk int, _ seg, ahead int) kvSource {
+func (p *pagedRead) source(b, hk int, _ seg) kvSource {
 	blocks, _ := p.table(b)
 	k, v := p.pools()
-	return kvSource{k: k, v: v, pg: p, blocks: blocks, hk: hk, ahead: ahead}
+	return kvSource{k: k, v: v, pg: p, blocks: blocks, hk: hk}
 }
 
 func (p *pagedRead) interleaved(heads int) bool {
@@ -111,17 +111,13 @@ type kvSource struct {
 	pg           *pagedRead // paged: the pools and their geometry, or nil
 	blocks       []int32    // paged: the sequence's block table
 	hk           int        // paged: the K/V head
-	ahead        int        // the decode kernels' prefetch distance in keys
 	kOps, vOps   *elemKernels
 }
 
 // kvRun is a run of n keys whose K rows start at element kOff of the
 // source's k and whose V rows start at vOff of its v, SeqStride apart.
-// kAhead and vAhead are the distances, in elements, from a row to the row
-// the decode kernels prefetch while reading it.
 type kvRun struct {
-	kOff, vOff, n  int
-	kAhead, vAhead int
+	kOff, vOff, n int
 }
 
 // keys returns the number of keys of batch entry b.
@@ -130,7 +126,7 @@ func (c *task) keys(b int) int { return c.src.keys(b) }
 // source returns where the keys of sequence sg of batch entry b, K/V head
 // hk, lie.
 func (c *task) source(b, hk int, sg seg) kvSource {
-	s := c.src.source(b, hk, sg, c.ahead)
+	s := c.src.source(b, hk, sg)
 	s.kOps, s.vOps = c.kOps, c.vOps
 	return s
 }
@@ -145,28 +141,17 @@ func (s *kvSource) run(j, end int) kvRun {
 	return kvRun{kOff: s.k.Offset(blk, s.hk, pos), vOff: s.v.Offset(blk, s.hk, pos), n: n}
 }
 
-// rowRun is run for the decode kernels, which read rows in place and
-// prefetch ahead of them: in a paged sequence the run also ends where the
-// rows s.ahead further on stop being consecutive, and the prefetch
-// distance goes through the block table to where the sequence continues
-// (0 past its last block).
-func (s *kvSource) rowRun(j, end int) kvRun {
-	if s.pg == nil {
-		return s.viewRun(j, end)
-	}
-	return s.pg.runAhead(s.blocks, s.hk, j, end, s.ahead)
-}
+// gathers reports whether the decode kernels read the source's rows
+// through a table of their offsets (offsets; kernel.QKRowsGather): a paged
+// sequence, whose table also lists the rows of the keys after a tile, so
+// that the kernels prefetch where the sequence goes on. A tensor view or
+// cache is read at its own stride (keyRow, valueRow).
+func (s *kvSource) gathers() bool { return s.pg != nil }
 
-// scattered reports whether keys [j0, end) of a paged sequence lie in more
-// than one run of consecutive rows: then the decode kernels gather them
-// in one call (kernel.QKRowsGather) instead of one call per run.
-func (s *kvSource) scattered(j0, end int) bool {
-	if s.pg == nil {
-		return false
-	}
-	_, _, n := s.pg.run(s.blocks, j0, end)
-	return n < end-j0
-}
+// keyRow and valueRow return the element offsets of key j's K and V rows
+// in a source that does not gather (gathers is false).
+func (s *kvSource) keyRow(j int) int   { return s.kBase + j*s.k.SeqStride }
+func (s *kvSource) valueRow(j int) int { return s.vBase + j*s.v.SeqStride }
 
 // offsets fills off with the element offsets in x (the source's k or v)
 // of the rows of keys j0, j0+1, ... of a paged sequence, through its block
@@ -194,9 +179,5 @@ func (s *kvSource) offsets(off []int, x *Tensor, j0 int) {
 }
 
 func (s *kvSource) viewRun(j, end int) kvRun {
-	ahead := s.ahead
-	return kvRun{
-		kOff: s.kBase + j*s.k.SeqStride, vOff: s.vBase + j*s.v.SeqStride, n: end - j,
-		kAhead: ahead * s.k.SeqStride, vAhead: ahead * s.v.SeqStride,
-	}
+	return kvRun{kOff: s.keyRow(j), vOff: s.valueRow(j), n: end - j}
 }

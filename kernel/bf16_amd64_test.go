@@ -211,7 +211,7 @@ func TestVDPBF16PSOrder(t *testing.T) {
 // the machine has it, runs these kernels through QKTBF16 and PVBF16.
 func TestBF16AVX512Dispatch(t *testing.T) {
 	skipUnlessImpl(t, AVX512BF16)
-	restore, err := SetImplementation(AVX512BF16)
+	restore, err := setImplementation(AVX512BF16)
 	if err != nil {
 		t.Fatal(err)
 	}

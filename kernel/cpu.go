@@ -101,7 +101,7 @@ func selectLevel(l impl) selection {
 
 // fromEnv makes the start-up selection from FLASHGO_KERNEL: a level,
 // optionally followed by ",bf16=ROW" and ",int8dot=ROW" to pick the rows
-// of those axes (see BF16Implementation and Int8DotImplementation). What
+// of those axes (see BF16Implementation and int8DotImplementation). What
 // it cannot follow is reported in the error, and the best the machine has
 // is used instead.
 func fromEnv(env string) (selection, error) {
@@ -167,18 +167,15 @@ func chooseDot(name string) (*dotRow, error) {
 	return nil, fmt.Errorf("FLASHGO_KERNEL: int8dot=%q is not an integer kernel; want one of %v", name, dotNames(false))
 }
 
-// EnvError returns the reason the FLASHGO_KERNEL environment variable was
-// not followed (an unknown name, or an implementation this machine cannot
-// run), or nil. The package has reported it on standard error at start-up
-// and uses the best implementation available instead; a command can make
-// it fatal.
-func EnvError() error { return envErr }
-
 func init() {
-	if envErr != nil {
-		fmt.Fprintf(os.Stderr, "flashgo: %v\n", envErr)
-	}
+	// The reason FLASHGO_KERNEL was not followed goes to the registry,
+	// where a command finds it (attnbench prints it); the package writes
+	// nothing to standard error.
+	registry.SetEnvError(envErr)
+	registry.RegisterPeak(peak)
 	registry.Register(registry.Kernel, registry.Axis{
+		Rows:      func() []string { return allLevels },
+		Lacks:     func(row string) string { return levelLacks(available(), row) },
 		Available: Implementations,
 		Current:   Implementation,
 		Select: func(name string) func() {
@@ -188,6 +185,8 @@ func init() {
 		},
 	})
 	registry.Register(registry.BF16, registry.Axis{
+		Rows:      func() []string { return allLevels },
+		Lacks:     func(row string) string { return levelLacks(bf16Available(), row) },
 		Available: func() []string { return names(bf16Available()) },
 		Current:   BF16Implementation,
 		Select: func(name string) func() {
@@ -198,14 +197,45 @@ func init() {
 		},
 	})
 	registry.Register(registry.Int8Dot, registry.Axis{
+		Rows:      func() []string { return dotNames(false) },
+		Lacks:     dotLacks,
 		Available: func() []string { return dotNames(true) },
-		Current:   Int8DotImplementation,
+		Current:   int8DotImplementation,
 		Select: func(name string) func() {
 			prev := cur
 			cur.dot, _ = chooseDot(name)
 			return func() { cur = prev }
 		},
 	})
+}
+
+// allLevels is every level the package knows, on any machine, best
+// first.
+var allLevels = []string{AMX, AVX512BF16, AVX512, AVX2, NEON, Generic}
+
+// levelLacks says why the named level is not among avail: what running it
+// needs.
+func levelLacks(avail []impl, name string) string {
+	im := slices.Index(implNames[:], name)
+	switch {
+	case im < 0:
+		return "the package has no level " + name
+	case slices.Contains(avail, impl(im)):
+		return ""
+	}
+	return "this machine or build cannot run it" + needs[im]
+}
+
+// dotLacks says why the named integer kernel cannot run here, or "".
+func dotLacks(name string) string {
+	if name == Generic {
+		return ""
+	}
+	_, err := chooseDot(name)
+	if err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 func names(avail []impl) []string {
@@ -250,12 +280,12 @@ func Implementation() string { return implNames[cur.level] }
 // that level on operands widened exactly to float32), or "generic".
 func BF16Implementation() string { return implNames[cur.bf16L] }
 
-// Int8DotImplementation returns the name of the implementation of
+// int8DotImplementation returns the name of the implementation of
 // QKRowsQ8Dot: "avx512vnni" (VPDPBUSD on 512-bit vectors), "avxvnni" (the
 // VEX form of VPDPBUSD on 256-bit vectors, at the avx2 level of a CPU with
 // AVX-VNNI, or the avx512 level of one without AVX512-VNNI), "avx2"
 // (VPMADDUBSW, on CPUs with neither) or "generic" (a Go loop).
-func Int8DotImplementation() string {
+func int8DotImplementation() string {
 	if cur.dot == nil {
 		return Generic
 	}
@@ -269,11 +299,11 @@ func Implementations() []string {
 	return names(available())
 }
 
-// SetImplementation switches every kernel to the named implementation and
+// setImplementation switches every kernel to the named implementation and
 // returns a function that restores the previous one. It is meant for tests
 // and benchmarks that compare implementations, and must not be called while
 // kernels are running on other goroutines. It returns an error if the name
 // is unknown or the machine cannot run it.
-func SetImplementation(name string) (restore func(), err error) {
+func setImplementation(name string) (restore func(), err error) {
 	return registry.Select(registry.Kernel, name)
 }

@@ -66,16 +66,16 @@ func TestImplementations(t *testing.T) {
 	require.NotEmpty(t, names)
 	assert.Equal(t, Generic, names[len(names)-1])
 	assert.Contains(t, names, Implementation())
-	_, err := SetImplementation("z80")
+	_, err := setImplementation("z80")
 	assert.ErrorContains(t, err, `implementation "z80" is not available`)
-	restore, err := SetImplementation(Generic)
+	restore, err := setImplementation(Generic)
 	require.NoError(t, err)
 	assert.Equal(t, Generic, Implementation())
 	restore()
 }
 
 func TestPeak(t *testing.T) {
-	g, isa := Peak(0)
+	g, isa := peak(0)
 	t.Logf("peak %.1f GFLOP/s (%s)", g, isa)
 	assert.Greater(t, g, 0.1)
 	assert.Contains(t, []string{AVX512, AVX2, "go"}, isa)

@@ -32,7 +32,7 @@
 // wants of its callers (whether the row kernels beat packing, how far they
 // prefetch, MatMul's column block), so that a caller asks instead of
 // knowing registers and distances. Implementation, Implementations,
-// SetImplementation and the FLASHGO_KERNEL variable choose among the
+// setImplementation and the FLASHGO_KERNEL variable choose among the
 // implementations (tests and benchmarks), and Peak measures the FMA peak
 // of one core for reports. Everything else, the assembly and its register
 // plans, is internal and may change.

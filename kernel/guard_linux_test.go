@@ -103,21 +103,21 @@ func guardRows[T RowElem](t *testing.T, a []*guardedArena, atEnd bool, gap, rows
 	q := a[1].block((rows-1)*ldQ+d, atEnd)
 	k, ks, ldK := rowsOperand[T](a[2], a[3], cols, d, d+gap, atEnd)
 	require.NoError(t, QKRows(s, ldS, q, ldQ, k, ks, ldK, rows, cols, d, 1))
-	require.NoError(t, QKRowsPrefetch(s, ldS, q, ldQ, k, ks, ldK, rows, cols, d, 1, 2))
+	require.NoError(t, qkRowsPrefetch(s, ldS, q, ldQ, k, ks, ldK, rows, cols, d, 1, 2))
 	// The gathering kernels on the same rows in reverse order, the first
 	// and the last flush against the guards.
 	off := make([]int, cols)
 	for j := range off {
 		off[j] = (cols - 1 - j) * ldK
 	}
-	require.NoError(t, QKRowsGather(s, ldS, q, ldQ, k, ks, off, rows, cols, d, 1, 0))
+	require.NoError(t, qkRowsGather(s, ldS, q, ldQ, k, ks, off, rows, cols, d, 1, 0))
 	if k8, ok := any(k).([]int8); ok {
 		// The integer product reads the same keys; its query rows are its
 		// own (Q8Query).
 		var qq Q8Query
 		require.NoError(t, qq.Set(q, ldQ, rows, d))
 		require.NoError(t, QKRowsQ8Dot(s, ldS, &qq, k8, ks, ldK, cols, 1))
-		require.NoError(t, QKRowsQ8DotGather(s, ldS, &qq, k8, ks, off, cols, 1, 0))
+		require.NoError(t, qkRowsQ8DotGather(s, ldS, &qq, k8, ks, off, cols, 1, 0))
 	}
 
 	ldO, ldP := d+gap, cols+gap
@@ -125,11 +125,11 @@ func guardRows[T RowElem](t *testing.T, a []*guardedArena, atEnd bool, gap, rows
 	p := a[1].block((rows-1)*ldP+cols, atEnd)
 	v, vs, ldV := rowsOperand[T](a[2], a[3], cols, d, d+gap, atEnd)
 	require.NoError(t, PVRows(o, ldO, p, ldP, v, vs, ldV, rows, cols, d))
-	require.NoError(t, PVRowsPrefetch(o, ldO, p, ldP, v, vs, ldV, rows, cols, d, 2))
+	require.NoError(t, pvRowsPrefetch(o, ldO, p, ldP, v, vs, ldV, rows, cols, d, 2))
 	for j := range off {
 		off[j] = (cols - 1 - j) * ldV
 	}
-	require.NoError(t, PVRowsGather(o, ldO, p, ldP, v, vs, off, rows, cols, d, 0))
+	require.NoError(t, pvRowsGather(o, ldO, p, ldP, v, vs, off, rows, cols, d, 0))
 
 	// PackKPairs: n = cols keys of d components into (d+1)/2 pair rows.
 	ldK2 := 2*cols + gap

@@ -70,7 +70,7 @@ func QKT(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows
 // columns the outputs, as PackKT writes a transposed matrix). It runs on
 // the same SIMD kernels as QKT, with the same rounding: each element is
 // independent of the others, so a product cut into column slices (see
-// Capabilities.MatMulColumns) gives the same bits as the whole. The order of the
+// MatMulSlice) gives the same bits as the whole. The order of the
 // additions is not part of the contract.
 func MatMul(c []float32, ldC int, a []float32, ldA int, b []float32, ldB int, m, n, k int) error {
 	if m < 0 || n < 0 || k < 0 {
@@ -95,6 +95,17 @@ func MatMul(c []float32, ldC int, a []float32, ldA int, b []float32, ldB int, m,
 		qkt(c, ldC, a, ldA, b, ldB, m, n, k, 1)
 	}
 	return nil
+}
+
+// MatMulSlice returns the width of the column slices in which parts
+// goroutines may compute one MatMul of n output columns, a MatMul call per
+// slice (the last one narrower), with the bits of a single call: about
+// n/parts, rounded up to a multiple of the columns the kernels compute
+// together. A width >= n means one call.
+func MatMulSlice(n, parts int) int {
+	step := cur.f32.matMulColumns
+	w := (n + max(parts, 1) - 1) / max(parts, 1)
+	return (w + step - 1) / step * step
 }
 
 // PV accumulates the product of a probability tile and a V panel into an

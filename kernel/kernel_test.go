@@ -391,7 +391,7 @@ func TestQKTEmptyDot(t *testing.T) {
 // TestMatMul checks MatMul against its reference loop on odd sizes, with
 // strides, under every implementation, and that it is bitwise QKT with
 // scale 1 (the kernel it runs on) and bitwise the same when cut into
-// column slices of Capabilities.MatMulColumns.
+// column slices of MatMulSlice's width.
 func TestMatMul(t *testing.T) {
 	testAllImpls(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(21, 22))
@@ -423,12 +423,14 @@ func TestMatMul(t *testing.T) {
 					s := make([]float32, m*ldC)
 					require.NoError(t, QKT(s, ldC, a, ldA, b, ldB, m, n, k, 1))
 					require.Equal(t, s, c, "MatMul is QKT with scale 1")
-					cut := make([]float32, m*ldC)
-					step := Current().MatMulColumns
-					for c0 := 0; c0 < n; c0 += step {
-						require.NoError(t, MatMul(cut[c0:], ldC, a, ldA, b[c0:], ldB, m, min(step, n-c0), k))
+					for _, parts := range []int{2, 3, 5} {
+						cut := make([]float32, m*ldC)
+						step := MatMulSlice(n, parts)
+						for c0 := 0; c0 < n; c0 += step {
+							require.NoError(t, MatMul(cut[c0:], ldC, a, ldA, b[c0:], ldB, m, min(step, n-c0), k))
+						}
+						require.Equal(t, c, cut, "MatMul cut into slices of %d columns (MatMulSlice(%d, %d))", step, n, parts)
 					}
-					require.Equal(t, c, cut, "MatMul cut into slices of %d columns", step)
 				}
 			}
 		}

@@ -80,8 +80,7 @@ func TestCurrent(t *testing.T) {
 		default:
 			assert.False(t, c.RowKernels, Implementation())
 		}
-		assert.Positive(t, c.PrefetchRows)
-		assert.Positive(t, c.MatMulColumns)
-		assert.Zero(t, c.MatMulColumns%4)
+		assert.Positive(t, cur.f32.matMulColumns)
+		assert.Zero(t, cur.f32.matMulColumns%4)
 	})
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Peak measures the float32 multiply-add throughput of one core, in
+// peak measures the float32 multiply-add throughput of one core, in
 // GFLOP/s: the yardstick that flashgo's "percent of peak" figures divide
 // by. On amd64 it runs a loop of independent fused multiply-add chains in
 // the widest instruction set the CPU has (24 zmm chains with AVX-512, 12
@@ -19,7 +19,7 @@ import (
 // the median run, so that a moment of contention on a shared machine does
 // not drag the figure down. Run it on an otherwise idle goroutine; it uses
 // one core.
-func Peak(d time.Duration) (gflops float64, isa string) {
+func peak(d time.Duration) (gflops float64, isa string) {
 	run, flops, isa := peakLoop()
 	rate := func(n int) float64 {
 		start := time.Now()

@@ -46,25 +46,25 @@ type RowElem interface {
 // Q8Block so that every row starts a block. The order of the additions is
 // not part of the contract.
 func QKRows[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) error {
-	return QKRowsPrefetch(s, ldS, q, ldQ, k, scales, ldK, rows, cols, d, scale, prefetchRows*ldK)
+	return qkRowsPrefetch(s, ldS, q, ldQ, k, scales, ldK, rows, cols, d, scale, prefetchRows*ldK)
 }
 
 // prefetchRows is how many rows ahead of the one they read QKRows and
-// PVRows prefetch into the L2 cache (Capabilities.PrefetchRows). A decode
+// PVRows prefetch into the L2 cache. A decode
 // step reads every cached row once, and on one core the hardware
 // prefetcher alone leaves the kernels well short of the memory's read
 // bandwidth.
 const prefetchRows = 64
 
-// QKRowsPrefetch is QKRows with the prefetch distance given: while the
+// qkRowsPrefetch is QKRows with the prefetch distance given: while the
 // assembly reads element e of k, it prefetches the cache line of element
-// e+ahead into the L2 cache. QKRows passes Current().PrefetchRows·ldK; a caller whose
+// e+ahead into the L2 cache. QKRows passes prefetchRows·ldK; a caller whose
 // later rows lie elsewhere (a paged cache's next blocks) passes where they
 // are, as an offset in elements from the rows being read. A prefetch is a
 // hint that never faults, so the target need not lie inside k (0 is a
 // target that costs nothing); ahead changes the speed, never the result.
 // The generic code and float32 values (read by PV) ignore it.
-func QKRowsPrefetch[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32, ahead int) error {
+func qkRowsPrefetch[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32, ahead int) error {
 	if err := checkDims("QKRows", rows, cols, d); err != nil {
 		return err
 	}
@@ -109,12 +109,12 @@ func QKRowsPrefetch[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T
 // a view of the first components of wider rows, as MLA's absorbed decode
 // reads K, gives the bits of the wider V).
 func PVRows[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d int) error {
-	return PVRowsPrefetch(o, ldO, p, ldP, v, scales, ldV, rows, cols, d, prefetchRows*ldV)
+	return pvRowsPrefetch(o, ldO, p, ldP, v, scales, ldV, rows, cols, d, prefetchRows*ldV)
 }
 
-// PVRowsPrefetch is PVRows with the prefetch distance given, in elements
-// of v, as for QKRowsPrefetch.
-func PVRowsPrefetch[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d, ahead int) error {
+// pvRowsPrefetch is PVRows with the prefetch distance given, in elements
+// of v, as for qkRowsPrefetch.
+func pvRowsPrefetch[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d, ahead int) error {
 	if err := checkDims("PVRows", rows, cols, d); err != nil {
 		return err
 	}

@@ -206,22 +206,22 @@ func benchGatherTile[T RowElem](b *testing.B, which string, k, v benchPool[T], q
 	case "rows16":
 		for j := j0; j < j0+tile; j += bs {
 			e, pf := off[j], off[j+ahead]
-			if err := QKRowsPrefetch(s[j-j0:], tile, q, d, k.x[e:], rowScales(k.scales, e), d, rows, bs, d, 0.1, pf-e); err != nil {
+			if err := qkRowsPrefetch(s[j-j0:], tile, q, d, k.x[e:], rowScales(k.scales, e), d, rows, bs, d, 0.1, pf-e); err != nil {
 				b.Fatal(err)
 			}
 		}
 		for j := j0; j < j0+tile; j += bs {
 			e, pf := off[j], off[j+ahead]
-			if err := PVRowsPrefetch(o, d, s[j-j0:], tile, v.x[e:], rowScales(v.scales, e), d, rows, bs, d, pf-e); err != nil {
+			if err := pvRowsPrefetch(o, d, s[j-j0:], tile, v.x[e:], rowScales(v.scales, e), d, rows, bs, d, pf-e); err != nil {
 				b.Fatal(err)
 			}
 		}
 	case "gather":
 		t := off[j0 : j0+tile+ahead]
-		if err := QKRowsGather(s, tile, q, d, k.x, k.scales, t, rows, tile, d, 0.1, ahead); err != nil {
+		if err := qkRowsGather(s, tile, q, d, k.x, k.scales, t, rows, tile, d, 0.1, ahead); err != nil {
 			b.Fatal(err)
 		}
-		if err := PVRowsGather(o, d, s, tile, v.x, v.scales, t, rows, tile, d, ahead); err != nil {
+		if err := pvRowsGather(o, d, s, tile, v.x, v.scales, t, rows, tile, d, ahead); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -24,16 +24,25 @@ import "fmt"
 //		}
 //	}
 //
-// with K as for QKRows. off must hold at least cols offsets. ahead is a
-// prefetch distance in keys: while the assembly reads key j it prefetches
-// the row at off[j+ahead] into the L2 cache, so a caller that passes the
-// offsets of the keys after the tile too (cols+ahead of them, from its
-// block table) has the next rows fetched while it computes; with fewer
-// than cols+ahead offsets, or ahead <= 0, it prefetches nothing further.
-// Prefetching changes the speed, never the result. The result is the same
-// as QKRows's on the same rows laid out at a constant stride, bit for bit,
-// where both run the same implementation.
-func QKRowsGather[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off []int, rows, cols, d int, scale float32, ahead int) error {
+// with K as for QKRows. off must hold at least cols offsets; any after
+// the first cols are those of the keys that follow (a caller's block
+// table beyond the tile), whose rows the kernels fetch into the cache
+// while they compute, which changes the speed, never the result. The
+// result is the same as QKRows's on the same rows laid out at a constant
+// stride, bit for bit, where both run the same implementation.
+func QKRowsGather[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off []int, rows, cols, d int, scale float32) error {
+	return qkRowsGather(s, ldS, q, ldQ, k, scales, off, rows, cols, d, scale, gatherAhead(off, cols))
+}
+
+// gatherAhead is the prefetch distance, in keys, of the gathering kernels
+// over the offsets off of cols keys and the keys after them: the row
+// kernels' distance, or as far as off reaches.
+func gatherAhead(off []int, cols int) int { return max(0, min(prefetchRows, len(off)-cols)) }
+
+// qkRowsGather is QKRowsGather with its prefetch distance in keys: while
+// the assembly reads key j it prefetches the row at off[j+ahead]; with
+// fewer than cols+ahead offsets, or ahead <= 0, nothing further.
+func qkRowsGather[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off []int, rows, cols, d int, scale float32, ahead int) error {
 	if err := checkDims("QKRowsGather", rows, cols, d); err != nil {
 		return err
 	}
@@ -73,10 +82,16 @@ func QKRowsGather[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, 
 //		}
 //	}
 //
-// ahead is the prefetch distance in keys, as for QKRowsGather. As with
+// The offsets after the first cols are prefetched, as for QKRowsGather. As with
 // PVRows, only the first cols probabilities of a row are read, and a
 // column's result does not depend on d.
-func PVRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, d, ahead int) error {
+func PVRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, d int) error {
+	return pvRowsGather(o, ldO, p, ldP, v, scales, off, rows, cols, d, gatherAhead(off, cols))
+}
+
+// pvRowsGather is PVRowsGather with its prefetch distance in keys, as
+// qkRowsGather.
+func pvRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, d, ahead int) error {
 	if err := checkDims("PVRowsGather", rows, cols, d); err != nil {
 		return err
 	}

@@ -54,7 +54,7 @@ func testQKRowsGather[T RowElem](t *testing.T) {
 					k := makeRows[T](rng, poolRows, ld, d)
 					off := gatherOffsets(rng, poolRows, ld, cols, bs)
 					const scale = 0.3
-					require.NoError(t, QKRowsGather(s, ldS, q, ldQ, k.x, k.scales, off, rows, cols, d, scale, 0))
+					require.NoError(t, qkRowsGather(s, ldS, q, ldQ, k.x, k.scales, off, rows, cols, d, scale, 0))
 					checkGuards(t, sBuf, "QKRowsGather")
 					one := make([]float32, rows*cols)
 					for j, e := range off {
@@ -114,7 +114,7 @@ func testPVRowsGather[T RowElem](t *testing.T) {
 					v := makeRows[T](rng, poolRows, ld, d)
 					off := gatherOffsets(rng, poolRows, ld, cols, bs)
 					o0 := append([]float32(nil), o...)
-					require.NoError(t, PVRowsGather(o, ldO, p, ldP, v.x, v.scales, off, rows, cols, d, 0))
+					require.NoError(t, pvRowsGather(o, ldO, p, ldP, v.x, v.scales, off, rows, cols, d, 0))
 					checkGuards(t, oBuf, "PVRowsGather")
 					for i := range rows {
 						for c := range d {
@@ -168,13 +168,13 @@ func testRowsGatherMatchesRows[T RowElem](t *testing.T, d int) {
 			}
 			s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
 			require.NoError(t, QKRows(s1, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.2))
-			require.NoError(t, QKRowsGather(s2, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.2, 8))
+			require.NoError(t, qkRowsGather(s2, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.2, 8))
 			require.Equal(t, s1, s2, "QK rows %d cols %d", rows, cols)
 			o1, o2 := make([]float32, rows*d), make([]float32, rows*d)
 			fill(rng, o1)
 			copy(o2, o1)
 			require.NoError(t, PVRows(o1, d, p, cols, x.x, x.scales, ld, rows, cols, d))
-			require.NoError(t, PVRowsGather(o2, d, p, cols, x.x, x.scales, off, rows, cols, d, 8))
+			require.NoError(t, pvRowsGather(o2, d, p, cols, x.x, x.scales, off, rows, cols, d, 8))
 			require.Equal(t, o1, o2, "PV rows %d cols %d", rows, cols)
 		}
 	}
@@ -205,7 +205,7 @@ func testRowsGatherAsmMatchesGeneric[T RowElem](t *testing.T) {
 		x := makeRows[T](rng, poolRows, d, d)
 		off := gatherOffsets(rng, poolRows, d, cols, 4)
 		s1, s2 := make([]float32, rows*cols), make([]float32, rows*cols)
-		require.NoError(t, QKRowsGather(s1, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.125, 0))
+		require.NoError(t, qkRowsGather(s1, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.125, 0))
 		qkRowsGatherGeneric(s2, cols, q, d, x.x, x.scales, off, rows, cols, 0, d, 0.125)
 		for i := range s1 {
 			assert.InDelta(t, s2[i], s1[i], 1e-4*(1+math.Abs(float64(s2[i]))), "QK d %d score %d", d, i)
@@ -213,7 +213,7 @@ func testRowsGatherAsmMatchesGeneric[T RowElem](t *testing.T) {
 		o1, o2 := make([]float32, rows*d), make([]float32, rows*d)
 		fill(rng, o1)
 		copy(o2, o1)
-		require.NoError(t, PVRowsGather(o1, d, p, cols, x.x, x.scales, off, rows, cols, d, 0))
+		require.NoError(t, pvRowsGather(o1, d, p, cols, x.x, x.scales, off, rows, cols, d, 0))
 		pvRowsGatherGeneric(o2, d, p, cols, x.x, x.scales, off, rows, cols, 0, d)
 		for i := range o1 {
 			assert.InDelta(t, o2[i], o1[i], 1e-4*(1+math.Abs(float64(o2[i]))), "PV d %d output %d", d, i)
@@ -234,12 +234,12 @@ func TestRowsGatherPrefetchKeepsResults(t *testing.T) {
 		x := makeRows[fp16.Float16](rng, poolRows, d, d)
 		off := gatherOffsets(rng, poolRows, d, cols+40, 16)
 		want, wantO := make([]float32, rows*cols), make([]float32, rows*d)
-		require.NoError(t, QKRowsGather(want, cols, q, d, x.x, nil, off, rows, cols, d, 0.3, 0))
-		require.NoError(t, PVRowsGather(wantO, d, p, cols, x.x, nil, off, rows, cols, d, 0))
+		require.NoError(t, qkRowsGather(want, cols, q, d, x.x, nil, off, rows, cols, d, 0.3, 0))
+		require.NoError(t, pvRowsGather(wantO, d, p, cols, x.x, nil, off, rows, cols, d, 0))
 		for _, ahead := range []int{-5, 1, 16, 40, 41, 1000} {
 			s, o := make([]float32, rows*cols), make([]float32, rows*d)
-			require.NoError(t, QKRowsGather(s, cols, q, d, x.x, nil, off, rows, cols, d, 0.3, ahead))
-			require.NoError(t, PVRowsGather(o, d, p, cols, x.x, nil, off, rows, cols, d, ahead))
+			require.NoError(t, qkRowsGather(s, cols, q, d, x.x, nil, off, rows, cols, d, 0.3, ahead))
+			require.NoError(t, pvRowsGather(o, d, p, cols, x.x, nil, off, rows, cols, d, ahead))
 			require.Equal(t, want, s, "QK ahead %d", ahead)
 			require.Equal(t, wantO, o, "PV ahead %d", ahead)
 		}
@@ -254,16 +254,16 @@ func TestRowsGatherErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{QKRowsGather(s, 64, q, 64, k16, nil, []int{0, 8}, 1, 3, 8, 1, 0), "off has 2 offsets; want >= 3"},
-		{QKRowsGather(s, 64, q, 64, k16, nil, []int{0, 57}, 1, 2, 8, 1, 0), "off[1] is 57; want 0 to len(k)-d = 56"},
-		{QKRowsGather(s, 64, q, 64, k16, nil, []int{-1}, 1, 1, 8, 1, 0), "off[0] is -1"},
-		{QKRowsGather(s, 4, q, 64, k16, nil, []int{0, 0, 0, 0, 0, 0, 0, 0}, 2, 8, 8, 1, 0), "leading dimension of s is 4; want >= 8"},
-		{QKRowsGather(s, 64, q, 64, k8, make([]float32, 4), []int{0, 16}, 1, 2, 32, 1, 0), "off[1] is 16; want a multiple of 32"},
-		{QKRowsGather(s, 64, q, 64, k8, make([]float32, 2), []int{0, 64}, 1, 2, 32, 1, 0), "k has 2 scales; want >= 3 for the row at off[1] = 64"},
-		{QKRowsGather(s, 64, q, 64, k16, nil, []int{0}, -1, 1, 8, 1, 0), "negative size"},
-		{PVRowsGather(s, 64, q, 64, k16, nil, []int{0, 60}, 1, 2, 8, 0), "off[1] is 60; want 0 to len(v)-d = 56"},
-		{PVRowsGather(s, 64, q, 64, k8, nil, []int{0}, 1, 1, 32, 0), "v has 0 scales; want >= 1"},
-		{PVRowsGather(s, 4, q, 64, k16, nil, []int{0}, 2, 1, 8, 0), "leading dimension of o is 4; want >= 8"},
+		{qkRowsGather(s, 64, q, 64, k16, nil, []int{0, 8}, 1, 3, 8, 1, 0), "off has 2 offsets; want >= 3"},
+		{qkRowsGather(s, 64, q, 64, k16, nil, []int{0, 57}, 1, 2, 8, 1, 0), "off[1] is 57; want 0 to len(k)-d = 56"},
+		{qkRowsGather(s, 64, q, 64, k16, nil, []int{-1}, 1, 1, 8, 1, 0), "off[0] is -1"},
+		{qkRowsGather(s, 4, q, 64, k16, nil, []int{0, 0, 0, 0, 0, 0, 0, 0}, 2, 8, 8, 1, 0), "leading dimension of s is 4; want >= 8"},
+		{qkRowsGather(s, 64, q, 64, k8, make([]float32, 4), []int{0, 16}, 1, 2, 32, 1, 0), "off[1] is 16; want a multiple of 32"},
+		{qkRowsGather(s, 64, q, 64, k8, make([]float32, 2), []int{0, 64}, 1, 2, 32, 1, 0), "k has 2 scales; want >= 3 for the row at off[1] = 64"},
+		{qkRowsGather(s, 64, q, 64, k16, nil, []int{0}, -1, 1, 8, 1, 0), "negative size"},
+		{pvRowsGather(s, 64, q, 64, k16, nil, []int{0, 60}, 1, 2, 8, 0), "off[1] is 60; want 0 to len(v)-d = 56"},
+		{pvRowsGather(s, 64, q, 64, k8, nil, []int{0}, 1, 1, 32, 0), "v has 0 scales; want >= 1"},
+		{pvRowsGather(s, 4, q, 64, k16, nil, []int{0}, 2, 1, 8, 0), "leading dimension of o is 4; want >= 8"},
 	} {
 		require.Error(t, c.err)
 		assert.Contains(t, c.err.Error(), c.want)
@@ -284,10 +284,10 @@ func TestRowsGatherNoAllocations(t *testing.T) {
 		x := makeRows[int8](rng, poolRows, d, d)
 		off := gatherOffsets(rng, poolRows, d, cols+16, 16)
 		n := testing.AllocsPerRun(20, func() {
-			if err := QKRowsGather(s, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.1, 16); err != nil {
+			if err := qkRowsGather(s, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.1, 16); err != nil {
 				panic(err)
 			}
-			if err := PVRowsGather(o, d, s, cols, x.x, x.scales, off, rows, cols, d, 16); err != nil {
+			if err := pvRowsGather(o, d, s, cols, x.x, x.scales, off, rows, cols, d, 16); err != nil {
 				panic(err)
 			}
 		})
@@ -302,7 +302,7 @@ func ExampleQKRowsGather() {
 	pool := fp16.Float16s([]float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	off := []int{8, 0, 4} // key 0 is the pool's third row, and so on
 	s := make([]float32, 2*3)
-	if err := QKRowsGather(s, 3, q, 4, pool, nil, off, 2, 3, 4, 0.5, 0); err != nil {
+	if err := qkRowsGather(s, 3, q, 4, pool, nil, off, 2, 3, 4, 0.5, 0); err != nil {
 		panic(err)
 	}
 	fmt.Println(s)
@@ -366,11 +366,11 @@ func fuzzRowsGather[T RowElem](t *testing.T, rng *rand.Rand, rows, cols, d, pool
 	s := make([]float32, rows*cols)
 	fill(rng, s)
 	s0 := append([]float32(nil), s...)
-	err := QKRowsGather(s, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.5, ahead)
+	err := qkRowsGather(s, cols, q, d, x.x, x.scales, off, rows, cols, d, 0.5, ahead)
 	o := make([]float32, rows*d)
 	fill(rng, o)
 	o0 := append([]float32(nil), o...)
-	errPV := PVRowsGather(o, d, s0, cols, x.x, x.scales, off, rows, cols, d, ahead)
+	errPV := pvRowsGather(o, d, s0, cols, x.x, x.scales, off, rows, cols, d, ahead)
 	if !valid {
 		if err == nil || errPV == nil {
 			t.Fatalf("invalid offsets (case %d) accepted: QK %v, PV %v", corrupt%8, err, errPV)

@@ -52,8 +52,8 @@ func testPVRowsColumnPrefix[T RowElem](t *testing.T) {
 				require.NoError(t, PVRows(part, dv, p, cols, x.x, x.scales, ld, rows, cols, dv))
 				checkColumnPrefix(t, "PVRows "+what, full, part, rows, d, dv)
 				full, part = append([]float32(nil), o0...), append([]float32(nil), part0...)
-				require.NoError(t, PVRowsGather(full, d, p, cols, x.x, x.scales, off, rows, cols, d, 0))
-				require.NoError(t, PVRowsGather(part, dv, p, cols, x.x, x.scales, off, rows, cols, dv, 0))
+				require.NoError(t, pvRowsGather(full, d, p, cols, x.x, x.scales, off, rows, cols, d, 0))
+				require.NoError(t, pvRowsGather(part, dv, p, cols, x.x, x.scales, off, rows, cols, dv, 0))
 				checkColumnPrefix(t, "PVRowsGather "+what, full, part, rows, d, dv)
 			}
 		}

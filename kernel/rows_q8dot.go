@@ -135,15 +135,15 @@ func (q *Q8Query) prepare() {
 // that is not part of the contract. ldK must be a multiple of Q8Block so
 // that every key row starts a block. It runs VPDPBUSD on AVX512-VNNI or
 // AVX-VNNI and VPMADDUBSW on other AVX2 CPUs (Current().Int8Dot reports
-// an assembly kernel, Int8DotImplementation names it); elsewhere (purego,
+// an assembly kernel, int8DotImplementation names it); elsewhere (purego,
 // arm64) it is a Go loop, slower than QKRows on the same keys.
 func QKRowsQ8Dot(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32) error {
-	return QKRowsQ8DotPrefetch(s, ldS, q, k, kScales, ldK, cols, scale, prefetchRows*ldK)
+	return qkRowsQ8DotPrefetch(s, ldS, q, k, kScales, ldK, cols, scale, prefetchRows*ldK)
 }
 
-// QKRowsQ8DotPrefetch is QKRowsQ8Dot with the prefetch distance given, in
-// elements of k, as for QKRowsPrefetch.
-func QKRowsQ8DotPrefetch(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32, ahead int) error {
+// qkRowsQ8DotPrefetch is QKRowsQ8Dot with the prefetch distance given, in
+// elements of k, as for qkRowsPrefetch.
+func qkRowsQ8DotPrefetch(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32, ahead int) error {
 	const fn = "QKRowsQ8Dot"
 	if q == nil {
 		return fmt.Errorf("kernel.%s: nil query", fn)
@@ -173,10 +173,15 @@ func QKRowsQ8DotPrefetch(s []float32, ldS int, q *Q8Query, k []int8, kScales []f
 // key j's row is the q.Dim() values from off[j] on (a multiple of
 // Q8Block), with the scales from kScales[off[j]/Q8Block] on, as for
 // QKRowsGather. Each score has the bits that QKRowsQ8Dot gives the same
-// row. ahead is the prefetch distance in keys, as for QKRowsGather: a
-// caller that passes the offsets of the keys after the tile too (cols+ahead
-// of them) has those rows prefetched while it computes.
-func QKRowsQ8DotGather(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, off []int, cols int, scale float32, ahead int) error {
+// row. The offsets after the first cols are prefetched, as for
+// QKRowsGather.
+func QKRowsQ8DotGather(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, off []int, cols int, scale float32) error {
+	return qkRowsQ8DotGather(s, ldS, q, k, kScales, off, cols, scale, gatherAhead(off, cols))
+}
+
+// qkRowsQ8DotGather is QKRowsQ8DotGather with its prefetch distance in
+// keys, as qkRowsGather.
+func qkRowsQ8DotGather(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, off []int, cols int, scale float32, ahead int) error {
 	const fn = "QKRowsQ8DotGather"
 	if q == nil {
 		return fmt.Errorf("kernel.%s: nil query", fn)

@@ -81,7 +81,7 @@ func TestQ8QuerySet(t *testing.T) {
 // (selected as a row of the int8dot axis), so that every kernel runs.
 func testDotKernels(t *testing.T, f func(t *testing.T)) {
 	testAllImpls(t, func(t *testing.T) {
-		def := Int8DotImplementation()
+		def := int8DotImplementation()
 		t.Run(def, f)
 		if def == Generic {
 			return
@@ -94,7 +94,7 @@ func testDotKernels(t *testing.T, f func(t *testing.T)) {
 				restore, err := registry.Select(registry.Int8Dot, name)
 				require.NoError(t, err)
 				t.Cleanup(restore)
-				require.Equal(t, name, Int8DotImplementation())
+				require.Equal(t, name, int8DotImplementation())
 				f(t)
 			})
 		}
@@ -220,7 +220,7 @@ func TestQKRowsQ8DotGather(t *testing.T) {
 						off := gatherOffsets(rng, poolRows, ld, cols+8, bs)
 						ldS := cols + 3
 						sBuf, s := guarded((rows-1)*ldS + cols)
-						require.NoError(t, QKRowsQ8DotGather(s, ldS, q, k, ks, off, cols, 0.7, 8))
+						require.NoError(t, qkRowsQ8DotGather(s, ldS, q, k, ks, off, cols, 0.7, 8))
 						checkGuards(t, sBuf, "QKRowsQ8DotGather")
 						checkOutside(t, sBuf, ldS, rows, cols, "QKRowsQ8DotGather")
 						require.Equal(t, k0, k, "QKRowsQ8DotGather modified k")
@@ -249,12 +249,12 @@ func TestQKRowsQ8DotGatherErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{QKRowsQ8DotGather(s, 8, nil, k, ks, []int{0}, 1, 1, 0), "nil query"},
-		{QKRowsQ8DotGather(s, 8, q, k, ks, []int{0}, 2, 1, 0), "off has 1 offsets; want >= 2"},
-		{QKRowsQ8DotGather(s, 8, q, k, ks, []int{0, 200}, 2, 1, 0), "off[1] is 200; want 0 to len(k)-d = 192"},
-		{QKRowsQ8DotGather(s, 8, q, k, ks, []int{0, 16}, 2, 1, 0), "off[1] is 16; want a multiple of 32"},
-		{QKRowsQ8DotGather(s, 8, q, k, ks[:3], []int{0, 128}, 2, 1, 0), "k has 3 scales; want >= 6"},
-		{QKRowsQ8DotGather(s, 1, q, k, ks, []int{0, 64}, 2, 1, 0), "leading dimension of s is 1; want >= 2"},
+		{qkRowsQ8DotGather(s, 8, nil, k, ks, []int{0}, 1, 1, 0), "nil query"},
+		{qkRowsQ8DotGather(s, 8, q, k, ks, []int{0}, 2, 1, 0), "off has 1 offsets; want >= 2"},
+		{qkRowsQ8DotGather(s, 8, q, k, ks, []int{0, 200}, 2, 1, 0), "off[1] is 200; want 0 to len(k)-d = 192"},
+		{qkRowsQ8DotGather(s, 8, q, k, ks, []int{0, 16}, 2, 1, 0), "off[1] is 16; want a multiple of 32"},
+		{qkRowsQ8DotGather(s, 8, q, k, ks[:3], []int{0, 128}, 2, 1, 0), "k has 3 scales; want >= 6"},
+		{qkRowsQ8DotGather(s, 1, q, k, ks, []int{0, 64}, 2, 1, 0), "leading dimension of s is 1; want >= 2"},
 	} {
 		require.Error(t, c.err)
 		require.Contains(t, c.err.Error(), c.want)
@@ -266,7 +266,7 @@ func TestQKRowsQ8DotGatherErrors(t *testing.T) {
 	// the end of k) and however few scales there are.
 	var q0 Q8Query
 	require.NoError(t, q0.Set(nil, 0, 2, 0))
-	require.NoError(t, QKRowsQ8DotGather(s, 8, &q0, k, nil, []int{len(k), 0, 64}, 3, 1, 0))
+	require.NoError(t, qkRowsQ8DotGather(s, 8, &q0, k, nil, []int{len(k), 0, 64}, 3, 1, 0))
 }
 
 func TestQKRowsQ8DotGatherNoAllocations(t *testing.T) {
@@ -277,7 +277,7 @@ func TestQKRowsQ8DotGatherNoAllocations(t *testing.T) {
 		off := gatherOffsets(rng, 64, 128, 80, 16)
 		s := make([]float32, 4*64)
 		n := testing.AllocsPerRun(20, func() {
-			if err := QKRowsQ8DotGather(s, 64, q, k, ks, off, 64, 0.1, 16); err != nil {
+			if err := qkRowsQ8DotGather(s, 64, q, k, ks, off, 64, 0.1, 16); err != nil {
 				panic(err)
 			}
 		})

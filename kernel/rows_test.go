@@ -269,7 +269,7 @@ func TestQKRowsSplitInvariant(t *testing.T) {
 }
 
 // TestRowsPrefetchKeepsResults checks that the prefetch distance of
-// QKRowsPrefetch and PVRowsPrefetch changes nothing but the speed: every
+// qkRowsPrefetch and pvRowsPrefetch changes nothing but the speed: every
 // distance, none, backwards or far past the rows, gives the bits of QKRows
 // and PVRows.
 func TestRowsPrefetchKeepsResults(t *testing.T) {
@@ -292,12 +292,12 @@ func testRowsPrefetch[T RowElem](t *testing.T, rng *rand.Rand, ld int) {
 	fill(rng, p)
 	x := makeRows[T](rng, cols, ld, d)
 	want, wantO := make([]float32, rows*cols), make([]float32, rows*d)
-	require.NoError(t, QKRowsPrefetch(want, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, Current().PrefetchRows*ld))
-	require.NoError(t, PVRowsPrefetch(wantO, d, p, cols, x.x, x.scales, ld, rows, cols, d, Current().PrefetchRows*ld))
+	require.NoError(t, qkRowsPrefetch(want, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, prefetchRows*ld))
+	require.NoError(t, pvRowsPrefetch(wantO, d, p, cols, x.x, x.scales, ld, rows, cols, d, prefetchRows*ld))
 	for _, ahead := range []int{0, 1, -3 * ld, 7*ld + 5, 1000 * ld} {
 		s, o := make([]float32, rows*cols), make([]float32, rows*d)
-		require.NoError(t, QKRowsPrefetch(s, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, ahead))
-		require.NoError(t, PVRowsPrefetch(o, d, p, cols, x.x, x.scales, ld, rows, cols, d, ahead))
+		require.NoError(t, qkRowsPrefetch(s, cols, q, d, x.x, x.scales, ld, rows, cols, d, 0.3, ahead))
+		require.NoError(t, pvRowsPrefetch(o, d, p, cols, x.x, x.scales, ld, rows, cols, d, ahead))
 		require.Equal(t, want, s, "QK ahead %d", ahead)
 		require.Equal(t, wantO, o, "PV ahead %d", ahead)
 	}

@@ -32,8 +32,8 @@ type f32Row struct {
 	packFloat16    func(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int)
 	packBFloat16   func(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int)
 
-	// matMulColumns is the register block of qkt's columns
-	// (Capabilities.MatMulColumns).
+	// matMulColumns is the register block of qkt's columns (MatMulSlice
+	// rounds column slices to it).
 	matMulColumns int
 
 	// The row kernels: mr rows of lanes float32s a register block (mr 0:

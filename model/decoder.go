@@ -943,10 +943,7 @@ func (s *Session) matmul(y []float32, ldY int, x []float32, ldX int, w *matrix, 
 	} else {
 		threads = 1
 	}
-	// Column slices are a whole number of the kernel's register blocks.
-	step := kernel.Current().MatMulColumns
-	width := (w.out + threads - 1) / threads
-	width = (width + step - 1) / step * step
+	width := kernel.MatMulSlice(w.out, threads)
 	if threads == 1 || width >= w.out {
 		if err := kernel.MatMul(y, ldY, x, ldX, w.w, w.out, rows, w.out, w.in); err != nil {
 			return fmt.Errorf("model: projection: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	registry "github.com/flashgo/flashgo/internal/impl"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -89,7 +90,7 @@ func bench(c config, prog *progress) (*report, error) {
 	rep := &report{start: time.Now(), reps: c.reps, llc: c.llc, warm: c.warm}
 	m := machine{cpu: cpuModel(), cpus: runtime.NumCPU(), bandwidth: map[int]float64{}}
 	prog.phase("measuring the FMA peak")
-	m.peak, m.peakISA = kernel.Peak(peakTime)
+	m.peak, m.peakISA = registry.Peak(peakTime)
 	if hasDecode(c.shapes) {
 		for _, n := range c.threads {
 			prog.phase(fmt.Sprintf("measuring the read bandwidth with %d thread%s", n, plural(n)))
@@ -100,7 +101,7 @@ func bench(c config, prog *progress) (*report, error) {
 	// The yardsticks are measured with the best kernels; -kernel applies to
 	// the benchmark itself.
 	if c.kernel != "" {
-		restore, err := kernel.SetImplementation(c.kernel)
+		restore, err := registry.Select(registry.Kernel, c.kernel)
 		if err != nil {
 			return nil, err
 		}

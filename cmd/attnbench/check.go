@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	registry "github.com/flashgo/flashgo/internal/impl"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -266,7 +267,7 @@ func checkAll(eng *attention.Engine, grid []checkShape, kvs []attention.DType, p
 // checkOne runs one call with the kernel implementation impl and compares
 // its output with the oracle's.
 func checkOne(eng *attention.Engine, impl string, c *call, l attention.Layout, want []float64) (reference.Errors, error) {
-	restore, err := kernel.SetImplementation(impl)
+	restore, err := registry.Select(registry.Kernel, impl)
 	if err != nil {
 		return reference.Errors{}, err
 	}

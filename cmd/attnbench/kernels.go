@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/flashgo/flashgo/attention"
+	registry "github.com/flashgo/flashgo/internal/impl"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -12,7 +13,7 @@ import (
 // avx512 kernels, and where the CPU has no bf16 instructions the bf16
 // products run on the float32 kernels of the level, on operands widened
 // exactly to float32. Each function reads the level set now, so call them
-// after -kernel's kernel.SetImplementation.
+// after -kernel's selection.
 
 // f32Kernel is the implementation of the float32 products (QKT, PV, the
 // row kernels): the level, or avx512 for amx and avx512bf16.
@@ -74,7 +75,7 @@ func rowKernel(s shape, dt attention.DType, prec attention.Precision) string {
 		}
 		return bf16Kernel()
 	case precQ8Query:
-		return f32Kernel() + "+" + kernel.Int8DotImplementation()
+		return f32Kernel() + "+" + registry.Current(registry.Int8Dot)
 	}
 	return f32Kernel()
 }

@@ -47,11 +47,10 @@
 package main
 
 import (
-	"github.com/flashgo/flashgo/kernel"
-
 	"errors"
 	"flag"
 	"fmt"
+	registry "github.com/flashgo/flashgo/internal/impl"
 	"io"
 	"os"
 	"runtime/pprof"
@@ -68,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// quietly wrong: an unusable FLASHGO_KERNEL is fatal here. The reason
 	// is printed here, once, whether or not the kernel package also
 	// reports it at start-up.
-	if err := kernel.EnvError(); err != nil {
+	if err := registry.EnvError(); err != nil {
 		fmt.Fprintln(stderr, "attnbench:", err)
 		return 2
 	}

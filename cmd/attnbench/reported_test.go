@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
+	registry "github.com/flashgo/flashgo/internal/impl"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -45,7 +46,7 @@ var (
 // setKernel switches the kernels to impl for the rest of the test.
 func setKernel(t *testing.T, impl string) {
 	t.Helper()
-	restore, err := kernel.SetImplementation(impl)
+	restore, err := registry.Select(registry.Kernel, impl)
 	require.NoError(t, err)
 	t.Cleanup(restore)
 }
@@ -79,7 +80,7 @@ func TestRowKernelNames(t *testing.T) {
 			}
 			assert.Equal(t, inPlace, rowKernel(d1, attention.BF16, attention.PrecisionBFloat16))
 			assert.Equal(t, bf16, rowKernel(d1, attention.F16, attention.PrecisionBFloat16))
-			assert.Equal(t, f32+"+"+kernel.Int8DotImplementation(), rowKernel(d1, attention.Q8, precQ8Query))
+			assert.Equal(t, f32+"+"+registry.Current(registry.Int8Dot), rowKernel(d1, attention.Q8, precQ8Query))
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // The axes kernel registers.
@@ -23,6 +24,12 @@ const (
 
 // An Axis is one column of choices of a package's implementation table.
 type Axis struct {
+	// Rows returns the names of every row the package knows, on any
+	// machine, best first.
+	Rows func() []string
+	// Lacks says why this machine or build cannot run the named row, or
+	// returns "" if it can.
+	Lacks func(row string) string
 	// Available returns the names of the rows this machine and build can
 	// run, best first.
 	Available func() []string
@@ -65,6 +72,26 @@ func List(name string) []string {
 	return a.Available()
 }
 
+// Rows returns the names of every row of the axis the package knows, on
+// any machine, best first (nil for an axis nobody registered).
+func Rows(name string) []string {
+	a, ok := axis(name)
+	if !ok {
+		return nil
+	}
+	return a.Rows()
+}
+
+// Lacks says why this machine or build cannot run the row of the axis, or
+// returns "" if it can.
+func Lacks(name, row string) string {
+	a, ok := axis(name)
+	if !ok {
+		return "no axis " + name + " is registered"
+	}
+	return a.Lacks(row)
+}
+
 // Current returns the name of the row of the axis in use ("" for an axis
 // nobody registered).
 func Current(name string) string {
@@ -87,4 +114,49 @@ func Select(name, row string) (restore func(), err error) {
 		return nil, fmt.Errorf("kernel: implementation %q is not available here; want one of %v", row, avail)
 	}
 	return a.Select(row), nil
+}
+
+var (
+	envErr error
+	peak   func(time.Duration) (float64, string)
+)
+
+// SetEnvError records why the package's environment setting (kernel's
+// FLASHGO_KERNEL) was not followed; the package calls it at
+// initialisation, and falls back to the best implementation instead.
+func SetEnvError(err error) {
+	mu.Lock()
+	defer mu.Unlock()
+	envErr = err
+}
+
+// EnvError returns the reason the environment's implementation setting
+// was not followed, or nil: a command prints it (attnbench makes it
+// fatal); the library itself never writes to standard error.
+func EnvError() error {
+	mu.Lock()
+	defer mu.Unlock()
+	return envErr
+}
+
+// RegisterPeak records the function that measures one core's float32
+// multiply-add throughput (kernel registers its FMA loop).
+func RegisterPeak(f func(time.Duration) (gflops float64, isa string)) {
+	mu.Lock()
+	defer mu.Unlock()
+	peak = f
+}
+
+// Peak measures one core's float32 multiply-add throughput in GFLOP/s for
+// about d, with the name of the instructions that reached it, through the
+// registered function ("", 0 where none is registered): the yardstick of
+// the percent-of-peak figures of benchmarks.
+func Peak(d time.Duration) (gflops float64, isa string) {
+	mu.Lock()
+	f := peak
+	mu.Unlock()
+	if f == nil {
+		return 0, ""
+	}
+	return f(d)
 }
