@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
 // TestAMXDetection checks what the detection says against CPUID: without
@@ -194,9 +195,9 @@ func TestAMXConfig(t *testing.T) {
 	var zero, out [64]byte
 	for _, sh := range [][3]int{{16, 16, 16}, {1, 1, 1}, {5, 16, 3}, {16, 7, 16}} {
 		cfg := amxConfig(sh[0], sh[1], sh[2])
-		amxConfigRoundTrip(&cfg, &out)
+		x86.AmxConfigRoundTrip(&cfg, &out)
 		require.Equal(t, cfg, out, "configuration %v as the CPU holds it", sh)
-		amxStoreConfig(&out)
+		x86.AmxStoreConfig(&out)
 		require.Equal(t, zero, out, "configuration after TILERELEASE")
 	}
 }
@@ -212,10 +213,10 @@ func TestAMXReleasesTiles(t *testing.T) {
 	var zero, out [64]byte
 	for _, c := range []amxCase{{rows: 33, cols: 64, d: 64}, {rows: 7, cols: 34, d: 6}} {
 		testAMXQKT(t, rng, c)
-		amxStoreConfig(&out)
+		x86.AmxStoreConfig(&out)
 		require.Equal(t, zero, out, "after QKT %+v", c)
 		testAMXPV(t, rng, c)
-		amxStoreConfig(&out)
+		x86.AmxStoreConfig(&out)
 		require.Equal(t, zero, out, "after PV %+v", c)
 	}
 }
@@ -333,7 +334,7 @@ func BenchmarkAMX(b *testing.B) {
 			b.Run("QKT/"+shape+"/f32-avx512", func(b *testing.B) {
 				skipUnlessImpl(b, AVX512)
 				for b.Loop() {
-					qktAVX512(&s[0], cols, &qf[0], d, &kt[0], cols, rows, cols, d, 0.125)
+					x86.QktAVX512(&s[0], cols, &qf[0], d, &kt[0], cols, rows, cols, d, 0.125)
 				}
 				report(b)
 			})
@@ -341,7 +342,7 @@ func BenchmarkAMX(b *testing.B) {
 				skipUnlessImpl(b, AVX512)
 				clear(o)
 				for b.Loop() {
-					pvAVX512(&o[0], d, &pf[0], cols, &v[0], d, rows, cols, d)
+					x86.PvAVX512(&o[0], d, &pf[0], cols, &v[0], d, rows, cols, d)
 				}
 				report(b)
 			})
@@ -350,7 +351,7 @@ func BenchmarkAMX(b *testing.B) {
 }
 
 // BenchmarkAMXPeak measures TDPBF16PS at its best in this kernel: one
-// amxTiles call of 4 × 4 tiles of 16 × 16 (four 2 × 2 blocks) over 16 k
+// x86.AmxTiles call of 4 × 4 tiles of 16 × 16 (four 2 × 2 blocks) over 16 k
 // steps whose A and B (20 KiB) stay in the L1 cache. GFLOP/s at
 // 2·64·64·32 flops a k step.
 func BenchmarkAMXPeak(b *testing.B) {
@@ -361,7 +362,7 @@ func BenchmarkAMXPeak(b *testing.B) {
 	a := make([]uint16, 64*kt*32) // 64 rows of kt·32, rows 64 bytes apart: overlapping, all in 2 KiB + kt·64
 	bb := make([]uint16, kt*16*32+4*32)
 	for b.Loop() {
-		amxTiles(&cfg, &c[0], 64, &a[0], 32, &bb[0], 32, 4, 4, kt, 16, 16, 16, 0, 1)
+		x86.AmxTiles(&cfg, &c[0], 64, &a[0], 32, &bb[0], 32, 4, 4, kt, 16, 16, 16, 0, 1)
 	}
 	b.ReportMetric(float64(b.N)*float64(2*64*64*32*kt)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
 // AMX: the bf16 products on Intel's tile unit (TDPBF16PS), from Sapphire
@@ -43,7 +44,7 @@ func enableAMX() error {
 		// implies OSXSAVE: XGETBV below does not fault.
 		return errors.New("this machine has AMX but not AVX-512 F, BW, VL and BF16")
 	}
-	if x := amxXCR0(); x&xcr0Tiles != xcr0Tiles {
+	if x := x86.AmxXCR0(); x&xcr0Tiles != xcr0Tiles {
 		return fmt.Errorf("the OS has not enabled the AMX tile state (XCR0 = %#x)", x)
 	}
 	if err := requestAMXPermission(); err != nil {
@@ -52,13 +53,13 @@ func enableAMX() error {
 	return nil
 }
 
-// Flags of amxTiles (the generator's flagLoadC and flagScale).
+// Flags of x86.AmxTiles (the generator's flagLoadC and flagScale).
 const (
 	amxLoadC = 1 // start each tile of C from memory rather than from zero
 	amxScale = 2 // multiply C by the scale once stored
 )
 
-// amxConfig returns the tile configuration (palette 1) of amxTiles for
+// amxConfig returns the tile configuration (palette 1) of x86.AmxTiles for
 // tiles of C of m rows × n columns and k steps of kp bfloat16 pairs: C in
 // tmm0–3 (m rows of 4n bytes), A in tmm4–5 (m rows of 4kp bytes), B in
 // tmm6–7 (kp rows of 4n bytes). The layout is the SDM's: byte 0 the
@@ -99,7 +100,7 @@ func amxSplit(n int) (parts [2]amxPart, k int) {
 	return parts, k
 }
 
-// qktBF16AMX is QKTBF16 on the tiles (sizes >= 1, d even): one amxTiles
+// qktBF16AMX is QKTBF16 on the tiles (sizes >= 1, d even): one x86.AmxTiles
 // call for each part of the rows, of the keys and of the d/2 pairs. The
 // first pair part of a block starts from zero, the second adds to the
 // sums the first stored, and the last applies the scale: each score is
@@ -119,14 +120,14 @@ func qktBF16AMX(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFlo
 					flags |= amxScale
 				}
 				cfg := amxConfig(r.size, c.size, t.size)
-				amxTiles(&cfg, &s[r.off*ldS+c.off], ldS, bits16(q[r.off*ldQ+2*t.off:]), ldQ,
+				x86.AmxTiles(&cfg, &s[r.off*ldS+c.off], ldS, bits16(q[r.off*ldQ+2*t.off:]), ldQ,
 					bits16(kp[t.off*ldK+2*c.off:]), ldK, r.tiles, c.tiles, t.tiles, r.size, c.size, t.size, flags, scale)
 			}
 		}
 	}
 }
 
-// pvBF16AMX is PVBF16 on the tiles (sizes >= 1, cols even): one amxTiles
+// pvBF16AMX is PVBF16 on the tiles (sizes >= 1, cols even): one x86.AmxTiles
 // call for each part of the rows, of the d output columns and of the
 // cols/2 key pairs, each adding to o.
 func pvBF16AMX(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
@@ -137,7 +138,7 @@ func pvBF16AMX(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloa
 		for _, c := range cp[:nc] {
 			for _, t := range tp[:nt] {
 				cfg := amxConfig(r.size, c.size, t.size)
-				amxTiles(&cfg, &o[r.off*ldO+c.off], ldO, bits16(p[r.off*ldP+2*t.off:]), ldP,
+				x86.AmxTiles(&cfg, &o[r.off*ldO+c.off], ldO, bits16(p[r.off*ldP+2*t.off:]), ldP,
 					bits16(vp[t.off*ldV+2*c.off:]), ldV, r.tiles, c.tiles, t.tiles, r.size, c.size, t.size, amxLoadC, 1)
 			}
 		}

@@ -8,9 +8,10 @@ import (
 	"testing"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
-// The AVX512-BF16 kernels (qktBF16AVX512, pvBF16AVX512) are called
+// The AVX512-BF16 kernels (x86.QktBF16AVX512, x86.PvBF16AVX512) are called
 // directly, whatever implementation is active, and compared bit for bit
 // with a Go model of VDPBF16PS that adds the pairs in the kernels' order:
 // pair t = 0, 1, … into one float32 accumulator, each pair as the
@@ -135,14 +136,14 @@ func testQKTBF16AVX512(t *testing.T, pool *bf16Pool, rows, cols, d int) {
 	pool.fill(q, ldQ, rows, d)
 	pool.fill(kp, ldK, d/2, 2*cols)
 	const scale = 0.3
-	qktBF16AVX512(&s[0], ldS, (*uint16)(&q[0]), ldQ, (*uint16)(&kp[0]), ldK, rows, cols, d, scale)
-	checkOutside(t, sBuf, ldS, rows, cols, "qktBF16AVX512")
+	x86.QktBF16AVX512(&s[0], ldS, (*uint16)(&q[0]), ldQ, (*uint16)(&kp[0]), ldK, rows, cols, d, scale)
+	checkOutside(t, sBuf, ldS, rows, cols, "x86.QktBF16AVX512")
 	want := make([]float32, len(s))
 	qktBF16Model(want, ldS, q, ldQ, kp, ldK, rows, cols, d, scale, vdpOddFirst)
 	for i := range rows {
 		for j := range cols {
 			if g, w := s[i*ldS+j], want[i*ldS+j]; math.Float32bits(g) != math.Float32bits(w) {
-				t.Fatalf("qktBF16AVX512 rows %d cols %d d %d: s[%d,%d] = %v, want %v", rows, cols, d, i, j, g, w)
+				t.Fatalf("x86.QktBF16AVX512 rows %d cols %d d %d: s[%d,%d] = %v, want %v", rows, cols, d, i, j, g, w)
 			}
 		}
 	}
@@ -161,13 +162,13 @@ func testPVBF16AVX512(t *testing.T, pool, probs *bf16Pool, rows, cols, d int) {
 	probs.fill(p, ldP, rows, cols)
 	pool.fill(vp, ldV, cols/2, 2*d)
 	want := append([]float32(nil), o...)
-	pvBF16AVX512(&o[0], ldO, (*uint16)(&p[0]), ldP, (*uint16)(&vp[0]), ldV, rows, cols, d)
-	checkOutside(t, oBuf, ldO, rows, d, "pvBF16AVX512")
+	x86.PvBF16AVX512(&o[0], ldO, (*uint16)(&p[0]), ldP, (*uint16)(&vp[0]), ldV, rows, cols, d)
+	checkOutside(t, oBuf, ldO, rows, d, "x86.PvBF16AVX512")
 	pvBF16Model(want, ldO, p, ldP, vp, ldV, rows, cols, d, vdpOddFirst)
 	for i := range rows {
 		for c := range d {
 			if g, w := o[i*ldO+c], want[i*ldO+c]; math.Float32bits(g) != math.Float32bits(w) {
-				t.Fatalf("pvBF16AVX512 rows %d cols %d d %d: o[%d,%d] = %v, want %v", rows, cols, d, i, c, g, w)
+				t.Fatalf("x86.PvBF16AVX512 rows %d cols %d d %d: o[%d,%d] = %v, want %v", rows, cols, d, i, c, g, w)
 			}
 		}
 	}
@@ -186,7 +187,7 @@ func TestVDPBF16PSOrder(t *testing.T) {
 		o := []float32{1}
 		p := []fp16.BFloat16{b(a0), b(a1)}
 		vp := []fp16.BFloat16{b(b0), b(b1)}
-		pvBF16AVX512(&o[0], 1, (*uint16)(&p[0]), 2, (*uint16)(&vp[0]), 2, 1, 2, 1)
+		x86.PvBF16AVX512(&o[0], 1, (*uint16)(&p[0]), 2, (*uint16)(&vp[0]), 2, 1, 2, 1)
 		return o[0]
 	}
 	const e12, e13 = 0x1p-12, 0x1p-13
@@ -228,10 +229,10 @@ func TestBF16AVX512Dispatch(t *testing.T) {
 	if err := QKTBF16(s, cols, q, d, kp, 2*cols, rows, cols, d, 0.5); err != nil {
 		t.Fatal(err)
 	}
-	qktBF16AVX512(&want[0], cols, (*uint16)(&q[0]), d, (*uint16)(&kp[0]), 2*cols, rows, cols, d, 0.5)
+	x86.QktBF16AVX512(&want[0], cols, (*uint16)(&q[0]), d, (*uint16)(&kp[0]), 2*cols, rows, cols, d, 0.5)
 	for i := range s {
 		if math.Float32bits(s[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("QKTBF16 element %d = %v; qktBF16AVX512 gives %v", i, s[i], want[i])
+			t.Fatalf("QKTBF16 element %d = %v; x86.QktBF16AVX512 gives %v", i, s[i], want[i])
 		}
 	}
 	// The same operands as PV's: p = q (7 rows of 34 keys), vp = kp (17
@@ -240,10 +241,10 @@ func TestBF16AVX512Dispatch(t *testing.T) {
 	if err := PVBF16(o, cols, q, d, kp, 2*cols, rows, d, cols); err != nil {
 		t.Fatal(err)
 	}
-	pvBF16AVX512(&wantO[0], cols, (*uint16)(&q[0]), d, (*uint16)(&kp[0]), 2*cols, rows, d, cols)
+	x86.PvBF16AVX512(&wantO[0], cols, (*uint16)(&q[0]), d, (*uint16)(&kp[0]), 2*cols, rows, d, cols)
 	for i := range o {
 		if math.Float32bits(o[i]) != math.Float32bits(wantO[i]) {
-			t.Fatalf("PVBF16 element %d = %v; pvBF16AVX512 gives %v", i, o[i], wantO[i])
+			t.Fatalf("PVBF16 element %d = %v; x86.PvBF16AVX512 gives %v", i, o[i], wantO[i])
 		}
 	}
 }
@@ -255,7 +256,7 @@ func BenchmarkVDPBF16PSPeak(b *testing.B) {
 	skipUnlessImpl(b, AVX512BF16)
 	const iters, flops = 1000, 24 * 16 * 2 * 2
 	for b.Loop() {
-		vdpbf16psPeakAVX512(iters)
+		x86.Vdpbf16psPeakAVX512(iters)
 	}
 	b.ReportMetric(float64(b.N)*iters*flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }

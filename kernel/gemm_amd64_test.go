@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
 // The assembly QKT and PV kernels are checked against qktGeneric and
@@ -34,19 +36,19 @@ var gemmVariants = []gemmVariant{
 	{
 		name: AVX512,
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
-			qktAVX512(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
+			x86.QktAVX512(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
 		pv: func(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int) {
-			pvAVX512(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
+			x86.PvAVX512(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
 		},
 	},
 	{
 		name: AVX2,
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
-			qktAVX2(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
+			x86.QktAVX2(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
 		pv: func(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int) {
-			pvAVX2(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
+			x86.PvAVX2(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
 		},
 	},
 }
@@ -281,14 +283,14 @@ func TestQKTAsmChunks(t *testing.T) {
 
 func TestFMAPeakRuns(t *testing.T) {
 	if hasAVX512 {
-		fmaPeakAVX512(0)
-		fmaPeakAVX512(1)
-		fmaPeakAVX512(1000)
+		x86.FmaPeakAVX512(0)
+		x86.FmaPeakAVX512(1)
+		x86.FmaPeakAVX512(1000)
 	}
 	if hasAVX2 {
-		fmaPeakAVX2(0)
-		fmaPeakAVX2(1)
-		fmaPeakAVX2(1000)
+		x86.FmaPeakAVX2(0)
+		x86.FmaPeakAVX2(1)
+		x86.FmaPeakAVX2(1000)
 	}
 }
 

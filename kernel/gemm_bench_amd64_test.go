@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
 // The matrix benchmarks report GFLOP/s and two shares of the FMA peak of
@@ -35,8 +37,8 @@ type fmaPeak struct {
 }
 
 var (
-	peakAVX512 = fmaPeak{"avx512", hasAVX512, fmaPeakAVX512, fmaPeakFlopsAVX512}
-	peakAVX2   = fmaPeak{"avx2", hasAVX2, fmaPeakAVX2, fmaPeakFlopsAVX2}
+	peakAVX512 = fmaPeak{"avx512", hasAVX512, x86.FmaPeakAVX512, fmaPeakFlopsAVX512}
+	peakAVX2   = fmaPeak{"avx2", hasAVX2, x86.FmaPeakAVX2, fmaPeakFlopsAVX2}
 )
 
 // gflops runs n iterations of the peak loop and returns its GFLOP/s.

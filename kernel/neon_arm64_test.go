@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel/internal/arm"
 )
 
 // The NEON kernels are tested against their generic twins on every size
@@ -84,7 +85,7 @@ func TestQKTNEON(t *testing.T) {
 				kt.fillNormal(rng)
 				scale := float32(0.125 + rng.Float64())
 				sg := s.clone()
-				qktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, scale)
+				arm.QktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, scale)
 				qktGeneric(sg.s(), sg.ld, q.s(), q.ld, kt.s(), kt.ld, rows, nc, d, scale)
 				what := fmt.Sprintf("QKT rows %d cols %d d %d", rows, nc, d)
 				s.checkOutside(t, what)
@@ -132,7 +133,7 @@ func TestQKTNEONSpecials(t *testing.T) {
 					*kt.at(rng.IntN(d), rng.IntN(nc)) = specials[rng.IntN(len(specials))]
 				}
 				sg := s.clone()
-				qktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, 0.5)
+				arm.QktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, 0.5)
 				qktGeneric(sg.s(), sg.ld, q.s(), q.ld, kt.s(), kt.ld, rows, nc, d, 0.5)
 				s.checkOutside(t, "QKT specials")
 				for i := range rows {
@@ -176,7 +177,7 @@ func TestPVNEON(t *testing.T) {
 					}
 				}
 				og, o0 := o.clone(), o.clone()
-				pvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, nc, d)
+				arm.PvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, nc, d)
 				pvGeneric(og.s(), og.ld, p.s(), p.ld, v.s(), v.ld, rows, nc, d)
 				what := fmt.Sprintf("PV rows %d cols %d d %d", rows, nc, d)
 				o.checkOutside(t, what)
@@ -220,7 +221,7 @@ func TestPVNEONExactSingleKey(t *testing.T) {
 			for k := range d {
 				*v.at(0, k) = float32(k + 1)
 			}
-			pvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, 1, d)
+			arm.PvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, 1, d)
 			o.checkOutside(t, "PV single key")
 			for i := range rows {
 				for k := range d {
@@ -231,7 +232,7 @@ func TestPVNEONExactSingleKey(t *testing.T) {
 	}
 }
 
-// checkExpSum runs expSumNEON on src (copied into a guarded buffer at off)
+// checkExpSum runs arm.ExpSumNEON on src (copied into a guarded buffer at off)
 // against Exp, elementwise within 1 ulp, 0 exactly where Exp gives 0, and
 // the sum within 1e-6·n of the generic sum.
 func checkExpSum(t *testing.T, src []float32, max float32, off int, inPlace bool) {
@@ -243,7 +244,7 @@ func checkExpSum(t *testing.T, src []float32, max float32, off int, inPlace bool
 	if !inPlace {
 		db = newBlock(1, n, n, 3-off%3)
 	}
-	got := expSumNEON(&db.s()[0], &sb.s()[0], n, max)
+	got := arm.ExpSumNEON(&db.s()[0], &sb.s()[0], n, max)
 	db.checkOutside(t, "ExpSum dst")
 	want := expSumGeneric(make([]float32, n), src, max)
 	for i, x := range src {
@@ -308,7 +309,7 @@ func TestExpNEONRange(t *testing.T) {
 			src[i] = r[0] + (r[1]-r[0])*float32(i)/n
 		}
 		dst := make([]float32, n)
-		expSumNEON(&dst[0], &src[0], n, 0)
+		arm.ExpSumNEON(&dst[0], &src[0], n, 0)
 		worst := int64(0)
 		for i, x := range src {
 			d := ulps(dst[i], Exp(x))
@@ -329,7 +330,7 @@ func TestMaxNEON(t *testing.T) {
 		t.Helper()
 		b := newBlock(1, len(x), len(x), off)
 		copy(b.s(), x)
-		got, want := maxNEON(&b.s()[0], len(x)), maxGeneric(x)
+		got, want := arm.MaxNEON(&b.s()[0], len(x)), maxGeneric(x)
 		if math.Float32bits(got) != math.Float32bits(want) {
 			t.Fatalf("Max of %d elements %v: NEON %g (%#x), generic %g (%#x)", len(x), x, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
@@ -386,7 +387,7 @@ func TestScaleNEON(t *testing.T) {
 		}
 		for _, a := range []float32{0.7, -3, 0, float32(math.Inf(1)), 1e-30} {
 			dst := newBlock(1, n, n, 1+(si+1)%3)
-			scaleNEON(&dst.s()[0], &src.s()[0], n, a)
+			arm.ScaleNEON(&dst.s()[0], &src.s()[0], n, a)
 			dst.checkOutside(t, "Scale")
 			want := make([]float32, n)
 			scaleGeneric(want, src.s(), a)
@@ -397,7 +398,7 @@ func TestScaleNEON(t *testing.T) {
 			}
 			// In place.
 			in := src.clone()
-			scaleNEON(&in.s()[0], &in.s()[0], n, a)
+			arm.ScaleNEON(&in.s()[0], &in.s()[0], n, a)
 			in.checkOutside(t, "Scale in place")
 			for i := range want {
 				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(in.s()[i]), "Scale in place n %d [%d]", n, i)
@@ -447,16 +448,16 @@ type packCase struct {
 }
 
 var packCases = []packCase{
-	{"PackKTFloat16", true, packKTF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
+	{"PackKTFloat16", true, arm.PackKTF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
 		packKTFloat16Generic(dst, ldDst, src.f16(), src.ld, n, d)
 	}},
-	{"PackKTBFloat16", true, packKTBF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
+	{"PackKTBFloat16", true, arm.PackKTBF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
 		packKTBFloat16Generic(dst, ldDst, src.bf16(), src.ld, n, d)
 	}},
-	{"PackFloat16", false, packF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
+	{"PackFloat16", false, arm.PackF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
 		packFloat16Generic(dst, ldDst, src.f16(), src.ld, n, d)
 	}},
-	{"PackBFloat16", false, packBF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
+	{"PackBFloat16", false, arm.PackBF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
 		packBFloat16Generic(dst, ldDst, src.bf16(), src.ld, n, d)
 	}},
 }
@@ -520,11 +521,11 @@ func TestPack16NEONAllPatterns(t *testing.T) {
 	next := 0
 	src.fill(func() uint16 { v := uint16(next); next++; return v })
 	dst := make([]float32, 1<<16)
-	packF16NEON(&dst[0], 1<<16, &src.s()[0], 1<<16, 1, 1<<16)
+	arm.PackF16NEON(&dst[0], 1<<16, &src.s()[0], 1<<16, 1, 1<<16)
 	for i, f := range dst {
 		assert.Equal(t, fp16.Float16(i).IsNaN(), f != f, "binary16 %#04x", i)
 	}
-	packBF16NEON(&dst[0], 1<<16, &src.s()[0], 1<<16, 1, 1<<16)
+	arm.PackBF16NEON(&dst[0], 1<<16, &src.s()[0], 1<<16, 1, 1<<16)
 	for i, f := range dst {
 		assert.Equal(t, fp16.BFloat16(i).IsNaN(), f != f, "bfloat16 %#04x", i)
 	}
@@ -537,7 +538,7 @@ func TestPackKTNEON(t *testing.T) {
 		src.each(func(p *float32) { *p = math.Float32frombits(rng.Uint32()) })
 		dst := newBlock(d, n, n+gapFor(rng), 1+(off+n)%3)
 		want := dst.clone()
-		packKTNEON(&dst.s()[0], dst.ld, &src.s()[0], src.ld, n, d)
+		arm.PackKTNEON(&dst.s()[0], dst.ld, &src.s()[0], src.ld, n, d)
 		packKTGeneric(want.s(), want.ld, src.s(), src.ld, n, d)
 		what := fmt.Sprintf("PackKT n %d d %d", n, d)
 		dst.checkOutside(t, what)
@@ -576,7 +577,7 @@ func TestNEONDegenerate(t *testing.T) {
 			s := newBlock(rows, nc, nc+1, 1)
 			sg := s.clone()
 			var q, kt [1]float32
-			qktNEON(&s.s()[0], s.ld, &q[0], 1, &kt[0], nc, rows, nc, 0, 0.5)
+			arm.QktNEON(&s.s()[0], s.ld, &q[0], 1, &kt[0], nc, rows, nc, 0, 0.5)
 			qktGeneric(sg.s(), sg.ld, nil, 0, nil, nc, rows, nc, 0, 0.5) // ldQ 0: qktGeneric slices q rows even when d = 0
 			s.checkOutside(t, "QKT d = 0")
 			for i := range s.buf {
@@ -594,24 +595,24 @@ func TestNEONDegenerate(t *testing.T) {
 		}
 	}
 	for _, sz := range [][3]int{{0, 1, 1}, {1, 0, 1}, {1, 1, 0}, {0, 0, 0}} {
-		pvNEON(p, 8, p, 8, p, 8, sz[0], sz[1], sz[2])
+		arm.PvNEON(p, 8, p, 8, p, 8, sz[0], sz[1], sz[2])
 		untouched("PV")
 		if sz[2] != 0 {
-			qktNEON(p, 8, p, 8, p, 8, sz[0], sz[1], sz[2], 1)
+			arm.QktNEON(p, 8, p, 8, p, 8, sz[0], sz[1], sz[2], 1)
 			untouched("QKT")
 		}
 	}
-	assert.Zero(t, expSumNEON(p, p, 0, 1))
+	assert.Zero(t, arm.ExpSumNEON(p, p, 0, 1))
 	untouched("ExpSum")
-	assert.True(t, math.IsInf(float64(maxNEON(p, 0)), -1))
-	scaleNEON(p, p, 0, 2)
+	assert.True(t, math.IsInf(float64(arm.MaxNEON(p, 0)), -1))
+	arm.ScaleNEON(p, p, 0, 2)
 	untouched("Scale")
 	for _, nd := range [][2]int{{0, 3}, {3, 0}} {
-		packKTNEON(p, 8, p, 8, nd[0], nd[1])
-		packKTF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
-		packKTBF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
-		packF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
-		packBF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
+		arm.PackKTNEON(p, 8, p, 8, nd[0], nd[1])
+		arm.PackKTF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
+		arm.PackKTBF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
+		arm.PackF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
+		arm.PackBF16NEON(p, 8, &h[0], 8, nd[0], nd[1])
 		untouched("packs")
 	}
 }

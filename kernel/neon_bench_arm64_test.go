@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel/internal/arm"
 )
 
 // Benchmarks of the NEON kernels against their generic twins on tiles of
@@ -35,7 +36,7 @@ func BenchmarkNEONQKT(b *testing.B) {
 		b.Run("neon/"+name, func(b *testing.B) {
 			b.SetBytes(flops) // "MB/s" reads as MFLOP/s
 			for b.Loop() {
-				qktNEON(&s[0], sz.cols, &q[0], sz.d, &kt[0], sz.cols, sz.rows, sz.cols, sz.d, 0.125)
+				arm.QktNEON(&s[0], sz.cols, &q[0], sz.d, &kt[0], sz.cols, sz.rows, sz.cols, sz.d, 0.125)
 			}
 		})
 		b.Run("generic/"+name, func(b *testing.B) {
@@ -57,7 +58,7 @@ func BenchmarkNEONPV(b *testing.B) {
 		b.Run("neon/"+name, func(b *testing.B) {
 			b.SetBytes(flops)
 			for b.Loop() {
-				pvNEON(&o[0], sz.d, &p[0], sz.cols, &v[0], sz.d, sz.rows, sz.cols, sz.d)
+				arm.PvNEON(&o[0], sz.d, &p[0], sz.cols, &v[0], sz.d, sz.rows, sz.cols, sz.d)
 			}
 		})
 		b.Run("generic/"+name, func(b *testing.B) {
@@ -76,7 +77,7 @@ func BenchmarkNEONVec(b *testing.B) {
 	b.Run("ExpSum/neon", func(b *testing.B) {
 		b.SetBytes(4 * n)
 		for b.Loop() {
-			expSumNEON(&dst[0], &src[0], n, 3)
+			arm.ExpSumNEON(&dst[0], &src[0], n, 3)
 		}
 	})
 	b.Run("ExpSum/generic", func(b *testing.B) {
@@ -88,7 +89,7 @@ func BenchmarkNEONVec(b *testing.B) {
 	b.Run("Max/neon", func(b *testing.B) {
 		b.SetBytes(4 * n)
 		for b.Loop() {
-			maxNEON(&src[0], n)
+			arm.MaxNEON(&src[0], n)
 		}
 	})
 	b.Run("Max/generic", func(b *testing.B) {
@@ -100,7 +101,7 @@ func BenchmarkNEONVec(b *testing.B) {
 	b.Run("Scale/neon", func(b *testing.B) {
 		b.SetBytes(4 * n)
 		for b.Loop() {
-			scaleNEON(&dst[0], &src[0], n, 0.5)
+			arm.ScaleNEON(&dst[0], &src[0], n, 0.5)
 		}
 	})
 	b.Run("Scale/generic", func(b *testing.B) {
@@ -123,15 +124,15 @@ func BenchmarkNEONPack(b *testing.B) {
 		name string
 		run  func()
 	}{
-		{"PackKT/neon", func() { packKTNEON(&dst[0], n, &src[0], d, n, d) }},
+		{"PackKT/neon", func() { arm.PackKTNEON(&dst[0], n, &src[0], d, n, d) }},
 		{"PackKT/generic", func() { packKTGeneric(dst, n, src, d, n, d) }},
-		{"PackKTFloat16/neon", func() { packKTF16NEON(&dst[0], n, hp, d, n, d) }},
+		{"PackKTFloat16/neon", func() { arm.PackKTF16NEON(&dst[0], n, hp, d, n, d) }},
 		{"PackKTFloat16/generic", func() { packKTFloat16Generic(dst, n, h, d, n, d) }},
-		{"PackKTBFloat16/neon", func() { packKTBF16NEON(&dst[0], n, bp, d, n, d) }},
+		{"PackKTBFloat16/neon", func() { arm.PackKTBF16NEON(&dst[0], n, bp, d, n, d) }},
 		{"PackKTBFloat16/generic", func() { packKTBFloat16Generic(dst, n, bh, d, n, d) }},
-		{"PackFloat16/neon", func() { packF16NEON(&dst[0], d, hp, d, n, d) }},
+		{"PackFloat16/neon", func() { arm.PackF16NEON(&dst[0], d, hp, d, n, d) }},
 		{"PackFloat16/generic", func() { packFloat16Generic(dst, d, h, d, n, d) }},
-		{"PackBFloat16/neon", func() { packBF16NEON(&dst[0], d, bp, d, n, d) }},
+		{"PackBFloat16/neon", func() { arm.PackBF16NEON(&dst[0], d, bp, d, n, d) }},
 		{"PackBFloat16/generic", func() { packBFloat16Generic(dst, d, bh, d, n, d) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -2,6 +2,8 @@
 
 package kernel
 
+import "github.com/flashgo/flashgo/kernel/internal/x86"
+
 // Flops of one iteration of the FMA peak loops: 24 zmm FMAs of 16 lanes and
 // 12 ymm FMAs of 8 lanes, two flops a lane.
 const (
@@ -14,9 +16,9 @@ const (
 func peakLoop() (run func(n int), flops int, isa string) {
 	switch {
 	case hasAVX512:
-		return fmaPeakAVX512, fmaPeakFlopsAVX512, AVX512
+		return x86.FmaPeakAVX512, fmaPeakFlopsAVX512, AVX512
 	case hasAVX2:
-		return fmaPeakAVX2, fmaPeakFlopsAVX2, AVX2
+		return x86.FmaPeakAVX2, fmaPeakFlopsAVX2, AVX2
 	}
 	return goPeak, goPeakFlops, "go"
 }

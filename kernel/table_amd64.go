@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
 // The amd64 rows of the implementation table: the float32 kernels of the
@@ -13,9 +14,9 @@ import (
 // the bf16 products of each level, and the three integer kernels.
 
 var (
-	dotAVX512VNNI = &dotRow{name: "avx512vnni", needs: " (it needs AVX-512 F, BW, VL and VNNI)", ok: hasVNNI, mr: 4, rows: qkRowsQ8DotAVX512, gather: qkRowsQ8DotGatherAVX512}
-	dotAVXVNNI    = &dotRow{name: "avxvnni", needs: " (it needs AVX2, FMA, F16C and AVX-VNNI)", ok: hasAVXVNNI, mr: 2, rows: qkRowsQ8DotAVXVNNI, gather: qkRowsQ8DotGatherAVXVNNI}
-	dotAVX2       = &dotRow{name: "avx2", needs: " (it needs AVX2, FMA and F16C)", ok: hasAVX2, mr: 2, rows: qkRowsQ8DotAVX2, gather: qkRowsQ8DotGatherAVX2}
+	dotAVX512VNNI = &dotRow{name: "avx512vnni", needs: " (it needs AVX-512 F, BW, VL and VNNI)", ok: hasVNNI, mr: 4, rows: x86.QkRowsQ8DotAVX512, gather: x86.QkRowsQ8DotGatherAVX512}
+	dotAVXVNNI    = &dotRow{name: "avxvnni", needs: " (it needs AVX2, FMA, F16C and AVX-VNNI)", ok: hasAVXVNNI, mr: 2, rows: x86.QkRowsQ8DotAVXVNNI, gather: x86.QkRowsQ8DotGatherAVXVNNI}
+	dotAVX2       = &dotRow{name: "avx2", needs: " (it needs AVX2, FMA and F16C)", ok: hasAVX2, mr: 2, rows: x86.QkRowsQ8DotAVX2, gather: x86.QkRowsQ8DotGatherAVX2}
 )
 
 func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
@@ -24,97 +25,99 @@ func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 	bf16[implAVX512], bf16[implAVX2] = widenBF16Row(z, true), widenBF16Row(y, true)
 	bf16[implAVX512BF16] = &bf16Row{
 		qkt: func(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
-			qktBF16AVX512(&s[0], ldS, bits16(q), ldQ, bits16(kp), ldK, rows, cols, d, scale)
+			x86.QktBF16AVX512(&s[0], ldS, bits16(q), ldQ, bits16(kp), ldK, rows, cols, d, scale)
 		},
 		pv: func(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
-			pvBF16AVX512(&o[0], ldO, bits16(p), ldP, bits16(vp), ldV, rows, cols, d)
+			x86.PvBF16AVX512(&o[0], ldO, bits16(p), ldP, bits16(vp), ldV, rows, cols, d)
 		},
-		softmax: softmaxBF16AVX512, vecSoftmax: true, round: roundBF16AVX512,
+		softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
 	}
-	bf16[implAMX] = &bf16Row{qkt: qktBF16AMX, pv: pvBF16AMX, softmax: softmaxBF16AVX512, vecSoftmax: true, round: roundBF16AVX512}
+	bf16[implAMX] = &bf16Row{qkt: qktBF16AMX, pv: pvBF16AMX, softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512}
 	return f32, bf16, []*dotRow{dotAVX512VNNI, dotAVXVNNI, dotAVX2}
 }
 
 func avx512Row() *f32Row {
 	return &f32Row{
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
-			qktAVX512(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
+			x86.QktAVX512(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
 		pv: func(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int) {
-			pvAVX512(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
+			x86.PvAVX512(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
 		},
-		expSum:  func(dst, src []float32, max float32) float32 { return expSumAVX512(&dst[0], &src[0], len(dst), max) },
-		max:     func(x []float32) float32 { return maxAVX512(&x[0], len(x)) },
-		softCap: func(dst, src []float32, c, inv float32) { softCapAVX512(&dst[0], &src[0], len(dst), c, inv) },
-		scale:   func(dst, src []float32, a float32) { scaleAVX512(&dst[0], &src[0], len(dst), a) },
+		expSum: func(dst, src []float32, max float32) float32 {
+			return x86.ExpSumAVX512(&dst[0], &src[0], len(dst), max)
+		},
+		max:     func(x []float32) float32 { return x86.MaxAVX512(&x[0], len(x)) },
+		softCap: func(dst, src []float32, c, inv float32) { x86.SoftCapAVX512(&dst[0], &src[0], len(dst), c, inv) },
+		scale:   func(dst, src []float32, a float32) { x86.ScaleAVX512(&dst[0], &src[0], len(dst), a) },
 		packKT: func(dst []float32, ldDst int, src []float32, ldSrc int, n, d int) {
-			packKTAVX512(&dst[0], ldDst, &src[0], ldSrc, n, d)
+			x86.PackKTAVX512(&dst[0], ldDst, &src[0], ldSrc, n, d)
 		},
 		packKTFloat16: func(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int) {
-			packKTF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackKTF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		packKTBFloat16: func(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int) {
-			packKTBF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackKTBF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		packFloat16: func(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int) {
-			packF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		packBFloat16: func(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int) {
-			packBF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackBF16AVX512(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		matMulColumns: 64,
 		mr:            4, lanes: 16, pvAnyWidth: true,
 		qkRows: [4]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsF32AVX512(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsF32AVX512(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 			rowF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsF16AVX512(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsF16AVX512(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 			rowBF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsBF16AVX512(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsBF16AVX512(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsQ8AVX512(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsQ8AVX512(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 		},
 		pvRows: [4]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
-				pvRowsF16AVX512(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
+				x86.PvRowsF16AVX512(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 			rowBF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
-				pvRowsBF16AVX512(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
+				x86.PvRowsBF16AVX512(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
-				pvRowsQ8AVX512(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
+				x86.PvRowsQ8AVX512(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 		},
 		qkGather: [4]qkGatherFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherF32AVX512(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherF32AVX512(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 			rowF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherF16AVX512(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherF16AVX512(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 			rowBF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherBF16AVX512(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherBF16AVX512(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherQ8AVX512(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherQ8AVX512(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 		},
 		pvGather: [4]pvGatherFunc{
 			rowF32: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherF32AVX512(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherF32AVX512(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
 			},
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherF16AVX512(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherF16AVX512(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
 			},
 			rowBF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherBF16AVX512(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherBF16AVX512(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
 			},
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherQ8AVX512(o, ldO, p, ldP, (*int8)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherQ8AVX512(o, ldO, p, ldP, (*int8)(v), off, pfo, vs, rows, cols, dv)
 			},
 		},
 	}
@@ -123,83 +126,83 @@ func avx512Row() *f32Row {
 func avx2Row() *f32Row {
 	return &f32Row{
 		qkt: func(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows, cols, d int, scale float32) {
-			qktAVX2(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
+			x86.QktAVX2(&s[0], ldS, &q[0], ldQ, &kt[0], ldK, rows, cols, d, scale)
 		},
 		pv: func(o []float32, ldO int, p []float32, ldP int, v []float32, ldV int, rows, cols, d int) {
-			pvAVX2(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
+			x86.PvAVX2(&o[0], ldO, &p[0], ldP, &v[0], ldV, rows, cols, d)
 		},
-		expSum:  func(dst, src []float32, max float32) float32 { return expSumAVX2(&dst[0], &src[0], len(dst), max) },
-		max:     func(x []float32) float32 { return maxAVX2(&x[0], len(x)) },
-		softCap: func(dst, src []float32, c, inv float32) { softCapAVX2(&dst[0], &src[0], len(dst), c, inv) },
-		scale:   func(dst, src []float32, a float32) { scaleAVX2(&dst[0], &src[0], len(dst), a) },
+		expSum:  func(dst, src []float32, max float32) float32 { return x86.ExpSumAVX2(&dst[0], &src[0], len(dst), max) },
+		max:     func(x []float32) float32 { return x86.MaxAVX2(&x[0], len(x)) },
+		softCap: func(dst, src []float32, c, inv float32) { x86.SoftCapAVX2(&dst[0], &src[0], len(dst), c, inv) },
+		scale:   func(dst, src []float32, a float32) { x86.ScaleAVX2(&dst[0], &src[0], len(dst), a) },
 		packKT: func(dst []float32, ldDst int, src []float32, ldSrc int, n, d int) {
-			packKTAVX2(&dst[0], ldDst, &src[0], ldSrc, n, d)
+			x86.PackKTAVX2(&dst[0], ldDst, &src[0], ldSrc, n, d)
 		},
 		packKTFloat16: func(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int) {
-			packKTF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackKTF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		packKTBFloat16: func(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int) {
-			packKTBF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackKTBF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		packFloat16: func(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int) {
-			packF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		packBFloat16: func(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int) {
-			packBF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
+			x86.PackBF16AVX2(&dst[0], ldDst, bits16(src), ldSrc, n, d)
 		},
 		matMulColumns: 16,
 		mr:            2, lanes: 8,
 		qkRows: [4]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsF32AVX2(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsF32AVX2(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 			rowF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsF16AVX2(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsF16AVX2(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 			rowBF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsBF16AVX2(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsBF16AVX2(s, ldS, q, ldQ, (*uint16)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
-				qkRowsQ8AVX2(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+				x86.QkRowsQ8AVX2(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 		},
 		pvRows: [4]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
-				pvRowsF16AVX2(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
+				x86.PvRowsF16AVX2(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 			rowBF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
-				pvRowsBF16AVX2(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
+				x86.PvRowsBF16AVX2(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
-				pvRowsQ8AVX2(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
+				x86.PvRowsQ8AVX2(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 		},
 		qkGather: [4]qkGatherFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherF32AVX2(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherF32AVX2(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 			rowF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherF16AVX2(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherF16AVX2(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 			rowBF16: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherBF16AVX2(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherBF16AVX2(s, ldS, q, ldQ, (*uint16)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
-				qkRowsGatherQ8AVX2(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
+				x86.QkRowsGatherQ8AVX2(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 		},
 		pvGather: [4]pvGatherFunc{
 			rowF32: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherF32AVX2(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherF32AVX2(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
 			},
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherF16AVX2(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherF16AVX2(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
 			},
 			rowBF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherBF16AVX2(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherBF16AVX2(o, ldO, p, ldP, (*uint16)(v), off, pfo, vs, rows, cols, dv)
 			},
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
-				pvRowsGatherQ8AVX2(o, ldO, p, ldP, (*int8)(v), off, pfo, vs, rows, cols, dv)
+				x86.PvRowsGatherQ8AVX2(o, ldO, p, ldP, (*int8)(v), off, pfo, vs, rows, cols, dv)
 			},
 		},
 	}

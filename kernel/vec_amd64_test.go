@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
 // Tests of the vector kernels in vec_amd64.s against their generic twins.
@@ -37,8 +38,8 @@ type vecISA struct {
 }
 
 var vecISAs = []vecISA{
-	{AVX512, expSumAVX512, maxAVX512, scaleAVX512, packKTAVX512, packKTF16AVX512, packKTBF16AVX512, packF16AVX512, packBF16AVX512},
-	{AVX2, expSumAVX2, maxAVX2, scaleAVX2, packKTAVX2, packKTF16AVX2, packKTBF16AVX2, packF16AVX2, packBF16AVX2},
+	{AVX512, x86.ExpSumAVX512, x86.MaxAVX512, x86.ScaleAVX512, x86.PackKTAVX512, x86.PackKTF16AVX512, x86.PackKTBF16AVX512, x86.PackF16AVX512, x86.PackBF16AVX512},
+	{AVX2, x86.ExpSumAVX2, x86.MaxAVX2, x86.ScaleAVX2, x86.PackKTAVX2, x86.PackKTF16AVX2, x86.PackKTBF16AVX2, x86.PackF16AVX2, x86.PackBF16AVX2},
 }
 
 // vecEach runs f once per variant, as testImpls does, skipping those
@@ -567,7 +568,7 @@ func FuzzExpSumAVX512(f *testing.F) {
 		for i := range src {
 			src[i] = math.Float32frombits(uint32(data[4*i]) | uint32(data[4*i+1])<<8 | uint32(data[4*i+2])<<16 | uint32(data[4*i+3])<<24)
 		}
-		checkExpSum(t, expSumAVX512, src, int(off%4), mx)
+		checkExpSum(t, x86.ExpSumAVX512, src, int(off%4), mx)
 	})
 }
 
@@ -588,6 +589,6 @@ func FuzzPackKTF16AVX512(f *testing.F) {
 			i += 2
 			return b ^ uint16(i*40503)
 		})
-		runPack16(t, c, "packKTF16", packKTF16AVX512, h, hBuf)
+		runPack16(t, c, "packKTF16", x86.PackKTF16AVX512, h, hBuf)
 	})
 }

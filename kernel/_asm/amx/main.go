@@ -2,7 +2,7 @@
 // kernel, the tile product behind QKTBF16 and PVBF16 at the amx level, and
 // the helpers that read XCR0 and the tile configuration:
 //
-//	go run ./amx -out ../amx_amd64.s -stubs ../amx_amd64.go -pkg kernel
+//	go run ./amx -out ../internal/x86/amx_amd64.s -stubs ../internal/x86/amx_amd64.go -pkg x86
 //
 // Neither Go's assembler nor avo knows the tile instructions: x86enc
 // encodes them and they are emitted as BYTE directives after a comment
@@ -266,11 +266,11 @@ func (g *gen) columns(mr int) {
 }
 
 func amxTiles() {
-	g := &gen{name: "amxTiles"}
+	g := &gen{name: "AmxTiles"}
 	TEXT(g.name, NOSPLIT, "func(cfg *[64]byte, c *float32, ldC int, a *uint16, ldA int, b *uint16, ldB int, mt, nt, kt, m, n, kp int, flags uint8, scale float32)")
 	Pragma("noescape")
 	Doc(
-		"amxTiles computes C (+)= A·B over mt × nt tiles of C of m rows × n columns",
+		"AmxTiles computes C (+)= A·B over mt × nt tiles of C of m rows × n columns",
 		"each, summing kt k steps of kp bfloat16 pairs with TDPBF16PS (all counts",
 		">= 1, m, n, kp <= 16, leading dimensions in elements):",
 		"",
@@ -351,8 +351,8 @@ func amxTiles() {
 }
 
 func xcr0() {
-	TEXT("amxXCR0", NOSPLIT, "func() uint64")
-	Doc("amxXCR0 returns XCR0 (XGETBV with ECX = 0). The CPU must have OSXSAVE.")
+	TEXT("AmxXCR0", NOSPLIT, "func() uint64")
+	Doc("AmxXCR0 returns XCR0 (XGETBV with ECX = 0). The CPU must have OSXSAVE.")
 	XORL(ECX, ECX)
 	XGETBV()
 	SHLQ(U8(32), RDX)
@@ -362,10 +362,10 @@ func xcr0() {
 }
 
 func configRoundTrip() {
-	TEXT("amxConfigRoundTrip", NOSPLIT, "func(in, out *[64]byte)")
+	TEXT("AmxConfigRoundTrip", NOSPLIT, "func(in, out *[64]byte)")
 	Pragma("noescape")
 	Doc(
-		"amxConfigRoundTrip loads the tile configuration in, stores the one in",
+		"AmxConfigRoundTrip loads the tile configuration in, stores the one in",
 		"force into out (STTILECFG) and releases the tiles: it shows how the CPU",
 		"reads a configuration.",
 	)
@@ -378,10 +378,10 @@ func configRoundTrip() {
 }
 
 func storeConfig() {
-	TEXT("amxStoreConfig", NOSPLIT, "func(out *[64]byte)")
+	TEXT("AmxStoreConfig", NOSPLIT, "func(out *[64]byte)")
 	Pragma("noescape")
 	Doc(
-		"amxStoreConfig stores the tile configuration of this thread into out",
+		"AmxStoreConfig stores the tile configuration of this thread into out",
 		"(STTILECFG): 64 zero bytes when the tiles are released.",
 	)
 	Load(Param("out"), RAX)

@@ -1,7 +1,7 @@
 // Command bf16 generates the amd64 assembly of the kernel package's two
 // bfloat16 products, QKTBF16 and PVBF16, with AVX512-BF16:
 //
-//	go run ./bf16 -out ../bf16_amd64.s -stubs ../bf16_amd64.go -pkg kernel
+//	go run ./bf16 -out ../internal/x86/bf16_amd64.s -stubs ../internal/x86/bf16_amd64.go -pkg x86
 //
 // Both kernels are the register-blocked product C (+)= A·B of the float32
 // gemm kernels (see ../gemm; the driver is asmkit.Product), with bfloat16
@@ -148,7 +148,7 @@ func main() {
 // through the opmask K1 (bf16Mask16[n-1]), so that nothing past n is read
 // or written.
 func roundFunc() {
-	name := "roundBF16AVX512"
+	name := asmkit.Export("roundBF16AVX512")
 	TEXT(name, NOSPLIT, "func(dst *uint16, src *float32, n int)")
 	Pragma("noescape")
 	Doc(
@@ -188,7 +188,7 @@ func roundFunc() {
 }
 
 func qktFunc() {
-	name := "qktBF16AVX512"
+	name := asmkit.Export("qktBF16AVX512")
 	TEXT(name, NOSPLIT, "func(s *float32, ldS int, q *uint16, ldQ int, kp *uint16, ldK int, rows, cols, d int, scale float32)")
 	Pragma("noescape")
 	Doc(
@@ -216,7 +216,7 @@ func qktFunc() {
 }
 
 func pvFunc() {
-	name := "pvBF16AVX512"
+	name := asmkit.Export("pvBF16AVX512")
 	TEXT(name, NOSPLIT, "func(o *float32, ldO int, p *uint16, ldP int, vp *uint16, ldV int, rows, cols, d int)")
 	Pragma("noescape")
 	Doc(
@@ -245,7 +245,7 @@ func pvFunc() {
 // pairs · 2 = 1536 flops an iteration), the rate the kernels are measured
 // against.
 func peakFunc() {
-	name := "vdpbf16psPeakAVX512"
+	name := asmkit.Export("vdpbf16psPeakAVX512")
 	TEXT(name, NOSPLIT, "func(n int)")
 	Doc(
 		name+" runs n iterations of 24 independent VDPBF16PS (1536 flops an",

@@ -48,7 +48,7 @@ func vpdpbusd(src Op, u, acc VecVirtual) {
 func genQKDot(gather bool) {
 	x := avx512
 	base := "qkRowsQ8DotAVX512"
-	name := dotName(base, gather)
+	name := asmkit.Export(dotName(base, gather))
 	dotText(name, gather)
 	dotDoc(gather, name, base,
 		name+" is the AVX512-VNNI kernel of QKRowsQ8Dot: the scaled dot products",
@@ -140,7 +140,7 @@ func genQKDot(gather bool) {
 func genQKDotAVX2(gather bool) {
 	x := avx2
 	base := "qkRowsQ8DotAVX2"
-	name := dotName(base, gather)
+	name := asmkit.Export(dotName(base, gather))
 	dotText(name, gather)
 	dotDoc(gather, name, base,
 		name+" is the AVX2 kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for",
@@ -192,7 +192,7 @@ func genQKDotAVX2(gather bool) {
 func genQKDotAVXVNNI(gather bool) {
 	x := avx2
 	base := "qkRowsQ8DotAVXVNNI"
-	name := dotName(base, gather)
+	name := asmkit.Export(dotName(base, gather))
 	dotText(name, gather)
 	dotDoc(gather, name, base,
 		name+" is the AVX-VNNI kernel of QKRowsQ8Dot: qkRowsQ8DotAVX512's products, for",

@@ -33,7 +33,7 @@ func gatherDoc(t elemType) string {
 }
 
 func genQKGather(x *isa, t elemType) {
-	name := "qkRowsGather" + t.Name() + x.Name
+	name := asmkit.Export("qkRowsGather" + t.Name() + x.Name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, off, pfo *int, ks *float32, rows, cols, dv int, scale float32)", t.GoType()))
 	Pragma("noescape")
 	Doc(append([]string{
@@ -202,7 +202,7 @@ func gatherRowsDoc(f, x, xs string, t elemType, order string) []string {
 }
 
 func genPVGather(x *isa, t elemType) {
-	name := "pvRowsGather" + t.Name() + x.Name
+	name := asmkit.Export("pvRowsGather" + t.Name() + x.Name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, off, pfo *int, vs *float32, rows, cols, dv int)", t.GoType()))
 	Pragma("noescape")
 	doc := append([]string{

@@ -11,7 +11,7 @@
 // Every kernel comes in an AVX-512 and an AVX2+FMA+F16C variant and in
 // four element types. Run it from kernel/_asm:
 //
-//	go run ./decode -out ../rows_amd64.s -stubs ../rows_amd64.go -pkg kernel
+//	go run ./decode -out ../internal/x86/rows_amd64.s -stubs ../internal/x86/rows_amd64.go -pkg x86
 //
 // The QKRows kernels handle the first dv components of every row, dv a
 // multiple of the vector width (of 32 for Q8); the Go wrappers add the
@@ -266,7 +266,7 @@ func rowAddr(base, ld, ld3 Register, r, disp int) Mem {
 }
 
 func genQK(x *isa, t elemType) {
-	name := "qkRows" + t.Name() + x.Name
+	name := asmkit.Export("qkRows" + t.Name() + x.Name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(s *float32, ldS int, q *float32, ldQ int, k %s, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int)", t.GoType()))
 	Pragma("noescape")
 	Doc(append([]string{
@@ -465,7 +465,7 @@ func storeScores(x *isa, acc [][]VecVirtual, sp Register, zs VecVirtual) {
 }
 
 func genPV(x *isa, t elemType) {
-	name := "pvRows" + t.Name() + x.Name
+	name := asmkit.Export("pvRows" + t.Name() + x.Name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(o *float32, ldO int, p *float32, ldP int, v %s, ldV int, vs *float32, rows, cols, dv, ahead int)", t.GoType()))
 	Pragma("noescape")
 	doc := append([]string{

@@ -2,7 +2,7 @@
 // matrix kernels, QKT and PV, in AVX-512 and AVX2+FMA variants, and the FMA
 // peak loops the benchmarks measure them against:
 //
-//	go run ./gemm -out ../gemm_amd64.s -stubs ../gemm_amd64.go -pkg kernel
+//	go run ./gemm -out ../internal/x86/gemm_amd64.s -stubs ../internal/x86/gemm_amd64.go -pkg x86
 //
 // Both kernels are one register-blocked product C (+)= A·B of the same
 // shape: A is read one element at a time and broadcast (the query rows for
@@ -194,7 +194,7 @@ func blockDoc(x *isa, rows, cols string) string {
 }
 
 func qktFunc(x *isa) {
-	name := "qkt" + x.Name
+	name := asmkit.Export("qkt" + x.Name)
 	TEXT(name, NOSPLIT, "func(s *float32, ldS int, q *float32, ldQ int, kt *float32, ldK int, rows, cols, d int, scale float32)")
 	Pragma("noescape")
 	Doc(
@@ -223,7 +223,7 @@ func qktFunc(x *isa) {
 }
 
 func pvFunc(x *isa) {
-	name := "pv" + x.Name
+	name := asmkit.Export("pv" + x.Name)
 	TEXT(name, NOSPLIT, "func(o *float32, ldO int, p *float32, ldP int, v *float32, ldV int, rows, cols, d int)")
 	Pragma("noescape")
 	Doc(
@@ -248,7 +248,7 @@ func pvFunc(x *isa) {
 // peakFunc emits a loop of independent FMAs that saturates the FMA ports:
 // AVX-512 24 zmm chains (768 flops an iteration), AVX2 12 ymm chains (192).
 func peakFunc(x *isa) {
-	name := "fmaPeak" + x.Name
+	name := asmkit.Export("fmaPeak" + x.Name)
 	TEXT(name, NOSPLIT, "func(n int)")
 	chains, regs := 24, x.Reg
 	if !x.IsAVX512() {

@@ -1,5 +1,5 @@
 // Package neoncheck holds no code: its test checks the hand-encoded NEON
-// instructions of kernel/neon_arm64.s.
+// instructions of kernel/internal/arm/neon_arm64.s.
 //
 // The Go assembler has no mnemonic for several AdvSIMD instructions that
 // the hand-written arm64 kernels use, so neon_arm64.s writes them as WORD

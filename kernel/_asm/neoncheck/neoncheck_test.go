@@ -15,7 +15,7 @@ import (
 
 // neonFile is the hand-written arm64 assembly whose WORDs are checked,
 // relative to this package's directory.
-const neonFile = "../../neon_arm64.s"
+const neonFile = "../../internal/arm/neon_arm64.s"
 
 // wordRE matches a WORD directive as neon_arm64.s writes it: a 32-bit
 // value in hex and, after it, the instruction it encodes in a comment.

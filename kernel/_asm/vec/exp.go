@@ -161,7 +161,7 @@ func exp2(vmax, clamp, v, mask VecVirtual) VecVirtual {
 // takes two and adds them in turn, and at most one whole vector is left
 // after it.
 func genExpSum(x *asmkit.ISA) {
-	name := "expSum" + x.Name
+	name := asmkit.Export("expSum" + x.Name)
 	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, max float32) float32")
 	Pragma("noescape")
 	isaDoc := x.Doc

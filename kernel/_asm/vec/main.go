@@ -7,7 +7,7 @@
 // and an AVX2 variant (ymm registers, FMA, F16C, VMASKMOVPS tails). Run it
 // from kernel/_asm:
 //
-//	go run ./vec -out ../vec_amd64.s -stubs ../vec_amd64.go -pkg kernel
+//	go run ./vec -out ../internal/x86/vec_amd64.s -stubs ../internal/x86/vec_amd64.go -pkg x86
 package main
 
 import (

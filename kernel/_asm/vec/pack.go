@@ -288,7 +288,7 @@ func (p *packKT) groupLoop(prefix string, srcs []Register, o Register, total, ba
 
 func genPackKT(x *asmkit.ISA, t elemType) {
 	avx512 := x.IsAVX512()
-	name := "packKT" + packName(t) + x.Name
+	name := asmkit.Export("packKT" + packName(t) + x.Name)
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *float32, ldDst int, src %s, ldSrc int, n, d int)", t.GoType()))
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s is the %s kernel of PackKT%s: it packs n key rows of d components into a transposed panel,", name, x.Doc,
@@ -475,7 +475,7 @@ func log2(x int) uint8 {
 // again (overlapping) and falls back to single elements for d < 8.
 func genPackRows(x *asmkit.ISA, t elemType) {
 	avx512 := x.IsAVX512()
-	name := "pack" + packName(t) + x.Name
+	name := asmkit.Export("pack" + packName(t) + x.Name)
 	TEXT(name, NOSPLIT, "func(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s is the %s kernel of Pack%s: it converts n rows of d elements into a row-major float32 panel,", name, x.Doc,

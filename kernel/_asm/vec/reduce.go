@@ -50,7 +50,7 @@ func nanScan(x Register) {
 
 // genMax emits the Max kernel of x (maxDoc).
 func genMax(x *asmkit.ISA) {
-	name := "max" + x.Name
+	name := asmkit.Export("max" + x.Name)
 	TEXT(name, NOSPLIT, "func(x *float32, n int) float32")
 	Pragma("noescape")
 	doc(name + " is the " + x.Doc + " Max kernel: " + maxDoc)
@@ -202,7 +202,7 @@ func hmax2(acc []VecVirtual, r VecVirtual) {
 
 // genScale emits the Scale kernel of x (scaleDoc).
 func genScale(x *asmkit.ISA) {
-	name := "scale" + x.Name
+	name := asmkit.Export("scale" + x.Name)
 	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, a float32)")
 	Pragma("noescape")
 	doc(name + " is the " + x.Doc + " Scale kernel: " + scaleDoc)

@@ -8,7 +8,7 @@ import (
 	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
-const softmaxBF16Doc = `softmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
+const softmaxBF16Doc = `SoftmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
 whole tile, with AVX-512 and AVX512-BF16 (rows, cols >= 1, finite scale > 0,
 leading dimensions in elements, p bfloat16):
 
@@ -47,13 +47,13 @@ exponential taken of m[i] broadcast. The last partial vector of a row is
 read and written through an opmask, so nothing past cols is touched. The
 order of the additions of the sum differs from the loop.`
 
-// genSoftmaxBF16AVX512 emits softmaxBF16AVX512 (softmaxBF16Doc). The
+// genSoftmaxBF16AVX512 emits SoftmaxBF16AVX512 (softmaxBF16Doc). The
 // conversion to bfloat16 goes through Z30 (VCVTNEPS2BF16 Y30, Z30): a
 // physical register written by a VMOVAPS and read by the store after the
 // instruction's bytes, so that the register allocator, which cannot see
 // inside the bytes, keeps it live across them.
 func genSoftmaxBF16AVX512() {
-	TEXT("softmaxBF16AVX512", NOSPLIT, "func(s *float32, ldS int, p *uint16, ldP int, rows, cols int, scale float32, m, z, alpha *float32)")
+	TEXT("SoftmaxBF16AVX512", NOSPLIT, "func(s *float32, ldS int, p *uint16, ldP int, rows, cols int, scale float32, m, z, alpha *float32)")
 	Pragma("noescape")
 	doc(softmaxBF16Doc)
 	s := Load(Param("s"), GP64())

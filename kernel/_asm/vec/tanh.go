@@ -46,7 +46,7 @@ equal src.`
 // step, then one, then a masked tail. The coefficients are memory operands
 // (broadcast with AVX-512) so that the exponential keeps its registers.
 func genSoftCap(x *asmkit.ISA) {
-	name := "softCap" + x.Name
+	name := asmkit.Export("softCap" + x.Name)
 	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, c, inv float32)")
 	Pragma("noescape")
 	isaDoc := x.Doc

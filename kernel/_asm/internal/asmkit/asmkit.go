@@ -11,6 +11,8 @@
 package asmkit
 
 import (
+	"strings"
+
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -93,4 +95,14 @@ func ParamAddr(name string) operand.Mem {
 		panic(err)
 	}
 	return c.Addr
+}
+
+// Export returns the name of a kernel as its package exports it: the
+// kernels live in kernel/internal/x86, whose functions kernel calls, so
+// each name starts with a capital letter.
+func Export(name string) string {
+	if name == "" {
+		return name
+	}
+	return strings.ToUpper(name[:1]) + name[1:]
 }

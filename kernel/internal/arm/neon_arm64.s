@@ -43,7 +43,7 @@ DATA tailmask<>+32(SB)/8, $-4294967296
 DATA tailmask<>+40(SB)/8, $-1
 GLOBL tailmask<>(SB), RODATA|NOPTR, $48
 
-// func qktNEON(s *float32, ldS int, q *float32, ldQ int, kt *float32, ldK int, rows, cols, d int, scale float32)
+// func QktNEON(s *float32, ldS int, q *float32, ldQ int, kt *float32, ldK int, rows, cols, d int, scale float32)
 //
 // Register block: 4 rows x 16 keys, 16 accumulators V16-V31 (row r, keys
 // 4c..4c+3 in V(16+4r+c)). Per step of 4 components: one 4-wide load of each
@@ -61,7 +61,7 @@ GLOBL tailmask<>(SB), RODATA|NOPTR, $48
 // R6 rows left, R7 cols*4, R8 d, R10-R13 q row pointers, R14-R17 s rows,
 // R19 key offset (bytes), R20 chunk start, R21 chunk end, R22 components
 // left in the chunk, R23 K panel pointer, R24 scratch pointer.
-TEXT ·qktNEON(SB), NOSPLIT, $0-76
+TEXT ·QktNEON(SB), NOSPLIT, $0-76
 	MOVD s+0(FP), R0
 	MOVD ldS+8(FP), R1
 	MOVD q+16(FP), R2
@@ -436,7 +436,7 @@ qkt_s_next:
 	BNE qkt_small
 	RET
 
-// func pvNEON(o *float32, ldO int, p *float32, ldP int, v *float32, ldV int, rows, cols, d int)
+// func PvNEON(o *float32, ldO int, p *float32, ldP int, v *float32, ldV int, rows, cols, d int)
 //
 // Register block: 4 rows x 16 output columns, 16 accumulators V16-V31 (row
 // r, columns 4c..4c+3 in V(16+4r+c)) loaded from o and stored back once.
@@ -451,7 +451,7 @@ qkt_s_next:
 // R6 rows left, R7 cols, R8 d*4, R10-R13 p row pointers, R14-R17 o rows,
 // R19 column offset (bytes), R22 keys left, R23 V panel pointer, R24
 // scratch pointer, R25 tail mask pointer (0: no mask).
-TEXT ·pvNEON(SB), NOSPLIT, $0-72
+TEXT ·PvNEON(SB), NOSPLIT, $0-72
 	MOVD o+0(FP), R0
 	MOVD ldO+8(FP), R1
 	MOVD p+16(FP), R2
@@ -745,7 +745,7 @@ pv_s_k:
 	BNE pv_small
 	RET
 
-// func expSumNEON(dst, src *float32, n int, max float32) float32
+// func ExpSumNEON(dst, src *float32, n int, max float32) float32
 //
 // Exp vectorised step by step as exp.go computes it (and as the compiler
 // fuses it on arm64): t = x*log2e rounded, n = FRINTN(t), r = x - n*ln2hi
@@ -759,7 +759,7 @@ pv_s_k:
 // expMin, V28 expMax, V29 +Inf, V30 int32 127. Two exponentials (x, n, r,
 // p, a in V0-V4 and V5-V9) run interleaved, 8 elements per iteration; V10
 // and V11 accumulate the sum.
-TEXT ·expSumNEON(SB), NOSPLIT, $0-36
+TEXT ·ExpSumNEON(SB), NOSPLIT, $0-36
 	MOVD dst+0(FP), R0
 	MOVD src+8(FP), R1
 	MOVD n+16(FP), R2
@@ -943,13 +943,13 @@ exp_done:
 	FMOVS F10, ret+32(FP)
 	RET
 
-// func maxNEON(x *float32, n int) float32
+// func MaxNEON(x *float32, n int) float32
 //
 // FMAX over four accumulators (16 elements per iteration), then 4 and 1 at
 // a time. FMAX propagates NaN and picks +0 over -0, whereas maxGeneric
 // returns the first NaN as it is and, when the maximum is zero, the first
 // zero it met; both cases are rare and settled by a second, scalar pass.
-TEXT ·maxNEON(SB), NOSPLIT, $0-20
+TEXT ·MaxNEON(SB), NOSPLIT, $0-20
 	MOVD x+0(FP), R0
 	MOVD n+8(FP), R1
 	MOVD R0, R2
@@ -1009,10 +1009,10 @@ max_zero:
 	FMOVS F0, ret+16(FP)
 	RET
 
-// func scaleNEON(dst, src *float32, n int, a float32)
+// func ScaleNEON(dst, src *float32, n int, a float32)
 //
 // a*src with a as the first operand (Rn), as the compiled scaleGeneric has it.
-TEXT ·scaleNEON(SB), NOSPLIT, $0-28
+TEXT ·ScaleNEON(SB), NOSPLIT, $0-28
 	MOVD dst+0(FP), R0
 	MOVD src+8(FP), R1
 	MOVD n+16(FP), R2
@@ -1049,7 +1049,7 @@ scale_1:
 scale_done:
 	RET
 
-// func packKTNEON(dst *float32, ldDst int, src *float32, ldSrc int, n, d int)
+// func PackKTNEON(dst *float32, ldDst int, src *float32, ldSrc int, n, d int)
 //
 // Blocks of 4 keys x 4 components: four 4-wide row loads, a 4x4 transpose
 // (TRN1/TRN2 on words, then on doublewords) and four 4-wide stores into
@@ -1058,7 +1058,7 @@ scale_done:
 //
 // R0 dst, R1 ldDst*4, R2 src (row j), R3 ldSrc*4, R4 n, R5 d, R6 j,
 // R7 components left, R10-R13 src rows, R14 dst pointer.
-TEXT ·packKTNEON(SB), NOSPLIT, $0-48
+TEXT ·PackKTNEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0
 	MOVD ldDst+8(FP), R1
 	MOVD src+16(FP), R2
@@ -1136,14 +1136,14 @@ pk_j1k:
 pk_done:
 	RET
 
-// func packKTF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+// func PackKTF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 //
-// As packKTNEON, with each 4-half load widened by FCVTL (exact, NaN kept
+// As PackKTNEON, with each 4-half load widened by FCVTL (exact, NaN kept
 // NaN with the quiet bit set, as Float16.Float32 does).
 //
 // R0 dst, R1 ldDst*4, R2 src (row j), R3 ldSrc*2, R4 n, R5 d, R6 j,
 // R7 components left, R10-R13 src rows, R14 dst pointer.
-TEXT ·packKTF16NEON(SB), NOSPLIT, $0-48
+TEXT ·PackKTF16NEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0
 	MOVD ldDst+8(FP), R1
 	MOVD src+16(FP), R2
@@ -1229,14 +1229,14 @@ pkh_j1k:
 pkh_done:
 	RET
 
-// func packKTBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+// func PackKTBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 //
-// As packKTNEON, with each 4-half load widened by ZIP1 with zero (each
+// As PackKTNEON, with each 4-half load widened by ZIP1 with zero (each
 // bfloat16 becomes the top half of a float32).
 //
 // R0 dst, R1 ldDst*4, R2 src (row j), R3 ldSrc*2, R4 n, R5 d, R6 j,
 // R7 components left, R10-R13 src rows, R14 dst pointer.
-TEXT ·packKTBF16NEON(SB), NOSPLIT, $0-48
+TEXT ·PackKTBF16NEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0
 	MOVD ldDst+8(FP), R1
 	MOVD src+16(FP), R2
@@ -1321,14 +1321,14 @@ pkb_j1k:
 pkb_done:
 	RET
 
-// func packF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+// func PackF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 //
 // Each row 16, then 4, then 1 half at a time: FCVTL/FCVTL2 (FCVT for
 // single halves).
 //
 // R0 dst (row j), R1 ldDst*4, R2 src (row j), R3 ldSrc*2, R4 rows left, R5 d,
 // R7 elements left, R10 src pointer, R14 dst pointer.
-TEXT ·packF16NEON(SB), NOSPLIT, $0-48
+TEXT ·PackF16NEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0
 	MOVD ldDst+8(FP), R1
 	MOVD src+16(FP), R2
@@ -1380,14 +1380,14 @@ ph_next:
 ph_done:
 	RET
 
-// func packBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+// func PackBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 //
 // Each row 16, then 4, then 1 value at a time: ZIP1/ZIP2 with zero puts
 // each bfloat16 in the top half of a float32 (a shift for single values).
 //
 // R0 dst (row j), R1 ldDst*4, R2 src (row j), R3 ldSrc*2, R4 rows left, R5 d,
 // R7 elements left, R10 src pointer, R14 dst pointer.
-TEXT ·packBF16NEON(SB), NOSPLIT, $0-48
+TEXT ·PackBF16NEON(SB), NOSPLIT, $0-48
 	MOVD dst+0(FP), R0
 	MOVD ldDst+8(FP), R1
 	MOVD src+16(FP), R2
@@ -1439,7 +1439,7 @@ pb_next:
 pb_done:
 	RET
 
-// func softCapNEON(dst, src *float32, n int, c, inv float32)
+// func SoftCapNEON(dst, src *float32, n int, c, inv float32)
 //
 // SoftCap for n a multiple of 4, four lanes a step, in the steps of the
 // scalar Tanh (kernel/tanh.go) and of the amd64 kernels: x = src·inv,
@@ -1453,7 +1453,7 @@ pb_done:
 // V16 c, V17 inv, V18 0.625, V19 20, V20 log2e, V21 ln2hi, V22 ln2lo,
 // V23-V28 P0-P5, V29 1.0, V30 2.0, V31 int32 127, V10-V15 the tanh
 // coefficients C0-C5; V0-V9 work.
-TEXT ·softCapNEON(SB), NOSPLIT, $0-32
+TEXT ·SoftCapNEON(SB), NOSPLIT, $0-32
 	MOVD dst+0(FP), R0
 	MOVD src+8(FP), R1
 	MOVD n+16(FP), R2

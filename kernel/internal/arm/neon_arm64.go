@@ -1,17 +1,18 @@
 //go:build arm64 && !purego
 
-package kernel
+package arm
 
 // The NEON kernels in neon_arm64.s. Each has exactly the semantics of its
-// generic twin in generic.go (the tests in neon_arm64_test.go compare them),
+// generic twin in kernel's generic.go (kernel's neon_arm64_test.go compares
+// them),
 // takes raw pointers, leading dimensions in elements and sizes >= 1, and
 // reads and writes only the elements that the reference loop names: tails
 // of any length are handled without touching the gaps between rows or the
 // memory past the last element. Sizes of 0 (or less) are also safe: nothing
-// is read or written, except that qktNEON with d = 0 and rows, cols >= 1
+// is read or written, except that QktNEON with d = 0 and rows, cols >= 1
 // writes scale·0 like qktGeneric (the exported QKT lets d = 0 through).
 
-// qktNEON computes a score tile, summing the d components in chunks of
+// QktNEON computes a score tile, summing the d components in chunks of
 // qktChunk like qktGeneric:
 //
 //	for i := 0; i < rows; i++ {
@@ -25,9 +26,9 @@ package kernel
 //	}
 //
 //go:noescape
-func qktNEON(s *float32, ldS int, q *float32, ldQ int, kt *float32, ldK int, rows, cols, d int, scale float32)
+func QktNEON(s *float32, ldS int, q *float32, ldQ int, kt *float32, ldK int, rows, cols, d int, scale float32)
 
-// pvNEON accumulates a probability tile times a V panel into an output block:
+// PvNEON accumulates a probability tile times a V panel into an output block:
 //
 //	for i := 0; i < rows; i++ {
 //		for k := 0; k < d; k++ {
@@ -40,9 +41,9 @@ func qktNEON(s *float32, ldS int, q *float32, ldQ int, kt *float32, ldK int, row
 //	}
 //
 //go:noescape
-func pvNEON(o *float32, ldO int, p *float32, ldP int, v *float32, ldV int, rows, cols, d int)
+func PvNEON(o *float32, ldO int, p *float32, ldP int, v *float32, ldV int, rows, cols, d int)
 
-// expSumNEON writes the exponential of each element minus max and returns
+// ExpSumNEON writes the exponential of each element minus max and returns
 // their sum:
 //
 //	var sum float32
@@ -57,9 +58,9 @@ func pvNEON(o *float32, ldO int, p *float32, ldP int, v *float32, ldV int, rows,
 // and src may be the same pointer.
 //
 //go:noescape
-func expSumNEON(dst, src *float32, n int, max float32) float32
+func ExpSumNEON(dst, src *float32, n int, max float32) float32
 
-// maxNEON returns the largest of x[0:n], or the first NaN if any element is
+// MaxNEON returns the largest of x[0:n], or the first NaN if any element is
 // NaN, exactly as maxGeneric does (bit for bit, including which of -0 and +0
 // and which NaN payload comes back):
 //
@@ -76,9 +77,9 @@ func expSumNEON(dst, src *float32, n int, max float32) float32
 //	return m
 //
 //go:noescape
-func maxNEON(x *float32, n int) float32
+func MaxNEON(x *float32, n int) float32
 
-// scaleNEON writes a times each element of src to dst; dst and src may be
+// ScaleNEON writes a times each element of src to dst; dst and src may be
 // the same pointer:
 //
 //	for i := 0; i < n; i++ {
@@ -86,9 +87,9 @@ func maxNEON(x *float32, n int) float32
 //	}
 //
 //go:noescape
-func scaleNEON(dst, src *float32, n int, a float32)
+func ScaleNEON(dst, src *float32, n int, a float32)
 
-// softCapNEON is SoftCap for n a multiple of 4 (the wrapper does the
+// SoftCapNEON is SoftCap for n a multiple of 4 (the wrapper does the
 // rest):
 //
 //	for i := range n {
@@ -98,9 +99,9 @@ func scaleNEON(dst, src *float32, n int, a float32)
 // in Tanh's steps, both of its branches taken for every lane and blended.
 //
 //go:noescape
-func softCapNEON(dst, src *float32, n int, c, inv float32)
+func SoftCapNEON(dst, src *float32, n int, c, inv float32)
 
-// packKTNEON packs n float32 rows of d components into a transposed panel:
+// PackKTNEON packs n float32 rows of d components into a transposed panel:
 //
 //	for j := 0; j < n; j++ {
 //		for k := 0; k < d; k++ {
@@ -109,9 +110,9 @@ func softCapNEON(dst, src *float32, n int, c, inv float32)
 //	}
 //
 //go:noescape
-func packKTNEON(dst *float32, ldDst int, src *float32, ldSrc int, n, d int)
+func PackKTNEON(dst *float32, ldDst int, src *float32, ldSrc int, n, d int)
 
-// packKTF16NEON is packKTNEON for binary16 rows, widened with FCVTL:
+// PackKTF16NEON is PackKTNEON for binary16 rows, widened with FCVTL:
 //
 //	for j := 0; j < n; j++ {
 //		for k := 0; k < d; k++ {
@@ -120,9 +121,9 @@ func packKTNEON(dst *float32, ldDst int, src *float32, ldSrc int, n, d int)
 //	}
 //
 //go:noescape
-func packKTF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+func PackKTF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 
-// packKTBF16NEON is packKTNEON for bfloat16 rows, widened by a 16-bit shift:
+// PackKTBF16NEON is PackKTNEON for bfloat16 rows, widened by a 16-bit shift:
 //
 //	for j := 0; j < n; j++ {
 //		for k := 0; k < d; k++ {
@@ -131,9 +132,9 @@ func packKTF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 //	}
 //
 //go:noescape
-func packKTBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+func PackKTBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 
-// packF16NEON converts n binary16 rows of d elements into a row-major
+// PackF16NEON converts n binary16 rows of d elements into a row-major
 // float32 panel:
 //
 //	for j := 0; j < n; j++ {
@@ -143,9 +144,9 @@ func packKTBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 //	}
 //
 //go:noescape
-func packF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+func PackF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 
-// packBF16NEON converts n bfloat16 rows of d elements into a row-major
+// PackBF16NEON converts n bfloat16 rows of d elements into a row-major
 // float32 panel:
 //
 //	for j := 0; j < n; j++ {
@@ -155,4 +156,4 @@ func packF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
 //	}
 //
 //go:noescape
-func packBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
+func PackBF16NEON(dst *float32, ldDst int, src *uint16, ldSrc int, n, d int)
