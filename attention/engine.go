@@ -6,7 +6,8 @@ import (
 	"sync"
 )
 
-// Default tile sizes; docs/design.md explains the choice.
+// DefaultBlockQ and DefaultBlockKV are the default tile sizes (BlockQ and
+// BlockKV); docs/design.md explains the choice.
 const (
 	DefaultBlockQ  = 256
 	DefaultBlockKV = 64
@@ -19,7 +20,8 @@ const (
 	DefaultBlockKVBF16 = 256
 )
 
-// Limits of Config: NewEngine refuses larger settings. A call's scratch
+// MaxBlockQ, MaxBlockKV, MaxKVSplits and MaxThreads are the limits of
+// Config: NewEngine refuses larger settings. A call's scratch
 // memory grows with BlockQ·BlockKV per thread and, in split-KV decoding,
 // with KVSplits; within these limits a call never sizes its scratch past
 // what its problem needs: a tile or a block of queries is never larger

@@ -146,6 +146,7 @@ const (
 	TopLeft
 )
 
+// String returns the constant's name, "BottomRight" or "TopLeft".
 func (a Alignment) String() string {
 	switch a {
 	case BottomRight:
@@ -207,6 +208,7 @@ const (
 	PrecisionBFloat16
 )
 
+// String returns the precision's short name: "float32" or "bfloat16".
 func (p Precision) String() string {
 	switch p {
 	case PrecisionFloat32:

@@ -131,7 +131,7 @@ func (p *pool) close(j *job) {
 	p.mu.Unlock()
 }
 
-// threads returns the number of goroutines a call may use.
+// threadCount returns the number of goroutines a call may use.
 func (e *Engine) threadCount() int {
 	if e.threads > 0 {
 		return e.threads

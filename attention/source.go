@@ -4,7 +4,7 @@ package attention
 // reads them from tensor views (Forward), from a contiguous cache per
 // batch entry (ForwardKVCaches) or through the block tables of paged pools
 // (ForwardPagedKV over a caller's, ForwardPaged over a PagedCache's). Each
-// is a kvStore, resolved once per call (resolveStore); the loop sees none
+// is a kvStore, resolved once per call (stores.resolve); the loop sees none
 // of them, only the kvSource a store hands out for one (batch entry, K/V
 // head), which gives the keys of a tile as runs of rows lying one after
 // the other in memory. A contiguous view is one run; a paged sequence is a

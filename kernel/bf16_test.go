@@ -116,8 +116,8 @@ func TestPackVPairsFinite(t *testing.T) {
 	assert.True(t, finite)
 }
 
-// bf16Sizes straddle AMX's 16-row and 16-column tiles and 32-element pair
-// blocks, and the 16-lane vectors.
+// bf16Rows, bf16Cols and bf16Dims straddle AMX's 16-row and 16-column
+// tiles and 32-element pair blocks, and the 16-lane vectors.
 var bf16Rows = []int{1, 2, 3, 5, 15, 16, 17, 33, 65}
 var bf16Cols = []int{1, 2, 3, 15, 16, 17, 31, 32, 33, 64, 65}
 var bf16Dims = []int{2, 4, 30, 32, 34, 64, 128, 130}

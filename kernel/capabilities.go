@@ -2,9 +2,9 @@ package kernel
 
 // Capabilities is what the selected implementation tells its callers about
 // how to call it well. The results of the kernels never depend on it: it
-// only says which of two correct ways is faster here, and how callers
-// should cut their work. It changes only when the implementation does
-// (FLASHGO_KERNEL, or a test that selects another).
+// only says which of two correct ways is faster here. It changes only when
+// the implementation does (FLASHGO_KERNEL, or a test that selects
+// another).
 type Capabilities struct {
 	// RowKernels reports whether QKRows and PVRows are SIMD kernels here.
 	// Then a call with few query rows (a decode step) is faster reading K

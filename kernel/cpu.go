@@ -10,10 +10,12 @@ import (
 	registry "github.com/flashgo/flashgo/internal/impl"
 )
 
-// Names of the kernel implementations. Each is a level of instruction set:
-// amx and avx512bf16 run the float32 kernels with AVX-512 and add their own
-// bfloat16 products (QKTBF16, PVBF16); every other level runs the bfloat16
-// kernels as their generic twins.
+// Generic, AVX2, AVX512, AVX512BF16, AMX and NEON are the names of the
+// kernel implementations. Each is a level of instruction set: amx and
+// avx512bf16 run the float32 kernels with AVX-512 and add their own
+// bfloat16 products (QKTBF16, PVBF16); avx512, avx2 and neon run the
+// bfloat16 products through their float32 kernels on operands widened
+// exactly to float32, and generic runs the Go loops.
 const (
 	Generic    = "generic"    // pure Go, everywhere
 	AVX2       = "avx2"       // amd64 with AVX2, FMA and F16C

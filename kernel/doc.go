@@ -29,13 +29,18 @@
 // pieces (OnlineSoftmax, ExpSum, Max, Scale, ScaleRows, SoftCap, with
 // their scalar Exp and Tanh), the packs, and the bfloat16 products with
 // their packs and softmax. Current reports what the selected implementation
-// wants of its callers (whether the row kernels beat packing, how far they
-// prefetch, MatMul's column block), so that a caller asks instead of
-// knowing registers and distances. Implementation, Implementations,
-// setImplementation and the FLASHGO_KERNEL variable choose among the
-// implementations (tests and benchmarks), and Peak measures the FMA peak
-// of one core for reports. Everything else, the assembly and its register
-// plans, is internal and may change.
+// tells its callers (whether the row kernels beat packing, whether
+// QKRowsQ8Dot runs on integer dot-product instructions) and MatMulSlice
+// how to cut one MatMul over goroutines, so that a caller asks instead of
+// knowing registers. Implementation, BF16Implementation and
+// Implementations name the implementations. The selection is made once at
+// start-up: the best this machine runs, unless the FLASHGO_KERNEL variable
+// (LEVEL[,bf16=ROW][,int8dot=ROW]) names others. Tests and benchmarks
+// switch rows through the module's registry (internal/impl), which also
+// holds the reason FLASHGO_KERNEL was not followed (the package writes
+// nothing to standard error) and measures one core's FMA peak for reports.
+// Everything else, the assembly (kernel/internal/x86, kernel/internal/arm)
+// and its register plans, is internal and may change.
 //
 // The pure-Go functions in this package are the specification: each doc
 // comment states the reference loop, and the assembly versions are tested

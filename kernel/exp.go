@@ -4,8 +4,8 @@ import "math"
 
 // Constants of the float32 exponential. x is split as n·ln2 + r with
 // n = round(x·log2(e)) and |r| <= ln2/2; ln2 is subtracted in two pieces
-// (Cody and Waite) so that r keeps its low bits: expHi has few enough
-// significant bits that n·expHi is exact for every n that can occur.
+// (Cody and Waite) so that r keeps its low bits: expLn2Hi has few enough
+// significant bits that n·expLn2Hi is exact for every n that can occur.
 const (
 	expLog2e = 1.44269504088896341
 	expLn2Hi = 0.693359375

@@ -135,8 +135,9 @@ func (q *Q8Query) prepare() {
 // that is not part of the contract. ldK must be a multiple of Q8Block so
 // that every key row starts a block. It runs VPDPBUSD on AVX512-VNNI or
 // AVX-VNNI and VPMADDUBSW on other AVX2 CPUs (Current().Int8Dot reports
-// an assembly kernel, int8DotImplementation names it); elsewhere (purego,
-// arm64) it is a Go loop, slower than QKRows on the same keys.
+// an assembly kernel; FLASHGO_KERNEL's int8dot=ROW picks avx512vnni,
+// avxvnni, avx2 or generic); elsewhere (purego, arm64) it is a Go loop,
+// slower than QKRows on the same keys.
 func QKRowsQ8Dot(s []float32, ldS int, q *Q8Query, k []int8, kScales []float32, ldK int, cols int, scale float32) error {
 	return qkRowsQ8DotPrefetch(s, ldS, q, k, kScales, ldK, cols, scale, prefetchRows*ldK)
 }

@@ -3,10 +3,10 @@
 // axis of the registry (internal/impl) — every kernel level, bfloat16
 // product or integer dot kernel the package knows —, selected, and
 // reports each row this machine or build cannot run as a skip that names
-// what it lacks. kernel's, attention's and attnbench's tests use it, so
-// every implementation is tested the same way everywhere. It also holds
-// the helpers those tests share: NaN-guarded buffers, the ULP distance
-// and random inputs.
+// what it lacks. kernel's and attention's tests use it, so every
+// implementation is tested the same way in both (attnbench's tests select
+// rows through internal/impl directly). It also holds the helpers those
+// tests share: NaN-guarded buffers, the ULP distance and random inputs.
 package impltest
 
 import (
