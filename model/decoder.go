@@ -701,7 +701,7 @@ func sessionSize(c Config, capacity, batch int, kvType attention.DType) error {
 	return nil
 }
 
-// Model returns the model the session runs.
+// Model returns the model s runs.
 func (s *Session) Model() *Model { return s.m }
 
 // Pos returns the number of tokens in the KV cache: the position the next
@@ -716,7 +716,7 @@ func (s *Session) Capacity() int { return s.capacity }
 // [SessionOptions].KVType was 0).
 func (s *Session) KVType() attention.DType { return s.caches[0].DType() }
 
-// Reset empties the session: the next token is at position 0. The cache is
+// Reset empties s: the next token is at position 0. The cache is
 // not cleared; positions at or after Pos are never read.
 func (s *Session) Reset() { s.truncate(0) }
 
@@ -750,7 +750,7 @@ func (s *Session) truncate(n int) {
 // prompt is one call (prefill); decoding is one call per token. The slice
 // is the caller's.
 //
-// Errors, after which the session is as it was: no tokens, an id outside
+// Errors, after which s is as it was: no tokens, an id outside
 // the vocabulary ([ErrBadToken]), more tokens than the cache has room for
 // ([ErrContextOverflow]).
 func (s *Session) Forward(tokens []int) ([]float32, error) {
@@ -931,7 +931,7 @@ const parallelWork = 1 << 18
 
 // matmul computes y[r][o] = Σ_i x[r][i]·W[o][i] for rows r: one
 // kernel.MatMul call, or one per goroutine over a slice of the output columns
-// when the product is large enough and the session may use more threads.
+// when the product is large enough and s may use more threads.
 func (s *Session) matmul(y []float32, ldY int, x []float32, ldX int, w *matrix, rows int) error {
 	threads := s.threads
 	if threads == 0 {

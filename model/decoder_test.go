@@ -346,7 +346,7 @@ func TestDecoderErrors(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.Forward([]int{1, 2, 3, 4})
 		assert.ErrorIs(t, err, ErrContextOverflow)
-		assert.Equal(t, 5, s.Pos(), "a failed call leaves the session as it was")
+		assert.Equal(t, 5, s.Pos(), "a failed call leaves s as it was")
 		_, err = s.Forward([]int{1, 2, 3})
 		require.NoError(t, err)
 		_, err = s.Forward([]int{1})

@@ -68,7 +68,7 @@ func rate(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// Generate continues prompt: it empties the session, encodes the prompt
+// Generate continues prompt: it empties s, encodes the prompt
 // with BOS, runs it through the model in one prefill, then samples up to n
 // tokens with sampler (a copy, so its draws restart from its Seed),
 // running each through the model to get the next logits. It stops early at

@@ -211,7 +211,7 @@ func loadAndRun(data []byte, opts SessionOptions) (mem uint64, err error) {
 
 // hostileBound is what loading and running a file of n bytes may
 // allocate: weights widened to float32 and transposed (twice the file's
-// F32 bytes, 7.5 times its Q8_0 bytes), the session's caches and scratch
+// F32 bytes, 7.5 times its Q8_0 bytes), the Session's caches and scratch
 // for a few tokens and a little more.
 func hostileBound(n int) uint64 { return 16*uint64(n) + 8<<20 }
 

@@ -134,7 +134,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) int {
 
 	// One token through the model first, so that the rates leave out the
 	// first touch of the weights and the engine's first allocations.
-	// Generate starts the session afresh.
+	// Generate starts from an empty context again.
 	if _, err := s.Forward([]int{max(m.Tokenizer.BOS(), 0)}); err != nil {
 		return fail(err)
 	}
