@@ -17,7 +17,7 @@ import (
 // Errors of the decoder, returned wrapped; test with errors.Is.
 var (
 	// ErrContextOverflow reports tokens that do not fit in what is left of
-	// a session's KV cache.
+	// a Session's KV cache.
 	ErrContextOverflow = errors.New("context overflow")
 	// ErrBadToken reports a token id outside the vocabulary.
 	ErrBadToken = errors.New("token id out of range")
@@ -466,7 +466,7 @@ func readBiases(f *gguf.File, name func(string) string, qDim, kvDim int) ([]floa
 	return bias, nil
 }
 
-// DefaultBatch is the most tokens a session runs through the model in one
+// DefaultBatch is the most tokens a Session runs through the model in one
 // pass when [SessionOptions].Batch is 0; a longer prompt is run in chunks of
 // this many tokens.
 const DefaultBatch = 512
@@ -548,7 +548,7 @@ type Session struct {
 	logits []float32 // [vocab]: Generate's logits, reused at every step
 }
 
-// NewSession starts an empty session: position 0, with room for
+// NewSession starts an empty Session: position 0, with room for
 // opts.MaxContext positions of opts.KVType. It allocates no KV cache and
 // no scratch: both grow as tokens arrive (see [SessionOptions]).
 func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
@@ -613,7 +613,7 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	return s, nil
 }
 
-// minCacheBytes is the least memory that a session's KV caches grow to,
+// minCacheBytes is the least memory that a Session's KV caches grow to,
 // together: small caches double in fewer steps, and a model whose
 // positions are huge (a hostile file's) still starts with a few.
 const minCacheBytes = 1 << 20
@@ -650,13 +650,13 @@ func (s *Session) reserve(positions, rows int) error {
 	return nil
 }
 
-// maxSessionBytes bounds the memory a session allocates (its KV cache,
+// maxSessionBytes bounds the memory a Session allocates (its KV cache,
 // RoPE table and scratch): 1 TiB, far beyond any machine that runs this
 // decoder, so that an absurd context length fails as an error rather than
 // in make.
 const maxSessionBytes = 1 << 40
 
-// sessionSize checks that everything a session of capacity positions, batch
+// sessionSize checks that everything a Session of capacity positions, batch
 // rows of scratch and a KV cache of kvType allocates fits an int and
 // maxSessionBytes. The cache counts kvType.Size() bytes an element, and
 // for Q8 a 4-byte scale per attention.Q8Block elements.

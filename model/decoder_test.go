@@ -231,7 +231,7 @@ func TestRandomModelsAgainstFloat64(t *testing.T) {
 
 // TestParallelProjections uses a model large enough for the projections to
 // be split over goroutines, and checks that the thread count changes no
-// bit and that sessions sharing a model run concurrently.
+// bit and that Sessions sharing a model run concurrently.
 func TestParallelProjections(t *testing.T) {
 	spec := tinySpec{dim: 128, ff: 512, layers: 2, heads: 8, kvHeads: 2, wtype: gguf.TypeF32, ctx: 128}
 	f := spec.file(t, 9)
@@ -371,7 +371,7 @@ func TestDecoderErrors(t *testing.T) {
 		assert.Error(t, err)
 		assert.Equal(t, 0, s.Pos())
 	})
-	t.Run("session options", func(t *testing.T) {
+	t.Run("Session options", func(t *testing.T) {
 		for _, o := range []SessionOptions{{MaxContext: -1}, {MaxContext: 17}, {Threads: -1}, {Batch: -2}} {
 			_, err := m.NewSession(o)
 			assert.Error(t, err, "%+v", o)
@@ -485,7 +485,7 @@ func TestHostileSizes(t *testing.T) {
 		s := spec
 		s.extra = []ggufwrite.KV{{Key: "llama.context_length", Type: ggufwrite.ValueUint64, Val: ctx}}
 		m, err := Load(s.file(t, 1))
-		require.NoError(t, err, "the weights fit; only a session's cache would not")
+		require.NoError(t, err, "the weights fit; only a Session's cache would not")
 		var sess *Session
 		require.NotPanics(t, func() { sess, err = m.NewSession(SessionOptions{}) })
 		assert.ErrorIs(t, err, gguf.ErrFormat, "context_length %d", ctx)

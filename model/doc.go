@@ -37,7 +37,7 @@
 // across threads. A [Session] owns one contiguous
 // [attention.KVCache] per layer, holding keys and values as float32 or, with
 // [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8), grown by
-// doubling as tokens arrive, so that a session's memory follows what it
+// doubling as tokens arrive, so that a Session's memory follows what it
 // runs rather than the context length a file claims; each layer
 // appends the new tokens' keys and values to its cache, and its attention
 // is one call of the attention engine with the new tokens' queries and the

@@ -52,7 +52,7 @@ func fuzzTinyModel() []byte {
 // FuzzLoad feeds arbitrary bytes to gguf.Read and on to this package. It
 // asserts that nothing panics, that when Read succeeds a tokenizer or
 // config built from the file behaves, and that loading the file as a model
-// and running a session over two tokens either fails or works, allocating
+// and running a Session over two tokens either fails or works, allocating
 // no more than a small multiple of the file's size. (Package gguf's
 // FuzzGGUF checks the file's own accessors; FuzzLoad began as the part of
 // it that needs this package, and its corpus began as a copy of FuzzGGUF's.)

@@ -148,7 +148,7 @@ func TestRandomModelKVTypes(t *testing.T) {
 	}
 }
 
-// TestKVTypeTruncate rolls a session back with Truncate and Reset and
+// TestKVTypeTruncate rolls a Session back with Truncate and Reset and
 // checks that running the same tokens again gives the same logits, bit for
 // bit, with rounded caches: every layer's cache must have been cut.
 func TestKVTypeTruncate(t *testing.T) {

@@ -80,7 +80,7 @@ func assertPrefixedOnce(t *testing.T, err error, what string) {
 }
 
 // TestErrorsNamePackageOnce collects the errors of every layer (config,
-// tokenizer, loader, session, sampler) and checks that none repeats
+// tokenizer, loader, Session, sampler) and checks that none repeats
 // "model:" (as in "model: model: context overflow"; package gguf's test
 // of the same name covers the reader, metadata and tensors).
 func TestErrorsNamePackageOnce(t *testing.T) {
@@ -188,7 +188,7 @@ func baseModel(t testing.TB) []byte {
 	return tinySpec{dim: 32, ff: 64, layers: 2, heads: 4, kvHeads: 2, wtype: gguf.TypeF32, ctx: 128}.bytes(7)
 }
 
-// loadAndRun reads data, loads it and runs a default session over two
+// loadAndRun reads data, loads it and runs a default Session over two
 // tokens, returning the first error and the bytes allocated.
 func loadAndRun(data []byte, opts SessionOptions) (mem uint64, err error) {
 	mem = allocated(func() {
@@ -217,7 +217,7 @@ func hostileBound(n int) uint64 { return 16*uint64(n) + 8<<20 }
 
 // TestHostileMetadata edits one metadata value of a valid model at a time
 // to a size far beyond what the file holds: loading and starting a
-// session must give an error or work, allocating memory bounded by the
+// Session must give an error or work, allocating memory bounded by the
 // file, never the size the metadata claims.
 func TestHostileMetadata(t *testing.T) {
 	base := baseModel(t)
@@ -274,7 +274,7 @@ func TestHostileMetadata(t *testing.T) {
 
 // TestHostileShapes loads valid models whose every weight is in the file
 // but whose scratch rows or cache positions are huge next to the
-// embedding width: a session allocates for the tokens it runs, not for a
+// embedding width: a Session allocates for the tokens it runs, not for a
 // whole batch or context up front.
 func TestHostileShapes(t *testing.T) {
 	for name, spec := range map[string]tinySpec{
@@ -294,7 +294,7 @@ func TestHostileShapes(t *testing.T) {
 
 // TestSessionGrowth decodes a sequence a token at a time through a cache
 // that grows (and is copied) several times on the way, with several cache
-// types, and compares each position's logits with those of a session whose
+// types, and compares each position's logits with those of a Session whose
 // cache was sized for the whole context before the first token (the same
 // bits) and with one prefill of the whole sequence.
 func TestSessionGrowth(t *testing.T) {

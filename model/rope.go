@@ -53,7 +53,7 @@ var archRopeModes = map[string]RopeMode{
 	"qwen2": RopeNeoX,
 }
 
-// rope holds the rotation angles of the positions a session has room for.
+// rope holds the rotation angles of the positions a Session has room for.
 type rope struct {
 	mode RopeMode
 	dims int       // rotated dimensions per head, even; the rest pass through
