@@ -709,6 +709,18 @@ func pagedKVHostile(t *testing.T, r *fuzzReader, e *attention.Engine, q attentio
 	}
 	before := fzSnap(room)
 	err := fzCall(t, what, func() error { return call(out, lse, qA, kvA) })
+	fzCheck(t, what, err, expectErr, why, empty, room, before, ins, out, cleanOut, lse, cleanLSE, rowsNow)
+}
+
+// fzCheck checks the outcome err of a hostile draw over the arena room
+// (before is fzSnap(room) taken before the call): an error when expectErr
+// (why says why the call is invalid), and then, or when there was nothing
+// to compute (empty), no byte changed; otherwise no error, only out's
+// elements and lse's rows written, with the bits of the same call over
+// plain copies (cleanOut, cleanLSE).
+func fzCheck(t *testing.T, what string, err error, expectErr bool, why string, empty bool, room []byte, before [][]byte, ins []fzIn,
+	out, cleanOut attention.Tensor, lse, cleanLSE []float32, rows int) {
+	t.Helper()
 	if expectErr {
 		if err == nil {
 			t.Fatalf("%s: no error, but %s", what, why)
@@ -723,8 +735,8 @@ func pagedKVHostile(t *testing.T, r *fuzzReader, e *attention.Engine, q attentio
 		fzUnchanged(t, what+" (nothing to compute)", before, [][]byte{room}, ins)
 		return
 	}
-	fzWroteOnly(t, what, room, before[0], out, lse, rowsNow, ins)
-	fzSameOutputs(t, what, out, cleanOut, lse, cleanLSE, rowsNow)
+	fzWroteOnly(t, what, room, before[0], out, lse, rows, ins)
+	fzSameOutputs(t, what, out, cleanOut, lse, cleanLSE, rows)
 }
 
 // fzPagedKVIns returns what a ForwardPagedKV call reads.

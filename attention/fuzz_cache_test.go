@@ -648,20 +648,5 @@ func decodeHostile(t *testing.T, h int, aux *rand.Rand, e *attention.Engine, pc 
 	if s := lengths(); s != state {
 		t.Fatalf("%s (error %v): the caches' bookkeeping changed from %s to %s", what, err, state, s)
 	}
-	if expectErr {
-		if err == nil {
-			t.Fatalf("%s: no error, but %s", what, why)
-		}
-		fzUnchanged(t, fmt.Sprintf("%s, failed with %q", what, err), before, [][]byte{room}, ins)
-		return
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if empty {
-		fzUnchanged(t, what+" (nothing to compute)", before, [][]byte{room}, ins)
-		return
-	}
-	fzWroteOnly(t, what, room, before[0], out, lse, rowsNow, ins)
-	fzSameOutputs(t, what, out, cleanOut, lse, cleanLSE, rowsNow)
+	fzCheck(t, what, err, expectErr, why, empty, room, before, ins, out, cleanOut, lse, cleanLSE, rowsNow)
 }

@@ -511,22 +511,7 @@ func forwardHostile(t *testing.T, r *fuzzReader, cfg attention.Config, wantErr, 
 	}
 	before := fzSnap(room)
 	err = fzCall(t, what, func() error { return call(out, lse, qA, kA, vA) })
-	if expectErr {
-		if err == nil {
-			t.Fatalf("%s: no error, but %s", what, why)
-		}
-		fzUnchanged(t, fmt.Sprintf("%s, failed with %q", what, err), before, [][]byte{room}, ins)
-		return
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if empty {
-		fzUnchanged(t, what+" (nothing to compute)", before, [][]byte{room}, ins)
-		return
-	}
-	fzWroteOnly(t, what, room, before[0], out, lse, rows, ins)
-	fzSameOutputs(t, what, out, cleanOut, lse, cleanLSE, rows)
+	fzCheck(t, what, err, expectErr, why, empty, room, before, ins, out, cleanOut, lse, cleanLSE, rows)
 }
 
 // fzForwardIns returns what a Forward call reads.

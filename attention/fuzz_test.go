@@ -752,18 +752,7 @@ func mergeHostile(t *testing.T, r *fuzzReader, fn string, outLay attention.Layou
 	}
 	before := fzSnap(room)
 	err := fzCall(t, what, func() error { return call(out, lse, ps, ls) })
-	if why != "" {
-		if err == nil {
-			t.Fatalf("%s: no error, but %s", what, why)
-		}
-		fzUnchanged(t, fmt.Sprintf("%s, failed with %q", what, err), before, [][]byte{room}, ins)
-		return
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	fzWroteOnly(t, what, room, before[0], out, lse, rowsNow, ins)
-	fzSameOutputs(t, what, out, cleanOut, lse, cleanLSE, rowsNow)
+	fzCheck(t, what, err, why != "", why, false, room, before, ins, out, cleanOut, lse, cleanLSE, rowsNow)
 }
 
 // fzMergeMisuse returns why MergeN(out, lse, parts, lses) (or Merge with
