@@ -42,7 +42,7 @@ func checkAgainstOracle(t *testing.T, e *attention.Engine, pr *problem) referenc
 			t.Errorf("%v: f32 max abs error %.3g exceeds 1e-5 + E_κ %.3g", pr, errs.MaxAbs, kc)
 		}
 	}
-	if bf16 {
+	if computedInBF16(pr.opts.Precision, pr.p) {
 		// The log-sum-exp sums unrounded probabilities of the scores of
 		// rounded Q and K: compare with the oracle of those.
 		_, wantLSE = pr.oracleBF16QK(t)

@@ -181,6 +181,10 @@ func validateOptions(c *call, opts *Options) error {
 		return err
 	}
 	c.terms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
+	if c.precision == PrecisionBFloat16 && readsRows(c.group, q.Seq) {
+		// A call of few rows is computed in float32 (Precision's doc).
+		c.precision = PrecisionFloat32
+	}
 	c.gridTiles = c.precision == PrecisionBFloat16
 	c.trim = !c.terms && c.gridTiles
 	return nil

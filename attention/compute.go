@@ -146,6 +146,13 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 // a packed tile across all of them.
 const directRows = 16
 
+// readsRows reports whether a call of group query heads per K/V head and
+// nq query positions reads K and V rows in place (plan.direct): at most
+// directRows rows, and SIMD row kernels.
+func readsRows(group, nq int) bool {
+	return nq <= directRows && group*nq <= directRows && kernel.Current().RowKernels
+}
+
 // gatherAhead is how many keys after a tile a paged tile's offset table
 // also holds: the gathering kernels prefetch the rows of the keys the
 // table lists after the tile, up to their own distance (64 keys).

@@ -18,11 +18,8 @@ import (
 // The row sums z add P before rounding, as the float32 path does. K and V
 // of any storage type are packed into the pair panels of kernel.QKTBF16
 // and kernel.PVBF16 (rounding float32, fp16 and dequantised q8 values);
-// bfloat16 K and V are exact there. In a call of few rows (c.direct:
-// decode), bfloat16 K and V are instead read where they lie by the
-// float32 row kernels, which gives the same rounding points: the rounded
-// queries and probabilities times bfloat16 values are exact float32
-// products, accumulated in float32.
+// bfloat16 K and V are exact there. A call of few rows (readsRows) never
+// gets here: it is computed in float32.
 type bf16Math struct{}
 
 // bf16Strides returns the leading dimensions of the bf16 scratch of a
@@ -48,16 +45,12 @@ func alignedBF16(n int) []fp16.BFloat16 {
 	return buf[off : off+n : off+n]
 }
 
-// readsInPlace reports whether the row kernels read t where it lies in
-// this call: few rows, and bfloat16 values, which need no rounding.
-func readsInPlace(c *task, t *Tensor) bool { return c.direct && t.dtype == BF16 }
-
 func (bf16Math) loadQ(ws *workspace, c *task, b, hk, p0, np int) {
 	bl := &ws.blk
 	d, ld := bl.d, bl.ld
 	ldQ, _, _, _ := bf16Strides(bl.ldS, d, bl.dv)
 	// The arguments fit the workspace by construction.
-	if readsInPlace(c, bl.src.k) || c.q.dtype != F32 {
+	if c.q.dtype != F32 {
 		gatherQ(ws, c, b, hk, p0, np)
 		_ = kernel.RoundRowsBF16(ws.qb, ldQ, ws.q, ld, bl.rows, d)
 	} else {
@@ -77,16 +70,9 @@ func (bf16Math) loadQ(ws *workspace, c *task, b, hk, p0, np int) {
 			}
 		}
 	}
-	for r := range bl.rows {
-		qb := ws.qb[r*ldQ:]
-		if d%2 == 1 {
-			qb[d] = 0 // the zero partner of the last component
-		}
-		if readsInPlace(c, bl.src.k) {
-			// The row kernels read the rounded queries as float32.
-			for k, x := range qb[:d] {
-				ws.q[r*ld+k] = x.Float32()
-			}
+	if d%2 == 1 {
+		for r := range bl.rows {
+			ws.qb[r*ldQ+d] = 0 // the zero partner of the last component
 		}
 	}
 }
@@ -95,10 +81,6 @@ func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	bl.fused = false
 	src := &bl.src
-	if readsInPlace(c, src.k) {
-		bl.scaled = true
-		return scoresInPlace(ws, c, j0, bc)
-	}
 	ldQ, ldK, _, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	kp := ws.kp
 	if bl.preK != nil {
@@ -209,20 +191,6 @@ func hideEdges(ws *workspace, r0, nr, bc int) {
 }
 
 func (bf16Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
-	bl := &ws.blk
-	src := &bl.src
-	if readsInPlace(c, src.v) && bl.scaled {
-		if err := softmaxWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS); err != nil {
-			return err
-		}
-		for r := range bl.rows {
-			row := ws.s[r*bl.ldS:][:bc]
-			for j, x := range row {
-				row[j] = kernel.RoundBF16(x).Float32()
-			}
-		}
-		return valuesInPlace(ws, j0, bc)
-	}
 	return foldTile(ws, c, j0, bc, false)
 }
 

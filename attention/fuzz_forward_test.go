@@ -359,7 +359,7 @@ func FuzzForward(f *testing.F) {
 		if !useLSE {
 			return
 		}
-		if prec == attention.PrecisionBFloat16 {
+		if computedInBF16(prec, p) {
 			_, wantLSE = pr.oracleBF16QK(t)
 		}
 		lseTol := 1e-5 * (1 + math.Log(float64(p.SeqKV+1)))

@@ -205,8 +205,35 @@ const (
 	// float32 FMA kernels on operands widened exactly to float32 (AVX-512,
 	// AVX2, NEON; portable Go with purego; kernel.BF16Implementation says
 	// which), to the same rounding points and slower than float32.
+	//
+	// A call of few query rows (decode, a few draft tokens; see
+	// ComputedPrecision) is computed in float32 instead: it reads K and V
+	// rows where they lie, which bfloat16 products would first have to
+	// pack, so float32 is the faster arithmetic there as well as the more
+	// accurate one. Its output and log-sum-exp are those of the same call
+	// with PrecisionFloat32, bit for bit.
 	PrecisionBFloat16
 )
+
+// ComputedPrecision returns the arithmetic in which a call computes its
+// products: opts.Precision, except that a call in PrecisionBFloat16 with
+// at most 16 query rows per K/V head (qHeads/kvHeads query heads per K/V
+// head times nq query positions; nq of a batch with Options.CuSeqQ is the
+// number of packed query rows) is computed in PrecisionFloat32 where the
+// row kernels are SIMD (kernel.Current().RowKernels). nq is the
+// per-sequence query count of the paged and cache calls, as their query
+// tensors give it. The result describes a valid call; arguments that do
+// not describe one (kvHeads not dividing qHeads, negative counts) return
+// opts.Precision.
+func ComputedPrecision(opts Options, qHeads, kvHeads, nq int) Precision {
+	if opts.Precision != PrecisionBFloat16 || kvHeads <= 0 || qHeads <= 0 || qHeads%kvHeads != 0 || nq < 0 {
+		return opts.Precision
+	}
+	if readsRows(qHeads/kvHeads, nq) {
+		return PrecisionFloat32
+	}
+	return opts.Precision
+}
 
 // String returns the precision's short name: "float32" or "bfloat16".
 func (p Precision) String() string {

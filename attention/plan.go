@@ -1,7 +1,5 @@
 package attention
 
-import "github.com/flashgo/flashgo/kernel"
-
 // task is one call being computed: the validated request (call, never
 // changed once validated) and the plan that says how it is computed. The
 // tile loop reads both through it.
@@ -37,7 +35,6 @@ type plan struct {
 // storage). The prepacked panels are set up by the caller, which owns
 // their buffers.
 func (e *Engine) makePlan(c *call, src kvStore) plan {
-	caps := kernel.Current()
 	p := plan{src: src, math: f32Math{},
 		kOps: &kvKernels[c.k.dtype], vOps: &kvKernels[c.v.dtype], qIO: &activationIO[c.q.dtype], outIO: &activationIO[c.out.dtype]}
 	if c.mask.dtype != 0 {
@@ -47,7 +44,7 @@ func (e *Engine) makePlan(c *call, src kvStore) plan {
 		p.math = bf16Math{}
 	}
 	p.np = e.positionsPerBlock(c, &p)
-	p.direct = c.group*c.q.Seq <= directRows && caps.RowKernels
+	p.direct = readsRows(c.group, c.q.Seq)
 	p.nBlk = (c.q.Seq + p.np - 1) / p.np
 	p.splits = 1
 	if c.cuQ == nil && p.nBlk == 1 {

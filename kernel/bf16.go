@@ -124,6 +124,10 @@ func PackKPairs[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []flo
 	if n == 0 || d == 0 {
 		return nil
 	}
+	if _, exact := any(src).([]fp16.BFloat16); !exact && pairAligned(dst, ldDst) {
+		packKPairsRounded(dst, ldDst, src, scales, ldSrc, n, d)
+		return nil
+	}
 	packKPairsGeneric(dst, ldDst, src, scales, ldSrc, n, d)
 	return nil
 }
@@ -305,6 +309,9 @@ func PackVPairs[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []flo
 	}
 	if n == 0 || d == 0 {
 		return true, nil
+	}
+	if _, exact := any(src).([]fp16.BFloat16); !exact && pairAligned(dst, ldDst) {
+		return packVPairsRounded(dst, ldDst, src, scales, ldSrc, n, d), nil
 	}
 	return packVPairsGeneric(dst, ldDst, src, scales, ldSrc, n, d), nil
 }

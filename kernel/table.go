@@ -248,8 +248,11 @@ func noescape(p unsafe.Pointer) unsafe.Pointer
 // follow, for the buffers the package's own code passes to a row's kernels:
 // a call through a function value makes its arguments escape, and the
 // kernels keep no pointer past the call.
-func stackF32(s []float32) []float32 {
-	return unsafe.Slice((*float32)(noescape(unsafe.Pointer(unsafe.SliceData(s)))), len(s))
+func stackF32(s []float32) []float32 { return stackSlice(s) }
+
+// stackSlice is stackF32 for a stack buffer of any element type.
+func stackSlice[T any](s []T) []T {
+	return unsafe.Slice((*T)(noescape(unsafe.Pointer(unsafe.SliceData(s)))), len(s))
 }
 
 // bits16 returns the address of the first 16-bit pattern of a half-precision slice.

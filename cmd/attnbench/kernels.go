@@ -50,28 +50,16 @@ func bf16Kernel() string {
 	}
 }
 
-// directRows mirrors the attention package's unexported directRows
-// (attention/compute.go; makePlan in attention/plan.go): a call of at
-// most this many rows (query heads of a group × query positions) reads K
-// and V rows in place with the float32 row kernels where
-// kernel.Current().RowKernels says they are SIMD. In bf16 precision such a
-// call reads bfloat16 K and V with the row kernels (exact products of
-// bfloat16 values in float32), not with the bf16 products (which then run
-// only the P·V of tiles that a mask crosses, a sliding window's edge). The
-// attention package exports no way to ask which path a call takes, so this
-// copy must follow the package if that constant changes.
-const directRows = 16
-
 // rowKernel is the kernel column of a row of shape s with K/V type dt in
 // precision prec: f32 rows name the float32 kernels, q8q rows them and the
 // int8 dot product of their Q·Kᵀ ("avx512+avx512vnni"), bf16 rows the bf16
-// products, or the float32 row kernels on widened operands where a call of
-// few rows reads bfloat16 K and V in place.
+// products, or the float32 kernels where the call is computed in float32
+// (attention.ComputedPrecision: decode, few query rows).
 func rowKernel(s shape, dt attention.DType, prec attention.Precision) string {
 	switch prec {
 	case attention.PrecisionBFloat16:
-		if dt == attention.BF16 && s.kvHeads > 0 && s.heads/s.kvHeads*s.nq <= directRows && kernel.Current().RowKernels {
-			return widened(f32Kernel())
+		if attention.ComputedPrecision(attention.Options{Precision: prec}, s.heads, s.kvHeads, s.nq) == attention.PrecisionFloat32 {
+			return f32Kernel()
 		}
 		return bf16Kernel()
 	case precQ8Query:

@@ -183,7 +183,7 @@ func (rep *report) kernelLegend() string {
 			case k == kernel.Generic:
 				names = append(names, k+": Go loops")
 			case k != rep.bf16Kernel:
-				names = append(names, k+": the float32 row kernels reading bf16 K/V in place, a decode row's few query rows")
+				names = append(names, k+": float32, as a call of few query rows (decode) is computed in bf16 precision")
 			default:
 				names = append(names, k+": the float32 kernels on operands widened exactly to float32")
 			}

@@ -71,15 +71,15 @@ func TestRowKernelNames(t *testing.T) {
 			}
 			assert.NotContains(t, f32, "amx")
 			assert.NotContains(t, f32, "bf16")
-			// A decode row of bf16 K/V reads them in place with the float32
-			// row kernels where those are SIMD; other K/V types are packed
-			// for the bf16 products.
-			inPlace := bf16
+			// A decode row is computed in float32 where the row kernels
+			// are SIMD, whatever its K/V type.
+			decode := bf16
 			if kernel.Current().RowKernels {
-				inPlace = f32 + " (widened)"
+				decode = f32
 			}
-			assert.Equal(t, inPlace, rowKernel(d1, attention.BF16, attention.PrecisionBFloat16))
-			assert.Equal(t, bf16, rowKernel(d1, attention.F16, attention.PrecisionBFloat16))
+			for _, dt := range []attention.DType{attention.F32, attention.F16, attention.BF16, attention.Q8} {
+				assert.Equal(t, decode, rowKernel(d1, dt, attention.PrecisionBFloat16), "D1 %v bf16", dt)
+			}
 			assert.Equal(t, f32+"+"+registry.Current(registry.Int8Dot), rowKernel(d1, attention.Q8, precQ8Query))
 		})
 	}
@@ -124,17 +124,17 @@ func TestRunKernelColumnAndPeak(t *testing.T) {
 			rows := tableRows(out)
 			require.Len(t, rows, 8)
 			setKernel(t, impl)
-			inPlace := bf16Kernels[impl] // a decode row reading bf16 K/V in place
+			decode := bf16Kernels[impl] // a decode row: computed in float32 where the row kernels are SIMD
 			if kernel.Current().RowKernels {
-				inPlace = f32Kernels[impl] + " (widened)"
+				decode = f32Kernels[impl]
 			}
 			for _, r := range rows {
 				switch r.prec {
 				case "f32":
 					assert.Equal(t, f32Kernels[impl], r.kernel, "%+v", r)
 				case "bf16":
-					if r.shape == "D1/64" && r.kv == "bf16" {
-						assert.Equal(t, inPlace, r.kernel, "%+v", r)
+					if r.shape == "D1/64" {
+						assert.Equal(t, decode, r.kernel, "%+v", r)
 					} else {
 						assert.Equal(t, bf16Kernels[impl], r.kernel, "%+v", r)
 					}
