@@ -109,6 +109,39 @@ func TestBF16PrepackMatchesTiles(t *testing.T) {
 	}
 }
 
+// TestBF16PrepackDimV is TestBF16PrepackMatchesTiles for V of another
+// head dim than K: the prepacked panels must find a NaN in any of V's
+// columns, those past K's head dim included.
+func TestBF16PrepackDimV(t *testing.T) {
+	rng := rand.New(rand.NewPCG(75, 76))
+	const hq, hkv, d, nq, nk = 4, 2, 16, 64, 77
+	for _, dv := range []int{40, 9} {
+		q := randn(rng, hq*nq*d)
+		k, v := randn(rng, hkv*nk*d), randn(rng, hkv*nk*dv)
+		v[(nk-5)*dv+dv-1] = float32(math.NaN())  // key nk-5 of head 0, its last column
+		v[(nk+21)*dv+dv-2] = float32(math.NaN()) // key 21 of head 1: the partner row of an odd tile
+		kT, vT := attention.F32Tensor(k, attention.BHSD(1, hkv, nk, d)), attention.F32Tensor(v, attention.BHSD(1, hkv, nk, dv))
+		opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
+		run := func(pre bool) []float32 {
+			defer attention.SetPrepack(pre)()
+			out := make([]float32, hq*nq*dv)
+			e := mustEngine(t, attention.Config{BlockQ: 16, BlockKV: 16, Threads: 2})
+			require.NoError(t, e.Forward(attention.F32Tensor(out, attention.BHSD(1, hq, nq, dv)), attention.F32Tensor(q, attention.BHSD(1, hq, nq, d)), kT, vT, opts))
+			return out
+		}
+		tiles, pre := run(false), run(true)
+		nan := 0
+		for i := range tiles {
+			require.Equal(t, math.Float32bits(tiles[i]), math.Float32bits(pre[i]), "dv %d: out[%d] %v, want %v", dv, i, pre[i], tiles[i])
+			if math.IsNaN(float64(pre[i])) {
+				nan++
+			}
+		}
+		assert.NotZero(t, nan, "dv %d: the NaN values reach the rows that see them", dv)
+		assert.Less(t, nan, len(pre)/4, "dv %d: and no others", dv)
+	}
+}
+
 // TestBF16FusedMatchesUnfused checks that folding a tile's rows a chunk at
 // a time (product, softmax, P·V per chunk) gives bitwise the output of
 // folding the whole tile at each step, with odd chunks, odd tiles, odd d,

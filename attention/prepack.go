@@ -99,8 +99,8 @@ func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32,
 		n := bad[j]
 		if !finite {
 			row := v[(j/2)*p.ldV+j%2:]
-			for c := range d {
-				if row[2*c]&0x7f80 == 0x7f80 {
+			for col := range c.dv {
+				if row[2*col]&0x7f80 == 0x7f80 {
 					n++
 					break
 				}
