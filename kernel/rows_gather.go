@@ -206,7 +206,8 @@ func pvRowsGatherTail[T RowElem](o []float32, ldO int, p []float32, ldP int, v [
 		pvRowsGatherGeneric(o, ldO, p, ldP, v, scales, off, rows, cols, c0, d)
 		return
 	}
-	var buf [tailKeys * qktChunk]float32
+	var bufA [tailKeys * qktChunk]float32
+	buf := stackF32(bufA[:])
 	for cc := c0; cc < d; cc += qktChunk {
 		n := min(qktChunk, d-cc)
 		for j0 := 0; j0 < cols; j0 += tailKeys {
