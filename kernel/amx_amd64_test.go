@@ -132,7 +132,7 @@ func testAMXPV(t *testing.T, rng *rand.Rand, c amxCase) (same, total int) {
 // walks the even numbers 2–130 (0–4 whole k steps and every partial one)
 // and with 64, against float64 sums and the generic twin.
 func TestAMXEdgeShapes(t *testing.T) {
-	skipUnlessImpl(t, AMX)
+	setImpl(t, AMX)
 	rng := rand.New(rand.NewPCG(11, 11))
 	var qSame, qTotal, pSame, pTotal int
 	for rows := 1; rows <= 40; rows++ {
@@ -155,7 +155,7 @@ func TestAMXEdgeShapes(t *testing.T) {
 // touches an inaccessible page, with tight and loose leading dimensions: a
 // tile row read or written one element too far faults.
 func TestAMXGuardPages(t *testing.T) {
-	skipUnlessImpl(t, AMX)
+	setImpl(t, AMX)
 	var arenas [6]*guardedArena
 	for i := range arenas {
 		arenas[i] = newGuardedArena(t, 1<<18)
@@ -189,7 +189,7 @@ func TestAMXGuardPages(t *testing.T) {
 // what the CPU holds (STTILECFG): the layout is the CPU's, and nothing is
 // left configured once the tiles are released.
 func TestAMXConfig(t *testing.T) {
-	skipUnlessImpl(t, AMX)
+	setImpl(t, AMX)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var zero, out [64]byte
@@ -206,7 +206,7 @@ func TestAMXConfig(t *testing.T) {
 // unconfigured (their initial state: STTILECFG stores zeros), so no tile
 // state outlives a call or costs the OS a larger context switch.
 func TestAMXReleasesTiles(t *testing.T) {
-	skipUnlessImpl(t, AMX)
+	setImpl(t, AMX)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	rng := rand.New(rand.NewPCG(12, 12))
@@ -226,7 +226,7 @@ func TestAMXReleasesTiles(t *testing.T) {
 // calls): each result must equal, bit for bit, the same product computed
 // alone.
 func TestAMXConcurrent(t *testing.T) {
-	skipUnlessImpl(t, AMX)
+	setImpl(t, AMX)
 	type job struct {
 		rows, cols, d int
 		q, kp, p, vp  []fp16.BFloat16
@@ -332,14 +332,14 @@ func BenchmarkAMX(b *testing.B) {
 			qf, kt := gemmRandom(rows*d, 1), gemmRandom(d*cols, 1)
 			pf, v := gemmRandom(rows*cols, 1e-3), gemmRandom(cols*d, 1)
 			b.Run("QKT/"+shape+"/f32-avx512", func(b *testing.B) {
-				skipUnlessImpl(b, AVX512)
+				setImpl(b, AVX512)
 				for b.Loop() {
 					x86.QktAVX512(&s[0], cols, &qf[0], d, &kt[0], cols, rows, cols, d, 0.125)
 				}
 				report(b)
 			})
 			b.Run("PV/"+shape+"/f32-avx512", func(b *testing.B) {
-				skipUnlessImpl(b, AVX512)
+				setImpl(b, AVX512)
 				clear(o)
 				for b.Loop() {
 					x86.PvAVX512(&o[0], d, &pf[0], cols, &v[0], d, rows, cols, d)
@@ -355,7 +355,7 @@ func BenchmarkAMX(b *testing.B) {
 // steps whose A and B (20 KiB) stay in the L1 cache. GFLOP/s at
 // 2·64·64·32 flops a k step.
 func BenchmarkAMXPeak(b *testing.B) {
-	skipUnlessImpl(b, AMX)
+	setImpl(b, AMX)
 	const kt = 16
 	cfg := amxConfig(16, 16, 16)
 	c := make([]float32, 64*64)
@@ -372,7 +372,7 @@ func BenchmarkAMXPeak(b *testing.B) {
 // one cache line, and with the K panel of a whole 1024-key call (a 4 KiB
 // row stride, as attention's prepacked K of P1).
 func BenchmarkAMXStrides(b *testing.B) {
-	skipUnlessImpl(b, AMX)
+	setImpl(b, AMX)
 	const rows, cols, d = 256, 256, 128
 	rng := rand.New(rand.NewPCG(15, 15))
 	mk := func(n int) []fp16.BFloat16 {

@@ -81,11 +81,8 @@ type bf16Pool struct {
 }
 
 func newBF16Pool(seed uint64, scale float64) *bf16Pool {
-	p := &bf16Pool{rng: rand.New(rand.NewPCG(seed, seed)), vals: make([]fp16.BFloat16, 1<<16)}
-	for i := range p.vals {
-		p.vals[i] = RoundBF16(float32(scale * p.rng.NormFloat64()))
-	}
-	return p
+	rng := rand.New(rand.NewPCG(seed, seed))
+	return &bf16Pool{rng: rng, vals: randnBF16(rng, 1<<16, scale)}
 }
 
 // fill writes n random elements into each of rows rows ld apart.
@@ -115,7 +112,7 @@ func bf16ShapeDims() []int {
 // every even reduction length up to 130, and requires them to equal the
 // model bit for bit and to touch nothing outside their blocks.
 func TestBF16AVX512Shapes(t *testing.T) {
-	skipUnlessImpl(t, AVX512BF16)
+	setImpl(t, AVX512BF16)
 	pool := newBF16Pool(11, 1)
 	probs := newBF16Pool(12, 0.05)
 	for rows := 1; rows <= 13; rows++ {
@@ -181,7 +178,7 @@ func testPVBF16AVX512(t *testing.T, pool, probs *bf16Pool, rows, cols, d int) {
 // 1 + 2⁻²⁴ + 2⁻²⁵ is 1 + 2⁻²³ only if both products are added with one
 // rounding.
 func TestVDPBF16PSOrder(t *testing.T) {
-	skipUnlessImpl(t, AVX512BF16)
+	setImpl(t, AVX512BF16)
 	b := func(x float32) fp16.BFloat16 { return RoundBF16(x) }
 	run := func(a0, a1, b0, b1 float32) float32 {
 		o := []float32{1}
@@ -209,14 +206,11 @@ func TestVDPBF16PSOrder(t *testing.T) {
 }
 
 // TestBF16AVX512Dispatch checks that the avx512bf16 implementation, where
-// the machine has it, runs these kernels through QKTBF16 and PVBF16.
+// the machine has it, runs these kernels through QKTBF16 and PVBF16 (the
+// others run them directly, under it: setImpl, which skips them where the
+// machine lacks it).
 func TestBF16AVX512Dispatch(t *testing.T) {
-	skipUnlessImpl(t, AVX512BF16)
-	restore, err := setImplementation(AVX512BF16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer restore()
+	setImpl(t, AVX512BF16)
 	if got := BF16Implementation(); got != AVX512BF16 {
 		t.Fatalf("BF16Implementation() = %q; want %q", got, AVX512BF16)
 	}
@@ -253,7 +247,7 @@ func TestBF16AVX512Dispatch(t *testing.T) {
 // ceiling of the AVX512-BF16 kernels (BenchmarkFMAPeak/avx512 is the
 // float32 FMA's).
 func BenchmarkVDPBF16PSPeak(b *testing.B) {
-	skipUnlessImpl(b, AVX512BF16)
+	setImpl(b, AVX512BF16)
 	const iters, flops = 1000, 24 * 16 * 2 * 2
 	for b.Loop() {
 		x86.Vdpbf16psPeakAVX512(iters)

@@ -15,12 +15,7 @@ import (
 // BenchmarkPV's float32 figures.
 
 func randomBF16(n int, scale float64) []fp16.BFloat16 {
-	rng := rand.New(rand.NewPCG(9, uint64(n)))
-	x := make([]fp16.BFloat16, n)
-	for i := range x {
-		x[i] = RoundBF16(float32(scale * rng.NormFloat64()))
-	}
-	return x
+	return randnBF16(rand.New(rand.NewPCG(9, uint64(n))), n, scale)
 }
 
 func reportGFLOPs(b *testing.B, flops int) {
@@ -77,9 +72,7 @@ func BenchmarkOnlineSoftmaxBF16(b *testing.B) {
 			b.Run(fmt.Sprintf("cols=%d", cols), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(3, uint64(cols)))
 				s := make([]float32, rows*cols)
-				for i := range s {
-					s[i] = float32(rng.NormFloat64())
-				}
+				fill(rng, s)
 				p := make([]fp16.BFloat16, rows*cols)
 				m, z, alpha := make([]float32, rows), make([]float32, rows), make([]float32, rows)
 				for b.Loop() {

@@ -11,9 +11,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
+// randBF16 returns a standard normal value from rng rounded to bfloat16.
 func randBF16(rng *rand.Rand) fp16.BFloat16 { return RoundBF16(float32(rng.NormFloat64())) }
+
+// randnBF16 returns n normal values from rng of standard deviation scale,
+// rounded to bfloat16.
+func randnBF16(rng *rand.Rand, n int, scale float64) []fp16.BFloat16 {
+	x := make([]fp16.BFloat16, n)
+	for i := range x {
+		x[i] = RoundBF16(float32(scale * rng.NormFloat64()))
+	}
+	return x
+}
 
 func TestRoundBF16(t *testing.T) {
 	for _, c := range []struct {
@@ -483,6 +495,13 @@ func TestCanonBF16(t *testing.T) {
 	}
 }
 
+// guardedPanel returns a panel of size bfloat16 guards shift elements
+// into the middle of a buffer of GuardedBF16's layout (size + 1 elements
+// between Pad guards): shifts 0 and 1 put it on and off a 4-byte boundary.
+func guardedPanel(size, shift int) *impltest.Block[fp16.BFloat16] {
+	return impltest.NewBlock(1, size, size, pad+shift, pad+1-shift, impltest.GuardBF16)
+}
+
 // TestPackKPairsBF16Bits packs bfloat16 keys of random bits (zeros,
 // subnormals, infinities, NaNs of both kinds among them) with even and odd
 // strides and with the panel on and off 4-byte boundaries, so that both
@@ -505,13 +524,10 @@ func TestPackKPairsBF16Bits(t *testing.T) {
 							}
 						}
 						size := ((d+1)/2-1)*ldDst + 2*n
-						buf, _ := guardedBF16(size + 1)
-						dst := buf[pad+shift:][:size]
+						panel := guardedPanel(size, shift)
+						dst := panel.S()
 						require.NoError(t, PackKPairs(dst, ldDst, src, nil, ldSrc, n, d))
-						for i := range pad {
-							require.Equal(t, fp16.BFloat16(0x7fc0), buf[i], "guard before the panel")
-							require.Equal(t, fp16.BFloat16(0x7fc0), buf[len(buf)-1-i], "guard after the panel")
-						}
+						panel.CheckOutside(t, "PackKPairs panel")
 						for j := range n {
 							for k := range d + d%2 {
 								want := fp16.BFloat16(0)
@@ -597,14 +613,11 @@ func TestPackVPairsBF16Bits(t *testing.T) {
 							}
 						}
 						size := ((n+1)/2-1)*ldDst + 2*d
-						buf, _ := guardedBF16(size + 1)
-						dst := buf[pad+shift:][:size]
+						panel := guardedPanel(size, shift)
+						dst := panel.S()
 						finite, err := PackVPairs(dst, ldDst, src, nil, ldSrc, n, d)
 						require.NoError(t, err)
-						for i := range pad {
-							require.Equal(t, fp16.BFloat16(0x7fc0), buf[i], "guard before the panel")
-							require.Equal(t, fp16.BFloat16(0x7fc0), buf[len(buf)-1-i], "guard after the panel")
-						}
+						panel.CheckOutside(t, "PackVPairs panel")
 						what := fmt.Sprintf("n %d d %d ldDst %d shift %d special row %d", n, d, ldDst, shift, special)
 						require.Equal(t, wantFinite, finite, "%s: finite", what)
 						for j := range n + n%2 {

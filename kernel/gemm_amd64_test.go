@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/flashgo/flashgo/internal/impltest"
 	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
@@ -57,7 +58,7 @@ func gemmVariantNamed(t testing.TB, name string) gemmVariant {
 	t.Helper()
 	for _, v := range gemmVariants {
 		if v.name == name {
-			skipUnlessImpl(t, name)
+			setImpl(t, name)
 			return v
 		}
 	}
@@ -75,9 +76,9 @@ type gemmMat = guardedBlock
 // NaN like everything around it.
 func newGemmMat(rng *rand.Rand, rows, cols int, fill bool) *gemmMat {
 	ld := cols + rng.IntN(4)
-	m := newGuardedBlock(rows, cols, ld, gemmGuard+1+rng.IntN(3), math.Float32bits(float32(math.NaN())))
+	m := impltest.NewBlock(rows, cols, ld, gemmGuard+1+rng.IntN(3), blockTrail, float32(math.NaN()))
 	if fill {
-		m.fillNormal(rng)
+		impltest.FillBlock(rng, m)
 	}
 	return m
 }
@@ -85,15 +86,15 @@ func newGemmMat(rng *rand.Rand, rows, cols int, fill bool) *gemmMat {
 // absProduct returns the rows×cols matrix of Σ_k |a[i,k]|·|b[k,j]|, the
 // sum of the absolute values of the terms of (a·b)[i,j].
 func absProduct(a, b *gemmMat) []float64 {
-	rows, n, cols := a.rows, a.cols, b.cols
+	rows, n, cols := a.Rows, a.Cols, b.Cols
 	out := make([]float64, rows*cols)
 	brow := make([]float64, cols)
 	for k := range n {
 		for j := range cols {
-			brow[j] = math.Abs(float64(*b.at(k, j)))
+			brow[j] = math.Abs(float64(*b.At(k, j)))
 		}
 		for i := range rows {
-			x := math.Abs(float64(*a.at(i, k)))
+			x := math.Abs(float64(*a.At(i, k)))
 			o := out[i*cols : (i+1)*cols]
 			for j, y := range brow {
 				o[j] += x * y
@@ -108,16 +109,16 @@ func absProduct(a, b *gemmMat) []float64 {
 // being the length of the sum.
 func gemmCheck(t testing.TB, what string, got, want *gemmMat, n int, absSum []float64) {
 	t.Helper()
-	for i := range got.rows {
-		for j := range got.cols {
-			g, w := *got.at(i, j), *want.at(i, j)
-			tol := 4 * float64(n+1) * 0x1p-24 * absSum[i*got.cols+j]
+	for i := range got.Rows {
+		for j := range got.Cols {
+			g, w := *got.At(i, j), *want.At(i, j)
+			tol := 4 * float64(n+1) * 0x1p-24 * absSum[i*got.Cols+j]
 			if math.IsNaN(float64(g)) || math.Abs(float64(g)-float64(w)) > tol {
 				t.Fatalf("%s: [%d,%d] = %v, want %v (±%.3g)", what, i, j, g, w, tol)
 			}
 		}
 	}
-	got.checkOutside(t, what)
+	got.CheckOutside(t, what)
 }
 
 // checkQKT runs one QKT case on every variant in vs.
@@ -130,24 +131,20 @@ func checkQKT(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int)
 	if rng.IntN(2) == 0 {
 		scale = float32(rng.Float64()*4 - 2)
 	}
-	want := s.clone()
-	for i := range rows {
-		for j := range cols {
-			want.buf[want.off+i*want.ld+j] = 0
-		}
-	}
-	qktGeneric(want.s(), want.ld, q.s(), q.ld, kt.s(), kt.ld, rows, cols, d, scale)
+	want := s.Clone()
+	want.Each(func(x *float32) { *x = 0 })
+	qktGeneric(want.S(), want.LD, q.S(), q.LD, kt.S(), kt.LD, rows, cols, d, scale)
 	absSum := absProduct(q, kt)
 	for i := range absSum {
 		absSum[i] *= math.Abs(float64(scale))
 	}
 	for _, v := range vs {
-		got := s.clone()
-		v.qkt(got.s(), got.ld, q.s(), q.ld, kt.s(), kt.ld, rows, cols, d, scale)
-		what := fmt.Sprintf("qkt %s rows=%d cols=%d d=%d ldS=%d ldQ=%d ldK=%d", v.name, rows, cols, d, s.ld, q.ld, kt.ld)
+		got := s.Clone()
+		v.qkt(got.S(), got.LD, q.S(), q.LD, kt.S(), kt.LD, rows, cols, d, scale)
+		what := fmt.Sprintf("qkt %s rows=%d cols=%d d=%d ldS=%d ldQ=%d ldK=%d", v.name, rows, cols, d, s.LD, q.LD, kt.LD)
 		gemmCheck(t, what, got, want, d, absSum)
-		q.checkOutside(t, what+" (q)")
-		kt.checkOutside(t, what+" (kt)")
+		q.CheckOutside(t, what+" (q)")
+		kt.CheckOutside(t, what+" (kt)")
 	}
 }
 
@@ -157,21 +154,21 @@ func checkPV(t testing.TB, rng *rand.Rand, vs []gemmVariant, rows, cols, d int) 
 	p := newGemmMat(rng, rows, cols, true)
 	v := newGemmMat(rng, cols, d, true)
 	o := newGemmMat(rng, rows, d, true)
-	want := o.clone()
-	pvGeneric(want.s(), want.ld, p.s(), p.ld, v.s(), v.ld, rows, cols, d)
+	want := o.Clone()
+	pvGeneric(want.S(), want.LD, p.S(), p.LD, v.S(), v.LD, rows, cols, d)
 	absSum := absProduct(p, v)
 	for i := range rows {
 		for k := range d {
-			absSum[i*d+k] += math.Abs(float64(*o.at(i, k)))
+			absSum[i*d+k] += math.Abs(float64(*o.At(i, k)))
 		}
 	}
 	for _, vr := range vs {
-		got := o.clone()
-		vr.pv(got.s(), got.ld, p.s(), p.ld, v.s(), v.ld, rows, cols, d)
-		what := fmt.Sprintf("pv %s rows=%d cols=%d d=%d ldO=%d ldP=%d ldV=%d", vr.name, rows, cols, d, o.ld, p.ld, v.ld)
+		got := o.Clone()
+		vr.pv(got.S(), got.LD, p.S(), p.LD, v.S(), v.LD, rows, cols, d)
+		what := fmt.Sprintf("pv %s rows=%d cols=%d d=%d ldO=%d ldP=%d ldV=%d", vr.name, rows, cols, d, o.LD, p.LD, v.LD)
 		gemmCheck(t, what, got, want, cols, absSum)
-		p.checkOutside(t, what+" (p)")
-		v.checkOutside(t, what+" (v)")
+		p.CheckOutside(t, what+" (p)")
+		v.CheckOutside(t, what+" (v)")
 	}
 }
 

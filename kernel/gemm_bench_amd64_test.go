@@ -104,7 +104,7 @@ func pairedShare(p fmaPeak, f func(), flops int) float64 {
 func BenchmarkFMAPeak(b *testing.B) {
 	for _, p := range []fmaPeak{peakAVX512, peakAVX2} {
 		b.Run(p.name, func(b *testing.B) {
-			skipUnlessImpl(b, p.name)
+			setImpl(b, p.name)
 			const iters = 1000
 			for b.Loop() {
 				p.run(iters)
@@ -135,10 +135,9 @@ func gemmBenchVariants() []struct {
 }
 
 func gemmRandom(n int, scale float32) []float32 {
-	rng := rand.New(rand.NewPCG(3, uint64(n)))
-	x := make([]float32, n)
+	x := randn(rand.New(rand.NewPCG(3, uint64(n))), n)
 	for i := range x {
-		x[i] = scale * float32(rng.NormFloat64())
+		x[i] *= scale
 	}
 	return x
 }
@@ -146,7 +145,7 @@ func gemmRandom(n int, scale float32) []float32 {
 // benchGemm times f (2·rows·cols·d flops a call) and reports its rate and
 // its shares of the peak.
 func benchGemm(b *testing.B, name string, p fmaPeak, flops int, f func()) {
-	skipUnlessImpl(b, name)
+	setImpl(b, name)
 	peak := 0.0
 	if p.ok {
 		peak = measuredPeak(p)

@@ -2,10 +2,9 @@
 
 package kernel
 
-import "testing"
-
-// The CPU features the tests ask about are cpu_amd64.go's (amxErr says
-// whether AMX can run).
+// The tests' own account of what each level needs, from cpu_amd64.go's
+// CPU features (amxErr says whether AMX can run), which
+// TestFeatureTableAgrees checks the registry's against.
 
 // cpuLacks says why this machine cannot run im, or returns "" if it can.
 func cpuLacks(im impl) string {
@@ -31,14 +30,4 @@ func cpuLacks(im impl) string {
 		return "this machine is not arm64"
 	}
 	return ""
-}
-
-// skipUnlessImpl skips tb, naming what this machine lacks, unless it can
-// run the named implementation: for the tests and benchmarks that call an
-// implementation's kernels directly rather than through the dispatch.
-func skipUnlessImpl(tb testing.TB, name string) {
-	tb.Helper()
-	if lacks := implLacks(name); lacks != "" {
-		tb.Skipf("SKIP %s: %s", name, lacks)
-	}
 }

@@ -5,11 +5,12 @@ package kernel
 // implementation the package knows, reporting those this machine cannot
 // run as skipped with what it lacks (and failing where the machine has
 // what an implementation needs but the package refuses it); one set of
-// NaN-guarded buffers; one ULP distance. The CPU features the tests ask
-// about are in harness_<arch>_test.go (cpuLacks).
+// NaN-guarded buffers and blocks; one ULP distance; one set of random
+// inputs. All are internal/impltest's, shared with attention's tests. The
+// CPU features the tests check the registry's account against are in
+// harness_<arch>_test.go (cpuLacks).
 
 import (
-	"math"
 	"testing"
 
 	registry "github.com/flashgo/flashgo/internal/impl"
@@ -46,7 +47,9 @@ func TestFeatureTableAgrees(t *testing.T) {
 
 // setImpl switches the kernels to the named implementation for the rest of
 // the test or benchmark, or skips it with what the machine lacks
-// (impltest.Select).
+// (impltest.Select): the tests and benchmarks that call an
+// implementation's kernels directly rather than through the dispatch run
+// under it.
 func setImpl(tb testing.TB, name string) {
 	tb.Helper()
 	impltest.Select(tb, registry.Kernel, name)
@@ -60,25 +63,11 @@ func testAllImpls(t *testing.T, f func(t *testing.T)) { impltest.Run(t, registry
 // testImpls is testAllImpls for the named implementations only (those that
 // have the kernels a test calls directly).
 func testImpls(t *testing.T, names []string, f func(t *testing.T)) {
-	t.Helper()
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			setImpl(t, name)
-			f(t)
-		})
-	}
+	impltest.RunRows(t, registry.Kernel, names, f)
 }
 
 // benchAllImpls is testAllImpls for benchmarks.
-func benchAllImpls(b *testing.B, f func(b *testing.B)) {
-	b.Helper()
-	for _, name := range allImpls {
-		b.Run(name, func(b *testing.B) {
-			setImpl(b, name)
-			f(b)
-		})
-	}
-}
+func benchAllImpls(b *testing.B, f func(b *testing.B)) { impltest.Run(b, registry.Kernel, f) }
 
 // The shared helpers (internal/impltest), under the names the package's
 // tests use.
@@ -91,30 +80,7 @@ var (
 	checkGuardsBF16 = impltest.CheckGuardsBF16
 	checkOutside    = impltest.CheckOutside
 	fill            = impltest.Fill
+	randn           = impltest.Randn
 	ulps            = impltest.ULPs
+	requireSameBits = impltest.RequireSameBits
 )
-
-// TestUlps pins the distance the tests bound their results with.
-func TestUlps(t *testing.T) {
-	one := math.Float32bits(1)
-	negZero := float32(math.Copysign(0, -1))
-	nan := float32(math.NaN())
-	for _, c := range []struct {
-		a, b float32
-		want int64
-	}{
-		{1, 1, 0},
-		{1, math.Float32frombits(one + 1), 1},
-		{math.Float32frombits(one + 3), 1, 3},
-		{0, negZero, 0},
-		{math.Float32frombits(1), -math.Float32frombits(1), 2},
-		{-1, -math.Float32frombits(one + 2), 2},
-		{nan, nan, 0},
-		{nan, 1, math.MaxInt32},
-		{0, nan, math.MaxInt32},
-	} {
-		if got := ulps(c.a, c.b); got != c.want {
-			t.Errorf("ulps(%v, %v) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
-}

@@ -400,12 +400,8 @@ func TestMatMul(t *testing.T) {
 				for _, k := range []int{0, 1, 5, 33} {
 					ldA, ldB, ldC := k+1, n+3, n+2
 					a, b := make([]float32, m*ldA), make([]float32, max(k, 1)*ldB)
-					for i := range a {
-						a[i] = float32(rng.NormFloat64())
-					}
-					for i := range b {
-						b[i] = float32(rng.NormFloat64())
-					}
+					fill(rng, a)
+					fill(rng, b)
 					c := make([]float32, m*ldC)
 					require.NoError(t, MatMul(c, ldC, a, ldA, b, ldB, m, n, k))
 					for i := range m {

@@ -7,21 +7,24 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 	"github.com/flashgo/flashgo/kernel/internal/arm"
 )
 
 // The NEON kernels are tested against their generic twins on every size
 // class that their blocking distinguishes, with operands that start 1-3
 // elements into their buffers, leading dimensions with gaps between rows,
-// and guard elements on both sides. Guards and gaps hold neonGuardBits, a
-// signalling NaN: arithmetic never produces one, so any write there is
-// seen, and any read of one turns a result into NaN, which is seen too.
+// and guard elements on both sides (impltest.Block). Guards and gaps hold
+// neonGuardBits, a signalling NaN: arithmetic never produces one, so any
+// write there is seen, and any read of one turns a result into NaN, which
+// is seen too. Each test runs under the neon implementation (setImpl,
+// impltest.Select), which skips it, naming what is missing, where this
+// build cannot run it.
 
 const (
 	neonPad       = 4
@@ -49,10 +52,18 @@ func neonCols(rng *rand.Rand, random int) []int {
 	return c
 }
 
-// newBlock returns a guardedBlock of guards only; the block starts off
-// elements after the leading guards.
+// newBlock returns a block of guards only; the block starts off elements
+// after the leading guards.
 func newBlock(rows, cols, ld, off int) *guardedBlock {
-	return newGuardedBlock(rows, cols, ld, neonPad+off, neonGuardBits)
+	return impltest.NewBlock(rows, cols, ld, neonPad+off, blockTrail, math.Float32frombits(neonGuardBits))
+}
+
+// block16 is a block of the 16-bit sources of the pack kernels.
+type block16 = impltest.Block[uint16]
+
+// newBlock16 is newBlock for a block16.
+func newBlock16(rows, cols, ld, off int) *block16 {
+	return impltest.NewBlock(rows, cols, ld, neonPad+off, neonPad, uint16(neonGuard16))
 }
 
 func gapFor(rng *rand.Rand) int { return rng.IntN(4) }
@@ -71,6 +82,7 @@ func withinDot(got, want float32, mag float64, n int) bool {
 }
 
 func TestQKTNEON(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(11, 12))
 	cols := neonCols(rng, 2)
 	exact, total := 0, 0
@@ -81,22 +93,22 @@ func TestQKTNEON(t *testing.T) {
 				s := newBlock(rows, nc, nc+gapFor(rng), offS)
 				q := newBlock(rows, d, d+gapFor(rng), offQ)
 				kt := newBlock(d, nc, nc+gapFor(rng), offK)
-				q.fillNormal(rng)
-				kt.fillNormal(rng)
+				impltest.FillBlock(rng, q)
+				impltest.FillBlock(rng, kt)
 				scale := float32(0.125 + rng.Float64())
-				sg := s.clone()
-				arm.QktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, scale)
-				qktGeneric(sg.s(), sg.ld, q.s(), q.ld, kt.s(), kt.ld, rows, nc, d, scale)
+				sg := s.Clone()
+				arm.QktNEON(&s.S()[0], s.LD, &q.S()[0], q.LD, &kt.S()[0], kt.LD, rows, nc, d, scale)
+				qktGeneric(sg.S(), sg.LD, q.S(), q.LD, kt.S(), kt.LD, rows, nc, d, scale)
 				what := fmt.Sprintf("QKT rows %d cols %d d %d", rows, nc, d)
-				s.checkOutside(t, what)
+				s.CheckOutside(t, what)
 				for i := range rows {
 					for j := range nc {
 						var mag float64
 						for k := range d {
-							mag += math.Abs(float64(*q.at(i, k)) * float64(*kt.at(k, j)))
+							mag += math.Abs(float64(*q.At(i, k)) * float64(*kt.At(k, j)))
 						}
 						mag *= float64(scale)
-						got, want := *s.at(i, j), *sg.at(i, j)
+						got, want := *s.At(i, j), *sg.At(i, j)
 						if !withinDot(got, want, mag, d) {
 							t.Fatalf("%s: s[%d][%d] = %g, generic %g (bound %g)", what, i, j, got, want, 4*float64(d+1)*0x1p-24*mag)
 						}
@@ -118,6 +130,7 @@ func TestQKTNEON(t *testing.T) {
 // A NaN or Inf anywhere in a row of q or a column of kt reaches exactly
 // the scores it should.
 func TestQKTNEONSpecials(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(13, 14))
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1))}
 	for _, rows := range []int{1, 3, 4, 5, 9} {
@@ -126,23 +139,23 @@ func TestQKTNEONSpecials(t *testing.T) {
 				s := newBlock(rows, nc, nc+1, 1)
 				q := newBlock(rows, d, d+2, 2)
 				kt := newBlock(d, nc, nc+3, 3)
-				q.fillNormal(rng)
-				kt.fillNormal(rng)
+				impltest.FillBlock(rng, q)
+				impltest.FillBlock(rng, kt)
 				for range 2 {
-					*q.at(rng.IntN(rows), rng.IntN(d)) = specials[rng.IntN(len(specials))]
-					*kt.at(rng.IntN(d), rng.IntN(nc)) = specials[rng.IntN(len(specials))]
+					*q.At(rng.IntN(rows), rng.IntN(d)) = specials[rng.IntN(len(specials))]
+					*kt.At(rng.IntN(d), rng.IntN(nc)) = specials[rng.IntN(len(specials))]
 				}
-				sg := s.clone()
-				arm.QktNEON(&s.s()[0], s.ld, &q.s()[0], q.ld, &kt.s()[0], kt.ld, rows, nc, d, 0.5)
-				qktGeneric(sg.s(), sg.ld, q.s(), q.ld, kt.s(), kt.ld, rows, nc, d, 0.5)
-				s.checkOutside(t, "QKT specials")
+				sg := s.Clone()
+				arm.QktNEON(&s.S()[0], s.LD, &q.S()[0], q.LD, &kt.S()[0], kt.LD, rows, nc, d, 0.5)
+				qktGeneric(sg.S(), sg.LD, q.S(), q.LD, kt.S(), kt.LD, rows, nc, d, 0.5)
+				s.CheckOutside(t, "QKT specials")
 				for i := range rows {
 					for j := range nc {
 						var mag float64
 						for k := range d {
-							mag += math.Abs(float64(*q.at(i, k)) * float64(*kt.at(k, j)))
+							mag += math.Abs(float64(*q.At(i, k)) * float64(*kt.At(k, j)))
 						}
-						got, want := *s.at(i, j), *sg.at(i, j)
+						got, want := *s.At(i, j), *sg.At(i, j)
 						if math.IsNaN(mag) || math.IsInf(mag, 0) {
 							require.Equal(t, math.IsNaN(float64(want)), math.IsNaN(float64(got)), "rows %d cols %d d %d s[%d][%d]: %g vs %g", rows, nc, d, i, j, got, want)
 							if !math.IsNaN(float64(want)) {
@@ -159,6 +172,7 @@ func TestQKTNEONSpecials(t *testing.T) {
 }
 
 func TestPVNEON(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(21, 22))
 	keys := neonCols(rng, 2)
 	exact, total := 0, 0
@@ -169,25 +183,25 @@ func TestPVNEON(t *testing.T) {
 				o := newBlock(rows, d, d+gapFor(rng), offO)
 				p := newBlock(rows, nc, nc+gapFor(rng), offP)
 				v := newBlock(nc, d, d+gapFor(rng), offV)
-				o.fillNormal(rng)
-				v.fillNormal(rng)
+				impltest.FillBlock(rng, o)
+				impltest.FillBlock(rng, v)
 				for i := range rows {
 					for j := range nc {
-						*p.at(i, j) = float32(rng.Float64())
+						*p.At(i, j) = float32(rng.Float64())
 					}
 				}
-				og, o0 := o.clone(), o.clone()
-				arm.PvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, nc, d)
-				pvGeneric(og.s(), og.ld, p.s(), p.ld, v.s(), v.ld, rows, nc, d)
+				og, o0 := o.Clone(), o.Clone()
+				arm.PvNEON(&o.S()[0], o.LD, &p.S()[0], p.LD, &v.S()[0], v.LD, rows, nc, d)
+				pvGeneric(og.S(), og.LD, p.S(), p.LD, v.S(), v.LD, rows, nc, d)
 				what := fmt.Sprintf("PV rows %d cols %d d %d", rows, nc, d)
-				o.checkOutside(t, what)
+				o.CheckOutside(t, what)
 				for i := range rows {
 					for k := range d {
-						mag := math.Abs(float64(*o0.at(i, k)))
+						mag := math.Abs(float64(*o0.At(i, k)))
 						for j := range nc {
-							mag += math.Abs(float64(*p.at(i, j)) * float64(*v.at(j, k)))
+							mag += math.Abs(float64(*p.At(i, j)) * float64(*v.At(j, k)))
 						}
-						got, want := *o.at(i, k), *og.at(i, k)
+						got, want := *o.At(i, k), *og.At(i, k)
 						if !withinDot(got, want, mag, nc) {
 							t.Fatalf("%s: o[%d][%d] = %g, generic %g", what, i, k, got, want)
 						}
@@ -207,25 +221,26 @@ func TestPVNEON(t *testing.T) {
 // accumulated twice: with o = 0 and a single key, o must come out as p·v
 // exactly, for every d.
 func TestPVNEONExactSingleKey(t *testing.T) {
+	setImpl(t, NEON)
 	for _, rows := range []int{1, 2, 3, 4, 5, 7} {
 		for d := 1; d <= 70; d++ {
 			o := newBlock(rows, d, d+1, 1)
 			p := newBlock(rows, 1, 3, 2)
 			v := newBlock(1, d, d, 3)
 			for i := range rows {
-				*p.at(i, 0) = float32(i + 2)
+				*p.At(i, 0) = float32(i + 2)
 				for k := range d {
-					*o.at(i, k) = 0
+					*o.At(i, k) = 0
 				}
 			}
 			for k := range d {
-				*v.at(0, k) = float32(k + 1)
+				*v.At(0, k) = float32(k + 1)
 			}
-			arm.PvNEON(&o.s()[0], o.ld, &p.s()[0], p.ld, &v.s()[0], v.ld, rows, 1, d)
-			o.checkOutside(t, "PV single key")
+			arm.PvNEON(&o.S()[0], o.LD, &p.S()[0], p.LD, &v.S()[0], v.LD, rows, 1, d)
+			o.CheckOutside(t, "PV single key")
 			for i := range rows {
 				for k := range d {
-					require.Equal(t, float32((i+2)*(k+1)), *o.at(i, k), "rows %d d %d o[%d][%d]", rows, d, i, k)
+					require.Equal(t, float32((i+2)*(k+1)), *o.At(i, k), "rows %d d %d o[%d][%d]", rows, d, i, k)
 				}
 			}
 		}
@@ -239,17 +254,17 @@ func checkExpSum(t *testing.T, src []float32, max float32, off int, inPlace bool
 	t.Helper()
 	n := len(src)
 	sb := newBlock(1, n, n, off)
-	copy(sb.s(), src)
+	copy(sb.S(), src)
 	db := sb
 	if !inPlace {
 		db = newBlock(1, n, n, 3-off%3)
 	}
-	got := arm.ExpSumNEON(&db.s()[0], &sb.s()[0], n, max)
-	db.checkOutside(t, "ExpSum dst")
+	got := arm.ExpSumNEON(&db.S()[0], &sb.S()[0], n, max)
+	db.CheckOutside(t, "ExpSum dst")
 	want := expSumGeneric(make([]float32, n), src, max)
 	for i, x := range src {
 		e := Exp(x - max)
-		g := db.s()[i]
+		g := db.S()[i]
 		if ulps(g, e) > 1 || (e == 0) != (g == 0) || math.IsInf(float64(e), 0) != math.IsInf(float64(g), 0) {
 			t.Fatalf("ExpSum n %d: Exp(%g - %g) = %g (%#x), NEON %g (%#x)", n, x, max, e, math.Float32bits(e), g, math.Float32bits(g))
 		}
@@ -265,6 +280,7 @@ func checkExpSum(t *testing.T, src []float32, max float32, off int, inPlace bool
 }
 
 func TestExpSumNEON(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(31, 32))
 	sizes := neonCols(rng, 3)
 	sizes = append(sizes, 1000)
@@ -302,6 +318,7 @@ func TestExpSumNEON(t *testing.T) {
 // TestExpNEONRange compares the vector exponential with Exp over a dense
 // sweep of its whole domain and past both ends.
 func TestExpNEONRange(t *testing.T) {
+	setImpl(t, NEON)
 	const n = 1 << 16
 	for _, r := range [][2]float32{{-110, 110}, {-88, -86}, {88, 89}, {-1, 1}} {
 		src := make([]float32, n)
@@ -323,23 +340,21 @@ func TestExpNEONRange(t *testing.T) {
 }
 
 func TestMaxNEON(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(41, 42))
 	nan := float32(math.NaN())
 	negZero := float32(math.Copysign(0, -1))
 	check := func(x []float32, off int) {
 		t.Helper()
 		b := newBlock(1, len(x), len(x), off)
-		copy(b.s(), x)
-		got, want := arm.MaxNEON(&b.s()[0], len(x)), maxGeneric(x)
+		copy(b.S(), x)
+		got, want := arm.MaxNEON(&b.S()[0], len(x)), maxGeneric(x)
 		if math.Float32bits(got) != math.Float32bits(want) {
 			t.Fatalf("Max of %d elements %v: NEON %g (%#x), generic %g (%#x)", len(x), x, got, math.Float32bits(got), want, math.Float32bits(want))
 		}
 	}
 	for si, n := range neonCols(rng, 4) {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
+		x := randn(rng, n)
 		check(x, 1+si%3)
 		// A NaN at every position (a sample of positions for long rows),
 		// with distinct payloads so that the first one must come back.
@@ -377,63 +392,27 @@ func TestMaxNEON(t *testing.T) {
 }
 
 func TestScaleNEON(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(51, 52))
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 1e-40, 3e38}
 	for si, n := range neonCols(rng, 4) {
 		src := newBlock(1, n, n, 1+si%3)
-		src.fillNormal(rng)
+		impltest.FillBlock(rng, src)
 		for range 3 {
-			src.s()[rng.IntN(n)] = specials[rng.IntN(len(specials))]
+			src.S()[rng.IntN(n)] = specials[rng.IntN(len(specials))]
 		}
 		for _, a := range []float32{0.7, -3, 0, float32(math.Inf(1)), 1e-30} {
 			dst := newBlock(1, n, n, 1+(si+1)%3)
-			arm.ScaleNEON(&dst.s()[0], &src.s()[0], n, a)
-			dst.checkOutside(t, "Scale")
+			arm.ScaleNEON(&dst.S()[0], &src.S()[0], n, a)
+			dst.CheckOutside(t, "Scale")
 			want := make([]float32, n)
-			scaleGeneric(want, src.s(), a)
-			for i := range want {
-				if math.Float32bits(dst.s()[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("Scale n %d a %g: [%d] %g, generic %g", n, a, i, dst.s()[i], want[i])
-				}
-			}
+			scaleGeneric(want, src.S(), a)
+			requireSameBits(t, dst.S(), want, "Scale n %d a %g", n, a)
 			// In place.
-			in := src.clone()
-			arm.ScaleNEON(&in.s()[0], &in.s()[0], n, a)
-			in.checkOutside(t, "Scale in place")
-			for i := range want {
-				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(in.s()[i]), "Scale in place n %d [%d]", n, i)
-			}
-		}
-	}
-}
-
-// block16 is block for 16-bit sources.
-type block16 struct {
-	buf        []uint16
-	off, ld    int
-	rows, cols int
-	n          int
-}
-
-func newBlock16(rows, cols, ld, off int) *block16 {
-	n := (rows-1)*ld + cols
-	buf := make([]uint16, neonPad+off+n+neonPad)
-	for i := range buf {
-		buf[i] = neonGuard16
-	}
-	return &block16{buf: buf, off: neonPad + off, ld: ld, rows: rows, cols: cols, n: n}
-}
-
-func (b *block16) s() []uint16             { return b.buf[b.off : b.off+b.n] }
-func (b *block16) at(i, j int) *uint16     { return &b.buf[b.off+i*b.ld+j] }
-func (b *block16) f16() []fp16.Float16     { return unsafe.Slice((*fp16.Float16)(&b.s()[0]), b.n) }
-func (b *block16) bf16() []fp16.BFloat16   { return unsafe.Slice((*fp16.BFloat16)(&b.s()[0]), b.n) }
-func (b *block16) fill(next func() uint16) { b.each(func(p *uint16) { *p = next() }) }
-
-func (b *block16) each(f func(*uint16)) {
-	for i := range b.rows {
-		for j := range b.cols {
-			f(b.at(i, j))
+			in := src.Clone()
+			arm.ScaleNEON(&in.S()[0], &in.S()[0], n, a)
+			in.CheckOutside(t, "Scale in place")
+			requireSameBits(t, in.S(), want, "Scale in place n %d", n)
 		}
 	}
 }
@@ -449,16 +428,16 @@ type packCase struct {
 
 var packCases = []packCase{
 	{"PackKTFloat16", true, arm.PackKTF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
-		packKTFloat16Generic(dst, ldDst, src.f16(), src.ld, n, d)
+		packKTFloat16Generic(dst, ldDst, asF16(src.S()), src.LD, n, d)
 	}},
 	{"PackKTBFloat16", true, arm.PackKTBF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
-		packKTBFloat16Generic(dst, ldDst, src.bf16(), src.ld, n, d)
+		packKTBFloat16Generic(dst, ldDst, asBF16(src.S()), src.LD, n, d)
 	}},
 	{"PackFloat16", false, arm.PackF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
-		packFloat16Generic(dst, ldDst, src.f16(), src.ld, n, d)
+		packFloat16Generic(dst, ldDst, asF16(src.S()), src.LD, n, d)
 	}},
 	{"PackBFloat16", false, arm.PackBF16NEON, func(dst []float32, ldDst int, src *block16, n, d int) {
-		packBFloat16Generic(dst, ldDst, src.bf16(), src.ld, n, d)
+		packBFloat16Generic(dst, ldDst, asBF16(src.S()), src.LD, n, d)
 	}},
 }
 
@@ -470,19 +449,16 @@ func (pc packCase) run(t *testing.T, src *block16, n, d, gap, off int) {
 	} else {
 		dst = newBlock(n, d, d+gap, off)
 	}
-	want := dst.clone()
-	pc.neon(&dst.s()[0], dst.ld, &src.s()[0], src.ld, n, d)
-	pc.generic(want.s(), want.ld, src, n, d)
+	want := dst.Clone()
+	pc.neon(&dst.S()[0], dst.LD, &src.S()[0], src.LD, n, d)
+	pc.generic(want.S(), want.LD, src, n, d)
 	what := fmt.Sprintf("%s n %d d %d", pc.name, n, d)
-	dst.checkOutside(t, what)
-	for i := range dst.buf {
-		if math.Float32bits(dst.buf[i]) != math.Float32bits(want.buf[i]) {
-			t.Fatalf("%s: element %d is %#x, generic %#x", what, i-dst.off, math.Float32bits(dst.buf[i]), math.Float32bits(want.buf[i]))
-		}
-	}
+	dst.CheckOutside(t, what)
+	requireSameBits(t, dst.Buf, want.Buf, "%s (the buffer, block from %d)", what, dst.Off)
 }
 
 func TestPack16NEON(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(61, 62))
 	for _, pc := range packCases {
 		for _, n := range neonRows {
@@ -491,12 +467,12 @@ func TestPack16NEON(t *testing.T) {
 					continue
 				}
 				src := newBlock16(n, d, d+gapFor(rng), 1+di%3)
-				src.fill(func() uint16 { return uint16(rng.Uint32()) })
+				src.Each(func(p *uint16) { *p = uint16(rng.Uint32()) })
 				pc.run(t, src, n, d, gapFor(rng), 1+(di+n)%3)
 			}
 			for di, d := range neonDims {
 				src := newBlock16(d, n, n+gapFor(rng), 1+di%3) // rows = d: the key count varies too
-				src.fill(func() uint16 { return uint16(rng.Uint32()) })
+				src.Each(func(p *uint16) { *p = uint16(rng.Uint32()) })
 				pc.run(t, src, d, n, gapFor(rng), 1+(di+n)%3)
 			}
 		}
@@ -507,46 +483,44 @@ func TestPack16NEON(t *testing.T) {
 // bfloat16 bit patterns, both transposed and not, and requires the bits of
 // the generic conversion (so NaN stays NaN, with its payload and sign).
 func TestPack16NEONAllPatterns(t *testing.T) {
+	setImpl(t, NEON)
 	for _, pc := range packCases {
 		for _, shape := range [][2]int{{256, 256}, {1024, 64}, {37, 1772}} { // 37·1772 = 65,564 ≥ 65,536
 			n, d := shape[0], shape[1]
 			src := newBlock16(n, d, d+1, 2)
 			next := 0
-			src.fill(func() uint16 { v := uint16(next); next++; return v })
+			src.Each(func(p *uint16) { *p = uint16(next); next++ })
 			pc.run(t, src, n, d, 3, 1)
 		}
 	}
 	// NaN stays NaN, checked directly as well.
 	src := newBlock16(1, 1<<16, 1<<16, 1)
 	next := 0
-	src.fill(func() uint16 { v := uint16(next); next++; return v })
+	src.Each(func(p *uint16) { *p = uint16(next); next++ })
 	dst := make([]float32, 1<<16)
-	arm.PackF16NEON(&dst[0], 1<<16, &src.s()[0], 1<<16, 1, 1<<16)
+	arm.PackF16NEON(&dst[0], 1<<16, &src.S()[0], 1<<16, 1, 1<<16)
 	for i, f := range dst {
 		assert.Equal(t, fp16.Float16(i).IsNaN(), f != f, "binary16 %#04x", i)
 	}
-	arm.PackBF16NEON(&dst[0], 1<<16, &src.s()[0], 1<<16, 1, 1<<16)
+	arm.PackBF16NEON(&dst[0], 1<<16, &src.S()[0], 1<<16, 1, 1<<16)
 	for i, f := range dst {
 		assert.Equal(t, fp16.BFloat16(i).IsNaN(), f != f, "bfloat16 %#04x", i)
 	}
 }
 
 func TestPackKTNEON(t *testing.T) {
+	setImpl(t, NEON)
 	rng := rand.New(rand.NewPCG(71, 72))
 	check := func(n, d, off int) {
 		src := newBlock(n, d, d+gapFor(rng), off)
-		src.each(func(p *float32) { *p = math.Float32frombits(rng.Uint32()) })
+		src.Each(func(p *float32) { *p = math.Float32frombits(rng.Uint32()) })
 		dst := newBlock(d, n, n+gapFor(rng), 1+(off+n)%3)
-		want := dst.clone()
-		arm.PackKTNEON(&dst.s()[0], dst.ld, &src.s()[0], src.ld, n, d)
-		packKTGeneric(want.s(), want.ld, src.s(), src.ld, n, d)
+		want := dst.Clone()
+		arm.PackKTNEON(&dst.S()[0], dst.LD, &src.S()[0], src.LD, n, d)
+		packKTGeneric(want.S(), want.LD, src.S(), src.LD, n, d)
 		what := fmt.Sprintf("PackKT n %d d %d", n, d)
-		dst.checkOutside(t, what)
-		for i := range dst.buf {
-			if math.Float32bits(dst.buf[i]) != math.Float32bits(want.buf[i]) {
-				t.Fatalf("%s: element %d is %#x, generic %#x", what, i-dst.off, math.Float32bits(dst.buf[i]), math.Float32bits(want.buf[i]))
-			}
-		}
+		dst.CheckOutside(t, what)
+		requireSameBits(t, dst.Buf, want.Buf, "%s (the buffer, block from %d)", what, dst.Off)
 	}
 	for _, r := range neonRows {
 		for ci, c := range neonCols(rng, 2) {
@@ -561,36 +535,27 @@ func TestPackKTNEON(t *testing.T) {
 	}
 }
 
-func (b *guardedBlock) each(f func(*float32)) {
-	for i := range b.rows {
-		for j := range b.cols {
-			f(b.at(i, j))
-		}
-	}
-}
-
 // Sizes of zero: the exported QKT lets d = 0 through (every score is
 // scale·0), and no kernel may touch memory for an empty operand.
 func TestNEONDegenerate(t *testing.T) {
+	setImpl(t, NEON)
 	for _, rows := range []int{1, 3, 4, 5} {
 		for _, nc := range []int{1, 2, 3, 4, 5, 16, 17, 21} {
 			s := newBlock(rows, nc, nc+1, 1)
-			sg := s.clone()
+			sg := s.Clone()
 			var q, kt [1]float32
-			arm.QktNEON(&s.s()[0], s.ld, &q[0], 1, &kt[0], nc, rows, nc, 0, 0.5)
-			qktGeneric(sg.s(), sg.ld, nil, 0, nil, nc, rows, nc, 0, 0.5) // ldQ 0: qktGeneric slices q rows even when d = 0
-			s.checkOutside(t, "QKT d = 0")
-			for i := range s.buf {
-				require.Equal(t, math.Float32bits(sg.buf[i]), math.Float32bits(s.buf[i]), "QKT d = 0 rows %d cols %d", rows, nc)
-			}
+			arm.QktNEON(&s.S()[0], s.LD, &q[0], 1, &kt[0], nc, rows, nc, 0, 0.5)
+			qktGeneric(sg.S(), sg.LD, nil, 0, nil, nc, rows, nc, 0, 0.5) // ldQ 0: qktGeneric slices q rows even when d = 0
+			s.CheckOutside(t, "QKT d = 0")
+			requireSameBits(t, s.Buf, sg.Buf, "QKT d = 0 rows %d cols %d", rows, nc)
 		}
 	}
 	g := newBlock(1, 8, 8, 1)
-	p := &g.s()[0]
+	p := &g.S()[0]
 	h := make([]uint16, 8)
 	untouched := func(what string) {
 		t.Helper()
-		for _, v := range g.s() {
+		for _, v := range g.S() {
 			require.Equal(t, uint32(neonGuardBits), math.Float32bits(v), what)
 		}
 	}

@@ -17,14 +17,7 @@ import (
 //
 //	go test -run '^$' -bench NEON ./kernel/
 
-func benchRand(n int) []float32 {
-	rng := rand.New(rand.NewPCG(uint64(n), 1))
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	return x
-}
+func benchRand(n int) []float32 { return randn(rand.New(rand.NewPCG(uint64(n), 1)), n) }
 
 func BenchmarkNEONQKT(b *testing.B) {
 	for _, sz := range []struct{ rows, cols, d int }{{16, 64, 64}, {16, 64, 128}, {5, 33, 65}} {

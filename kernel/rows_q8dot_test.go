@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	registry "github.com/flashgo/flashgo/internal/impl"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // q8DotKeys is n int8 rows of ld elements (d used) with a scale per block,
@@ -91,9 +92,7 @@ func testDotKernels(t *testing.T, f func(t *testing.T)) {
 				continue
 			}
 			t.Run(name, func(t *testing.T) {
-				restore, err := registry.Select(registry.Int8Dot, name)
-				require.NoError(t, err)
-				t.Cleanup(restore)
+				impltest.Select(t, registry.Int8Dot, name)
 				require.Equal(t, name, int8DotImplementation())
 				f(t)
 			})

@@ -7,12 +7,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
@@ -52,11 +52,12 @@ func vecEach(t *testing.T, f func(t *testing.T, v vecISA)) {
 	testImpls(t, names, func(t *testing.T) { f(t, vecISANamed(t, Implementation())) })
 }
 
-// vecISANamed returns the named variant, or skips tb, naming what this
-// machine lacks, if it cannot run it.
+// vecISANamed returns the named variant, under which tb runs from now on
+// (setImpl), or skips tb, naming what this machine lacks, if it cannot run
+// it.
 func vecISANamed(tb testing.TB, name string) vecISA {
 	tb.Helper()
-	skipUnlessImpl(tb, name)
+	setImpl(tb, name)
 	for _, v := range vecISAs {
 		if v.name == name {
 			return v
@@ -86,31 +87,17 @@ const (
 )
 
 // vecBuf returns a guarded buffer of n float32 at offset off (0..3) after
-// the leading guards, all set to the sentinel (a one-row guardedBlock), and
-// the view of the n elements.
+// the leading guards, all set to the sentinel (a one-row impltest.Block),
+// and the view of the n elements.
 func vecBuf(n, off int) (buf, view []float32) {
-	b := newGuardedBlock(1, n, n, vecGuard+off, vecSentinel)
-	return b.buf, b.s()
+	b := impltest.NewBlock(1, n, n, vecGuard+off, blockTrail, math.Float32frombits(vecSentinel))
+	return b.Buf, b.S()
 }
 
+// vecBuf16 is vecBuf for 16-bit elements, with vecGuard guards after them.
 func vecBuf16(n, off int) (buf, view []uint16) {
-	buf = make([]uint16, n+off+2*vecGuard)
-	for i := range buf {
-		buf[i] = vecSent16
-	}
-	return buf, buf[vecGuard+off : vecGuard+off+n]
-}
-
-// requireSameBits fails unless got and want hold the same bit patterns.
-func requireSameBits(t testing.TB, got, want []float32, format string, args ...any) {
-	t.Helper()
-	require.Equal(t, len(want), len(got))
-	for i := range want {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s: element %d (of %d) is %#08x (%v), want %#08x (%v)", fmt.Sprintf(format, args...),
-				i, len(want), math.Float32bits(got[i]), got[i], math.Float32bits(want[i]), want[i])
-		}
-	}
+	b := impltest.NewBlock(1, n, n, vecGuard+off, vecGuard, uint16(vecSent16))
+	return b.Buf, b.S()
 }
 
 // expInput returns an argument for the exponential tests: mostly scores
@@ -448,14 +435,6 @@ func packDst(c packCase, rows, cols int) (gotBuf, got, wantBuf, want []float32) 
 
 func u16p(s []uint16) *uint16 { return &s[0] }
 
-func asF16(s []uint16) []fp16.Float16 {
-	return unsafe.Slice((*fp16.Float16)(unsafe.Pointer(&s[0])), len(s))
-}
-
-func asBF16(s []uint16) []fp16.BFloat16 {
-	return unsafe.Slice((*fp16.BFloat16)(unsafe.Pointer(&s[0])), len(s))
-}
-
 // runPack16 checks one 16-bit pack kernel against its generic twin.
 func runPack16(t testing.TB, c packCase, name string, fn packFunc, src []uint16, srcBuf []uint16) {
 	t.Helper()
@@ -556,7 +535,7 @@ func TestPackAllBitsAsm(t *testing.T) {
 }
 
 func FuzzExpSumAVX512(f *testing.F) {
-	skipUnlessImpl(f, AVX512)
+	setImpl(f, AVX512)
 	f.Add([]byte{0, 0, 0x80, 0x3f, 0, 0, 0x80, 0xff, 0, 0, 0xc0, 0x7f}, float32(0), uint8(1))
 	f.Add(make([]byte, 4*67), float32(2.5), uint8(3))
 	f.Fuzz(func(t *testing.T, data []byte, mx float32, off uint8) {
@@ -573,7 +552,7 @@ func FuzzExpSumAVX512(f *testing.F) {
 }
 
 func FuzzPackKTF16AVX512(f *testing.F) {
-	skipUnlessImpl(f, AVX512)
+	setImpl(f, AVX512)
 	f.Add([]byte{0x00, 0x3c, 0x01, 0x7c, 0x00, 0x80}, uint8(17), uint8(5), uint8(1), uint8(2), uint8(3))
 	f.Add([]byte{0xff}, uint8(64), uint8(128), uint8(0), uint8(0), uint8(0))
 	f.Fuzz(func(t *testing.T, data []byte, n, d, gapS, gapD, offs uint8) {
