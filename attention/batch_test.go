@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // fillCaches returns one KVCache of type dt per length, filled with
@@ -82,8 +83,8 @@ func testKVCachesMatchesForward(t *testing.T) {
 								require.NoError(t, e.ForwardLSE(attention.F32Tensor(o1, l1), s1,
 									attention.F32Tensor(q[s*nq*hq*d:], l1), kc.K(), kc.V(), opts))
 								what := fmt.Sprintf("%v g%d nq%d threads%d splits%d %s cache%d", dt, g, nq, threads, splits, opt, s)
-								bitsEqual(t, what+" out", out[s*nq*hq*d:][:nq*hq*d], o1)
-								bitsEqual(t, what+" lse", lse[s*hq*nq:][:hq*nq], s1)
+								requireSameBits(t, out[s*nq*hq*d:][:nq*hq*d], o1, "%s out", what)
+								requireSameBits(t, lse[s*hq*nq:][:hq*nq], s1, "%s lse", what)
 							}
 						}
 					}
@@ -180,7 +181,7 @@ func TestKVCachesErrors(t *testing.T) {
 		{"window", caches, attention.F32Tensor(q, l), attention.Options{Window: &attention.Window{Left: -2}}, nil, "Window"},
 		{"lse", caches, attention.F32Tensor(q, l), attention.Options{}, make([]float32, 3), "lse"},
 	} {
-		out := nanBuffer(2*hq*nq*d, float32(math.NaN()))
+		out := impltest.Filled(2*hq*nq*d, float32(math.NaN()))
 		var err error
 		if c.lse != nil {
 			err = e.ForwardKVCachesLSE(attention.F32Tensor(out, l), c.lse, c.q, c.caches, c.opts)
@@ -260,6 +261,6 @@ func TestKVCachesConcurrent(t *testing.T) {
 	wg.Wait()
 	for w, err := range errs {
 		require.NoError(t, err)
-		bitsEqual(t, fmt.Sprintf("goroutine %d", w), outs[w], wants[w%len(sets)])
+		requireSameBits(t, outs[w], wants[w%len(sets)], "goroutine %d", w)
 	}
 }

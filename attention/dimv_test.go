@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // TestDimV checks attention with a V (and output) head dim other than
@@ -123,7 +124,7 @@ func TestDimVErrors(t *testing.T) {
 		{"k dim", k4, v4, 4, "head dims are q 8 and k 4; want them equal"},
 		{"out dim", k8, v4, 8, "want q's shape with v's head dim, [1 2 3 4]"},
 	} {
-		buf := nanBuffer(hq*nq*c.outDim, float32(math.NaN()))
+		buf := impltest.Filled(hq*nq*c.outDim, float32(math.NaN()))
 		err := e.Forward(attention.F32Tensor(buf, attention.BHSD(1, hq, nq, c.outDim)), q, c.k, c.v, attention.Options{})
 		require.ErrorContains(t, err, c.want, c.name)
 		for i, x := range buf {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // The fuzz targets' hostile calls. After drawing its problem, each
@@ -609,10 +610,10 @@ func pagedKVHostile(t *testing.T, r *fuzzReader, e *attention.Engine, q attentio
 		return e.ForwardPagedKV(out, q, kv, o)
 	}
 	plain := func(q attention.Tensor, kv attention.PagedKV) (attention.Tensor, []float32, error) {
-		out := attention.F32Tensor(nanBuffer(outN, outGuard), outLay)
+		out := attention.F32Tensor(impltest.Filled(outN, outGuard), outLay)
 		var lse []float32
 		if useLSE {
-			lse = nanBuffer(rows, outGuard)
+			lse = impltest.Filled(rows, outGuard)
 		}
 		return out, lse, call(out, lse, q, kv)
 	}

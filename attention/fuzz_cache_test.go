@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // cacheModel is FuzzCaches' model of one sequence: the float32 keys and
@@ -193,8 +194,8 @@ func FuzzCaches(f *testing.F) {
 			}
 			ql := attention.BHSD(len(seqs), hq, nq, d)
 			q := randn(r.rng, ql.Span())
-			out := nanBuffer(ql.Span(), outGuard)
-			lse := nanBuffer(len(seqs)*hq*nq, outGuard)
+			out := impltest.Filled(ql.Span(), outGuard)
+			lse := impltest.Filled(len(seqs)*hq*nq, outGuard)
 			if err := e.ForwardPagedLSE(attention.F32Tensor(out, ql), lse, attention.F32Tensor(q, ql), pc, seqs, opts); err != nil {
 				t.Fatalf("ForwardPagedLSE %v: %v", seqs, err)
 			}
@@ -204,8 +205,8 @@ func FuzzCaches(f *testing.F) {
 			for b, id := range seqs {
 				kcs[b] = live[id].kv
 			}
-			out2 := nanBuffer(ql.Span(), outGuard)
-			lse2 := nanBuffer(len(seqs)*hq*nq, outGuard)
+			out2 := impltest.Filled(ql.Span(), outGuard)
+			lse2 := impltest.Filled(len(seqs)*hq*nq, outGuard)
 			if err := e.ForwardKVCachesLSE(attention.F32Tensor(out2, ql), lse2, attention.F32Tensor(q, ql), kcs, opts); err != nil {
 				t.Fatalf("ForwardKVCachesLSE: %v", err)
 			}
@@ -633,9 +634,9 @@ func decodeHostile(t *testing.T, h int, aux *rand.Rand, e *attention.Engine, pc 
 	var cleanOut attention.Tensor
 	var cleanLSE []float32
 	if !expectErr && !empty {
-		cleanOut = attention.F32Tensor(nanBuffer(outN, outGuard), outLay)
+		cleanOut = attention.F32Tensor(impltest.Filled(outN, outGuard), outLay)
 		if useLSE {
-			cleanLSE = nanBuffer(rows, outGuard)
+			cleanLSE = impltest.Filled(rows, outGuard)
 		}
 		if err := call(cleanOut, cleanLSE, fzMaterialize(qA, q.Layout)); err != nil {
 			t.Fatalf("%s: the same call with plain outputs failed: %v", what, err)

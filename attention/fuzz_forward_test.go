@@ -8,6 +8,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // fuzzKV is a K or V input of FuzzForward: the engine tensor, its
@@ -28,14 +29,14 @@ func buildFuzzKV(dt attention.DType, kind layoutKind, b, h, s, d int, x []float3
 	case attention.F16:
 		roundTo(dt, x)
 		v := makeView(kind, b, h, s, d)
-		buf := nanBuffer(v.size, fp16.FromFloat32(guard))
+		buf := impltest.Filled(v.size, fp16.FromFloat32(guard))
 		scatter(v, buf, x, fp16.FromFloat32)
 		c := append([]fp16.Float16(nil), buf...)
 		return fuzzKV{attention.F16Tensor(buf[v.pre:], v.lay), x, func() bool { return equalSlices(buf, c) }}
 	case attention.BF16:
 		roundTo(dt, x)
 		v := makeView(kind, b, h, s, d)
-		buf := nanBuffer(v.size, fp16.BFloat16FromFloat32(guard))
+		buf := impltest.Filled(v.size, fp16.BFloat16FromFloat32(guard))
 		scatter(v, buf, x, fp16.BFloat16FromFloat32)
 		c := append([]fp16.BFloat16(nil), buf...)
 		return fuzzKV{attention.BF16Tensor(buf[v.pre:], v.lay), x, func() bool { return equalSlices(buf, c) }}
@@ -65,7 +66,7 @@ func buildFuzzKV(dt attention.DType, kind layoutKind, b, h, s, d int, x []float3
 		return fuzzKV{t, canon, func() bool { return equalSlices(data, dc) && sameBits(scales, sc) }}
 	}
 	v := makeView(kind, b, h, s, d)
-	buf := nanBuffer(v.size, guard)
+	buf := impltest.Filled(v.size, guard)
 	scatter(v, buf, x, func(x float32) float32 { return x })
 	c := append([]float32(nil), buf...)
 	return fuzzKV{attention.F32Tensor(buf[v.pre:], v.lay), x, func() bool { return sameBits(buf, c) }}
@@ -227,7 +228,7 @@ func FuzzForward(f *testing.F) {
 			q[i] *= qMag
 		}
 		qv := makeView(kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
-		qbuf := nanBuffer(qv.size, guard)
+		qbuf := impltest.Filled(qv.size, guard)
 		scatter(qv, qbuf, q, func(x float32) float32 { return x })
 		q0 := append([]float32(nil), qbuf...)
 		qT := attention.F32Tensor(qbuf[qv.pre:], qv.lay)
@@ -278,8 +279,8 @@ func FuzzForward(f *testing.F) {
 		run := func(threads int) ([]float32, []float32, error) {
 			c := cfg
 			c.Threads = threads
-			obuf := nanBuffer(obufSize, outGuard)
-			lsebuf := nanBuffer(p.LSELen()+2, outGuard)
+			obuf := impltest.Filled(obufSize, outGuard)
+			lsebuf := impltest.Filled(p.LSELen()+2, outGuard)
 			e, err := attention.NewEngine(c)
 			if err == nil {
 				out := attention.F32Tensor(obuf[ov.pre:], outLay)
@@ -501,9 +502,9 @@ func forwardHostile(t *testing.T, r *fuzzReader, cfg attention.Config, wantErr, 
 	var cleanOut attention.Tensor
 	var cleanLSE []float32
 	if !expectErr && !empty {
-		cleanOut = attention.F32Tensor(nanBuffer(outN, outGuard), outLay)
+		cleanOut = attention.F32Tensor(impltest.Filled(outN, outGuard), outLay)
 		if useLSE {
-			cleanLSE = nanBuffer(lseLen, outGuard)
+			cleanLSE = impltest.Filled(lseLen, outGuard)
 		}
 		if err := call(cleanOut, cleanLSE, fzMaterialize(qA, q.Layout), fzMaterialize(kA, k.Layout), fzMaterialize(vA, v.Layout)); err != nil {
 			t.Fatalf("%s: the same call on plain copies failed: %v", what, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // fuzzReader decodes a fuzz input into the choices of a test case: each
@@ -45,20 +46,6 @@ func (r *fuzzReader) byte() byte {
 func (r *fuzzReader) intn(n int) int { return int(r.byte()) % n }
 
 func (r *fuzzReader) bool() bool { return r.byte()&1 == 1 }
-
-// sameBits reports whether x and y hold the same float32 bit patterns
-// (so NaN guards compare equal to themselves).
-func sameBits(x, y []float32) bool {
-	if len(x) != len(y) {
-		return false
-	}
-	for i := range x {
-		if math.Float32bits(x[i]) != math.Float32bits(y[i]) {
-			return false
-		}
-	}
-	return true
-}
 
 // sameValue reports whether x and y are equal or both NaN.
 func sameValue(x, y float32) bool { return x == y || (x != x && y != y) }
@@ -140,7 +127,7 @@ func FuzzMerge(f *testing.F) {
 
 		mk := func(kind layoutKind) (view, []float32, []float32) {
 			v := makeView(kind, nb, nh, ns, nd)
-			buf := nanBuffer(v.size, guard)
+			buf := impltest.Filled(v.size, guard)
 			canon := make([]float32, rows*nd)
 			for i := range canon {
 				if r.intn(16) == 0 {
@@ -155,7 +142,7 @@ func FuzzMerge(f *testing.F) {
 		av, abuf, aval := mk(kindA)
 		bv, bbuf, bval := mk(kindB)
 		lseOf := func() []float32 {
-			x := nanBuffer(rows+2, guard)
+			x := impltest.Filled(rows+2, guard)
 			for i := range rows {
 				if r.bool() {
 					x[1+i] = mergeSpecials[r.intn(len(mergeSpecials))]
@@ -171,9 +158,9 @@ func FuzzMerge(f *testing.F) {
 		lseA, lseB := lseAbuf[1:1+rows], lseBbuf[1:1+rows]
 
 		ov := makeView(kindO, nb, nh, ns, nd)
-		obuf := nanBuffer(ov.size, outGuard)
+		obuf := impltest.Filled(ov.size, outGuard)
 		out := attention.F32Tensor(obuf[ov.pre:], ov.lay)
-		lsebuf := nanBuffer(rows+2, outGuard)
+		lsebuf := impltest.Filled(rows+2, outGuard)
 		lse := lsebuf[1 : 1+rows]
 		if inPlace {
 			ov, obuf, out, lsebuf, lse = av, abuf, a, lseAbuf, lseA
@@ -304,7 +291,7 @@ func FuzzMerge(f *testing.F) {
 			return
 		}
 		// Commutativity.
-		obuf2 := nanBuffer(ov.size, outGuard)
+		obuf2 := impltest.Filled(ov.size, outGuard)
 		lse2 := make([]float32, rows)
 		if err := attention.Merge(attention.F32Tensor(obuf2[ov.pre:], ov.lay), lse2, b, lseB, a, lseA); err != nil {
 			t.Fatalf("swapped Merge: %v", err)
@@ -371,7 +358,7 @@ func FuzzMergeN(f *testing.F) {
 		lses := make([][]float32, n)
 		for i := range n {
 			views[i] = makeView(layoutKind(r.intn(3)), nb, nh, ns, nd)
-			bufs[i] = nanBuffer(views[i].size, guard)
+			bufs[i] = impltest.Filled(views[i].size, guard)
 			vals[i] = make([]float32, rows*nd)
 			for j := range vals[i] {
 				if r.intn(16) == 0 {
@@ -381,7 +368,7 @@ func FuzzMergeN(f *testing.F) {
 				}
 			}
 			scatter(views[i], bufs[i], vals[i], func(x float32) float32 { return x })
-			lseBufs[i] = nanBuffer(rows+2, guard)
+			lseBufs[i] = impltest.Filled(rows+2, guard)
 			for j := range rows {
 				if r.bool() {
 					lseBufs[i][1+j] = mergeSpecials[r.intn(len(mergeSpecials))]
@@ -394,9 +381,9 @@ func FuzzMergeN(f *testing.F) {
 		}
 
 		ov := makeView(kindO, nb, nh, ns, nd)
-		obuf := nanBuffer(ov.size, outGuard)
+		obuf := impltest.Filled(ov.size, outGuard)
 		out := attention.F32Tensor(obuf[ov.pre:], ov.lay)
-		lsebuf := nanBuffer(rows+2, outGuard)
+		lsebuf := impltest.Filled(rows+2, outGuard)
 		lse := lsebuf[1 : 1+rows]
 		if inPlace {
 			ov, obuf, out, lsebuf, lse = views[0], bufs[0], parts[0], lseBufs[0], lses[0]
@@ -583,7 +570,7 @@ func FuzzMergeN(f *testing.F) {
 		for i := range n {
 			rp[i], rl[i] = parts[n-1-i], lses[n-1-i]
 		}
-		obuf2 := nanBuffer(ov.size, outGuard)
+		obuf2 := impltest.Filled(ov.size, outGuard)
 		lse2 := make([]float32, rows)
 		if err := attention.MergeN(attention.F32Tensor(obuf2[ov.pre:], ov.lay), lse2, rp, rl); err != nil {
 			t.Fatalf("reversed MergeN: %v", err)
@@ -593,7 +580,7 @@ func FuzzMergeN(f *testing.F) {
 			if a != a || b != b || math.IsInf(float64(a), 0) || math.IsInf(float64(b), 0) {
 				return sameValue(a, b)
 			}
-			return math.Abs(float64(a)-float64(b)) <= math.Max(ulp32(a), ulp32(b))+float64(n)*0x1p-52*sum
+			return math.Abs(float64(a)-float64(b)) <= math.Max(impltest.ULP(a), impltest.ULP(b))+float64(n)*0x1p-52*sum
 		}
 		for j := range rows {
 			if !near(lse[j], lse2[j], 0) {
@@ -738,7 +725,7 @@ func mergeHostile(t *testing.T, r *fuzzReader, fn string, outLay attention.Layou
 		// that may merge in place.
 		l := out.Layout
 		bl := attention.BHSD(l.Batch, l.Heads, l.Seq, l.Dim)
-		cleanOut, cleanLSE = attention.F32Tensor(nanBuffer(bl.Span(), outGuard), bl), nanBuffer(rows, outGuard)
+		cleanOut, cleanLSE = attention.F32Tensor(impltest.Filled(bl.Span(), outGuard), bl), impltest.Filled(rows, outGuard)
 		cps, cls := make([]attention.Tensor, len(ps)), make([][]float32, len(ls))
 		for i, p := range ps {
 			cps[i] = fzMaterialize(p, bl)

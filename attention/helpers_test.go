@@ -106,14 +106,6 @@ func inView(v view) []bool {
 	return in
 }
 
-func nanBuffer[T any](n int, g T) []T {
-	buf := make([]T, n)
-	for i := range buf {
-		buf[i] = g
-	}
-	return buf
-}
-
 // problem is one attention call with its inputs in canonical float32 form
 // (K and V already rounded to their storage type) and as engine tensors.
 type problem struct {
@@ -161,8 +153,14 @@ func (pr *problem) String() string {
 	return s
 }
 
-// randn returns n standard normal values (impltest.Randn).
-var randn = impltest.Randn
+// The shared helpers (internal/impltest) under the names this package's
+// tests use: n standard normal values, and bitwise comparisons of float32
+// slices.
+var (
+	randn           = impltest.Randn
+	sameBits        = impltest.SameBits
+	requireSameBits = impltest.RequireSameBits
+)
 
 // roundTo rounds x to the storage type in place, so that the oracle sees the
 // values the engine reads.
@@ -192,7 +190,7 @@ func newProblem(rng *rand.Rand, p reference.Params, kvType attention.DType, kind
 func (pr *problem) build() {
 	p := pr.p
 	qv := makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
-	qbuf := nanBuffer(qv.size, guard)
+	qbuf := impltest.Filled(qv.size, guard)
 	scatter(qv, qbuf, pr.q, func(x float32) float32 { return x })
 	pr.qT = attention.F32Tensor(qbuf[qv.pre:], qv.lay)
 	pr.kT = pr.kvTensor(pr.k)
@@ -273,15 +271,15 @@ func (pr *problem) kvTensor(x []float32) attention.Tensor {
 	kv := makeView(pr.kind, p.Batch, p.HeadsKV, p.SeqKV, p.Dim)
 	switch pr.kvType {
 	case attention.F16:
-		buf := nanBuffer(kv.size, fp16.FromFloat32(guard))
+		buf := impltest.Filled(kv.size, fp16.FromFloat32(guard))
 		scatter(kv, buf, x, fp16.FromFloat32)
 		return attention.F16Tensor(buf[kv.pre:], kv.lay)
 	case attention.BF16:
-		buf := nanBuffer(kv.size, fp16.BFloat16FromFloat32(guard))
+		buf := impltest.Filled(kv.size, fp16.BFloat16FromFloat32(guard))
 		scatter(kv, buf, x, fp16.BFloat16FromFloat32)
 		return attention.BF16Tensor(buf[kv.pre:], kv.lay)
 	}
-	buf := nanBuffer(kv.size, guard)
+	buf := impltest.Filled(kv.size, guard)
 	scatter(kv, buf, x, func(x float32) float32 { return x })
 	return attention.F32Tensor(buf[kv.pre:], kv.lay)
 }
@@ -292,10 +290,10 @@ const outGuard = float32(-12345.5)
 // after checking that nothing outside the output view was written.
 func (pr *problem) run(t testing.TB, e *attention.Engine) ([]float32, []float32) {
 	t.Helper()
-	buf := nanBuffer(pr.outView.size, outGuard)
+	buf := impltest.Filled(pr.outView.size, outGuard)
 	out := attention.F32Tensor(buf[pr.outView.pre:], pr.outView.lay)
 	lseLen := pr.p.LSELen()
-	lse := nanBuffer(lseLen+2, outGuard)
+	lse := impltest.Filled(lseLen+2, outGuard)
 	require.NoError(t, e.ForwardLSE(out, lse[1:1+lseLen], pr.qT, pr.kT, pr.vT, pr.opts), pr.String())
 	in := inView(pr.outView)
 	for i, x := range buf {

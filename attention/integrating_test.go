@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // tinyDecoder is the attention of one decoder layer as a Go runtime writes
@@ -161,7 +162,7 @@ func TestIntegratingDecoderLoop(t *testing.T) {
 
 	// Prefill: a prompt of 11 tokens in chunks of 7 and 4 (chunked prefill is
 	// the same call with the earlier chunks already in the cache).
-	prompt := f32s(randF64(r, 11*dim))
+	prompt := randn(r, 11*dim)
 	var out, q []float32
 	for _, chunk := range [][2]int{{0, 7}, {7, 11}} {
 		m := chunk[1] - chunk[0]
@@ -197,7 +198,7 @@ func TestIntegratingDecoderLoop(t *testing.T) {
 	// and its own ancestors (and itself) among the drafts.
 	parent := []int{-1, 0, 0, 1}
 	nd := len(parent)
-	drafts := f32s(randF64(r, nd*dim))
+	drafts := randn(r, nd*dim)
 	base := d.pos
 	nkv := base + nd
 	mask := make([]bool, nd*nkv) // [drafts][keys]
@@ -233,10 +234,10 @@ func TestIntegratingOwnPages(t *testing.T) {
 	r := rand.New(rand.NewPCG(402, 1))
 	const heads, kvHeads, headDim, pageSize = 4, 2, 8, 16
 	const kvDim = kvHeads * headDim
-	pool := f32s(randF64(r, 2*8*pageSize*kvDim)) // 8 pages of K, then 8 of V
+	pool := randn(r, 2*8*pageSize*kvDim) // 8 pages of K, then 8 of V
 	kPages, vPages := []int{5, 0, 3}, []int{9, 14, 11}
 	n := 2*pageSize + 7 // the last page is partly filled
-	q := f32s(randF64(r, heads*headDim))
+	q := randn(r, heads*headDim)
 	eng, err := attention.NewEngine(attention.Config{})
 	require.NoError(t, err)
 
@@ -279,16 +280,16 @@ func TestIntegratingPaddedBatch(t *testing.T) {
 	const kvDim = kvHeads * headDim
 	lens := []int{5, 9}
 	b, nkv := len(lens), 9
-	keys, values := nanSlice(b*maxSeq*kvDim), nanSlice(b*maxSeq*kvDim)
+	keys, values := impltest.Filled(b*maxSeq*kvDim, guard), impltest.Filled(b*maxSeq*kvDim, guard)
 	pad := make([]bool, b*nkv)
 	for s, n := range lens {
-		copy(keys[s*maxSeq*kvDim:], f32s(randF64(r, n*kvDim)))
-		copy(values[s*maxSeq*kvDim:], f32s(randF64(r, n*kvDim)))
+		copy(keys[s*maxSeq*kvDim:], randn(r, n*kvDim))
+		copy(values[s*maxSeq*kvDim:], randn(r, n*kvDim))
 		for j := range n {
 			pad[s*nkv+j] = true
 		}
 	}
-	q := f32s(randF64(r, b*heads*headDim))
+	q := randn(r, b*heads*headDim)
 	out := make([]float32, len(q))
 	qLay := attention.BSHD(b, 1, heads, headDim)
 	kvLay := attention.Layout{Batch: b, Heads: kvHeads, Seq: nkv, Dim: headDim, BatchStride: maxSeq * kvDim, HeadStride: headDim, SeqStride: kvDim}

@@ -12,6 +12,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // ---------------------------------------------------------------------------
@@ -79,14 +80,6 @@ func f32s(x []float64) []float32 {
 	return y
 }
 
-func randF64(r *rand.Rand, n int) []float64 {
-	x := make([]float64, n)
-	for i := range x {
-		x[i] = r.NormFloat64()
-	}
-	return x
-}
-
 // keyRange cuts keys [k0, k1) out of every (batch, K/V head) of k or v.
 func keyRange(p reference.Params, x []float64, k0, k1 int) []float64 {
 	var y []float64
@@ -110,14 +103,6 @@ func oraclePart(t *testing.T, p reference.Params, q, k, v []float64, k0, k1 int)
 	return f32s(out), f32s(lse)
 }
 
-func nanSlice(n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(math.NaN())
-	}
-	return x
-}
-
 // requireClose checks a merged result against the oracle's full result.
 func requireClose(t *testing.T, wantOut, wantLSE []float64, out, lse []float32, msg string) {
 	t.Helper()
@@ -138,7 +123,7 @@ func requireClose(t *testing.T, wantOut, wantLSE []float64, out, lse []float32, 
 func TestMergeSplitKeysMatchesOracle(t *testing.T) {
 	r := rand.New(rand.NewPCG(201, 1))
 	p := reference.Params{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 5, SeqKV: 11, Dim: 8}
-	q, k, v := randF64(r, p.QLen()), randF64(r, p.KVLen()), randF64(r, p.KVLen())
+	q, k, v := impltest.RandnF64(r, p.QLen()), impltest.RandnF64(r, p.KVLen()), impltest.RandnF64(r, p.KVLen())
 	wantOut, wantLSE, err := reference.Attention(p, q, k, v)
 	require.NoError(t, err)
 	B, H, N, D := p.Batch, p.HeadsQ, p.SeqQ, p.Dim
@@ -150,15 +135,15 @@ func TestMergeSplitKeysMatchesOracle(t *testing.T) {
 			name := fmt.Sprintf("split %d layout %d", split, lay)
 			a := toView(lay, o1, B, H, N, D)
 			b := toView((lay+1)%3, o2, B, H, N, D)
-			out := toView((lay+2)%3, nanSlice(len(o1)), B, H, N, D)
-			lse := nanSlice(len(l1))
+			out := toView((lay+2)%3, impltest.Filled(len(o1), guard), B, H, N, D)
+			lse := impltest.Filled(len(l1), guard)
 			require.NoError(t, attention.Merge(out, lse, a, l1, b, l2), name)
 			got := fromView(out)
 			requireClose(t, wantOut, wantLSE, got, lse, name)
 
 			// Commutative, bitwise.
-			out2 := toView(lay, nanSlice(len(o1)), B, H, N, D)
-			lse2 := nanSlice(len(l1))
+			out2 := toView(lay, impltest.Filled(len(o1), guard), B, H, N, D)
+			lse2 := impltest.Filled(len(l1), guard)
 			require.NoError(t, attention.Merge(out2, lse2, b, l2, a, l1), name)
 			assert.Equal(t, bitsOf(got), bitsOf(fromView(out2)), "%s: swapped", name)
 			assert.Equal(t, bitsOf(lse), bitsOf(lse2), "%s: swapped lse", name)
@@ -179,7 +164,7 @@ func TestMergeSplitKeysMatchesOracle(t *testing.T) {
 func TestMergeRunningThreeParts(t *testing.T) {
 	r := rand.New(rand.NewPCG(202, 1))
 	p := reference.Params{Batch: 1, HeadsQ: 2, HeadsKV: 1, SeqQ: 9, SeqKV: 9, Dim: 6, Causal: true}
-	q, k, v := randF64(r, p.QLen()), randF64(r, p.KVLen()), randF64(r, p.KVLen())
+	q, k, v := impltest.RandnF64(r, p.QLen()), impltest.RandnF64(r, p.KVLen()), impltest.RandnF64(r, p.KVLen())
 	wantOut, wantLSE, err := reference.Attention(p, q, k, v)
 	require.NoError(t, err)
 
@@ -206,8 +191,8 @@ func TestMergeRunningThreeParts(t *testing.T) {
 func TestMergeSelf(t *testing.T) {
 	r := rand.New(rand.NewPCG(203, 1))
 	const B, H, N, D = 2, 3, 4, 5
-	x := f32s(randF64(r, B*H*N*D))
-	l := f32s(randF64(r, B*H*N))
+	x := randn(r, B*H*N*D)
+	l := randn(r, B*H*N)
 	l[3] = 80 // large lse values are fine
 	l[4] = -80
 	a := attention.F32Tensor(x, attention.BHSD(B, H, N, D))
@@ -223,17 +208,17 @@ func TestMergeSelf(t *testing.T) {
 func TestMergeEmptyPartIgnored(t *testing.T) {
 	r := rand.New(rand.NewPCG(204, 1))
 	const B, H, N, D = 1, 2, 3, 4
-	x := f32s(randF64(r, B*H*N*D))
-	lx := f32s(randF64(r, B*H*N))
-	empty := nanSlice(len(x)) // never read
+	x := randn(r, B*H*N*D)
+	lx := randn(r, B*H*N)
+	empty := impltest.Filled(len(x), guard) // never read
 	lEmpty := make([]float32, len(lx))
 	for i := range lEmpty {
 		lEmpty[i] = float32(math.Inf(-1))
 	}
 	lay := attention.BHSD(B, H, N, D)
 	for _, emptyFirst := range []bool{false, true} {
-		out := nanSlice(len(x))
-		lse := nanSlice(len(lx))
+		out := impltest.Filled(len(x), guard)
+		lse := impltest.Filled(len(lx), guard)
 		a, la, b, lb := x, lx, empty, lEmpty
 		if emptyFirst {
 			a, la, b, lb = b, lb, a, la
@@ -248,11 +233,11 @@ func TestMergeEmptyPartIgnored(t *testing.T) {
 func TestMergeBothEmpty(t *testing.T) {
 	const B, H, N, D = 2, 1, 3, 2
 	lay := attention.BHSD(B, H, N, D)
-	a, b := nanSlice(B*H*N*D), nanSlice(B*H*N*D)
+	a, b := impltest.Filled(B*H*N*D, guard), impltest.Filled(B*H*N*D, guard)
 	neg := []float32{float32(math.Inf(-1)), float32(math.Inf(-1)), float32(math.Inf(-1)),
 		float32(math.Inf(-1)), float32(math.Inf(-1)), float32(math.Inf(-1))}
-	out := nanSlice(B * H * N * D)
-	lse := nanSlice(B * H * N)
+	out := impltest.Filled(B*H*N*D, guard)
+	lse := impltest.Filled(B*H*N, guard)
 	require.NoError(t, attention.Merge(attention.F32Tensor(out, lay), lse,
 		attention.F32Tensor(a, lay), neg, attention.F32Tensor(b, lay), neg))
 	assert.Equal(t, make([]float32, len(out)), out)
@@ -308,9 +293,9 @@ func TestMergeDoesNotAllocate(t *testing.T) {
 	r := rand.New(rand.NewPCG(205, 1))
 	const B, H, N, D = 2, 4, 16, 32
 	lay := attention.BSHD(B, N, H, D)
-	acc := attention.F32Tensor(f32s(randF64(r, B*H*N*D)), lay)
-	part := attention.F32Tensor(f32s(randF64(r, B*H*N*D)), lay)
-	accLSE, partLSE := f32s(randF64(r, B*H*N)), f32s(randF64(r, B*H*N))
+	acc := attention.F32Tensor(randn(r, B*H*N*D), lay)
+	part := attention.F32Tensor(randn(r, B*H*N*D), lay)
+	accLSE, partLSE := randn(r, B*H*N), randn(r, B*H*N)
 	allocs := testing.AllocsPerRun(10, func() {
 		if err := attention.Merge(acc, accLSE, acc, accLSE, part, partLSE); err != nil {
 			panic(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // keyChunk returns the view of keys [k0, k1) of a contiguous [B, Hkv, Nkv,
@@ -46,7 +47,7 @@ func unevenCuts(r *rand.Rand, n, total int) []int {
 func TestMergeNSplitKeysMatchesOracle(t *testing.T) {
 	r := rand.New(rand.NewPCG(301, 1))
 	p := reference.Params{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 5, SeqKV: 37, Dim: 16}
-	q32, k32, v32 := f32s(randF64(r, p.QLen())), f32s(randF64(r, p.KVLen())), f32s(randF64(r, p.KVLen()))
+	q32, k32, v32 := randn(r, p.QLen()), randn(r, p.KVLen()), randn(r, p.KVLen())
 	wantOut, wantLSE, err := reference.Attention(p, reference.Float64s(q32), reference.Float64s(k32), reference.Float64s(v32))
 	require.NoError(t, err)
 	B, H, N, D := p.Batch, p.HeadsQ, p.SeqQ, p.Dim
@@ -76,8 +77,8 @@ func TestMergeNSplitKeysMatchesOracle(t *testing.T) {
 			for i := range parts {
 				parts[i] = toView(mergeLayout((int(lay)+i)%3), canon[i], B, H, N, D)
 			}
-			out := toView((lay+1)%3, nanSlice(rows*D), B, H, N, D)
-			lse := nanSlice(rows)
+			out := toView((lay+1)%3, impltest.Filled(rows*D, guard), B, H, N, D)
+			lse := impltest.Filled(rows, guard)
 			require.NoError(t, attention.MergeN(out, lse, parts, lses), name)
 			got := fromView(out)
 			e := reference.Compare(got, wantOut)
@@ -124,7 +125,7 @@ func randomParts(r *rand.Rand, n, rows, d int) ([]attention.Tensor, [][]float32)
 	parts := make([]attention.Tensor, n)
 	lses := make([][]float32, n)
 	for i := range parts {
-		parts[i] = attention.F32Tensor(f32s(randF64(r, rows*d)), attention.BHSD(1, 2, rows/2, d))
+		parts[i] = attention.F32Tensor(randn(r, rows*d), attention.BHSD(1, 2, rows/2, d))
 		lses[i] = make([]float32, rows)
 		for j := range lses[i] {
 			if r.IntN(5) == 0 {
@@ -174,16 +175,6 @@ func TestMergeNTwoPartsIsMerge(t *testing.T) {
 	assert.Equal(t, bitsOf(wantLSE), bitsOf(lse))
 }
 
-// ulp32 returns the spacing of float32 values at |x|.
-func ulp32(x float32) float64 {
-	a := math.Abs(float64(x))
-	if a < math.SmallestNonzeroFloat32 {
-		return math.SmallestNonzeroFloat32
-	}
-	b := math.Float32bits(float32(a))
-	return float64(math.Float32frombits(b+1)) - float64(math.Float32frombits(b))
-}
-
 // Permuting the parts changes each element by at most one float32 ulp plus
 // n·2^−52·Σ w_i·|x_i| (bounded here with weights <= 1), and lse by at most
 // one ulp, as MergeN's doc says.
@@ -204,14 +195,14 @@ func TestMergeNPermutation(t *testing.T) {
 		out2, lse2 := make([]float32, rows*d), make([]float32, rows)
 		require.NoError(t, attention.MergeN(attention.F32Tensor(out2, lay), lse2, pp, pl))
 		for j := range rows {
-			assert.LessOrEqual(t, math.Abs(float64(lse[j])-float64(lse2[j])), ulp32(lse[j]), "trial %d perm %v: lse %d", trial, perm, j)
+			assert.LessOrEqual(t, math.Abs(float64(lse[j])-float64(lse2[j])), impltest.ULP(lse[j]), "trial %d perm %v: lse %d", trial, perm, j)
 			for c := range d {
 				sum := 0.0
 				for i := range n {
 					sum += math.Abs(float64(parts[i].Float32s()[j*d+c]))
 				}
 				a, b := out[j*d+c], out2[j*d+c]
-				tol := math.Max(ulp32(a), ulp32(b)) + n*0x1p-52*sum
+				tol := math.Max(impltest.ULP(a), impltest.ULP(b)) + n*0x1p-52*sum
 				if math.Abs(float64(a)-float64(b)) > tol {
 					t.Fatalf("trial %d perm %v: row %d element %d: %v vs %v (tolerance %.3g)", trial, perm, j, c, a, b, tol)
 				}
@@ -232,7 +223,7 @@ func TestMergeNSpecialValues(t *testing.T) {
 	lb := []float32{ninf, 2, ninf, nan, 0, inf, 1}
 	lc := []float32{ninf, ninf, ninf, 0, 0, 0, -1000}
 	parts := []attention.Tensor{attention.F32Tensor(a, lay), attention.F32Tensor(b, lay), attention.F32Tensor(c, lay)}
-	out, lse := nanSlice(2*rows), nanSlice(rows)
+	out, lse := impltest.Filled(2*rows, guard), impltest.Filled(rows, guard)
 	require.NoError(t, attention.MergeN(attention.F32Tensor(out, lay), lse, parts, [][]float32{la, lb, lc}))
 
 	// Row 0: every part empty.
@@ -261,8 +252,8 @@ func TestMergeNSpecialValues(t *testing.T) {
 func TestMergeNSelf(t *testing.T) {
 	r := rand.New(rand.NewPCG(304, 1))
 	const B, H, N, D = 2, 3, 4, 5
-	x := f32s(randF64(r, B*H*N*D))
-	l := f32s(randF64(r, B*H*N))
+	x := randn(r, B*H*N*D)
+	l := randn(r, B*H*N)
 	l[3], l[4] = 80, -80
 	a := attention.F32Tensor(x, attention.BHSD(B, H, N, D))
 	for n := 1; n <= 6; n++ {
@@ -276,7 +267,7 @@ func TestMergeNSelf(t *testing.T) {
 			assert.Equal(t, x, out, "n = %d: exact", n)
 		}
 		for i := range x {
-			assert.LessOrEqual(t, math.Abs(float64(x[i])-float64(out[i])), ulp32(x[i]), "n = %d element %d", n, i)
+			assert.LessOrEqual(t, math.Abs(float64(x[i])-float64(out[i])), impltest.ULP(x[i]), "n = %d element %d", n, i)
 		}
 		for i := range l {
 			assert.InDelta(t, float64(l[i])+math.Log(float64(n)), float64(lse[i]), 1e-6*(1+math.Abs(float64(l[i]))), "n = %d row %d", n, i)
@@ -308,8 +299,8 @@ func TestMergeNDoesNotAllocate(t *testing.T) {
 	rows := B * H * N
 	parts, lses := make([]attention.Tensor, 5), make([][]float32, 5)
 	for i := range parts {
-		parts[i] = attention.F32Tensor(f32s(randF64(r, B*H*N*D)), lay)
-		lses[i] = f32s(randF64(r, rows))
+		parts[i] = attention.F32Tensor(randn(r, B*H*N*D), lay)
+		lses[i] = randn(r, rows)
 	}
 	allocs := testing.AllocsPerRun(10, func() {
 		if err := attention.MergeN(parts[0], lses[0], parts, lses); err != nil {
@@ -321,7 +312,7 @@ func TestMergeNDoesNotAllocate(t *testing.T) {
 	// Many parts (views of one buffer, since inputs may overlap): nothing is
 	// sized by their number.
 	const many = 20000
-	x := f32s(randF64(r, 2*D))
+	x := randn(r, 2*D)
 	lx := []float32{0.5, -0.5}
 	one := attention.BHSD(1, 1, 2, D)
 	manyParts, manyLSEs := make([]attention.Tensor, many), make([][]float32, many)

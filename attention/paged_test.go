@@ -2,7 +2,6 @@ package attention_test
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -82,15 +81,6 @@ func storedTensor(dt attention.DType, x []float32, hkv, n, d int) attention.Tens
 	return chunkTensor(x, hkv, n, d)
 }
 
-func bitsEqual(t *testing.T, what string, got, want []float32) {
-	t.Helper()
-	for i := range got {
-		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-			t.Fatalf("%s: element %d is %v; want %v bit for bit", what, i, got[i], want[i])
-		}
-	}
-}
-
 // TestPagedMatchesContiguous decodes a batch of sequences of different
 // lengths from a paged cache in one call and checks that every output and
 // lse is bitwise the one of Forward over a contiguous cache with the same
@@ -143,8 +133,8 @@ func testPagedMatchesContiguous(t *testing.T) {
 							require.NoError(t, e.ForwardLSE(attention.F32Tensor(o1, l), l1,
 								attention.F32Tensor(q[s*hq*nq*d:], l), conts[s].K(), conts[s].V(), opts))
 							what := fmt.Sprintf("%v bs%d g%d nq%d %s seq%d", dt, bs, g, nq, opt, s)
-							bitsEqual(t, what+" out", out[s*hq*nq*d:][:hq*nq*d], o1)
-							bitsEqual(t, what+" lse", lse[s*hq*nq:][:hq*nq], l1)
+							requireSameBits(t, out[s*hq*nq*d:][:hq*nq*d], o1, "%s out", what)
+							requireSameBits(t, lse[s*hq*nq:][:hq*nq], l1, "%s lse", what)
 						}
 					}
 				}
@@ -220,7 +210,7 @@ func (pk *pagedChecker) check(t *testing.T, rng *rand.Rand, pc *attention.PagedC
 		want := make([]float32, len(got))
 		require.NoError(t, pk.e.Forward(attention.F32Tensor(want, l), attention.F32Tensor(qs, l),
 			chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d), attention.Options{Causal: true}))
-		bitsEqual(t, fmt.Sprintf("sequence %d", ids[s]), got, want)
+		requireSameBits(t, got, want, "sequence %d", ids[s])
 		w64, _ := cacheOracle(t, qs, k, v, hq, hkv, nq, n, d)
 		if errs := reference.Compare(got, w64); errs.MaxAbs > 2e-5 {
 			t.Fatalf("sequence %d: %v", ids[s], errs)

@@ -11,6 +11,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // typedTensor stores the float32 values x as element type dt in a tensor
@@ -153,8 +154,8 @@ func testPagedKVMatchesForward(t *testing.T) {
 									o1, s1 := make([]float32, hq*nq*d), make([]float32, hq*nq)
 									require.NoError(t, e.ForwardLSE(attention.F32Tensor(o1, l1), s1, attention.F32Tensor(q[b*hq*nq*d:], l1), refs[b].K(), refs[b].V(), opts))
 									what := fmt.Sprintf("%v perHead %v bs %d g %d nq %d threads %d %s seq %d", dt, perHead, bs, g, nq, threads, opt, b)
-									bitsEqual(t, what+" out", out[b*hq*nq*d:][:hq*nq*d], o1)
-									bitsEqual(t, what+" lse", lse[b*hq*nq:][:hq*nq], s1)
+									requireSameBits(t, out[b*hq*nq*d:][:hq*nq*d], o1, "%s out", what)
+									requireSameBits(t, lse[b*hq*nq:][:hq*nq], s1, "%s lse", what)
 								}
 							}
 						}
@@ -230,7 +231,7 @@ func TestPagedKVErrors(t *testing.T) {
 		{"overlapping rows", edit(func(kv *attention.PagedKV) { kv.K.SeqStride = 1; kv.V.SeqStride = 1 }), attention.Options{}, "SeqStride 1"},
 		{"mask", pool.kv, attention.Options{BoolMask: attention.BoolMask{Data: []bool{true}, Layout: attention.BHSD(1, 1, 1, 1)}}, "not supported"},
 	} {
-		out := nanBuffer(len(q), float32(math.NaN()))
+		out := impltest.Filled(len(q), float32(math.NaN()))
 		err := e.ForwardPagedKV(attention.F32Tensor(out, l), attention.F32Tensor(q, l), c.kv, c.opts)
 		require.ErrorContains(t, err, c.want, c.name)
 		require.ErrorContains(t, err, "attention: ", c.name)
@@ -342,7 +343,7 @@ func FuzzPagedKV(f *testing.F) {
 		opts := attention.Options{Causal: r.bool()}
 		ql := attention.BHSD(B, hq, nq, d)
 		q := randn(r.rng, ql.Span())
-		out := nanBuffer(ql.Span(), outGuard)
+		out := impltest.Filled(ql.Span(), outGuard)
 		pagedKVHostile(t, r, e, attention.F32Tensor(q, ql), kv, opts, ql)
 		if err := e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), kv, opts); err != nil {
 			for i, x := range out {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // The engine's promises, each a cell of this table per entry point: every
@@ -229,7 +230,7 @@ func (fx *promiseFixture) args(ep *entryPoint) *callArgs {
 	}
 	a := &callArgs{
 		q:      attention.F32Tensor(q, attention.BHSD(b, fx.hq, fx.nq, fx.d)),
-		out:    attention.F32Tensor(sentinelFloats(b*fx.hq*fx.nq*fx.d), attention.BHSD(b, fx.hq, fx.nq, fx.d)),
+		out:    attention.F32Tensor(impltest.Filled(b*fx.hq*fx.nq*fx.d, sentinelFloat), attention.BHSD(b, fx.hq, fx.nq, fx.d)),
 		k:      fx.fwdK,
 		v:      fx.fwdV,
 		caches: fx.caches,
@@ -239,18 +240,13 @@ func (fx *promiseFixture) args(ep *entryPoint) *callArgs {
 		opts:   fx.opts(),
 	}
 	if ep.lse {
-		a.lse = sentinelFloats(b * fx.hq * fx.nq)
+		a.lse = impltest.Filled(b*fx.hq*fx.nq, sentinelFloat)
 	}
 	return a
 }
 
-func sentinelFloats(n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = math.Float32frombits(sentinel * 0x01010101)
-	}
-	return x
-}
+// sentinelFloat is the float32 of four sentinel bytes.
+var sentinelFloat = math.Float32frombits(sentinel * 0x01010101)
 
 // inputs returns every buffer a call of ep reads.
 func (fx *promiseFixture) inputs(ep *entryPoint, a *callArgs) []memory {
@@ -328,7 +324,7 @@ func (fx *promiseFixture) hostileCases(t *testing.T, ep *entryPoint) []hostile {
 		{"out negative dim", "want >= 0", func(a *callArgs) { a.out = resize(a.out, func(l *attention.Layout) { l.Dim = -1 }) }},
 		{"out head dim + 1", "out has shape", func(a *callArgs) {
 			l := a.out.Layout
-			a.out = attention.F32Tensor(sentinelFloats(l.Batch*l.Heads*l.Seq*(l.Dim+1)), attention.BHSD(l.Batch, l.Heads, l.Seq, l.Dim+1))
+			a.out = attention.F32Tensor(impltest.Filled(l.Batch*l.Heads*l.Seq*(l.Dim+1), sentinelFloat), attention.BHSD(l.Batch, l.Heads, l.Seq, l.Dim+1))
 		}},
 	}
 	if ep.lse {
@@ -473,18 +469,8 @@ func checkThreadBits(t *testing.T, fx *promiseFixture, ep *entryPoint) {
 	out1, lse1 := fx.result(t, ep, attention.Config{Threads: 1})
 	for _, n := range []int{3, 4} {
 		out, lse := fx.result(t, ep, attention.Config{Threads: n})
-		requireSameBits(t, out1, out, "out, 1 and %d threads", n)
-		requireSameBits(t, lse1, lse, "lse, 1 and %d threads", n)
-	}
-}
-
-func requireSameBits(t *testing.T, want, got []float32, msg string, args ...any) {
-	t.Helper()
-	require.Equal(t, len(want), len(got))
-	for i := range want {
-		if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
-			t.Fatalf("%s: element %d is %v, want %v bit for bit", fmt.Sprintf(msg, args...), i, got[i], want[i])
-		}
+		requireSameBits(t, out, out1, "out, 1 and %d threads", n)
+		requireSameBits(t, lse, lse1, "lse, 1 and %d threads", n)
 	}
 }
 
@@ -500,9 +486,9 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 		ref := entryNamed("ForwardKVCaches", ep.lse)
 		bOut, bLSE := fx.result(t, ref, attention.Config{Threads: 2, KVSplits: 1})
 		rows := fx.hq * fx.nq
-		requireSameBits(t, bOut[fwdSeq*rows*fx.d:][:rows*fx.d], out, "out against ForwardKVCaches' sequence %d", fwdSeq)
+		requireSameBits(t, out, bOut[fwdSeq*rows*fx.d:][:rows*fx.d], "out against ForwardKVCaches' sequence %d", fwdSeq)
 		if ep.lse {
-			requireSameBits(t, bLSE[fwdSeq*rows:][:rows], lse, "lse against ForwardKVCaches' sequence %d", fwdSeq)
+			requireSameBits(t, lse, bLSE[fwdSeq*rows:][:rows], "lse against ForwardKVCaches' sequence %d", fwdSeq)
 		}
 		return
 	}
@@ -510,8 +496,8 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 		out, lse := fx.result(t, ep, cfg)
 		ref := entryNamed("ForwardKVCaches", ep.lse)
 		wOut, wLSE := fx.result(t, ref, cfg)
-		requireSameBits(t, wOut, out, "out against %s, %+v", ref.name, cfg)
-		requireSameBits(t, wLSE, lse, "lse against %s, %+v", ref.name, cfg)
+		requireSameBits(t, out, wOut, "out against %s, %+v", ref.name, cfg)
+		requireSameBits(t, lse, wLSE, "lse against %s, %+v", ref.name, cfg)
 	}
 	// Per sequence against Forward over its K/V, split fixed.
 	out, _ := fx.result(t, ep, attention.Config{Threads: 2, KVSplits: 1})
@@ -521,7 +507,7 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 		got := make([]float32, rows*fx.d)
 		q := attention.F32Tensor(fx.q[b*rows*fx.d:][:rows*fx.d], attention.BHSD(1, fx.hq, fx.nq, fx.d))
 		require.NoError(t, e.Forward(attention.F32Tensor(got, attention.BHSD(1, fx.hq, fx.nq, fx.d)), q, kc.K(), kc.V(), fx.opts()))
-		requireSameBits(t, got, out[b*rows*fx.d:][:rows*fx.d], "sequence %d against Forward", b)
+		requireSameBits(t, out[b*rows*fx.d:][:rows*fx.d], got, "sequence %d against Forward", b)
 	}
 }
 
@@ -554,10 +540,10 @@ func checkViewOfK(t *testing.T, fx *promiseFixture, ep *entryPoint) {
 	half.out = attention.F32Tensor(make([]float32, fx.hq*fx.nq*dv), attention.BHSD(1, fx.hq, fx.nq, dv))
 	require.NoError(t, ep.run(e, half))
 	for r := range fx.hq * fx.nq {
-		requireSameBits(t, full.out.Float32s()[r*fx.d:][:dv], half.out.Float32s()[r*dv:][:dv], "row %d", r)
+		requireSameBits(t, half.out.Float32s()[r*dv:][:dv], full.out.Float32s()[r*fx.d:][:dv], "row %d", r)
 	}
 	if ep.lse {
-		requireSameBits(t, full.lse, half.lse, "lse")
+		requireSameBits(t, half.lse, full.lse, "lse")
 	}
 }
 
@@ -594,7 +580,7 @@ func TestPagedAutoSplitMatchesForward(t *testing.T) {
 			for b, kc := range caches {
 				got := make([]float32, rows)
 				require.NoError(t, e.Forward(attention.F32Tensor(got, attention.BHSD(1, hq, nq, d)), attention.F32Tensor(q[b*rows:][:rows], attention.BHSD(1, hq, nq, d)), kc.K(), kc.V(), opts))
-				requireSameBits(t, got, out[b*rows:][:rows], "lengths %v: sequence %d against Forward", lens, b)
+				requireSameBits(t, out[b*rows:][:rows], got, "lengths %v: sequence %d against Forward", lens, b)
 			}
 		}
 	})
@@ -656,7 +642,7 @@ func testPromisesMergeAppend(t *testing.T, dt attention.DType) {
 		run        func() error
 		outs       [][]byte
 	}
-	out, lse := sentinelFloats(l.Span()), sentinelFloats(rows)
+	out, lse := impltest.Filled(l.Span(), sentinelFloat), impltest.Filled(rows, sentinelFloat)
 	F := func(x []float32, l attention.Layout) attention.Tensor { return attention.F32Tensor(x, l) }
 	calls := []call{
 		{"Merge negative seq", "want >= 0", func() error { return attention.Merge(F(out, neg), lse, F(a, l), lseA, F(bb, l), lseB) }, nil},
@@ -753,8 +739,8 @@ func TestPagedKVBlockOfOneStride(t *testing.T) {
 		wantOut, wantLSE := run(d)
 		for _, stride := range []int{0, 1, 3} {
 			out, lse := run(stride)
-			requireSameBits(t, wantOut, out, "out, SeqStride %d", stride)
-			requireSameBits(t, wantLSE, lse, "lse, SeqStride %d", stride)
+			requireSameBits(t, out, wantOut, "out, SeqStride %d", stride)
+			requireSameBits(t, lse, wantLSE, "lse, SeqStride %d", stride)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 func TestQuantizeQ8(t *testing.T) {
@@ -162,10 +163,6 @@ func TestQuantisationError(t *testing.T) {
 // half a step.
 func TestQuantizeQ8Extremes(t *testing.T) {
 	const B = attention.Q8Block
-	ulps := func(a, b float32) int64 {
-		d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
-		return max(d, -d)
-	}
 	check := func(t *testing.T, x []float32) {
 		t.Helper()
 		q := make([]int8, len(x))
@@ -186,7 +183,7 @@ func TestQuantizeQ8Extremes(t *testing.T) {
 				require.False(t, math.IsInf(float64(got), 0), "block %d value %d (%g): dequantised to %v", g, i, v, got)
 				if abs32(v) == a && a >= 127*0x1p-126 {
 					require.Equal(t, int8(127), max(q[g*B+i], -q[g*B+i]), "block %d: largest %g", g, v)
-					require.LessOrEqual(t, ulps(got, v), int64(1), "block %d: largest %g dequantised to %g", g, v, got)
+					require.LessOrEqual(t, impltest.ULPs(got, v), int64(1), "block %d: largest %g dequantised to %g", g, v, got)
 				}
 				tol := float64(d) * (0.5 + 1e-5)
 				if a >= 127*0x1p-126 {

@@ -58,8 +58,8 @@ func testSplitKVDecode(t *testing.T) {
 							if ref == nil {
 								ref, refLSE = out, lse
 							} else {
-								bitsEqual(t, what+" out vs 1 thread", out, ref)
-								bitsEqual(t, what+" lse vs 1 thread", lse, refLSE)
+								requireSameBits(t, out, ref, "%s out vs 1 thread", what)
+								requireSameBits(t, lse, refLSE, "%s lse vs 1 thread", what)
 							}
 							for s, n := range lens {
 								qs := q[s*hq*nq*d:][:hq*nq*d]
@@ -70,8 +70,8 @@ func testSplitKVDecode(t *testing.T) {
 								o1, lse1 := make([]float32, hq*nq*d), make([]float32, hq*nq)
 								require.NoError(t, e.ForwardLSE(attention.F32Tensor(o1, l1), lse1, attention.F32Tensor(qs, l1),
 									storedTensor(dt, k, hkv, n, d), storedTensor(dt, v, hkv, n, d), opts))
-								bitsEqual(t, what+fmt.Sprintf(" seq%d paged vs contiguous", s), os, o1)
-								bitsEqual(t, what+fmt.Sprintf(" seq%d lse paged vs contiguous", s), lse[s*hq*nq:][:hq*nq], lse1)
+								requireSameBits(t, os, o1, "%s seq%d paged vs contiguous", what, s)
+								requireSameBits(t, lse[s*hq*nq:][:hq*nq], lse1, "%s seq%d lse paged vs contiguous", what, s)
 								if threads > 1 {
 									continue
 								}

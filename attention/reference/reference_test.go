@@ -8,26 +8,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // ---------------------------------------------------------------------------
 // Helpers
 
-func randNormal(r *rand.Rand, n int) []float64 {
-	x := make([]float64, n)
-	for i := range x {
-		x[i] = r.NormFloat64()
-	}
-	return x
-}
-
-func randNormal32(r *rand.Rand, n int) []float32 {
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = float32(r.NormFloat64())
-	}
-	return x
-}
+// randNormal and randNormal32 return n standard normal values (the
+// module's shared test helpers, internal/impltest).
+var (
+	randNormal   = impltest.RandnF64
+	randNormal32 = impltest.Randn
+)
 
 // direct is an independent triple-loop implementation of the spec, written
 // without gonum and without using Params helpers other than the sizes, so the
