@@ -1,6 +1,7 @@
 // Command amx generates the amd64 assembly of the kernel package's AMX
-// kernel, the tile product behind QKTBF16 and PVBF16 at the amx level, and
-// the helpers that read XCR0 and the tile configuration:
+// kernel, the tile product behind QKTBF16 and PVBF16 at the amx level, the
+// loop that measures the tile unit's peak, and the helpers that read XCR0
+// and the tile configuration:
 //
 //	go run ./amx -out ../internal/x86/amx_amd64.s -stubs ../internal/x86/amx_amd64.go -pkg x86
 //
@@ -38,6 +39,14 @@
 // With flagScale, the rows of a row pair are multiplied by the scale with
 // AVX-512 once all its blocks are stored (QKTBF16's scale, applied to the
 // finished sums as qktBF16Generic applies it).
+//
+// Tdpbf16psPeakAMX is the bf16 product peak of the amx level (kernel's
+// bf16Peak): four independent TDPBF16PS an iteration on tiles that stay in
+// the tile registers, the 2 × 2 block of amxTiles with its loads taken out
+// of the loop. All eight tiles are 16 rows × 64 bytes; the sources hold
+// one 64-byte row of bfloat16 pairs near 1 (loaded with a zero stride), so
+// that the products are of normal numbers and the sums stay far from
+// overflow.
 package main
 
 import (
@@ -350,6 +359,63 @@ func amxTiles() {
 	RET()
 }
 
+// peakTileConfig is the tile configuration of the peak loop (palette 1,
+// every tile 16 rows × 64 bytes; see kernel's amxConfig for the layout),
+// and peakTileRow the row of bfloat16 pairs its sources are loaded from.
+var peakTileConfig, peakTileRow Mem
+
+func peakData() {
+	peakTileConfig = GLOBL("amxPeakConfig", RODATA|NOPTR)
+	DATA(0, U8(1))
+	for t := range 8 { // bytes a row (the assembler wants the offsets in order)
+		DATA(16+2*t, U16(64))
+	}
+	for t := range 8 { // rows
+		DATA(48+t, U8(16))
+	}
+	DATA(56, U64(0)) // LDTILECFG reads 64 bytes
+	peakTileRow = GLOBL("amxPeakRow", RODATA|NOPTR)
+	for i := range 16 {
+		DATA(4*i, U32(0x3f813f7f)) // the pair (0.99609375, 1.0078125)
+	}
+}
+
+func peakLoop() {
+	name := "Tdpbf16psPeakAMX"
+	TEXT(name, NOSPLIT, "func(n int)")
+	Doc(
+		name+" runs n iterations of 4 independent TDPBF16PS on 16 × 16 tiles",
+		"(4 · 16·16·32 multiply-adds, 65536 flops an iteration); it computes",
+		"nothing useful. It loads its own tile configuration and releases the",
+		"tiles before it returns.",
+	)
+	LEAQ(peakTileConfig, RAX)
+	ldtilecfg(RAX)
+	Comment("Accumulators tmm0–3 from zero, sources tmm4–7 the same row repeated (stride 0).")
+	for t := range 4 {
+		tilezero(tileC(t/2, t%2))
+	}
+	LEAQ(peakTileRow, RAX)
+	XORL(EDX, EDX)
+	for t := 4; t < 8; t++ {
+		tileload(t, RAX, RDX)
+	}
+	Load(Param("n"), RCX)
+	TESTQ(RCX, RCX)
+	JLE(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	for r := range 2 {
+		for c := range 2 {
+			tdp(tileC(r, c), tileA(r), tileB(c))
+		}
+	}
+	DECQ(RCX)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	tilerelease()
+	RET()
+}
+
 func xcr0() {
 	TEXT("AmxXCR0", NOSPLIT, "func() uint64")
 	Doc("AmxXCR0 returns XCR0 (XGETBV with ECX = 0). The CPU must have OSXSAVE.")
@@ -391,7 +457,9 @@ func storeConfig() {
 
 func main() {
 	ConstraintExpr("amd64,!purego")
+	peakData()
 	amxTiles()
+	peakLoop()
 	xcr0()
 	configRoundTrip()
 	storeConfig()

@@ -24,6 +24,12 @@ package x86
 //go:noescape
 func AmxTiles(cfg *[64]byte, c *float32, ldC int, a *uint16, ldA int, b *uint16, ldB int, mt int, nt int, kt int, m int, n int, kp int, flags uint8, scale float32)
 
+// Tdpbf16psPeakAMX runs n iterations of 4 independent TDPBF16PS on 16 × 16 tiles
+// (4 · 16·16·32 multiply-adds, 65536 flops an iteration); it computes
+// nothing useful. It loads its own tile configuration and releases the
+// tiles before it returns.
+func Tdpbf16psPeakAMX(n int)
+
 // AmxXCR0 returns XCR0 (XGETBV with ECX = 0). The CPU must have OSXSAVE.
 func AmxXCR0() uint64
 

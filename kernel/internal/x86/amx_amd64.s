@@ -4,6 +4,44 @@
 
 #include "textflag.h"
 
+DATA amxPeakConfig<>+0(SB)/1, $0x01
+DATA amxPeakConfig<>+16(SB)/2, $0x0040
+DATA amxPeakConfig<>+18(SB)/2, $0x0040
+DATA amxPeakConfig<>+20(SB)/2, $0x0040
+DATA amxPeakConfig<>+22(SB)/2, $0x0040
+DATA amxPeakConfig<>+24(SB)/2, $0x0040
+DATA amxPeakConfig<>+26(SB)/2, $0x0040
+DATA amxPeakConfig<>+28(SB)/2, $0x0040
+DATA amxPeakConfig<>+30(SB)/2, $0x0040
+DATA amxPeakConfig<>+48(SB)/1, $0x10
+DATA amxPeakConfig<>+49(SB)/1, $0x10
+DATA amxPeakConfig<>+50(SB)/1, $0x10
+DATA amxPeakConfig<>+51(SB)/1, $0x10
+DATA amxPeakConfig<>+52(SB)/1, $0x10
+DATA amxPeakConfig<>+53(SB)/1, $0x10
+DATA amxPeakConfig<>+54(SB)/1, $0x10
+DATA amxPeakConfig<>+55(SB)/1, $0x10
+DATA amxPeakConfig<>+56(SB)/8, $0x0000000000000000
+GLOBL amxPeakConfig<>(SB), RODATA|NOPTR, $64
+
+DATA amxPeakRow<>+0(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+4(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+8(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+12(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+16(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+20(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+24(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+28(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+32(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+36(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+40(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+44(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+48(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+52(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+56(SB)/4, $0x3f813f7f
+DATA amxPeakRow<>+60(SB)/4, $0x3f813f7f
+GLOBL amxPeakRow<>(SB), RODATA|NOPTR, $64
+
 // func AmxTiles(cfg *[64]byte, c *float32, ldC int, a *uint16, ldA int, b *uint16, ldB int, mt int, nt int, kt int, m int, n int, kp int, flags uint8, scale float32)
 // Requires: AVX, AVX512F
 TEXT ·AmxTiles(SB), NOSPLIT, $40-112
@@ -616,6 +654,123 @@ AmxTiles_done_3:
 	BYTE $0x49
 	BYTE $0xc0
 	VZEROUPPER
+	RET
+
+// func Tdpbf16psPeakAMX(n int)
+TEXT ·Tdpbf16psPeakAMX(SB), NOSPLIT, $0-8
+	LEAQ amxPeakConfig<>+0(SB), AX
+
+	// LDTILECFG [AX]
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x78
+	BYTE $0x49
+	BYTE $0x00
+
+	// Accumulators tmm0–3 from zero, sources tmm4–7 the same row repeated (stride 0).
+	// TILEZERO TMM0
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc0
+
+	// TILEZERO TMM1
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc8
+
+	// TILEZERO TMM2
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xd0
+
+	// TILEZERO TMM3
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xd8
+	LEAQ amxPeakRow<>+0(SB), AX
+	XORL DX, DX
+
+	// TILELOADD TMM4, [AX+DX*1]
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x24
+	BYTE $0x10
+
+	// TILELOADD TMM5, [AX+DX*1]
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x10
+
+	// TILELOADD TMM6, [AX+DX*1]
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x34
+	BYTE $0x10
+
+	// TILELOADD TMM7, [AX+DX*1]
+	BYTE  $0xc4
+	BYTE  $0xe2
+	BYTE  $0x7b
+	BYTE  $0x4b
+	BYTE  $0x3c
+	BYTE  $0x10
+	MOVQ  n+0(FP), CX
+	TESTQ CX, CX
+	JLE   Tdpbf16psPeakAMX_done
+
+Tdpbf16psPeakAMX_loop:
+	// TDPBF16PS TMM0, TMM4, TMM6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xc4
+
+	// TDPBF16PS TMM1, TMM4, TMM7
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x42
+	BYTE $0x5c
+	BYTE $0xcc
+
+	// TDPBF16PS TMM2, TMM5, TMM6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xd5
+
+	// TDPBF16PS TMM3, TMM5, TMM7
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x42
+	BYTE $0x5c
+	BYTE $0xdd
+	DECQ CX
+	JNZ  Tdpbf16psPeakAMX_loop
+
+Tdpbf16psPeakAMX_done:
+	// TILERELEASE
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x78
+	BYTE $0x49
+	BYTE $0xc0
 	RET
 
 // func AmxXCR0() uint64
