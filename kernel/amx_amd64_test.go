@@ -221,6 +221,22 @@ func TestAMXReleasesTiles(t *testing.T) {
 	}
 }
 
+// TestAMXPeakRuns runs the AMX peak loop (bf16Peak's on this machine) and
+// checks that it leaves the tiles released.
+func TestAMXPeakRuns(t *testing.T) {
+	setImpl(t, AMX)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var zero, out [64]byte
+	for _, n := range []int{0, 1, 1000} {
+		x86.Tdpbf16psPeakAMX(n)
+		x86.AmxStoreConfig(&out)
+		require.Equal(t, zero, out, "configuration after %d iterations", n)
+	}
+	_, _, isa := bf16PeakLoop()
+	require.Equal(t, AMX, isa, "the bf16 peak loop where AMX can run")
+}
+
 // TestAMXConcurrent runs products from many goroutines at once (more than
 // there are threads, so goroutines migrate and share threads between
 // calls): each result must equal, bit for bit, the same product computed

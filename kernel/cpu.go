@@ -175,6 +175,7 @@ func init() {
 	// nothing to standard error.
 	registry.SetEnvError(envErr)
 	registry.RegisterPeak(peak)
+	registry.RegisterPeakBF16(bf16Peak)
 	registry.Register(registry.Kernel, registry.Axis{
 		Rows:      func() []string { return allLevels },
 		Lacks:     func(row string) string { return levelLacks(available(), row) },

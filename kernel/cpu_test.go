@@ -74,6 +74,44 @@ func TestImplementations(t *testing.T) {
 	restore()
 }
 
+// TestBF16Peak checks that the bf16 product peak is measured on the unit
+// the bf16 kernels of this machine can use at best (amx, else avx512bf16),
+// and that it is 0 and "" where the machine has neither.
+func TestBF16Peak(t *testing.T) {
+	g, isa := bf16Peak(0)
+	want := ""
+	for _, b := range bf16Available() {
+		if b == implAMX || b == implAVX512BF16 {
+			want = implNames[b]
+			break
+		}
+	}
+	if want == "" {
+		assert.Zero(t, g)
+		assert.Empty(t, isa)
+		t.Skipf("SKIP: this machine has no bf16 product unit (bf16 rows: %v)", names(bf16Available()))
+	}
+	t.Logf("bf16 peak %.1f GFLOP/s (%s)", g, isa)
+	assert.Equal(t, want, isa)
+	assert.Greater(t, g, 0.1)
+}
+
+// BenchmarkBF16Peak measures the loop of bf16Peak, named by its isa, in
+// GFLOP/s.
+func BenchmarkBF16Peak(b *testing.B) {
+	run, flops, isa := bf16PeakLoop()
+	if run == nil {
+		b.Skip("SKIP: this machine has no bf16 product unit")
+	}
+	b.Run(isa, func(b *testing.B) {
+		const iters = 1000
+		for b.Loop() {
+			run(iters)
+		}
+		b.ReportMetric(float64(b.N)*iters*float64(flops)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+}
+
 func TestPeak(t *testing.T) {
 	g, isa := peak(0)
 	t.Logf("peak %.1f GFLOP/s (%s)", g, isa)

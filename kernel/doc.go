@@ -38,7 +38,9 @@
 // (LEVEL[,bf16=ROW][,int8dot=ROW]) names others. Tests and benchmarks
 // switch rows through the module's registry (internal/impl), which also
 // holds the reason FLASHGO_KERNEL was not followed (the package writes
-// nothing to standard error) and measures one core's FMA peak for reports.
+// nothing to standard error) and measures one core's peaks for reports: the
+// float32 FMA peak, and the bfloat16 product peak of the AMX tiles or
+// AVX512-BF16 where the CPU has them.
 // Everything else, the assembly (kernel/internal/x86, kernel/internal/arm)
 // and its register plans, is internal and may change.
 //

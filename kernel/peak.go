@@ -21,13 +21,40 @@ import (
 // one core.
 func peak(d time.Duration) (gflops float64, isa string) {
 	run, flops, isa := peakLoop()
+	return measurePeak(run, flops, d), isa
+}
+
+// bf16Peak measures the bfloat16 product throughput of one core, in
+// GFLOP/s (a product of a bfloat16 pair added into a float32 sum counts
+// two flops): the yardstick of the bf16 rows' percent of peak. It runs
+// independent products on the widest bf16 unit the CPU has, whatever
+// implementation the kernels are set to: the AMX tiles (4 independent
+// TDPBF16PS on 16 × 16 tiles; isa "amx") where the amx level can run, else
+// 24 independent VDPBF16PS on zmm registers (isa "avx512bf16") where the
+// CPU has AVX512-BF16. Where it has neither (other CPUs and
+// architectures, or built with the purego tag) it returns 0 and "": the
+// bf16 products then run on the float32 units, and there is no bf16
+// product peak to measure.
+//
+// It measures as peak does: the median of at least 20 runs over about d.
+func bf16Peak(d time.Duration) (gflops float64, isa string) {
+	run, flops, isa := bf16PeakLoop()
+	if run == nil {
+		return 0, ""
+	}
+	return measurePeak(run, flops, d), isa
+}
+
+// measurePeak returns the rate in GFLOP/s of run, a loop of flops flops
+// an iteration, over about d: the median of at least 20 runs of ~1 ms each,
+// after a calibration that also lets the core settle at its vector clock.
+func measurePeak(run func(n int), flops int, d time.Duration) float64 {
 	rate := func(n int) float64 {
 		start := time.Now()
 		run(n)
 		return float64(n) * float64(flops) / time.Since(start).Seconds() / 1e9
 	}
-	// Calibrate: grow the iteration count until one run takes ~1 ms; the
-	// warm-up also lets the core settle at its vector clock.
+	// Calibrate: grow the iteration count until one run takes ~1 ms.
 	n := 1024
 	for {
 		start := time.Now()
@@ -43,7 +70,7 @@ func peak(d time.Duration) (gflops float64, isa string) {
 		r[i] = rate(n)
 	}
 	slices.Sort(r)
-	return r[runs/2], isa
+	return r[runs/2]
 }
 
 // goPeakFlops is the work of one iteration of goPeak: eight multiply-adds.

@@ -117,8 +117,9 @@ func Select(name, row string) (restore func(), err error) {
 }
 
 var (
-	envErr error
-	peak   func(time.Duration) (float64, string)
+	envErr   error
+	peak     func(time.Duration) (float64, string)
+	peakBF16 func(time.Duration) (float64, string)
 )
 
 // SetEnvError records why the package's environment setting (kernel's
@@ -154,6 +155,29 @@ func RegisterPeak(f func(time.Duration) (gflops float64, isa string)) {
 func Peak(d time.Duration) (gflops float64, isa string) {
 	mu.Lock()
 	f := peak
+	mu.Unlock()
+	if f == nil {
+		return 0, ""
+	}
+	return f(d)
+}
+
+// RegisterPeakBF16 records the function that measures one core's bfloat16
+// product throughput (kernel registers its AMX or AVX512-BF16 loop).
+func RegisterPeakBF16(f func(time.Duration) (gflops float64, isa string)) {
+	mu.Lock()
+	defer mu.Unlock()
+	peakBF16 = f
+}
+
+// PeakBF16 measures one core's bfloat16 product throughput in GFLOP/s for
+// about d, with the name of the instructions that reached it, through the
+// registered function: the yardstick of the percent-of-peak figures of
+// bfloat16 rows. It returns 0 and "" where the machine has no bfloat16
+// product unit, or where none is registered.
+func PeakBF16(d time.Duration) (gflops float64, isa string) {
+	mu.Lock()
+	f := peakBF16
 	mu.Unlock()
 	if f == nil {
 		return 0, ""
