@@ -23,10 +23,11 @@ type result struct {
 	flash   timing
 	naive   *timing   // nil with -naive=off
 	acc     *accuracy // nil with -check=off
-	// peak is the GFLOP/s a prefill row is measured against (one core ×
-	// threads): the float32 FMA peak for f32 rows; 0 (no %FMA) for bf16
-	// rows, whose products run on the bf16 units (or on widened operands),
-	// until kernel measures a bf16 product peak, and for q8q rows, whose
+	// peak is the GFLOP/s a prefill row is measured against (one core's
+	// peak × min(threads, CPUs)): the float32 FMA peak for f32 rows, the
+	// bf16 product peak for bf16 rows (whatever kernel runs their
+	// products: the peak is the machine's); 0 (no %peak) for bf16 rows
+	// where the machine has no bf16 product unit, and for q8q rows, whose
 	// Q·Kᵀ runs in integer dot products.
 	peak   float64
 	bw     float64 // GB/s the row is measured against (decode only)
@@ -81,7 +82,8 @@ type report struct {
 	warm       bool    // -warm: decode runs reuse one K/V cache
 }
 
-// peakTime is how long the FMA peak is measured (tests shorten it).
+// peakTime is how long each peak (FMA, bf16 product) is measured (tests
+// shorten it).
 var peakTime = 200 * time.Millisecond
 
 // bench measures the machine, then runs every case of c in order:
@@ -91,6 +93,8 @@ func bench(c config, prog *progress) (*report, error) {
 	m := machine{cpu: cpuModel(), cpus: runtime.NumCPU(), bandwidth: map[int]float64{}}
 	prog.phase("measuring the FMA peak")
 	m.peak, m.peakISA = registry.Peak(peakTime)
+	prog.phase("measuring the bf16 product peak")
+	m.bf16Peak, m.bf16PeakISA = registry.PeakBF16(peakTime)
 	if hasDecode(c.shapes) {
 		for _, n := range c.threads {
 			prog.phase(fmt.Sprintf("measuring the read bandwidth with %d thread%s", n, plural(n)))
@@ -341,8 +345,11 @@ func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads
 		return result{}, err
 	}
 	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: rowKernel(s, dt, prec), caches: len(calls), capped: kv.capped}
-	if prec == attention.PrecisionFloat32 {
-		r.peak = rep.machine.threadPeak(threads)
+	switch prec {
+	case attention.PrecisionFloat32:
+		r.peak = rep.machine.threadPeak(rep.machine.peak, threads)
+	case attention.PrecisionBFloat16:
+		r.peak = rep.machine.threadPeak(rep.machine.bf16Peak, threads) // 0 without a bf16 product unit
 	}
 	if s.decode() {
 		r.bw = rep.machine.bandwidth[threads]
@@ -389,14 +396,15 @@ func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads
 	return r, nil
 }
 
-// threadPeak is the FMA peak that threads threads can reach: the peak of
-// one core times the threads, but no more cores than the machine has.
-func (m machine) threadPeak(threads int) float64 {
+// threadPeak is the peak that threads threads can reach, given perCore,
+// the peak of one core (m.peak or m.bf16Peak): perCore times the threads,
+// but no more cores than the machine has.
+func (m machine) threadPeak(perCore float64, threads int) float64 {
 	cores := threads
 	if m.cpus > 0 {
 		cores = min(threads, m.cpus)
 	}
-	return m.peak * float64(cores)
+	return perCore * float64(cores)
 }
 
 // precThreads is one (precision, thread count) case of a shape and K/V

@@ -101,10 +101,12 @@ func TestRunUnwritableOutput(t *testing.T) {
 }
 
 func TestThreadPeak(t *testing.T) {
-	m := machine{peak: 10, cpus: 2}
-	assert.Equal(t, 10.0, m.threadPeak(1))
-	assert.Equal(t, 20.0, m.threadPeak(2))
-	assert.Equal(t, 20.0, m.threadPeak(8), "no more cores than the machine has")
+	m := machine{peak: 10, bf16Peak: 30, cpus: 2}
+	assert.Equal(t, 10.0, m.threadPeak(m.peak, 1))
+	assert.Equal(t, 20.0, m.threadPeak(m.peak, 2))
+	assert.Equal(t, 20.0, m.threadPeak(m.peak, 8), "no more cores than the machine has")
+	assert.Equal(t, 60.0, m.threadPeak(m.bf16Peak, 8))
+	assert.Equal(t, 0.0, machine{cpus: 2}.threadPeak(0, 2), "no bf16 product unit: no peak")
 }
 
 func TestNaiveMarked(t *testing.T) {

@@ -131,13 +131,14 @@ storage type and thread count it prints the median time over -reps runs
 (FLOPs = 4·B·Hq·Nq·Nkv·d; without -window a causal shape's FLOPs follow
 the shape suite's convention and are halved, but decode rows (Nq = 1) are
 not halved; with -window only the visible (query, key) pairs count,
-4·B·Hq·d × their number) and its share of the machine's float32 FMA peak
-(prefill rows in f32 precision), or the K/V bytes read per second and their share of the
-measured streaming-read bandwidth (decode, Nq = 1), the speed-up over the
-naive float32 baseline (Sgemm, softmax, Sgemm) and the error against the
-float64 oracle. The FMA peak of one core and the read
-bandwidth at each thread count (over buffers of at least 4 × the
-last-level cache) are measured at start.
+4·B·Hq·d × their number) and its share of the machine's peak (prefill
+rows: the float32 FMA peak for f32 precision, the bf16 product peak, AMX
+or AVX512-BF16, for bf16 precision), or the K/V bytes read per
+second and their share of the measured streaming-read bandwidth (decode,
+Nq = 1), the speed-up over the naive float32 baseline (Sgemm, softmax,
+Sgemm) and the error against the float64 oracle. The FMA and bf16 product
+peaks of one core and the read bandwidth at each thread count (over
+buffers of at least 4 × the last-level cache) are measured at start.
 
 Decode runs are cold, as a model's layers are: each timed run reads the
 next of several copies of the K/V cache, as many as it takes for them

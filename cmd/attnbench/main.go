@@ -13,12 +13,13 @@
 // for decode), on one thread and on GOMAXPROCS threads, and prints one
 // table: median time over the repetitions with the fastest and slowest,
 // effective GFLOP/s (FLOPs = 4·B·Hq·Nq·Nkv·d, halved for causal masks) and
-// its share of the float32 FMA peak measured at start (prefill rows in
-// float32 precision), or the K/V bytes
-// read per second and their share of the read bandwidth measured at start
-// over buffers of at least 4 × the last-level cache (decode), the speed-up
-// over the naive float32 baseline (Sgemm, softmax, Sgemm) and the error
-// against the float64 oracle.
+// its share of the peak measured at start (prefill rows: the float32 FMA
+// peak in float32 precision, the bf16 product peak of the AMX tiles or
+// AVX512-BF16 in bf16 precision, none on a machine without either), or
+// the K/V bytes read per second and their share of the read bandwidth
+// measured at start over buffers of at least 4 × the last-level cache
+// (decode), the speed-up over the naive float32 baseline (Sgemm, softmax,
+// Sgemm) and the error against the float64 oracle.
 //
 // Decode runs are cold: each timed run reads the next of several copies of
 // the K/V cache, together over twice the last-level cache (read from sysfs,

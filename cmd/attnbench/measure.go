@@ -88,11 +88,16 @@ func timeNaive(reps int, f func() error, tick func()) (timing, error) {
 
 // machine is what is measured about the computer before the benchmark.
 type machine struct {
-	cpu       string
-	cpus      int
-	peak      float64 // GFLOP/s of one core's FMA loop
-	peakISA   string
-	bandwidth map[int]float64 // streaming-read GB/s by thread count
+	cpu     string
+	cpus    int
+	peak    float64 // GFLOP/s of one core's FMA loop
+	peakISA string
+	// bf16Peak is the GFLOP/s of one core's bf16 product loop, bf16PeakISA
+	// its instructions (amx, avx512bf16); 0 and "" where the machine has
+	// no bf16 product unit.
+	bf16Peak    float64
+	bf16PeakISA string
+	bandwidth   map[int]float64 // streaming-read GB/s by thread count
 }
 
 // cpuModel returns the model name from /proc/cpuinfo, or GOARCH.

@@ -49,13 +49,9 @@ func (rep *report) legend(c config) []string {
 		if hasWindow(rep.results) {
 			l += "; with -window, only visible pairs count, not halved: 4·B·Hq·d × the (query, key) pairs the window shows"
 		}
-		l += "; %FMA: float32 rows only, over the float32 FMA peak of one core × min(threads, CPUs)"
+		l += "; %peak: f32 rows over the float32 FMA peak of one core × min(threads, CPUs)"
 		if hasPrec(rep.results, attention.PrecisionBFloat16, true) {
-			if rep.bf16Kernel == kernel.AMX || rep.bf16Kernel == kernel.AVX512BF16 {
-				l += "; bf16 rows run on the bf16 product units, whose peak is not measured: -"
-			} else {
-				l += "; bf16 rows, whose products widen their operands to float32 first, are not measured against it: -"
-			}
+			l += rep.bf16PeakLegend()
 		}
 		if hasPrec(rep.results, precQ8Query, true) {
 			l += "; q8q rows compute Q·Kᵀ in integer dot products: -"
@@ -131,6 +127,28 @@ func (rep *report) legend(c config) []string {
 		ls = append(ls, "accuracy not checked (-check=off)")
 	}
 	return append(ls, rep.notes...)
+}
+
+// bf16PeakLegend says what the bf16 rows' %peak is measured against: the
+// machine's bf16 product peak, whichever kernel ran the rows, or nothing
+// where the machine has no bf16 product unit.
+func (rep *report) bf16PeakLegend() string {
+	m := rep.machine
+	if m.bf16PeakISA == "" {
+		return "; bf16 rows: -, this machine has no bf16 product unit (the bf16 products widen their operands to float32)"
+	}
+	unit := m.bf16PeakISA
+	switch unit {
+	case kernel.AMX:
+		unit += ": TDPBF16PS on the AMX tiles"
+	case kernel.AVX512BF16:
+		unit += ": VDPBF16PS"
+	}
+	l := "; bf16 rows over the bf16 product peak (" + unit + ") of one core × min(threads, CPUs)"
+	if rep.bf16Kernel != m.bf16PeakISA {
+		l += fmt.Sprintf(", the machine's: this run's bf16 products (%s) do not use that unit", rep.bf16Kernel)
+	}
+	return l
 }
 
 func hasWindow(rs []result) bool {
@@ -210,7 +228,11 @@ func (rep *report) header() []string {
 	m := rep.machine
 	l1 := fmt.Sprintf("attnbench %s · %s · %d CPU%s · %s %s/%s",
 		rep.start.UTC().Format("2006-01-02 15:04 MST"), m.cpu, m.cpus, plural(m.cpus), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	l2 := fmt.Sprintf("FMA peak %.1f GFLOP/s per core (%s loop, measured now)", m.peak, m.peakISA)
+	l2 := fmt.Sprintf("FMA peak %.1f GFLOP/s per core (%s loop, measured now); no bf16 product unit", m.peak, m.peakISA)
+	if m.bf16PeakISA != "" {
+		l2 = fmt.Sprintf("FMA peak %.1f GFLOP/s per core (%s loop), bf16 product peak %.1f GFLOP/s per core (%s loop), measured now",
+			m.peak, m.peakISA, m.bf16Peak, m.bf16PeakISA)
+	}
 	if len(m.bandwidth) > 0 {
 		var bw []string
 		for _, n := range sortedKeys(m.bandwidth) {
@@ -324,7 +346,7 @@ func writeTable(c config, rep *report, w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	io.WriteString(tw, "shape\tNq\tNkv\tK/V\tprec\tthreads\tkernel\tms (min-max)\tGFLOP/s\t%FMA\tGB/s\t%BW\tvs naive\tmax abs\tmax rel\t\n")
+	io.WriteString(tw, "shape\tNq\tNkv\tK/V\tprec\tthreads\tkernel\tms (min-max)\tGFLOP/s\t%peak\tGB/s\t%BW\tvs naive\tmax abs\tmax rel\t\n")
 	for _, r := range rep.results {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%s\t%d\t%s\t%s (%s-%s)\t%.1f\t", r.shape.name, r.shape.nq, r.shape.nkv, r.kv, precName(r.prec), r.threads, r.kernel,
 			fmtMs(r.flash.median), fmtMs(r.flash.min), fmtMs(r.flash.max), r.gflops())
@@ -427,8 +449,9 @@ func pct(x, of float64) string {
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // The JSON schema. Fields that do not apply to a row (GB/s of a prefill
-// row, % of peak of a decode row or of a bf16 or q8q row, naive or check
-// when turned off) are null, so every row has the same keys.
+// row, % of peak of a decode row, of a q8q row or of a bf16 row on a
+// machine with no bf16 product unit, naive or check when turned off) are
+// null, so every row has the same keys.
 type (
 	jsonReport struct {
 		Tool      string          `json:"tool"`
@@ -448,9 +471,14 @@ type (
 		Notes     []string        `json:"notes"`
 		Results   []jsonResult    `json:"results"`
 	}
+	// jsonPeak holds one core's peaks: the float32 FMA peak and its loop
+	// (avx512, avx2, go), and the bf16 product peak and its loop (amx,
+	// avx512bf16), 0 and "" where the machine has no bf16 product unit.
 	jsonPeak struct {
-		GFLOPsPerCore float64 `json:"gflops_per_core"`
-		ISA           string  `json:"isa"`
+		GFLOPsPerCore     float64 `json:"gflops_per_core"`
+		ISA               string  `json:"isa"`
+		BF16GFLOPsPerCore float64 `json:"bf16_gflops_per_core"`
+		BF16ISA           string  `json:"bf16_isa"`
 	}
 	jsonLLC struct {
 		Bytes  int64  `json:"bytes"`
@@ -481,7 +509,7 @@ type (
 		Time         jsonTiming `json:"time_ms"`
 		FLOPs        float64    `json:"flops"`
 		GFLOPs       float64    `json:"gflops"`
-		PctPeak      *float64   `json:"pct_peak"` // % of the float32 FMA peak: f32 prefill rows only (null for bf16 and q8q rows)
+		PctPeak      *float64   `json:"pct_peak"` // prefill rows: f32 over the float32 FMA peak, bf16 over the bf16 product peak (null without a bf16 product unit), × min(threads, CPUs); null for q8q rows
 		KVBytes      float64    `json:"kv_bytes"`
 		GBps         *float64   `json:"gbps"`
 		PctBandwidth *float64   `json:"pct_bandwidth"`
@@ -529,7 +557,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 		Tool: "attnbench", Date: rep.start.UTC().Format(time.RFC3339),
 		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: m.cpu, CPUs: m.cpus,
 		Kernel: rep.kernel, Kernels: kernel.Implementations(),
-		Peak:      jsonPeak{GFLOPsPerCore: m.peak, ISA: m.peakISA},
+		Peak:      jsonPeak{GFLOPsPerCore: m.peak, ISA: m.peakISA, BF16GFLOPsPerCore: m.bf16Peak, BF16ISA: m.bf16PeakISA},
 		Bandwidth: []jsonBandwidth{},
 		LLC:       jsonLLC{Bytes: rep.llc.bytes, Source: rep.llc.source}, WarmKV: rep.warm,
 		Reps: rep.reps, Notes: rep.legend(c), Results: []jsonResult{},

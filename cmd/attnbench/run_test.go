@@ -48,7 +48,7 @@ func TestRunTable(t *testing.T) {
 	assert.Less(t, elapsed, 2*time.Second)
 	out := stdout.String()
 	for _, want := range []string{"FMA peak", "streaming read", "custom: Hq 4, Hkv 2, d 16, Nq 33, Nkv 47, causal", "D1/64",
-		"shape", "GFLOP/s", "%FMA", "%BW", "vs naive", "max abs", "within the project's tolerance"} {
+		"shape", "GFLOP/s", "%peak", "%BW", "vs naive", "max abs", "within the project's tolerance"} {
 		assert.Contains(t, out, want)
 	}
 	rows := 0
@@ -90,6 +90,13 @@ func TestRunJSONSchema(t *testing.T) {
 	peak := doc["peak"].(map[string]any)
 	assert.Greater(t, peak["gflops_per_core"].(float64), 0.0)
 	assert.IsType(t, "", peak["isa"])
+	if hasBF16Unit() {
+		assert.Greater(t, peak["bf16_gflops_per_core"].(float64), 0.0)
+		assert.Contains(t, []any{kernel.AMX, kernel.AVX512BF16}, peak["bf16_isa"])
+	} else {
+		assert.Equal(t, 0.0, peak["bf16_gflops_per_core"])
+		assert.Equal(t, "", peak["bf16_isa"])
+	}
 	bw := doc["bandwidth"].([]any)
 	require.Len(t, bw, 2)
 	for _, b := range bw {
