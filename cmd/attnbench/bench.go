@@ -24,11 +24,12 @@ type result struct {
 	naive   *timing   // nil with -naive=off
 	acc     *accuracy // nil with -check=off
 	// peak is the GFLOP/s a prefill row is measured against (one core's
-	// peak × min(threads, CPUs)): the float32 FMA peak for f32 rows, the
-	// bf16 product peak for bf16 rows (whatever kernel runs their
-	// products: the peak is the machine's); 0 (no %peak) for bf16 rows
-	// where the machine has no bf16 product unit, and for q8q rows, whose
-	// Q·Kᵀ runs in integer dot products.
+	// peak × min(threads, CPUs)): the float32 FMA peak for f32 rows and
+	// for bf16 rows computed in float32 (attention.ComputedPrecision), the
+	// bf16 product peak for other bf16 rows (whatever kernel runs their
+	// products: the peak is the machine's); 0 (no %peak) for those where
+	// the machine has no bf16 product unit, and for q8q rows, whose Q·Kᵀ
+	// runs in integer dot products.
 	peak   float64
 	bw     float64 // GB/s the row is measured against (decode only)
 	caches int     // K/V caches the timed runs rotate over (1: the same one every run)
@@ -345,7 +346,9 @@ func benchCase(c config, rep *report, in *shapeInputs, kv *kvRun, cs precThreads
 		return result{}, err
 	}
 	r := result{shape: s, kv: dt, prec: prec, threads: threads, kernel: rowKernel(s, dt, prec), caches: len(calls), capped: kv.capped}
-	switch prec {
+	// A bf16 row computed in float32 (few query rows) is measured against
+	// the FMA peak, as an f32 row is.
+	switch attention.ComputedPrecision(attention.Options{Precision: prec}, s.heads, s.kvHeads, s.nq) {
 	case attention.PrecisionFloat32:
 		r.peak = rep.machine.threadPeak(rep.machine.peak, threads)
 	case attention.PrecisionBFloat16:

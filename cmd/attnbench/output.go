@@ -148,6 +148,13 @@ func (rep *report) bf16PeakLegend() string {
 	if rep.bf16Kernel != m.bf16PeakISA {
 		l += fmt.Sprintf(", the machine's: this run's bf16 products (%s) do not use that unit", rep.bf16Kernel)
 	}
+	for _, r := range rep.results {
+		if r.prec == attention.PrecisionBFloat16 && !r.shape.decode() &&
+			attention.ComputedPrecision(attention.Options{Precision: r.prec}, r.shape.heads, r.shape.kvHeads, r.shape.nq) == attention.PrecisionFloat32 {
+			l += ", but those computed in float32 (at most 16 query rows per K/V head) over the FMA peak"
+			break
+		}
+	}
 	return l
 }
 
