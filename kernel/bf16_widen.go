@@ -1,6 +1,10 @@
 package kernel
 
-import "github.com/flashgo/flashgo/fp16"
+import (
+	"unsafe"
+
+	"github.com/flashgo/flashgo/fp16"
+)
 
 // The bfloat16 products on CPUs without bf16 instructions (AVX2, AVX-512
 // without AVX512-BF16, NEON): the operands are widened to float32, exactly
@@ -10,10 +14,11 @@ import "github.com/flashgo/flashgo/fp16"
 // product of two bfloat16 values is exact in float32, so this computes what
 // QKTBF16 and PVBF16 specify, float32 accumulation included; only the order
 // of the additions differs from the generic twins (chunks of widenBlock).
-// Widening is scalar Go: on P1/4 in bf16 precision with avx2 (Zen 4,
-// benchmarks.md) it took about 30 % of the time against 22 % for the
-// products, 16–18 × faster in all than the generic twins and 2.1–2.6 ×
-// float32 precision's time.
+// The widening is the bf16 row's: vector kernels at avx512 and avx2
+// (WidenBF16AVX512 and the others of internal/x86, a row or a row of pairs
+// a call, the subnormal flush a few integer instructions a vector), the Go
+// loops widenBF16Generic and widenPairsGeneric on NEON, which the vector
+// kernels are tested against bit for bit.
 
 // widenBlock is the rows, columns and reduction length of the blocks the
 // widening products take at a time: 3 buffers of 64 × 64 float32s, 48 KiB
@@ -26,7 +31,7 @@ const widenBlock = 64
 // whole sum once, as in the twin: qkt applies it where one block covers d,
 // the last addition where it does not. Each block of q is widened once,
 // each block of the panel once per 64 rows.
-func qktBF16Widen(r *f32Row, s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
+func qktBF16Widen(r *f32Row, b *bf16Row, s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
 	const w = widenBlock
 	var ktA, qfA, partA [w * w]float32
 	kt, qf, part := stackF32(ktA[:]), stackF32(qfA[:]), stackF32(partA[:])
@@ -35,12 +40,12 @@ func qktBF16Widen(r *f32Row, s []float32, ldS int, q []fp16.BFloat16, ldQ int, k
 		for k0 := 0; k0 < d; k0 += w {
 			nk := min(w, d-k0) // even: d is
 			for ii := range nr {
-				widenBF16(qf[ii*w:][:nk], q[(i0+ii)*ldQ+k0:][:nk])
+				b.widen(&qf[ii*w:][:nk][0], bits16(q[(i0+ii)*ldQ+k0:][:nk]), nk)
 			}
 			for j0 := 0; j0 < cols; j0 += w {
 				nc := min(w, cols-j0)
 				for kk := 0; kk < nk; kk += 2 {
-					widenPairs(kt[kk*w:][:nc], kt[(kk+1)*w:][:nc], kp[((k0+kk)/2)*ldK+2*j0:][:2*nc])
+					b.widenPairs(&kt[kk*w:][:nc][0], &kt[(kk+1)*w:][:nc][0], bits16(kp[((k0+kk)/2)*ldK+2*j0:][:2*nc]), nc)
 				}
 				last := k0+nk == d
 				if k0 == 0 {
@@ -70,7 +75,7 @@ func qktBF16Widen(r *f32Row, s []float32, ldS int, q []fp16.BFloat16, ldQ int, k
 // pvBF16Widen is PVBF16 through pv on widened blocks of 64 rows, 64 keys
 // and 64 output columns; pv accumulates into o, key by key in order. Each
 // block of p is widened once, each block of the panel once per 64 rows.
-func pvBF16Widen(r *f32Row, o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
+func pvBF16Widen(r *f32Row, b *bf16Row, o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
 	const w = widenBlock
 	var vfA, pfA [w * w]float32
 	vf, pf := stackF32(vfA[:]), stackF32(pfA[:])
@@ -79,12 +84,12 @@ func pvBF16Widen(r *f32Row, o []float32, ldO int, p []fp16.BFloat16, ldP int, vp
 		for j0 := 0; j0 < cols; j0 += w {
 			nj := min(w, cols-j0) // even: cols is
 			for ii := range nr {
-				widenBF16(pf[ii*w:][:nj], p[(i0+ii)*ldP+j0:][:nj])
+				b.widen(&pf[ii*w:][:nj][0], bits16(p[(i0+ii)*ldP+j0:][:nj]), nj)
 			}
 			for c0 := 0; c0 < d; c0 += w {
 				nd := min(w, d-c0)
 				for jj := 0; jj < nj; jj += 2 {
-					widenPairs(vf[jj*w:][:nd], vf[(jj+1)*w:][:nd], vp[((j0+jj)/2)*ldV+2*c0:][:2*nd])
+					b.widenPairs(&vf[jj*w:][:nd][0], &vf[(jj+1)*w:][:nd][0], bits16(vp[((j0+jj)/2)*ldV+2*c0:][:2*nd]), nd)
 				}
 				r.pv(o[i0*ldO+c0:], ldO, pf[:], w, vf[:], w, nr, nj, nd)
 			}
@@ -92,21 +97,22 @@ func pvBF16Widen(r *f32Row, o []float32, ldO int, p []fp16.BFloat16, ldP int, vp
 	}
 }
 
-// widenBF16 writes bf16Value of each element of src into dst (len(dst) =
-// len(src)).
-func widenBF16(dst []float32, src []fp16.BFloat16) {
-	src = src[:len(dst)]
-	for i, b := range src {
-		dst[i] = bf16Value(b)
+// widenBF16Generic writes bf16Value of each of n bfloat16s at src into
+// dst: the Go twin of the bf16 row's widen.
+func widenBF16Generic(dst *float32, src *uint16, n int) {
+	d, x := unsafe.Slice(dst, n), unsafe.Slice((*fp16.BFloat16)(unsafe.Pointer(src)), n)
+	for i, b := range x {
+		d[i] = bf16Value(b)
 	}
 }
 
-// widenPairs writes bf16Value of the first and second element of each pair
-// of src into even and odd (len(even) = len(odd) = len(src)/2).
-func widenPairs(even, odd []float32, src []fp16.BFloat16) {
-	odd = odd[:len(even)]
-	src = src[:2*len(even)]
-	for j := range even {
-		even[j], odd[j] = bf16Value(src[2*j]), bf16Value(src[2*j+1])
+// widenPairsGeneric writes bf16Value of the first and second element of
+// each of n pairs of bfloat16s at src into even and odd: the Go twin of
+// the bf16 row's widenPairs.
+func widenPairsGeneric(even, odd *float32, src *uint16, n int) {
+	e, o := unsafe.Slice(even, n), unsafe.Slice(odd, n)
+	x := unsafe.Slice((*fp16.BFloat16)(unsafe.Pointer(src)), 2*n)
+	for j := range e {
+		e[j], o[j] = bf16Value(x[2*j]), bf16Value(x[2*j+1])
 	}
 }

@@ -69,8 +69,13 @@ type bf16Row struct {
 	// float32 row's vector kernels, rather than the generic loop.
 	softmax    func(s *float32, ldS int, p *uint16, ldP int, rows, cols int, scale float32, m, z, alpha *float32)
 	vecSoftmax bool
-	// round is RoundBF16 on len(dst) >= 1 values; nil: the generic loop.
+	// round is RoundBF16 on n >= 1 values; nil: the generic loop.
 	round func(dst *uint16, src *float32, n int)
+	// widen writes bf16Value of n >= 1 bfloat16s to dst, and widenPairs
+	// that of the first and second element of each of n >= 1 pairs to
+	// even and odd: the operands of the widened products (bf16_widen.go).
+	widen      func(dst *float32, src *uint16, n int)
+	widenPairs func(even, odd *float32, src *uint16, n int)
 }
 
 // dotRow holds an integer kernel of QKRowsQ8Dot, in place and gathering,
@@ -93,22 +98,22 @@ var (
 		packFloat16: packFloat16Generic, packBFloat16: packBFloat16Generic,
 		matMulColumns: 16,
 	}
-	genericBF16 = &bf16Row{qkt: qktBF16Generic, pv: pvBF16Generic}
+	genericBF16 = &bf16Row{qkt: qktBF16Generic, pv: pvBF16Generic, widen: widenBF16Generic, widenPairs: widenPairsGeneric}
 )
 
-// widenBF16Row is the bf16 row of a level without bf16 instructions: the
-// products on operands widened exactly to float32, through the level's
-// float32 kernels (bf16_widen.go).
-func widenBF16Row(r *f32Row, vecSoftmax bool) *bf16Row {
-	return &bf16Row{
-		qkt: func(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
-			qktBF16Widen(r, s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
-		},
-		pv: func(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
-			pvBF16Widen(r, o, ldO, p, ldP, vp, ldV, rows, cols, d)
-		},
-		vecSoftmax: vecSoftmax,
+// widenBF16Row completes w, which holds a level's softmax, rounding and
+// widening kernels, into the bf16 row of a level without bf16
+// instructions: the products on operands widened exactly to float32 by
+// w's widening kernels, through the level's float32 kernels r
+// (bf16_widen.go).
+func widenBF16Row(r *f32Row, w *bf16Row) *bf16Row {
+	w.qkt = func(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
+		qktBF16Widen(r, w, s, ldS, q, ldQ, kp, ldK, rows, cols, d, scale)
 	}
+	w.pv = func(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
+		pvBF16Widen(r, w, o, ldO, p, ldP, vp, ldV, rows, cols, d)
+	}
+	return w
 }
 
 // The entry points of the package's own code: each runs the kernel of the
@@ -180,7 +185,8 @@ func softmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols in
 }
 
 // roundRowBF16 rounds len(dst) = len(src) >= 1 float32s to bfloat16
-// (RoundBF16): with VCVTNEPS2BF16 where the bf16 row has AVX512-BF16.
+// (RoundBF16): with VCVTNEPS2BF16 where the level has AVX512-BF16, with
+// integer vector instructions at avx512 and avx2.
 func roundRowBF16(dst []fp16.BFloat16, src []float32) {
 	if r := cur.bf16.round; r != nil {
 		r(bits16(dst), &src[0], len(dst))

@@ -12,12 +12,13 @@ import (
 // The arm64 row of the implementation table: the NEON float32 kernels
 // (rows of 16 lanes, 4 a block, no gathering kernels: a gather runs the
 // row kernels over each run of evenly spaced rows), its bf16 products on
-// widened operands (with the generic softmax), and no integer kernel.
+// operands widened by the Go loops (with the generic softmax and
+// rounding), and no integer kernel.
 
 func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 	n := neonRow()
 	f32[implNEON] = n
-	bf16[implNEON] = widenBF16Row(n, false)
+	bf16[implNEON] = widenBF16Row(n, &bf16Row{widen: widenBF16Generic, widenPairs: widenPairsGeneric})
 	return f32, bf16, nil
 }
 

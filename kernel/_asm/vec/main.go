@@ -1,11 +1,14 @@
 // Command vec generates the amd64 assembly of flashgo's vector kernels:
 // the fused exponential-and-sum of a score row, the row maximum, the row
-// rescale, and the packing of K and V tiles into float32 panels (transposed
-// for K, converting binary16 and bfloat16 on the way).
+// rescale, the packing of K and V tiles into float32 panels (transposed
+// for K, converting binary16 and bfloat16 on the way), and the bfloat16
+// conversions of the levels without bf16 instructions (widening rows and
+// rows of pairs to float32, rounding a row to bfloat16).
 //
 // Every kernel comes in an AVX-512 variant (zmm registers, opmask tails)
-// and an AVX2 variant (ymm registers, FMA, F16C, VMASKMOVPS tails). Run it
-// from kernel/_asm:
+// and an AVX2 variant (ymm registers, FMA, F16C, VMASKMOVPS tails, or an
+// overlapping last vector where no masked instruction fits). Run it from
+// kernel/_asm:
 //
 //	go run ./vec -out ../internal/x86/vec_amd64.s -stubs ../internal/x86/vec_amd64.go -pkg x86
 package main
@@ -73,6 +76,12 @@ const (
 	cTanh3
 	cTanh4
 	cTanh5
+	cExpMask   // int32 0x7f800000: the exponent field, and +Inf
+	cSignMask  // int32 0x80000000
+	cHi16      // int32 0xffff0000
+	cRoundBias // int32 0x7fff
+	cOneBit    // int32 1
+	cQuietBit  // int32 0x00400000: the quiet bit of a float32 NaN
 	nConsts
 )
 
@@ -115,6 +124,12 @@ func genData() {
 		cTanh3:     f32bits(tanhC3),
 		cTanh4:     f32bits(tanhC4),
 		cTanh5:     f32bits(tanhC5),
+		cExpMask:   U32(0x7f800000),
+		cSignMask:  U32(0x80000000),
+		cHi16:      U32(0xffff0000),
+		cRoundBias: U32(0x7fff),
+		cOneBit:    U32(1),
+		cQuietBit:  U32(0x00400000),
 	}
 	for i, v := range vals {
 		for j := 0; j < 8; j++ {
@@ -216,6 +231,12 @@ func main() {
 		genSoftCap(x)
 	}
 	genSoftmaxBF16AVX512()
+
+	for _, x := range isas {
+		genWidenBF16(x)
+		genWidenPairsBF16(x)
+		genRoundBF16Bits(x)
+	}
 
 	for _, x := range isas {
 		for _, t := range []elemType{f32, f16, bf16} {

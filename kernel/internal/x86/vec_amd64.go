@@ -178,6 +178,96 @@ func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 //go:noescape
 func SoftmaxBF16AVX512(s *float32, ldS int, p *uint16, ldP int, rows int, cols int, scale float32, m *float32, z *float32, alpha *float32)
 
+// WidenBF16AVX512 is the AVX-512 widening of a bfloat16 row: dst[i] = bf16Value(src[i]) for i < n:
+//
+//	for i := range n {
+//		b := src[i]
+//		if b&0x7f80 == 0 {
+//			b &= 0x8000 // zero or subnormal: a zero of its sign
+//		}
+//		dst[i] = math.Float32frombits(uint32(b) << 16)
+//	}
+//
+// n >= 1.
+//
+//go:noescape
+func WidenBF16AVX512(dst *float32, src *uint16, n int)
+
+// WidenPairsBF16AVX512 is the AVX-512 widening of a row of bfloat16 pairs: the first and second elements of n pairs,
+// widened as bf16Value widens them, into even and odd:
+//
+//	for j := range n {
+//		even[j], odd[j] = bf16Value(src[2*j]), bf16Value(src[2*j+1])
+//	}
+//
+// n >= 1.
+//
+//go:noescape
+func WidenPairsBF16AVX512(even *float32, odd *float32, src *uint16, n int)
+
+// RoundBF16BitsAVX512 is the AVX-512 rounding of a row to bfloat16: dst[i] = RoundBF16(src[i]) for i < n, with
+// integer instructions:
+//
+//	u := math.Float32bits(src[i])
+//	switch {
+//	case u&0x7fffffff > 0x7f800000: // NaN: quiet, sign kept
+//		dst[i] = uint16(u>>16 | 0x0040)
+//	case u&0x7f800000 == 0: // zero or subnormal: a zero of its sign
+//		dst[i] = uint16(u >> 16 & 0x8000)
+//	default: // to nearest, ties to even; may round up to ±Inf
+//		dst[i] = uint16((u + 0x7fff + (u>>16)&1) >> 16)
+//	}
+//
+// n >= 1.
+//
+//go:noescape
+func RoundBF16BitsAVX512(dst *uint16, src *float32, n int)
+
+// WidenBF16AVX2 is the AVX2 widening of a bfloat16 row: dst[i] = bf16Value(src[i]) for i < n:
+//
+//	for i := range n {
+//		b := src[i]
+//		if b&0x7f80 == 0 {
+//			b &= 0x8000 // zero or subnormal: a zero of its sign
+//		}
+//		dst[i] = math.Float32frombits(uint32(b) << 16)
+//	}
+//
+// n >= 1.
+//
+//go:noescape
+func WidenBF16AVX2(dst *float32, src *uint16, n int)
+
+// WidenPairsBF16AVX2 is the AVX2 widening of a row of bfloat16 pairs: the first and second elements of n pairs,
+// widened as bf16Value widens them, into even and odd:
+//
+//	for j := range n {
+//		even[j], odd[j] = bf16Value(src[2*j]), bf16Value(src[2*j+1])
+//	}
+//
+// n >= 1.
+//
+//go:noescape
+func WidenPairsBF16AVX2(even *float32, odd *float32, src *uint16, n int)
+
+// RoundBF16BitsAVX2 is the AVX2 rounding of a row to bfloat16: dst[i] = RoundBF16(src[i]) for i < n, with
+// integer instructions:
+//
+//	u := math.Float32bits(src[i])
+//	switch {
+//	case u&0x7fffffff > 0x7f800000: // NaN: quiet, sign kept
+//		dst[i] = uint16(u>>16 | 0x0040)
+//	case u&0x7f800000 == 0: // zero or subnormal: a zero of its sign
+//		dst[i] = uint16(u >> 16 & 0x8000)
+//	default: // to nearest, ties to even; may round up to ±Inf
+//		dst[i] = uint16((u + 0x7fff + (u>>16)&1) >> 16)
+//	}
+//
+// n >= 1.
+//
+//go:noescape
+func RoundBF16BitsAVX2(dst *uint16, src *float32, n int)
+
 // PackKTAVX512 is the AVX-512 kernel of PackKT: it packs n key rows of d components into a transposed panel,
 //
 //	for j := 0; j < n; j++ {

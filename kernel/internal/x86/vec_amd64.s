@@ -196,7 +196,55 @@ DATA vecconst<>+752(SB)/4, $0x3b0cd5f8
 DATA vecconst<>+756(SB)/4, $0x3b0cd5f8
 DATA vecconst<>+760(SB)/4, $0x3b0cd5f8
 DATA vecconst<>+764(SB)/4, $0x3b0cd5f8
-GLOBL vecconst<>(SB), RODATA|NOPTR, $768
+DATA vecconst<>+768(SB)/4, $0x7f800000
+DATA vecconst<>+772(SB)/4, $0x7f800000
+DATA vecconst<>+776(SB)/4, $0x7f800000
+DATA vecconst<>+780(SB)/4, $0x7f800000
+DATA vecconst<>+784(SB)/4, $0x7f800000
+DATA vecconst<>+788(SB)/4, $0x7f800000
+DATA vecconst<>+792(SB)/4, $0x7f800000
+DATA vecconst<>+796(SB)/4, $0x7f800000
+DATA vecconst<>+800(SB)/4, $0x80000000
+DATA vecconst<>+804(SB)/4, $0x80000000
+DATA vecconst<>+808(SB)/4, $0x80000000
+DATA vecconst<>+812(SB)/4, $0x80000000
+DATA vecconst<>+816(SB)/4, $0x80000000
+DATA vecconst<>+820(SB)/4, $0x80000000
+DATA vecconst<>+824(SB)/4, $0x80000000
+DATA vecconst<>+828(SB)/4, $0x80000000
+DATA vecconst<>+832(SB)/4, $0xffff0000
+DATA vecconst<>+836(SB)/4, $0xffff0000
+DATA vecconst<>+840(SB)/4, $0xffff0000
+DATA vecconst<>+844(SB)/4, $0xffff0000
+DATA vecconst<>+848(SB)/4, $0xffff0000
+DATA vecconst<>+852(SB)/4, $0xffff0000
+DATA vecconst<>+856(SB)/4, $0xffff0000
+DATA vecconst<>+860(SB)/4, $0xffff0000
+DATA vecconst<>+864(SB)/4, $0x00007fff
+DATA vecconst<>+868(SB)/4, $0x00007fff
+DATA vecconst<>+872(SB)/4, $0x00007fff
+DATA vecconst<>+876(SB)/4, $0x00007fff
+DATA vecconst<>+880(SB)/4, $0x00007fff
+DATA vecconst<>+884(SB)/4, $0x00007fff
+DATA vecconst<>+888(SB)/4, $0x00007fff
+DATA vecconst<>+892(SB)/4, $0x00007fff
+DATA vecconst<>+896(SB)/4, $0x00000001
+DATA vecconst<>+900(SB)/4, $0x00000001
+DATA vecconst<>+904(SB)/4, $0x00000001
+DATA vecconst<>+908(SB)/4, $0x00000001
+DATA vecconst<>+912(SB)/4, $0x00000001
+DATA vecconst<>+916(SB)/4, $0x00000001
+DATA vecconst<>+920(SB)/4, $0x00000001
+DATA vecconst<>+924(SB)/4, $0x00000001
+DATA vecconst<>+928(SB)/4, $0x00400000
+DATA vecconst<>+932(SB)/4, $0x00400000
+DATA vecconst<>+936(SB)/4, $0x00400000
+DATA vecconst<>+940(SB)/4, $0x00400000
+DATA vecconst<>+944(SB)/4, $0x00400000
+DATA vecconst<>+948(SB)/4, $0x00400000
+DATA vecconst<>+952(SB)/4, $0x00400000
+DATA vecconst<>+956(SB)/4, $0x00400000
+GLOBL vecconst<>(SB), RODATA|NOPTR, $960
 
 DATA vectail16<>+0(SB)/2, $0x0000
 DATA vectail16<>+2(SB)/2, $0x0001
@@ -2024,6 +2072,555 @@ next:
 	ADDQ $0x00000004, R10
 	DECQ SI
 	JNE  row
+	VZEROUPPER
+	RET
+
+// func WidenBF16AVX512(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·WidenBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS vecconst<>+768(SB), Z0
+	VBROADCASTSS vecconst<>+800(SB), Z1
+
+loop:
+	CMPQ      DX, $0x00000020
+	JL        single
+	VPMOVZXWD (CX), Z2
+	VPSLLD    $0x10, Z2, Z2
+	VPTESTNMD Z0, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VPMOVZXWD 32(CX), Z3
+	VPSLLD    $0x10, Z3, Z3
+	VPTESTNMD Z0, Z3, K1
+	VPANDD    Z1, Z3, K1, Z3
+	VMOVUPS   Z2, (AX)
+	VMOVUPS   Z3, 64(AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000080, AX
+	SUBQ      $0x00000020, DX
+	JMP       loop
+
+single:
+	CMPQ      DX, $0x00000010
+	JL        tail
+	VPMOVZXWD (CX), Z2
+	VPSLLD    $0x10, Z2, Z2
+	VPTESTNMD Z0, Z2, K1
+	VPANDD    Z1, Z2, K1, Z2
+	VMOVUPS   Z2, (AX)
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000040, AX
+	SUBQ      $0x00000010, DX
+
+tail:
+	TESTQ       DX, DX
+	JE          done
+	LEAQ        vectail16<>+0(SB), BX
+	KMOVW       (BX)(DX*2), K1
+	VMOVDQU16.Z (CX), K1, Y2
+	VPMOVZXWD   Y2, Z2
+	VPSLLD      $0x10, Z2, Z2
+	VPTESTNMD   Z0, Z2, K2
+	VPANDD      Z1, Z2, K2, Z2
+	VMOVUPS     Z2, K1, (AX)
+
+done:
+	VZEROUPPER
+	RET
+
+// func WidenPairsBF16AVX512(even *float32, odd *float32, src *uint16, n int)
+// Requires: AVX, AVX512F
+TEXT ·WidenPairsBF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ         even+0(FP), AX
+	MOVQ         odd+8(FP), CX
+	MOVQ         src+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSS vecconst<>+768(SB), Z0
+	VBROADCASTSS vecconst<>+800(SB), Z1
+	VBROADCASTSS vecconst<>+832(SB), Z2
+
+loop:
+	CMPQ      BX, $0x00000020
+	JL        single
+	VMOVDQU32 (DX), Z3
+	VMOVDQU32 64(DX), Z4
+	VPSLLD    $0x10, Z3, Z5
+	VPANDD    Z2, Z3, Z3
+	VPTESTNMD Z0, Z5, K1
+	VPANDD    Z1, Z5, K1, Z5
+	VPTESTNMD Z0, Z3, K1
+	VPANDD    Z1, Z3, K1, Z3
+	VMOVUPS   Z5, (AX)
+	VMOVUPS   Z3, (CX)
+	VPSLLD    $0x10, Z4, Z3
+	VPANDD    Z2, Z4, Z4
+	VPTESTNMD Z0, Z3, K1
+	VPANDD    Z1, Z3, K1, Z3
+	VPTESTNMD Z0, Z4, K1
+	VPANDD    Z1, Z4, K1, Z4
+	VMOVUPS   Z3, 64(AX)
+	VMOVUPS   Z4, 64(CX)
+	ADDQ      $0x00000080, DX
+	ADDQ      $0x00000080, AX
+	ADDQ      $0x00000080, CX
+	SUBQ      $0x00000020, BX
+	JMP       loop
+
+single:
+	CMPQ      BX, $0x00000010
+	JL        tail
+	VMOVDQU32 (DX), Z3
+	VPSLLD    $0x10, Z3, Z4
+	VPANDD    Z2, Z3, Z3
+	VPTESTNMD Z0, Z4, K1
+	VPANDD    Z1, Z4, K1, Z4
+	VPTESTNMD Z0, Z3, K1
+	VPANDD    Z1, Z3, K1, Z3
+	VMOVUPS   Z4, (AX)
+	VMOVUPS   Z3, (CX)
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	SUBQ      $0x00000010, BX
+
+tail:
+	TESTQ       BX, BX
+	JE          done
+	LEAQ        vectail16<>+0(SB), SI
+	KMOVW       (SI)(BX*2), K1
+	VMOVDQU32.Z (DX), K1, Z3
+	VPSLLD      $0x10, Z3, Z4
+	VPANDD      Z2, Z3, Z2
+	VPTESTNMD   Z0, Z4, K2
+	VPANDD      Z1, Z4, K2, Z4
+	VPTESTNMD   Z0, Z2, K2
+	VPANDD      Z1, Z2, K2, Z2
+	VMOVUPS     Z4, K1, (AX)
+	VMOVUPS     Z2, K1, (CX)
+
+done:
+	VZEROUPPER
+	RET
+
+// func RoundBF16BitsAVX512(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·RoundBF16BitsAVX512(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VBROADCASTSS vecconst<>+768(SB), Z0
+	VBROADCASTSS vecconst<>+800(SB), Z1
+	VBROADCASTSS vecconst<>+480(SB), Z2
+	VBROADCASTSS vecconst<>+896(SB), Z3
+	VBROADCASTSS vecconst<>+864(SB), Z4
+	VBROADCASTSS vecconst<>+928(SB), Z5
+
+loop:
+	CMPQ      DX, $0x00000020
+	JL        single
+	VMOVDQU32 (CX), Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z7, Z7
+	VPADDD    Z6, Z7, Z7
+	VPANDD    Z2, Z6, Z8
+	VPCMPGTD  Z0, Z8, K1
+	VPTESTNMD Z0, Z6, K2
+	VPORD     Z5, Z6, K1, Z7
+	VPANDD    Z1, Z6, K2, Z7
+	VPSRLD    $0x10, Z7, Z7
+	VMOVDQU32 64(CX), Z6
+	VPSRLD    $0x10, Z6, Z8
+	VPANDD    Z3, Z8, Z8
+	VPADDD    Z4, Z8, Z8
+	VPADDD    Z6, Z8, Z8
+	VPANDD    Z2, Z6, Z9
+	VPCMPGTD  Z0, Z9, K1
+	VPTESTNMD Z0, Z6, K2
+	VPORD     Z5, Z6, K1, Z8
+	VPANDD    Z1, Z6, K2, Z8
+	VPSRLD    $0x10, Z8, Z8
+	VPMOVDW   Z7, (AX)
+	VPMOVDW   Z8, 32(AX)
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000040, AX
+	SUBQ      $0x00000020, DX
+	JMP       loop
+
+single:
+	CMPQ      DX, $0x00000010
+	JL        tail
+	VMOVDQU32 (CX), Z6
+	VPSRLD    $0x10, Z6, Z7
+	VPANDD    Z3, Z7, Z7
+	VPADDD    Z4, Z7, Z7
+	VPADDD    Z6, Z7, Z7
+	VPANDD    Z2, Z6, Z8
+	VPCMPGTD  Z0, Z8, K1
+	VPTESTNMD Z0, Z6, K2
+	VPORD     Z5, Z6, K1, Z7
+	VPANDD    Z1, Z6, K2, Z7
+	VPSRLD    $0x10, Z7, Z7
+	VPMOVDW   Z7, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000020, AX
+	SUBQ      $0x00000010, DX
+
+tail:
+	TESTQ       DX, DX
+	JE          done
+	LEAQ        vectail16<>+0(SB), BX
+	KMOVW       (BX)(DX*2), K1
+	VMOVDQU32.Z (CX), K1, Z6
+	VPSRLD      $0x10, Z6, Z7
+	VPANDD      Z3, Z7, Z7
+	VPADDD      Z4, Z7, Z7
+	VPADDD      Z6, Z7, Z7
+	VPANDD      Z2, Z6, Z2
+	VPCMPGTD    Z0, Z2, K2
+	VPTESTNMD   Z0, Z6, K3
+	VPORD       Z5, Z6, K2, Z7
+	VPANDD      Z1, Z6, K3, Z7
+	VPSRLD      $0x10, Z7, Z7
+	VPMOVDW     Z7, K1, (AX)
+
+done:
+	VZEROUPPER
+	RET
+
+// func WidenBF16AVX2(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX2, CMOV
+TEXT ·WidenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVUPS vecconst<>+768(SB), Y0
+	VPXOR   Y1, Y1, Y1
+	CMPQ    DX, $0x00000008
+	JL      scalar
+
+loop:
+	CMPQ      DX, $0x00000010
+	JL        single
+	VPMOVZXWD (CX), Y2
+	VPSLLD    $0x10, Y2, Y2
+	VPAND     Y0, Y2, Y3
+	VPCMPEQD  Y1, Y3, Y3
+	VPSRLD    $0x01, Y3, Y3
+	VPANDN    Y2, Y3, Y2
+	VPMOVZXWD 16(CX), Y3
+	VPSLLD    $0x10, Y3, Y3
+	VPAND     Y0, Y3, Y4
+	VPCMPEQD  Y1, Y4, Y4
+	VPSRLD    $0x01, Y4, Y4
+	VPANDN    Y3, Y4, Y3
+	VMOVUPS   Y2, (AX)
+	VMOVUPS   Y3, 32(AX)
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000040, AX
+	SUBQ      $0x00000010, DX
+	JMP       loop
+
+single:
+	CMPQ      DX, $0x00000008
+	JL        tail
+	VPMOVZXWD (CX), Y2
+	VPSLLD    $0x10, Y2, Y2
+	VPAND     Y0, Y2, Y3
+	VPCMPEQD  Y1, Y3, Y3
+	VPSRLD    $0x01, Y3, Y3
+	VPANDN    Y2, Y3, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000020, AX
+	SUBQ      $0x00000008, DX
+
+tail:
+	TESTQ     DX, DX
+	JE        done
+	MOVQ      $0x00000008, BX
+	SUBQ      DX, BX
+	NEGQ      BX
+	VPMOVZXWD (CX)(BX*2), Y2
+	VPSLLD    $0x10, Y2, Y2
+	VPAND     Y0, Y2, Y0
+	VPCMPEQD  Y1, Y0, Y0
+	VPSRLD    $0x01, Y0, Y0
+	VPANDN    Y2, Y0, Y2
+	VMOVUPS   Y2, (AX)(BX*4)
+	JMP       done
+
+scalar:
+selem:
+	MOVWLZX (CX), BX
+	MOVL    BX, SI
+	ANDL    $0x00008000, SI
+	TESTL   $0x00007f80, BX
+	CMOVLEQ SI, BX
+	SHLL    $0x10, BX
+	MOVL    BX, (AX)
+	ADDQ    $0x00000002, CX
+	ADDQ    $0x00000004, AX
+	DECQ    DX
+	JNZ     selem
+
+done:
+	VZEROUPPER
+	RET
+
+// func WidenPairsBF16AVX2(even *float32, odd *float32, src *uint16, n int)
+// Requires: AVX, AVX2, CMOV
+TEXT ·WidenPairsBF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ    even+0(FP), AX
+	MOVQ    odd+8(FP), CX
+	MOVQ    src+16(FP), DX
+	MOVQ    n+24(FP), BX
+	VMOVUPS vecconst<>+768(SB), Y0
+	VMOVUPS vecconst<>+832(SB), Y1
+	VPXOR   Y2, Y2, Y2
+	CMPQ    BX, $0x00000008
+	JL      scalar
+
+loop:
+	CMPQ     BX, $0x00000010
+	JL       single
+	VMOVDQU  (DX), Y3
+	VMOVDQU  32(DX), Y4
+	VPSLLD   $0x10, Y3, Y5
+	VPAND    Y1, Y3, Y3
+	VPAND    Y0, Y5, Y6
+	VPCMPEQD Y2, Y6, Y6
+	VPSRLD   $0x01, Y6, Y6
+	VPANDN   Y5, Y6, Y5
+	VPAND    Y0, Y3, Y6
+	VPCMPEQD Y2, Y6, Y6
+	VPSRLD   $0x01, Y6, Y6
+	VPANDN   Y3, Y6, Y3
+	VMOVUPS  Y5, (AX)
+	VMOVUPS  Y3, (CX)
+	VPSLLD   $0x10, Y4, Y3
+	VPAND    Y1, Y4, Y4
+	VPAND    Y0, Y3, Y5
+	VPCMPEQD Y2, Y5, Y5
+	VPSRLD   $0x01, Y5, Y5
+	VPANDN   Y3, Y5, Y3
+	VPAND    Y0, Y4, Y5
+	VPCMPEQD Y2, Y5, Y5
+	VPSRLD   $0x01, Y5, Y5
+	VPANDN   Y4, Y5, Y4
+	VMOVUPS  Y3, 32(AX)
+	VMOVUPS  Y4, 32(CX)
+	ADDQ     $0x00000040, DX
+	ADDQ     $0x00000040, AX
+	ADDQ     $0x00000040, CX
+	SUBQ     $0x00000010, BX
+	JMP      loop
+
+single:
+	CMPQ     BX, $0x00000008
+	JL       tail
+	VMOVDQU  (DX), Y3
+	VPSLLD   $0x10, Y3, Y4
+	VPAND    Y1, Y3, Y3
+	VPAND    Y0, Y4, Y5
+	VPCMPEQD Y2, Y5, Y5
+	VPSRLD   $0x01, Y5, Y5
+	VPANDN   Y4, Y5, Y4
+	VPAND    Y0, Y3, Y5
+	VPCMPEQD Y2, Y5, Y5
+	VPSRLD   $0x01, Y5, Y5
+	VPANDN   Y3, Y5, Y3
+	VMOVUPS  Y4, (AX)
+	VMOVUPS  Y3, (CX)
+	ADDQ     $0x00000020, DX
+	ADDQ     $0x00000020, AX
+	ADDQ     $0x00000020, CX
+	SUBQ     $0x00000008, BX
+
+tail:
+	TESTQ    BX, BX
+	JE       done
+	MOVQ     $0x00000008, SI
+	SUBQ     BX, SI
+	NEGQ     SI
+	VMOVDQU  (DX)(SI*4), Y3
+	VPSLLD   $0x10, Y3, Y4
+	VPAND    Y1, Y3, Y1
+	VPAND    Y0, Y4, Y3
+	VPCMPEQD Y2, Y3, Y3
+	VPSRLD   $0x01, Y3, Y3
+	VPANDN   Y4, Y3, Y4
+	VPAND    Y0, Y1, Y0
+	VPCMPEQD Y2, Y0, Y0
+	VPSRLD   $0x01, Y0, Y0
+	VPANDN   Y1, Y0, Y1
+	VMOVUPS  Y4, (AX)(SI*4)
+	VMOVUPS  Y1, (CX)(SI*4)
+	JMP      done
+
+scalar:
+spair:
+	MOVWLZX (DX), SI
+	MOVL    SI, DI
+	ANDL    $0x00008000, DI
+	TESTL   $0x00007f80, SI
+	CMOVLEQ DI, SI
+	SHLL    $0x10, SI
+	MOVL    SI, (AX)
+	MOVWLZX 2(DX), SI
+	MOVL    SI, DI
+	ANDL    $0x00008000, DI
+	TESTL   $0x00007f80, SI
+	CMOVLEQ DI, SI
+	SHLL    $0x10, SI
+	MOVL    SI, (CX)
+	ADDQ    $0x00000004, DX
+	ADDQ    $0x00000004, AX
+	ADDQ    $0x00000004, CX
+	DECQ    BX
+	JNZ     spair
+
+done:
+	VZEROUPPER
+	RET
+
+// func RoundBF16BitsAVX2(dst *uint16, src *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·RoundBF16BitsAVX2(SB), NOSPLIT, $0-24
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVUPS vecconst<>+768(SB), Y0
+	VMOVUPS vecconst<>+800(SB), Y1
+	VMOVUPS vecconst<>+480(SB), Y2
+	VMOVUPS vecconst<>+896(SB), Y3
+	VMOVUPS vecconst<>+864(SB), Y4
+	VMOVUPS vecconst<>+928(SB), Y5
+	VPXOR   Y6, Y6, Y6
+	CMPQ    DX, $0x00000008
+	JL      scalar
+
+loop:
+	CMPQ      DX, $0x00000010
+	JL        single
+	VMOVDQU   (CX), Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y3, Y8, Y8
+	VPADDD    Y4, Y8, Y8
+	VPADDD    Y7, Y8, Y8
+	VPAND     Y2, Y7, Y9
+	VPCMPGTD  Y0, Y9, Y9
+	VPOR      Y5, Y7, Y10
+	VPBLENDVB Y9, Y10, Y8, Y8
+	VPAND     Y0, Y7, Y9
+	VPCMPEQD  Y6, Y9, Y9
+	VPAND     Y1, Y7, Y10
+	VPBLENDVB Y9, Y10, Y8, Y8
+	VPSRLD    $0x10, Y8, Y8
+	VMOVDQU   32(CX), Y7
+	VPSRLD    $0x10, Y7, Y9
+	VPAND     Y3, Y9, Y9
+	VPADDD    Y4, Y9, Y9
+	VPADDD    Y7, Y9, Y9
+	VPAND     Y2, Y7, Y10
+	VPCMPGTD  Y0, Y10, Y10
+	VPOR      Y5, Y7, Y11
+	VPBLENDVB Y10, Y11, Y9, Y9
+	VPAND     Y0, Y7, Y10
+	VPCMPEQD  Y6, Y10, Y10
+	VPAND     Y1, Y7, Y11
+	VPBLENDVB Y10, Y11, Y9, Y9
+	VPSRLD    $0x10, Y9, Y9
+	VPACKUSDW Y9, Y8, Y7
+	VPERMQ    $0xd8, Y7, Y7
+	VMOVDQU   Y7, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000020, AX
+	SUBQ      $0x00000010, DX
+	JMP       loop
+
+single:
+	CMPQ         DX, $0x00000008
+	JL           tail
+	VMOVDQU      (CX), Y7
+	VPSRLD       $0x10, Y7, Y8
+	VPAND        Y3, Y8, Y8
+	VPADDD       Y4, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPAND        Y2, Y7, Y9
+	VPCMPGTD     Y0, Y9, Y9
+	VPOR         Y5, Y7, Y10
+	VPBLENDVB    Y9, Y10, Y8, Y8
+	VPAND        Y0, Y7, Y9
+	VPCMPEQD     Y6, Y9, Y9
+	VPAND        Y1, Y7, Y10
+	VPBLENDVB    Y9, Y10, Y8, Y8
+	VPSRLD       $0x10, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X7
+	VPACKUSDW    X7, X8, X7
+	VMOVDQU      X7, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000010, AX
+	SUBQ         $0x00000008, DX
+
+tail:
+	TESTQ        DX, DX
+	JE           done
+	MOVQ         $0x00000008, BX
+	SUBQ         DX, BX
+	NEGQ         BX
+	VMOVDQU      (CX)(BX*4), Y7
+	VPSRLD       $0x10, Y7, Y8
+	VPAND        Y3, Y8, Y8
+	VPADDD       Y4, Y8, Y8
+	VPADDD       Y7, Y8, Y8
+	VPAND        Y2, Y7, Y2
+	VPCMPGTD     Y0, Y2, Y2
+	VPOR         Y5, Y7, Y3
+	VPBLENDVB    Y2, Y3, Y8, Y8
+	VPAND        Y0, Y7, Y0
+	VPCMPEQD     Y6, Y0, Y0
+	VPAND        Y1, Y7, Y3
+	VPBLENDVB    Y0, Y3, Y8, Y8
+	VPSRLD       $0x10, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X0
+	VPACKUSDW    X0, X8, X0
+	VMOVDQU      X0, (AX)(BX*2)
+	JMP          done
+
+scalar:
+selem:
+	MOVL  (CX), BX
+	MOVL  BX, SI
+	ANDL  $0x7fffffff, SI
+	CMPL  SI, $0x7f800000
+	JA    snan
+	TESTL $0x7f800000, BX
+	JZ    szero
+	MOVL  BX, SI
+	SHRL  $0x10, SI
+	ANDL  $0x00000001, SI
+	LEAL  32767(BX)(SI*1), BX
+	JMP   sstore
+
+snan:
+	ORL $0x00400000, BX
+	JMP sstore
+
+szero:
+	ANDL $0x80000000, BX
+
+sstore:
+	SHRL $0x10, BX
+	MOVW BX, (AX)
+	ADDQ $0x00000004, CX
+	ADDQ $0x00000002, AX
+	DECQ DX
+	JNZ  selem
+
+done:
 	VZEROUPPER
 	RET
 
