@@ -27,9 +27,9 @@ const widenBlock = 64
 
 // qktBF16Widen is QKTBF16 through qkt on widened blocks: for each block of
 // 64 rows, the d components go 64 at a time (the first block of scores
-// written by qkt, the later ones added), and the scale multiplies the
-// whole sum once, as in the twin: qkt applies it where one block covers d,
-// the last addition where it does not. Each block of q is widened once,
+// written by qkt, the later ones added by the bf16 row's addScale), and the
+// scale multiplies the whole sum once, as in the twin: qkt applies it where
+// one block covers d, the last addition where it does not. Each block of q is widened once,
 // each block of the panel once per 64 rows.
 func qktBF16Widen(r *f32Row, b *bf16Row, s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
 	const w = widenBlock
@@ -57,15 +57,12 @@ func qktBF16Widen(r *f32Row, b *bf16Row, s []float32, ldS int, q []fp16.BFloat16
 					continue
 				}
 				r.qkt(part[:], w, qf[:], w, kt[:], w, nr, nc, nk, 1)
+				a := float32(1) // 1·(s + part) is s + part, exactly
+				if last {
+					a = scale
+				}
 				for ii := range nr {
-					dst := s[(i0+ii)*ldS+j0:][:nc]
-					for j, x := range part[ii*w:][:nc] {
-						if last {
-							dst[j] = scale * (dst[j] + x)
-						} else {
-							dst[j] += x
-						}
-					}
+					b.addScale(&s[(i0+ii)*ldS+j0:][:nc][0], &part[ii*w:][:nc][0], nc, a)
 				}
 			}
 		}
@@ -114,5 +111,14 @@ func widenPairsGeneric(even, odd *float32, src *uint16, n int) {
 	x := unsafe.Slice((*fp16.BFloat16)(unsafe.Pointer(src)), 2*n)
 	for j := range e {
 		e[j], o[j] = bf16Value(x[2*j]), bf16Value(x[2*j+1])
+	}
+}
+
+// addScaleGeneric sets dst[i] = a·(dst[i] + src[i]) for n float32s: the
+// Go twin of the bf16 row's addScale.
+func addScaleGeneric(dst, src *float32, n int, a float32) {
+	d, x := unsafe.Slice(dst, n), unsafe.Slice(src, n)
+	for i, v := range x {
+		d[i] = a * (d[i] + v)
 	}
 }

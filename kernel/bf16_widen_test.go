@@ -10,11 +10,11 @@ import (
 )
 
 // The bf16 row's conversions (widen, widenPairs, and the rounding
-// roundRowBF16 takes) of every implementation, against their Go twins bit
-// for bit: the widening on every bfloat16 pattern, the rounding on every
-// high half with the low halves that decide it and on random and special
-// float32s; each on every length 1..70 from several offsets, with nothing
-// written outside the destination.
+// roundRowBF16 takes) and addScale of every implementation, against their
+// Go twins bit for bit: the widening on every bfloat16 pattern, the
+// rounding on every high half with the low halves that decide it and on
+// random and special float32s; each on every length 1..70 from several
+// offsets, with nothing written outside the destination.
 
 // widenGuard is the NaN frame around the destinations of these tests: a
 // whole AVX-512 vector and more on each side.
@@ -210,6 +210,47 @@ func testRoundRowBF16(t *testing.T) {
 				}
 			}
 			check(fmt.Sprintf("n %d off %d", n, off), dst, src)
+		}
+	}
+}
+
+func TestAddScale(t *testing.T) { testAllImpls(t, testAddScale) }
+
+func testAddScale(t *testing.T) {
+	r := cur.bf16
+	rng := rand.New(rand.NewPCG(24, 24))
+	inf := float32(math.Inf(1))
+	specials := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, float32(math.NaN()), math.MaxFloat32, math.SmallestNonzeroFloat32}
+	val := func() float32 {
+		if rng.IntN(8) == 0 {
+			return specials[rng.IntN(len(specials))]
+		}
+		return float32(rng.NormFloat64())
+	}
+	for n := 1; n <= 70; n++ {
+		for off := range 8 {
+			for _, a := range []float32{1, 0.088388346, -3} {
+				src := make([]float32, off+n)
+				for i := range src {
+					src[i] = val()
+				}
+				src = src[off:]
+				od := (off * 5) % 8
+				buf, dst := guardedAt(od, n)
+				for i := range dst {
+					dst[i] = val()
+				}
+				want := make([]float32, n)
+				copy(want, dst)
+				addScaleGeneric(&want[0], &src[0], n, a)
+				r.addScale(&dst[0], &src[0], n, a)
+				checkOutsideView(t, buf, widenGuard+od, n, "addScale")
+				for i := range n {
+					if math.Float32bits(dst[i]) != math.Float32bits(want[i]) && !(dst[i] != dst[i] && want[i] != want[i]) {
+						t.Fatalf("n %d off %d a %v: element %d = %v, want %v", n, off, a, i, dst[i], want[i])
+					}
+				}
+			}
 		}
 	}
 }

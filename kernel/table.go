@@ -76,6 +76,10 @@ type bf16Row struct {
 	// even and odd: the operands of the widened products (bf16_widen.go).
 	widen      func(dst *float32, src *uint16, n int)
 	widenPairs func(even, odd *float32, src *uint16, n int)
+	// addScale sets dst[i] = a·(dst[i] + src[i]) for n >= 1 float32s: how
+	// the widened QKTBF16 adds the scores of its later blocks of
+	// components.
+	addScale func(dst, src *float32, n int, a float32)
 }
 
 // dotRow holds an integer kernel of QKRowsQ8Dot, in place and gathering,
@@ -98,11 +102,11 @@ var (
 		packFloat16: packFloat16Generic, packBFloat16: packBFloat16Generic,
 		matMulColumns: 16,
 	}
-	genericBF16 = &bf16Row{qkt: qktBF16Generic, pv: pvBF16Generic, widen: widenBF16Generic, widenPairs: widenPairsGeneric}
+	genericBF16 = &bf16Row{qkt: qktBF16Generic, pv: pvBF16Generic, widen: widenBF16Generic, widenPairs: widenPairsGeneric, addScale: addScaleGeneric}
 )
 
-// widenBF16Row completes w, which holds a level's softmax, rounding and
-// widening kernels, into the bf16 row of a level without bf16
+// widenBF16Row completes w, which holds a level's softmax, rounding,
+// widening and addScale kernels, into the bf16 row of a level without bf16
 // instructions: the products on operands widened exactly to float32 by
 // w's widening kernels, through the level's float32 kernels r
 // (bf16_widen.go).

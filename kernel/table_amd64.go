@@ -23,9 +23,9 @@ func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 	z, y := avx512Row(), avx2Row()
 	f32[implAVX512], f32[implAVX2] = z, y
 	bf16[implAVX512] = widenBF16Row(z, &bf16Row{vecSoftmax: true, round: x86.RoundBF16BitsAVX512,
-		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512})
+		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512})
 	bf16[implAVX2] = widenBF16Row(y, &bf16Row{vecSoftmax: true, round: x86.RoundBF16BitsAVX2,
-		widen: x86.WidenBF16AVX2, widenPairs: x86.WidenPairsBF16AVX2})
+		widen: x86.WidenBF16AVX2, widenPairs: x86.WidenPairsBF16AVX2, addScale: x86.AddScaleAVX2})
 	bf16[implAVX512BF16] = &bf16Row{
 		qkt: func(s []float32, ldS int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, rows, cols, d int, scale float32) {
 			x86.QktBF16AVX512(&s[0], ldS, bits16(q), ldQ, bits16(kp), ldK, rows, cols, d, scale)
@@ -34,10 +34,10 @@ func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 			x86.PvBF16AVX512(&o[0], ldO, bits16(p), ldP, bits16(vp), ldV, rows, cols, d)
 		},
 		softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
-		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512,
+		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512,
 	}
 	bf16[implAMX] = &bf16Row{qkt: qktBF16AMX, pv: pvBF16AMX, softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
-		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512}
+		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512}
 	return f32, bf16, []*dotRow{dotAVX512VNNI, dotAVXVNNI, dotAVX2}
 }
 

@@ -18,7 +18,7 @@ import (
 func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 	n := neonRow()
 	f32[implNEON] = n
-	bf16[implNEON] = widenBF16Row(n, &bf16Row{widen: widenBF16Generic, widenPairs: widenPairsGeneric})
+	bf16[implNEON] = widenBF16Row(n, &bf16Row{widen: widenBF16Generic, widenPairs: widenPairsGeneric, addScale: addScaleGeneric})
 	return f32, bf16, nil
 }
 

@@ -236,6 +236,7 @@ func main() {
 		genWidenBF16(x)
 		genWidenPairsBF16(x)
 		genRoundBF16Bits(x)
+		genAddScale(x)
 	}
 
 	for _, x := range isas {

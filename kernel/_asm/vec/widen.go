@@ -454,3 +454,71 @@ func genRoundBF16Bits(x *asmkit.ISA) {
 	Label("done")
 	asmkit.Ret()
 }
+
+const addScaleDoc = `dst[i] = a * (dst[i] + src[i]) for i < n:
+
+	for i := range n {
+		dst[i] = a * (dst[i] + src[i])
+	}
+
+n >= 1; a = 1 leaves the sums as they are. The widened QKTBF16 adds the
+scores of its later blocks of components with it.`
+
+func genAddScale(x *asmkit.ISA) {
+	name := asmkit.Export("addScale" + x.Name)
+	TEXT(name, NOSPLIT, "func(dst, src *float32, n int, a float32)")
+	Pragma("noescape")
+	doc(name + " is the " + x.Doc + " scaled addition of a row: " + addScaleDoc)
+	lanes, vb := x.Lanes(), x.VecBytes
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("n"), GP64())
+	ax := Load(Param("a"), XMM())
+	a := x.Vec()
+	VBROADCASTSS(ax, a)
+
+	Label("loop")
+	CMPQ(n, U32(4*lanes))
+	JL(LabelRef("single"))
+	var v [4]VecVirtual
+	for i := range v {
+		v[i] = x.Vec()
+		VMOVUPS(Mem{Base: dst}.Offset(vb*i), v[i])
+		VADDPS(Mem{Base: src}.Offset(vb*i), v[i], v[i])
+		VMULPS(a, v[i], v[i])
+	}
+	for i := range v {
+		VMOVUPS(v[i], Mem{Base: dst}.Offset(vb*i))
+	}
+	ADDQ(U32(4*vb), src)
+	ADDQ(U32(4*vb), dst)
+	SUBQ(U32(4*lanes), n)
+	JMP(LabelRef("loop"))
+
+	Label("single")
+	CMPQ(n, U32(lanes))
+	JL(LabelRef("tail"))
+	w := x.Vec()
+	VMOVUPS(Mem{Base: dst}, w)
+	VADDPS(Mem{Base: src}, w, w)
+	VMULPS(a, w, w)
+	VMOVUPS(w, Mem{Base: dst})
+	ADDQ(U32(vb), src)
+	ADDQ(U32(vb), dst)
+	SUBQ(U32(lanes), n)
+	JMP(LabelRef("single"))
+
+	Label("tail")
+	TESTQ(n, n)
+	JE(LabelRef("done"))
+	t := newTail(x, n)
+	w, s := x.Vec(), x.Vec()
+	t.load(Mem{Base: dst}, w)
+	t.load(Mem{Base: src}, s)
+	VADDPS(s, w, w)
+	VMULPS(a, w, w)
+	t.store(w, Mem{Base: dst})
+
+	Label("done")
+	asmkit.Ret()
+}

@@ -223,6 +223,18 @@ func WidenPairsBF16AVX512(even *float32, odd *float32, src *uint16, n int)
 //go:noescape
 func RoundBF16BitsAVX512(dst *uint16, src *float32, n int)
 
+// AddScaleAVX512 is the AVX-512 scaled addition of a row: dst[i] = a * (dst[i] + src[i]) for i < n:
+//
+//	for i := range n {
+//		dst[i] = a * (dst[i] + src[i])
+//	}
+//
+// n >= 1; a = 1 leaves the sums as they are. The widened QKTBF16 adds the
+// scores of its later blocks of components with it.
+//
+//go:noescape
+func AddScaleAVX512(dst *float32, src *float32, n int, a float32)
+
 // WidenBF16AVX2 is the AVX2 widening of a bfloat16 row: dst[i] = bf16Value(src[i]) for i < n:
 //
 //	for i := range n {
@@ -267,6 +279,18 @@ func WidenPairsBF16AVX2(even *float32, odd *float32, src *uint16, n int)
 //
 //go:noescape
 func RoundBF16BitsAVX2(dst *uint16, src *float32, n int)
+
+// AddScaleAVX2 is the AVX2 scaled addition of a row: dst[i] = a * (dst[i] + src[i]) for i < n:
+//
+//	for i := range n {
+//		dst[i] = a * (dst[i] + src[i])
+//	}
+//
+// n >= 1; a = 1 leaves the sums as they are. The widened QKTBF16 adds the
+// scores of its later blocks of components with it.
+//
+//go:noescape
+func AddScaleAVX2(dst *float32, src *float32, n int, a float32)
 
 // PackKTAVX512 is the AVX-512 kernel of PackKT: it packs n key rows of d components into a transposed panel,
 //

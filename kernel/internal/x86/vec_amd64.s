@@ -2290,6 +2290,66 @@ done:
 	VZEROUPPER
 	RET
 
+// func AddScaleAVX512(dst *float32, src *float32, n int, a float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·AddScaleAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        a+24(FP), X0
+	VBROADCASTSS X0, Z0
+
+loop:
+	CMPQ    DX, $0x00000040
+	JL      single
+	VMOVUPS (AX), Z1
+	VADDPS  (CX), Z1, Z1
+	VMULPS  Z0, Z1, Z1
+	VMOVUPS 64(AX), Z2
+	VADDPS  64(CX), Z2, Z2
+	VMULPS  Z0, Z2, Z2
+	VMOVUPS 128(AX), Z3
+	VADDPS  128(CX), Z3, Z3
+	VMULPS  Z0, Z3, Z3
+	VMOVUPS 192(AX), Z4
+	VADDPS  192(CX), Z4, Z4
+	VMULPS  Z0, Z4, Z4
+	VMOVUPS Z1, (AX)
+	VMOVUPS Z2, 64(AX)
+	VMOVUPS Z3, 128(AX)
+	VMOVUPS Z4, 192(AX)
+	ADDQ    $0x00000100, CX
+	ADDQ    $0x00000100, AX
+	SUBQ    $0x00000040, DX
+	JMP     loop
+
+single:
+	CMPQ    DX, $0x00000010
+	JL      tail
+	VMOVUPS (AX), Z1
+	VADDPS  (CX), Z1, Z1
+	VMULPS  Z0, Z1, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	SUBQ    $0x00000010, DX
+	JMP     single
+
+tail:
+	TESTQ     DX, DX
+	JE        done
+	LEAQ      vectail16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	VMOVUPS.Z (AX), K1, Z1
+	VMOVUPS.Z (CX), K1, Z2
+	VADDPS    Z2, Z1, Z1
+	VMULPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)
+
+done:
+	VZEROUPPER
+	RET
+
 // func WidenBF16AVX2(dst *float32, src *uint16, n int)
 // Requires: AVX, AVX2, CMOV
 TEXT ·WidenBF16AVX2(SB), NOSPLIT, $0-24
@@ -2619,6 +2679,68 @@ sstore:
 	ADDQ $0x00000002, AX
 	DECQ DX
 	JNZ  selem
+
+done:
+	VZEROUPPER
+	RET
+
+// func AddScaleAVX2(dst *float32, src *float32, n int, a float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·AddScaleAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        a+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+loop:
+	CMPQ    DX, $0x00000020
+	JL      single
+	VMOVUPS (AX), Y1
+	VADDPS  (CX), Y1, Y1
+	VMULPS  Y0, Y1, Y1
+	VMOVUPS 32(AX), Y2
+	VADDPS  32(CX), Y2, Y2
+	VMULPS  Y0, Y2, Y2
+	VMOVUPS 64(AX), Y3
+	VADDPS  64(CX), Y3, Y3
+	VMULPS  Y0, Y3, Y3
+	VMOVUPS 96(AX), Y4
+	VADDPS  96(CX), Y4, Y4
+	VMULPS  Y0, Y4, Y4
+	VMOVUPS Y1, (AX)
+	VMOVUPS Y2, 32(AX)
+	VMOVUPS Y3, 64(AX)
+	VMOVUPS Y4, 96(AX)
+	ADDQ    $0x00000080, CX
+	ADDQ    $0x00000080, AX
+	SUBQ    $0x00000020, DX
+	JMP     loop
+
+single:
+	CMPQ    DX, $0x00000008
+	JL      tail
+	VMOVUPS (AX), Y1
+	VADDPS  (CX), Y1, Y1
+	VMULPS  Y0, Y1, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	SUBQ    $0x00000008, DX
+	JMP     single
+
+tail:
+	TESTQ      DX, DX
+	JE         done
+	MOVQ       $0x00000008, BX
+	SUBQ       DX, BX
+	LEAQ       vectail8<>+0(SB), DX
+	VMOVDQU    (DX)(BX*4), Y1
+	VMASKMOVPS (AX), Y1, Y2
+	VMASKMOVPS (CX), Y1, Y3
+	VADDPS     Y3, Y2, Y2
+	VMULPS     Y0, Y2, Y2
+	VMASKMOVPS Y2, Y1, (AX)
 
 done:
 	VZEROUPPER
