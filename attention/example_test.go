@@ -136,3 +136,14 @@ func ExampleOptions_quantizeQuery() {
 	fmt.Println("largest change below 1e-2:", diff < 1e-2, "and not zero:", diff > 0)
 	// Output: largest change below 1e-2: true and not zero: true
 }
+
+// ComputedPrecision says which arithmetic a call gets: in bf16 precision a
+// decode step of a model with 32 query heads over 8 K/V heads has 4 query
+// rows a K/V head and is computed in float32 (where the row kernels are
+// SIMD), a prefill chunk of 512 positions in bfloat16.
+func ExampleComputedPrecision() {
+	opts := attention.Options{Precision: attention.PrecisionBFloat16}
+	decode := attention.ComputedPrecision(opts, 32, 8, 1)
+	prefill := attention.ComputedPrecision(opts, 32, 8, 512)
+	fmt.Println("decode:", decode, "prefill:", prefill)
+}
