@@ -423,3 +423,34 @@ func BenchmarkAMXStrides(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAMXGrid times one AmxTiles call on grids of whole 16 × 16
+// tiles with the operands in L1, from one tile and one k step (the cost
+// of a call: configuration, C stored, tiles released) to attention's
+// shapes: QKᵀ of a 64-row chunk against 256 keys at d = 128 (4 × 16 tiles,
+// 4 k steps) and P·V of it (4 × 8 tiles, 8 k steps, C loaded first).
+func BenchmarkAMXGrid(b *testing.B) {
+	setImpl(b, AMX)
+	for _, g := range []struct {
+		name       string
+		mt, nt, kt int
+		flags      uint8
+	}{
+		{"1x1x1", 1, 1, 1, 0}, {"2x2x1", 2, 2, 1, 0}, {"2x2x4", 2, 2, 4, 0}, {"2x2x16", 2, 2, 16, 0}, {"2x2x64", 2, 2, 64, 0},
+		{"qk-4x16x4", 4, 16, 4, 0}, {"pv-4x8x8", 4, 8, 8, 1}, {"4x4x16", 4, 4, 16, 0},
+	} {
+		b.Run(g.name, func(b *testing.B) {
+			cfg := amxConfig(16, 16, 16)
+			ldC, ldA, ldB := 16*g.nt, 32*g.kt, 32*g.nt
+			c := make([]float32, 16*g.mt*ldC)
+			a := make([]uint16, 16*g.mt*ldA)
+			bb := make([]uint16, 16*g.kt*ldB)
+			for b.Loop() {
+				x86.AmxTiles(&cfg, &c[0], ldC, &a[0], ldA, &bb[0], ldB, g.mt, g.nt, g.kt, 16, 16, 16, g.flags, 1)
+			}
+			flops := float64(2 * 16 * g.mt * 16 * g.nt * 32 * g.kt)
+			b.ReportMetric(float64(b.N)*flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N), "ns/call")
+		})
+	}
+}
