@@ -2,6 +2,7 @@ package attention_test
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/flashgo/flashgo/attention"
 )
@@ -143,4 +144,26 @@ func ExampleEngine_ForwardPagedKV() {
 	// Output:
 	// <nil>
 	// attention: ForwardPagedKV: kv.SeqLens[1] is 80; want 0 to MaxBlocks·BlockSize = 64
+}
+
+// ForwardPagedKV reads an MLA cache (DeepSeek's absorbed decode) from a
+// paged pool as vLLM stores it: one pool of latent rows of 576 values, 512
+// of them the values, so V is a view of K's pool with Dim 512. The queries
+// are the absorbed ones, 576 wide; the output rows are 512 wide.
+func ExampleEngine_ForwardPagedKV_mla() {
+	const heads, latent, rank, blockSize, numBlocks, maxBlocks = 16, 576, 512, 16, 64, 8
+	pool := attention.BSHD(numBlocks, blockSize, 1, latent) // [numBlocks, blockSize, 1, 576]
+	cache := make([]float32, pool.Span())                   // ... the runtime's latent cache ...
+	k := attention.F32Tensor(cache, pool)
+	v := k
+	v.Dim = rank // the first 512 values of each latent row
+	kv := attention.PagedKV{K: k, V: v, BlockTable: []int32{5, 9, 2, 0, 0, 0, 0, 0}, MaxBlocks: maxBlocks, SeqLens: []int32{40}}
+	e, _ := attention.NewEngine(attention.Config{})
+	q := make([]float32, heads*latent) // [1, 1, heads, 576]: one new token
+	out := make([]float32, heads*rank) // [1, 1, heads, 512]
+	err := e.ForwardPagedKV(attention.F32Tensor(out, attention.BSHD(1, 1, heads, rank)), attention.F32Tensor(q, attention.BSHD(1, 1, heads, latent)),
+		kv, attention.Options{Causal: true, Scale: 1 / float32(math.Sqrt(128+64))})
+	fmt.Println(err)
+	// Output:
+	// <nil>
 }

@@ -14,8 +14,14 @@ import "fmt"
 // BSHD(numBlocks, blockSize, Hkv, d) is vLLM's [numBlocks, blockSize, Hkv,
 // d] and BHSD(numBlocks, Hkv, blockSize, d) the per-head [numBlocks, Hkv,
 // blockSize, d]; any strides with a contiguous head dim work, and K and V
-// may differ in layout but not in shape or element type (F32, F16, BF16 or
-// Q8). Nothing is copied; the engine reads the blocks where they lie.
+// may differ in layout and head dim but not in blocks, block size, heads
+// or element type (F32, F16, BF16 or Q8). Nothing is copied; the engine
+// reads the blocks where they lie.
+//
+// V may be a view of K's pool (the same data and strides, its Dim the
+// first values of each row), as vLLM stores an MLA cache: one pool of
+// latent rows of 576 values whose first 512 are the values
+// (ExampleEngine_ForwardPagedKV_mla). The output then has V's head dim.
 //
 // BlockTable is row-major [batch][MaxBlocks] (vLLM's block_tables), of
 // which sequence b uses the first ceil(SeqLens[b]/BlockSize) entries; the

@@ -224,10 +224,10 @@ func TestPagedKVErrors(t *testing.T) {
 		{"short table", edit(func(kv *attention.PagedKV) { kv.BlockTable = kv.BlockTable[:kv.MaxBlocks] }), attention.Options{}, "kv.BlockTable has"},
 		{"lengths", edit(func(kv *attention.PagedKV) { kv.SeqLens = kv.SeqLens[:1] }), attention.Options{}, "kv.SeqLens has 1 lengths"},
 		{"negative MaxBlocks", edit(func(kv *attention.PagedKV) { kv.MaxBlocks = -1 }), attention.Options{}, "kv.MaxBlocks is -1"},
-		{"types", edit(func(kv *attention.PagedKV) { kv.V = typedTensor(t, attention.BF16, pool.v, pool.layout) }), attention.Options{}, "want the same type and shape"},
+		{"types", edit(func(kv *attention.PagedKV) { kv.V = typedTensor(t, attention.BF16, pool.v, pool.layout) }), attention.Options{}, "want the same type, blocks, positions and heads"},
 		{"heads", edit(func(kv *attention.PagedKV) {
 			kv.K = attention.F16Tensor(fp16.Float16s(pool.k), attention.BSHD(nBlocks, bs, 1, 2*d))
-		}), attention.Options{}, "want the same type and shape"},
+		}), attention.Options{}, "want the same type, blocks, positions and heads"},
 		{"overlapping rows", edit(func(kv *attention.PagedKV) { kv.K.SeqStride = 1; kv.V.SeqStride = 1 }), attention.Options{}, "SeqStride 1"},
 		{"mask", pool.kv, attention.Options{BoolMask: attention.BoolMask{Data: []bool{true}, Layout: attention.BHSD(1, 1, 1, 1)}}, "not supported"},
 	} {

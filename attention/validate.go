@@ -209,12 +209,12 @@ func (r *request) poolShape() (kvShape, error) {
 		}
 	}
 	k, v := kv.K, kv.V
-	if k.dtype != v.dtype || k.Batch != v.Batch || k.Seq != v.Seq || k.Heads != v.Heads || k.Dim != v.Dim {
-		return kvShape{}, fmt.Errorf("%skv.K is %s and kv.V %s; want the same type and shape",
+	if k.dtype != v.dtype || k.Batch != v.Batch || k.Seq != v.Seq || k.Heads != v.Heads {
+		return kvShape{}, fmt.Errorf("%skv.K is %s and kv.V %s; want the same type, blocks, positions and heads (the head dims may differ)",
 			fn, poolText(k), poolText(v))
 	}
-	if k.Seq < 1 || k.Heads < 1 || k.Dim < 1 {
-		return kvShape{}, fmt.Errorf("%sthe pools are %s; want >= 1 position per block, head and head dim", fn, poolText(k))
+	if k.Seq < 1 || k.Heads < 1 || k.Dim < 1 || v.Dim < 1 {
+		return kvShape{}, fmt.Errorf("%skv.K is %s and kv.V %s; want >= 1 position per block, head and head dim", fn, poolText(k), poolText(v))
 	}
 	if err := checkRowStrides(fn, "kv.K", k, "kv.V", v); err != nil {
 		return kvShape{}, err
