@@ -88,29 +88,3 @@ func BenchmarkOnlineSoftmaxBF16(b *testing.B) {
 		}
 	})
 }
-
-// BenchmarkPackPairsBF16 packs the bfloat16 K and V of a 1024-key call at
-// d = 128 into pair panels with the engine's padded strides (attention's
-// prepack) and reports nanoseconds per element.
-func BenchmarkPackPairsBF16(b *testing.B) {
-	const n, d = 1024, 128
-	src := randomBF16(n*d, 1)
-	b.Run("K", func(b *testing.B) {
-		dst := make([]fp16.BFloat16, d/2*(2*n+32))
-		for b.Loop() {
-			if err := PackKPairs(dst, 2*n+32, src, nil, d, n, d); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(n*d), "ns/elem")
-	})
-	b.Run("V", func(b *testing.B) {
-		dst := make([]fp16.BFloat16, n/2*(2*d+32))
-		for b.Loop() {
-			if _, err := PackVPairs(dst, 2*d+32, src, nil, d, n, d); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(n*d), "ns/elem")
-	})
-}

@@ -26,17 +26,27 @@ func pairAligned(dst []fp16.BFloat16, ldDst int) bool {
 	return littleEndian && ldDst%2 == 0 && uintptr(unsafe.Pointer(&dst[0]))%4 == 0
 }
 
-// widenRows writes the float32 values of n rows of m elements of src, rows
-// ldSrc apart from element e on, into dst (rows ld apart), as widen
-// would: the float32 values themselves, binary16 exactly, Q8 as value
-// times scale.
-func widenRows[T RowElem](dst []float32, ld int, src []T, scales []float32, e, ldSrc, n, m int) {
-	if x, ok := any(src).([]fp16.Float16); ok {
-		packFloat16(dst, ld, x[e:], ldSrc, n, m)
-		return
+// roundRows rounds n rows of m elements of src, rows ldSrc apart from
+// element e on, to bfloat16 into b (rows pairChunk apart): float32 rows
+// directly, binary16 rows widened exactly first (packFloat16) and Q8 rows
+// dequantised (value times scale, as widen does) into wide.
+func roundRows[T RowElem](b []fp16.BFloat16, wide []float32, src []T, scales []float32, e, ldSrc, n, m int) {
+	x32, isF32 := any(src).([]float32)
+	switch x := any(src).(type) {
+	case []float32:
+	case []fp16.Float16:
+		packFloat16(wide, pairChunk, x[e:], ldSrc, n, m)
+	default:
+		for r := range n {
+			widen(wide[r*pairChunk:][:m], src, scales, e+r*ldSrc)
+		}
 	}
-	for j := range n {
-		widen(dst[j*ld:][:m], src, scales, e+j*ldSrc)
+	for r := range n {
+		in := wide[r*pairChunk:][:m]
+		if isF32 {
+			in = x32[e+r*ldSrc:][:m]
+		}
+		roundRowBF16(b[r*pairChunk:][:m], in)
 	}
 }
 
@@ -50,21 +60,11 @@ func packKPairsRounded[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scale
 	dst32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), len(dst)/2)
 	b32 := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), len(b)/2)
 	ld := ldDst / 2
-	x32, isF32 := any(src).([]float32)
 	for j0 := 0; j0 < n; j0 += packKBlock {
 		nb := min(packKBlock, n-j0)
 		for c0 := 0; c0 < d; c0 += pairChunk {
 			m := min(pairChunk, d-c0)
-			if !isF32 {
-				widenRows(wide, pairChunk, src, scales, j0*ldSrc+c0, ldSrc, nb, m)
-			}
-			for jj := range nb {
-				in := wide[jj*pairChunk:][:m]
-				if isF32 {
-					in = x32[(j0+jj)*ldSrc+c0:][:m]
-				}
-				roundRowBF16(b[jj*pairChunk:][:m], in)
-			}
+			roundRows(b, wide, src, scales, j0*ldSrc+c0, ldSrc, nb, m)
 			if m%2 == 1 {
 				for jj := range nb {
 					b[jj*pairChunk+m] = 0 // the zero partner of an odd last component
@@ -90,22 +90,12 @@ func packVPairsRounded[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scale
 	wide, b := stackSlice(wideA[:]), stackSlice(bA[:])
 	dst32 := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[0])), len(dst)/2)
 	ld := ldDst / 2
-	x32, isF32 := any(src).([]float32)
 	var or uint32 // the exponent bits of every value, or-ed as infinite or not
 	for j := 0; j < n; j += 2 {
 		rows := min(2, n-j)
 		for c0 := 0; c0 < d; c0 += pairChunk {
 			m := min(pairChunk, d-c0)
-			if !isF32 {
-				widenRows(wide, pairChunk, src, scales, j*ldSrc+c0, ldSrc, rows, m)
-			}
-			for r := range rows {
-				in := wide[r*pairChunk:][:m]
-				if isF32 {
-					in = x32[(j+r)*ldSrc+c0:][:m]
-				}
-				roundRowBF16(b[r*pairChunk:][:m], in)
-			}
+			roundRows(b, wide, src, scales, j*ldSrc+c0, ldSrc, rows, m)
 			if rows == 1 {
 				clear(b[pairChunk:][:m]) // the zero partner of an odd last row
 			}

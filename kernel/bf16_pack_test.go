@@ -74,8 +74,8 @@ func testPackPairsRounded[T RowElem](t *testing.T, rng *rand.Rand, n, d int, dra
 }
 
 // BenchmarkPackPairs packs the K and V of a 1024-key call at d = 128 of
-// each element type into pair panels with the engine's padded strides and
-// reports nanoseconds per element.
+// each element type into pair panels with the engine's padded strides
+// (attention's prepack) and reports nanoseconds per element.
 func BenchmarkPackPairs(b *testing.B) {
 	const n, d = 1024, 128
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -91,6 +91,7 @@ func BenchmarkPackPairs(b *testing.B) {
 	for i := range scales {
 		scales[i] = float32(rng.Float64())
 	}
+	b.Run("bf16", func(b *testing.B) { benchPackPairs(b, randomBF16(n*d, 1), nil, n, d) })
 	b.Run("f32", func(b *testing.B) { benchPackPairs(b, f32, nil, n, d) })
 	b.Run("f16", func(b *testing.B) { benchPackPairs(b, f16, nil, n, d) })
 	b.Run("q8", func(b *testing.B) { benchPackPairs(b, q8, scales, n, d) })
