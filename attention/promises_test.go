@@ -26,7 +26,7 @@ import (
 //	inputs never modified        x             x                     x                  x
 //	bits independent of threads  x             x                     x                  x
 //	paged = contiguous           x (per seq.)  x                     x                  x
-//	V as a view of K = equal     x             (one head dim: none)
+//	V as a view of K = equal     x             (one head dim: none)                     x
 //	  dims
 //
 // Merge, MergeN, KVCache.Append and PagedCache.Append have the first two
@@ -42,7 +42,7 @@ var promiseTable = []struct {
 	{"inputs never modified", nil, checkInputsUnmodified},
 	{"bits independent of threads", nil, checkThreadBits},
 	{"paged equals contiguous", nil, checkPagedEqualsContiguous},
-	{"V as a view of K equals equal dims", []string{"Forward", "ForwardLSE"}, checkViewOfK},
+	{"V as a view of K equals equal dims", []string{"Forward", "ForwardLSE", "ForwardPagedKV", "ForwardPagedKVLSE"}, checkViewOfK},
 }
 
 // TestPromises runs every cell of promiseTable.
@@ -532,14 +532,18 @@ func checkViewOfK(t *testing.T, fx *promiseFixture, ep *entryPoint) {
 	if fx.dt == attention.Q8 {
 		dv = 32
 	}
+	b := 1
+	if ep.batch {
+		b = fx.batch
+	}
 	full := fx.args(ep)
-	full.v = full.k
+	full.v, full.kv.V = full.k, full.kv.K
 	require.NoError(t, ep.run(e, full))
 	half := fx.args(ep)
-	half.v = withDim(half.k, dv)
-	half.out = attention.F32Tensor(make([]float32, fx.hq*fx.nq*dv), attention.BHSD(1, fx.hq, fx.nq, dv))
+	half.v, half.kv.V = withDim(half.k, dv), withDim(half.kv.K, dv)
+	half.out = attention.F32Tensor(make([]float32, b*fx.hq*fx.nq*dv), attention.BHSD(b, fx.hq, fx.nq, dv))
 	require.NoError(t, ep.run(e, half))
-	for r := range fx.hq * fx.nq {
+	for r := range b * fx.hq * fx.nq {
 		requireSameBits(t, half.out.Float32s()[r*dv:][:dv], full.out.Float32s()[r*fx.d:][:dv], "row %d", r)
 	}
 	if ep.lse {
