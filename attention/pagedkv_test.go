@@ -343,9 +343,18 @@ func FuzzPagedKV(f *testing.F) {
 		opts := attention.Options{Causal: r.bool()}
 		ql := attention.BHSD(B, hq, nq, d)
 		q := randn(r.rng, ql.Span())
-		out := impltest.Filled(ql.Span(), outGuard)
 		pagedKVHostile(t, r, e, attention.F32Tensor(q, ql), kv, opts, ql)
-		if err := e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), kv, opts); err != nil {
+		// Last, so that the seeds above keep their meaning: V as a view of
+		// the first dv values of K's pool (an MLA cache).
+		dv := d
+		if dt != attention.Q8 && r.bool() {
+			dv = 1 + r.intn(d)
+			kv.V, vf = kv.K, kf
+			kv.V.Dim = dv
+		}
+		ol := attention.BHSD(B, hq, nq, dv)
+		out := impltest.Filled(ol.Span(), outGuard)
+		if err := e.ForwardPagedKV(attention.F32Tensor(out, ol), attention.F32Tensor(q, ql), kv, opts); err != nil {
 			for i, x := range out {
 				if math.Float32bits(x) != math.Float32bits(outGuard) {
 					t.Fatalf("error %v, but out[%d] was written", err, i)
@@ -355,17 +364,17 @@ func FuzzPagedKV(f *testing.F) {
 		}
 		for b, n32 := range lens {
 			n := int(n32)
-			gk, gv := make([]float32, hkv*n*d), make([]float32, hkv*n*d)
+			gk, gv := make([]float32, hkv*n*d), make([]float32, hkv*n*dv)
 			for pos := range n {
 				blk := int(table[b*maxBlocks+pos/bs])
 				for h := range hkv {
 					copy(gk[(h*n+pos)*d:][:d], kf[l.Offset(blk, h, pos%bs):][:d])
-					copy(gv[(h*n+pos)*d:][:d], vf[l.Offset(blk, h, pos%bs):][:d])
+					copy(gv[(h*n+pos)*dv:][:dv], vf[l.Offset(blk, h, pos%bs):][:dv])
 				}
 			}
-			got := out[b*hq*nq*d:][:hq*nq*d]
+			got := out[b*hq*nq*dv:][:hq*nq*dv]
 			qb := q[b*hq*nq*d:][:hq*nq*d]
-			l1 := attention.BHSD(1, hq, nq, d)
+			l1, o1 := attention.BHSD(1, hq, nq, d), attention.BHSD(1, hq, nq, dv)
 			if dt == attention.Q8 {
 				p := reference.Params{Batch: 1, HeadsQ: hq, HeadsKV: hkv, SeqQ: nq, SeqKV: n, Dim: d, Causal: opts.Causal}
 				w, _, err := reference.Attention(p, reference.Float64s(qb), reference.Float64s(gk), reference.Float64s(gv))
@@ -377,9 +386,9 @@ func FuzzPagedKV(f *testing.F) {
 				}
 				continue
 			}
-			kl := attention.BHSD(1, hkv, n, d)
-			want := make([]float32, hq*nq*d)
-			if err := e.Forward(attention.F32Tensor(want, l1), attention.F32Tensor(qb, l1), typedTensor(t, dt, gk, kl), typedTensor(t, dt, gv, kl), opts); err != nil {
+			kl, vl := attention.BHSD(1, hkv, n, d), attention.BHSD(1, hkv, n, dv)
+			want := make([]float32, hq*nq*dv)
+			if err := e.Forward(attention.F32Tensor(want, o1), attention.F32Tensor(qb, l1), typedTensor(t, dt, gk, kl), typedTensor(t, dt, gv, vl), opts); err != nil {
 				t.Fatal(err)
 			}
 			if !sameBits(got, want) {
