@@ -81,7 +81,9 @@ type Engine struct {
 	mu       sync.Mutex
 	free     []*workspace
 	freeJobs []*job
-	pool     *pool
+	// freeShared holds ForwardSharedPrefix's scratch.
+	freeShared []*sharedScratch
+	pool       *pool
 }
 
 // usable returns an error for a nil Engine or one not made by NewEngine

@@ -167,3 +167,27 @@ func ExampleEngine_ForwardPagedKV_mla() {
 	// Output:
 	// <nil>
 }
+
+// ForwardSharedPrefix decodes four sequences sampled from one prompt: the
+// prompt's blocks are read once for all four, each sequence's own blocks
+// after it per sequence.
+func ExampleEngine_ForwardSharedPrefix() {
+	const hq, hkv, d, blockSize, numBlocks = 8, 2, 64, 16, 32
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d)
+	k := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... the runtime's cached keys ...
+	v := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... and values ...
+	kv := attention.SharedPrefixKV{
+		// The prompt: 40 positions in blocks 3, 8 and 1.
+		Prefix: attention.PagedKV{K: k, V: v, BlockTable: []int32{3, 8, 1}, MaxBlocks: 3, SeqLens: []int32{40}},
+		// Each sample's tokens after the prompt: one block each.
+		Suffix: attention.PagedKV{K: k, V: v, BlockTable: []int32{10, 11, 12, 13}, MaxBlocks: 1, SeqLens: []int32{5, 5, 3, 5}},
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	q := make([]float32, 4*hq*d)   // [4, 1, Hq, d]: one new token each
+	out := make([]float32, 4*hq*d) // [4, 1, Hq, d]
+	err := e.ForwardSharedPrefix(attention.F32Tensor(out, attention.BSHD(4, 1, hq, d)), attention.F32Tensor(q, attention.BSHD(4, 1, hq, d)),
+		kv, attention.Options{Causal: true})
+	fmt.Println(err)
+	// Output:
+	// <nil>
+}

@@ -1,0 +1,214 @@
+package attention_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/internal/impltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sharedFixture is a pool holding a prefix of np positions and B suffixes,
+// with the SharedPrefixKV that reads it and each sequence's keys and
+// values (prefix then suffix) canonical, [Hkv, n, d].
+type sharedFixture struct {
+	kv     attention.SharedPrefixKV
+	seqK   [][]float32
+	seqV   [][]float32
+	lens   []int // whole sequences: prefix + suffix
+	kf, vf []float32
+}
+
+func newSharedFixture(t testing.TB, rng *rand.Rand, dt attention.DType, hkv, d, bs, np int, suffix []int) *sharedFixture {
+	t.Helper()
+	blocks := func(n int) int { return (n + bs - 1) / bs }
+	nBlocks, maxS := blocks(np)+2, 0
+	for _, n := range suffix {
+		nBlocks += blocks(n)
+		maxS = max(maxS, blocks(n))
+	}
+	l := attention.BSHD(nBlocks, bs, hkv, d)
+	fx := &sharedFixture{kf: randn(rng, l.Span()), vf: randn(rng, l.Span())}
+	roundKV(dt, fx.kf)
+	roundKV(dt, fx.vf)
+	ids := rng.Perm(nBlocks)
+	next := 0
+	take := func(n int) []int32 {
+		t := make([]int32, blocks(n))
+		for i := range t {
+			t[i] = int32(ids[next])
+			next++
+		}
+		return t
+	}
+	pt := take(np)
+	st := make([]int32, len(suffix)*maxS)
+	lens := make([]int32, len(suffix))
+	for b, n := range suffix {
+		copy(st[b*maxS:], take(n))
+		lens[b] = int32(n)
+	}
+	K, V := typedTensor(t, dt, fx.kf, l), typedTensor(t, dt, fx.vf, l)
+	fx.kv = attention.SharedPrefixKV{
+		Prefix: attention.PagedKV{K: K, V: V, BlockTable: pt, MaxBlocks: len(pt), SeqLens: []int32{int32(np)}},
+		Suffix: attention.PagedKV{K: K, V: V, BlockTable: st, MaxBlocks: maxS, SeqLens: lens},
+	}
+	for b, ns := range suffix {
+		n := np + ns
+		sk, sv := make([]float32, hkv*n*d), make([]float32, hkv*n*d)
+		for pos := range n {
+			var blk int32
+			var slot int
+			if pos < np {
+				blk, slot = pt[pos/bs], pos%bs
+			} else {
+				blk, slot = st[b*maxS+(pos-np)/bs], (pos-np)%bs
+			}
+			for h := range hkv {
+				copy(sk[(h*n+pos)*d:][:d], fx.kf[l.Offset(int(blk), h, slot):][:d])
+				copy(sv[(h*n+pos)*d:][:d], fx.vf[l.Offset(int(blk), h, slot):][:d])
+			}
+		}
+		fx.seqK, fx.seqV, fx.lens = append(fx.seqK, sk), append(fx.seqV, sv), append(fx.lens, n)
+	}
+	return fx
+}
+
+// TestSharedPrefixOracle checks ForwardSharedPrefix against the float64
+// oracle of each whole sequence (prefix then suffix), for every K/V type,
+// implementation and precision, with empty prefixes and suffixes, grouped
+// heads, draft tokens, soft-capping and sinks.
+func TestSharedPrefixOracle(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+			t.Run(prec.String(), inPrecision(prec, testSharedPrefixOracle))
+		}
+	})
+}
+
+func testSharedPrefixOracle(t *testing.T) {
+	rng := rand.New(rand.NewPCG(151, 152))
+	const hkv, d, bs = 2, 32, 16
+	suffix := []int{0, 1, 17, 40}
+	lseTol := 1e-4
+	if precisionUnderTest == attention.PrecisionBFloat16 {
+		lseTol = 2e-2 // the prefix's part may be computed with rounded Q and K
+	}
+	for _, dt := range kvTypesQ8 {
+		for _, np := range []int{0, 1, 50, 300} {
+			fx := newSharedFixture(t, rng, dt, hkv, d, bs, np, suffix)
+			for _, g := range []int{1, 3} {
+				for _, nq := range []int{1, 3} {
+					for _, opt := range []string{"causal", "softcap", "sinks"} {
+						hq, B := g*hkv, len(suffix)
+						opts := attention.Options{Causal: true, Precision: precisionUnderTest}
+						var sinks []float64
+						switch opt {
+						case "softcap":
+							opts.SoftCap = 3
+						case "sinks":
+							sinks = randSinks(rng, hq)
+							opts.Sinks = float32s(sinks)
+						}
+						q := randn(rng, B*hq*nq*d)
+						l := attention.BHSD(B, hq, nq, d)
+						out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
+						e := mustEngine(t, attention.Config{Threads: 1 + rng.IntN(3)})
+						require.NoError(t, e.ForwardSharedPrefixLSE(attention.F32Tensor(out, l), lse, attention.F32Tensor(q, l), fx.kv, opts))
+						for b, n := range fx.lens {
+							if nq > n-np && opts.Causal {
+								continue // draft tokens reaching into the prefix: not a shape the call is for
+							}
+							p := reference.Params{Batch: 1, HeadsQ: hq, HeadsKV: hkv, SeqQ: nq, SeqKV: n, Dim: d, Causal: true,
+								SoftCap: float64(opts.SoftCap), Sinks: sinks}
+							what := fmt.Sprintf("%v prefix %d suffix %d g %d nq %d %s", dt, np, n-np, g, nq, opt)
+							checkPrecisionError(t, what, p, q[b*hq*nq*d:][:hq*nq*d], fx.seqK[b], fx.seqV[b],
+								out[b*hq*nq*d:][:hq*nq*d], lse[b*hq*nq:][:hq*nq], 2e-5, lseTol)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSharedPrefixErrors checks that a misuse returns an error that says
+// what was wrong and writes nothing: options the stacked product cannot
+// have, a prefix of two sequences, V head dims that differ, errors of
+// either part, and outputs placed on the prefix's buffers.
+func TestSharedPrefixErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(153, 154))
+	const hkv, d, bs, hq, nq = 1, 8, 4, 2, 1
+	fx := newSharedFixture(t, rng, attention.F32, hkv, d, bs, 9, []int{3, 5})
+	B := 2
+	q := randn(rng, B*hq*nq*d)
+	l := attention.BHSD(B, hq, nq, d)
+	e := mustEngine(t, attention.Config{})
+	edit := func(f func(kv *attention.SharedPrefixKV)) attention.SharedPrefixKV {
+		kv := fx.kv
+		kv.Prefix.SeqLens = append([]int32(nil), kv.Prefix.SeqLens...)
+		f(&kv)
+		return kv
+	}
+	// out as a view of the pool's memory that holds the prefix's K.
+	onPool := attention.F32Tensor(fx.kf, l)
+	for _, c := range []struct {
+		name string
+		out  attention.Tensor
+		kv   attention.SharedPrefixKV
+		opts attention.Options
+		want string
+	}{
+		{"window", attention.Tensor{}, fx.kv, attention.Options{Window: &attention.Window{Left: 2}}, "Options.Window is set"},
+		{"alibi", attention.Tensor{}, fx.kv, attention.Options{Slopes: []float32{1, 2}}, "Options.Slopes is set"},
+		{"varlen", attention.Tensor{}, fx.kv, attention.Options{CuSeqQ: []int{0, 1}, CuSeqKV: []int{0, 1}}, "CuSeqQ/CuSeqKV are set"},
+		{"two prefixes", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) { kv.Prefix.SeqLens = []int32{9, 9} }), attention.Options{}, "kv.Prefix.SeqLens has 2 lengths"},
+		{"dv", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) { kv.Prefix.V.Dim = 4 }), attention.Options{}, "kv.Prefix.V has head dim 4 and kv.Suffix.V 8"},
+		{"prefix block", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) {
+			kv.Prefix.BlockTable = append([]int32(nil), kv.Prefix.BlockTable...)
+			kv.Prefix.BlockTable[0] = 1000
+		}), attention.Options{}, "prefix: kv.BlockTable[0][0] is block 1000"},
+		{"suffix length", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) { kv.Suffix.SeqLens = []int32{3} }), attention.Options{}, "suffixes: kv.SeqLens has 1 lengths"},
+		{"out on the pool", onPool, fx.kv, attention.Options{}, "overlaps kv.K"},
+	} {
+		outBuf := impltest.Filled(len(q), float32(math.NaN()))
+		out := c.out
+		if out.DType() == 0 {
+			out = attention.F32Tensor(outBuf, l)
+		}
+		before := append([]float32(nil), fx.kf...)
+		err := e.ForwardSharedPrefix(out, attention.F32Tensor(q, l), c.kv, c.opts)
+		require.ErrorContains(t, err, c.want, c.name)
+		require.ErrorContains(t, err, "attention: ForwardSharedPrefix: ", c.name)
+		for i, x := range outBuf {
+			require.True(t, math.IsNaN(float64(x)), "%s: out[%d] written on error", c.name, i)
+		}
+		requireSameBits(t, fx.kf, before, "%s: the pool", c.name)
+	}
+}
+
+// TestSharedPrefixNoAllocations checks that a warm call allocates nothing.
+func TestSharedPrefixNoAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(155, 156))
+	const hkv, d, bs, hq, nq = 2, 32, 16, 8, 1
+	fx := newSharedFixture(t, rng, attention.F16, hkv, d, bs, 200, []int{5, 30, 0})
+	B := 3
+	q := randn(rng, B*hq*nq*d)
+	l := attention.BHSD(B, hq, nq, d)
+	out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
+	e := mustEngine(t, attention.Config{Threads: 1})
+	call := func() {
+		if err := e.ForwardSharedPrefixLSE(attention.F32Tensor(out, l), lse, attention.F32Tensor(q, l), fx.kv, attention.Options{Causal: true}); err != nil {
+			panic(err)
+		}
+	}
+	for range 20 {
+		call()
+	}
+	assert.Zero(t, testing.AllocsPerRun(20, call))
+}
