@@ -26,8 +26,11 @@
 // fixed-size blocks with copy-on-write forks, and Engine.ForwardPaged
 // decodes a batch of its sequences in one call, reading the tiles through
 // the block tables; Engine.ForwardPagedKV does the same over a caller's own
-// block pool (PagedKV, vLLM's layout). Config.KVSplits splits each decode's
-// key range across threads (flash-decoding).
+// block pool (PagedKV, vLLM's layout; V may be a view of K's pool, an MLA
+// cache), and Engine.ForwardSharedPrefix decodes sequences that share a
+// prefix reading the prefix once for all of them (cascade attention).
+// Config.KVSplits splits each decode's key range across threads
+// (flash-decoding).
 //
 // An Engine owns scratch memory and reuses it: after the first call with a
 // given shape, calls allocate nothing. One Engine may be used from many
@@ -59,7 +62,8 @@
 // attention), KVCache (a decode loop over one cache),
 // Engine.ForwardKVCaches (a serving loop over one cache per request),
 // PagedCache (forked sequences sharing a prompt), Engine.ForwardPagedKV
-// (a runtime's own vLLM-style block pool), Merge and MergeN (attention over
+// (a runtime's own vLLM-style block pool; _mla, an MLA cache in one pool),
+// Engine.ForwardSharedPrefix (samples of one prompt), Merge and MergeN (attention over
 // key ranges computed apart), DequantizeQ8 (int8 K/V) and
 // Options_quantizeQuery (Q8 queries against Q8 keys in int8 dot products).
 package attention
