@@ -157,6 +157,14 @@ func TestSharedPrefixErrors(t *testing.T) {
 	}
 	// out as a view of the pool's memory that holds the prefix's K.
 	onPool := attention.F32Tensor(fx.kf, l)
+	// A prefix in pools of its own, and an out on them: only the prefix's
+	// check can see it. And an lse on the prefix's block table.
+	own := append([]float32(nil), fx.kf...)
+	ownKV := edit(func(kv *attention.SharedPrefixKV) {
+		kv.Prefix.K = attention.F32Tensor(own, kv.Prefix.K.Layout)
+		kv.Prefix.V = attention.F32Tensor(append([]float32(nil), fx.vf...), kv.Prefix.V.Layout)
+	})
+	onOwn := attention.F32Tensor(own, l)
 	for _, c := range []struct {
 		name string
 		out  attention.Tensor
@@ -175,13 +183,14 @@ func TestSharedPrefixErrors(t *testing.T) {
 		}), attention.Options{}, "prefix: kv.BlockTable[0][0] is block 1000"},
 		{"suffix length", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) { kv.Suffix.SeqLens = []int32{3} }), attention.Options{}, "suffixes: kv.SeqLens has 1 lengths"},
 		{"out on the pool", onPool, fx.kv, attention.Options{}, "overlaps kv.K"},
+		{"out on the prefix's own pool", onOwn, ownKV, attention.Options{}, "prefix: out overlaps kv.K"},
 	} {
 		outBuf := impltest.Filled(len(q), float32(math.NaN()))
 		out := c.out
 		if out.DType() == 0 {
 			out = attention.F32Tensor(outBuf, l)
 		}
-		before := append([]float32(nil), fx.kf...)
+		before, beforeOwn := append([]float32(nil), fx.kf...), append([]float32(nil), own...)
 		err := e.ForwardSharedPrefix(out, attention.F32Tensor(q, l), c.kv, c.opts)
 		require.ErrorContains(t, err, c.want, c.name)
 		require.ErrorContains(t, err, "attention: ForwardSharedPrefix: ", c.name)
@@ -189,6 +198,7 @@ func TestSharedPrefixErrors(t *testing.T) {
 			require.True(t, math.IsNaN(float64(x)), "%s: out[%d] written on error", c.name, i)
 		}
 		requireSameBits(t, fx.kf, before, "%s: the pool", c.name)
+		requireSameBits(t, own, beforeOwn, "%s: the prefix's own pool", c.name)
 	}
 }
 
