@@ -39,22 +39,13 @@ type workspace struct {
 }
 
 func (e *Engine) getWorkspace() *workspace {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if n := len(e.free); n > 0 {
-		ws := e.free[n-1]
-		e.free[n-1] = nil
-		e.free = e.free[:n-1]
+	if ws := takeFree(&e.mu, &e.free); ws != nil {
 		return ws
 	}
 	return new(workspace)
 }
 
-func (e *Engine) putWorkspace(ws *workspace) {
-	e.mu.Lock()
-	e.free = append(e.free, ws)
-	e.mu.Unlock()
-}
+func (e *Engine) putWorkspace(ws *workspace) { giveFree(&e.mu, &e.free, ws) }
 
 // ensure grows the buffers to hold a tile of rows × cols with head dim dim,
 // and the bf16 buffers too if bf16 is set. It allocates only when a shape

@@ -279,11 +279,7 @@ func (j *job) fail(err error) {
 }
 
 func (e *Engine) getJob() *job {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if n := len(e.freeJobs); n > 0 {
-		j := e.freeJobs[n-1]
-		e.freeJobs = e.freeJobs[:n-1]
+	if j := takeFree(&e.mu, &e.freeJobs); j != nil {
 		return j
 	}
 	j := new(job)
@@ -293,9 +289,29 @@ func (e *Engine) getJob() *job {
 
 func (e *Engine) putJob(j *job) {
 	j.e, j.t, j.stores = nil, task{}, stores{}
-	e.mu.Lock()
-	e.freeJobs = append(e.freeJobs, j)
-	e.mu.Unlock()
+	giveFree(&e.mu, &e.freeJobs, j)
+}
+
+// takeFree pops the last element of one of the engine's free lists under
+// its lock, or returns nil when the list is empty.
+func takeFree[T any](mu *sync.Mutex, list *[]*T) *T {
+	mu.Lock()
+	defer mu.Unlock()
+	n := len(*list)
+	if n == 0 {
+		return nil
+	}
+	x := (*list)[n-1]
+	(*list)[n-1] = nil
+	*list = (*list)[:n-1]
+	return x
+}
+
+// giveFree pushes x onto one of the engine's free lists under its lock.
+func giveFree[T any](mu *sync.Mutex, list *[]*T, x *T) {
+	mu.Lock()
+	*list = append(*list, x)
+	mu.Unlock()
 }
 
 // reserveWorkspaces makes sure that n goroutines can each take a workspace

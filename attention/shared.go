@@ -70,6 +70,8 @@ type sharedScratch struct {
 	qT, outT Tensor
 }
 
+// grow returns x resized to n elements, reallocated only when its
+// capacity is short (the scratch keeps the largest size seen).
 func grow(x []float32, n int) []float32 {
 	if cap(x) < n {
 		return make([]float32, n)
@@ -164,19 +166,11 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 
 // getShared takes a scratch of ForwardSharedPrefix from the free list.
 func (e *Engine) getShared() *sharedScratch {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if n := len(e.freeShared); n > 0 {
-		s := e.freeShared[n-1]
-		e.freeShared = e.freeShared[:n-1]
+	if s := takeFree(&e.mu, &e.freeShared); s != nil {
 		return s
 	}
 	return new(sharedScratch)
 }
 
 // putShared returns a scratch to the free list.
-func (e *Engine) putShared(s *sharedScratch) {
-	e.mu.Lock()
-	e.freeShared = append(e.freeShared, s)
-	e.mu.Unlock()
-}
+func (e *Engine) putShared(s *sharedScratch) { giveFree(&e.mu, &e.freeShared, s) }

@@ -31,9 +31,12 @@ func pairAligned(dst []fp16.BFloat16, ldDst int) bool {
 // directly, binary16 rows widened exactly first (packFloat16) and Q8 rows
 // dequantised (value times scale, as widen does) into wide.
 func roundRows[T RowElem](b []fp16.BFloat16, wide []float32, src []T, scales []float32, e, ldSrc, n, m int) {
-	x32, isF32 := any(src).([]float32)
 	switch x := any(src).(type) {
 	case []float32:
+		for r := range n {
+			roundRowBF16(b[r*pairChunk:][:m], x[e+r*ldSrc:][:m])
+		}
+		return
 	case []fp16.Float16:
 		packFloat16(wide, pairChunk, x[e:], ldSrc, n, m)
 	default:
@@ -42,11 +45,7 @@ func roundRows[T RowElem](b []fp16.BFloat16, wide []float32, src []T, scales []f
 		}
 	}
 	for r := range n {
-		in := wide[r*pairChunk:][:m]
-		if isF32 {
-			in = x32[e+r*ldSrc:][:m]
-		}
-		roundRowBF16(b[r*pairChunk:][:m], in)
+		roundRowBF16(b[r*pairChunk:][:m], wide[r*pairChunk:][:m])
 	}
 }
 

@@ -118,8 +118,8 @@ func Select(name, row string) (restore func(), err error) {
 
 var (
 	envErr   error
-	peak     func(time.Duration) (float64, string)
-	peakBF16 func(time.Duration) (float64, string)
+	peak     peakFunc
+	peakBF16 peakFunc
 )
 
 // SetEnvError records why the package's environment setting (kernel's
@@ -140,44 +140,42 @@ func EnvError() error {
 	return envErr
 }
 
+// A peakFunc measures one core's throughput of some products for about
+// d: GFLOP/s and the name of the instructions that reached it.
+type peakFunc = func(d time.Duration) (gflops float64, isa string)
+
 // RegisterPeak records the function that measures one core's float32
 // multiply-add throughput (kernel registers its FMA loop).
-func RegisterPeak(f func(time.Duration) (gflops float64, isa string)) {
-	mu.Lock()
-	defer mu.Unlock()
-	peak = f
-}
+func RegisterPeak(f func(time.Duration) (gflops float64, isa string)) { register(&peak, f) }
 
 // Peak measures one core's float32 multiply-add throughput in GFLOP/s for
 // about d, with the name of the instructions that reached it, through the
 // registered function ("", 0 where none is registered): the yardstick of
 // the percent-of-peak figures of benchmarks.
-func Peak(d time.Duration) (gflops float64, isa string) {
-	mu.Lock()
-	f := peak
-	mu.Unlock()
-	if f == nil {
-		return 0, ""
-	}
-	return f(d)
-}
+func Peak(d time.Duration) (gflops float64, isa string) { return measure(&peak, d) }
 
 // RegisterPeakBF16 records the function that measures one core's bfloat16
 // product throughput (kernel registers its AMX or AVX512-BF16 loop).
-func RegisterPeakBF16(f func(time.Duration) (gflops float64, isa string)) {
-	mu.Lock()
-	defer mu.Unlock()
-	peakBF16 = f
-}
+func RegisterPeakBF16(f func(time.Duration) (gflops float64, isa string)) { register(&peakBF16, f) }
 
 // PeakBF16 measures one core's bfloat16 product throughput in GFLOP/s for
 // about d, with the name of the instructions that reached it, through the
 // registered function: the yardstick of the percent-of-peak figures of
 // bfloat16 rows. It returns 0 and "" where the machine has no bfloat16
 // product unit, or where none is registered.
-func PeakBF16(d time.Duration) (gflops float64, isa string) {
+func PeakBF16(d time.Duration) (gflops float64, isa string) { return measure(&peakBF16, d) }
+
+func register(slot *peakFunc, f peakFunc) {
 	mu.Lock()
-	f := peakBF16
+	defer mu.Unlock()
+	*slot = f
+}
+
+// measure runs the function in slot for about d, outside the lock; 0 and
+// "" where none is registered.
+func measure(slot *peakFunc, d time.Duration) (gflops float64, isa string) {
+	mu.Lock()
+	f := *slot
 	mu.Unlock()
 	if f == nil {
 		return 0, ""
