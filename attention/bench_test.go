@@ -135,3 +135,77 @@ func BenchmarkBF16(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBF16Prepack compares the three ways a bf16 prefill gets its
+// K/V pair panels, on P1 and P3 with bf16 K/V: packed tile by tile by
+// every query block (tiles), packed once per call into two slots that the
+// heads take in turn (slots=2, what a call whose panels exceed
+// maxPrepackBytes does), and packed once per call for every head (whole).
+func BenchmarkBF16Prepack(b *testing.B) {
+	for _, s := range []int{0, 2} {
+		p := benchShapes[s].p
+		rng := rand.New(rand.NewPCG(1, 1))
+		q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
+		kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
+		k := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+		v := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+		out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+		opts := attention.Options{Causal: p.Causal, Precision: attention.PrecisionBFloat16}
+		for _, mode := range []string{"tiles", "slots=2", "whole"} {
+			b.Run(fmt.Sprintf("%s/%s", benchShapes[s].name, mode), func(b *testing.B) {
+				defer attention.SetPrepack(mode != "tiles")()
+				if mode == "slots=2" {
+					defer attention.SetPrepackBytes(2 * attention.PrepackSlotBytes(p.SeqKV, p.Dim, p.Dim))()
+				}
+				e := mustEngine(b, attention.Config{})
+				if err := e.Forward(out, q, k, v, opts); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if err := e.Forward(out, q, k, v, opts); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
+
+// BenchmarkEngineMemory reports the bytes a fresh engine allocates in its
+// first call (engine-MiB: runtime.MemStats' TotalAlloc around the call;
+// the inputs and outputs are allocated before) for a causal prefill of
+// Hq 32, Hkv 8, d 128 with bf16 K/V over N = 8192 and 32768 positions, in
+// both precisions, at GOMAXPROCS threads (-cpu sets them). Each iteration
+// is one call of a fresh engine; run it with -benchtime 1x.
+func BenchmarkEngineMemory(b *testing.B) {
+	for _, n := range []int{8192, 32768} {
+		p := reference.Params{Batch: 1, HeadsQ: 32, HeadsKV: 8, SeqQ: n, SeqKV: n, Dim: 128, Causal: true}
+		rng := rand.New(rand.NewPCG(1, 1))
+		q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
+		kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
+		k := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+		v := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+		out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+			b.Run(fmt.Sprintf("N=%d/%v", n, prec), func(b *testing.B) {
+				opts := attention.Options{Causal: true, Precision: prec}
+				var alloc uint64
+				for range b.N {
+					e := mustEngine(b, attention.Config{})
+					var before, after runtime.MemStats
+					runtime.ReadMemStats(&before)
+					if err := e.Forward(out, q, k, v, opts); err != nil {
+						b.Fatal(err)
+					}
+					runtime.ReadMemStats(&after)
+					alloc = max(alloc, after.TotalAlloc-before.TotalAlloc)
+				}
+				b.ReportMetric(float64(alloc)/(1<<20), "engine-MiB")
+				b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -3,6 +3,7 @@ package attention_test
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/fp16"
 	registry "github.com/flashgo/flashgo/internal/impl"
 	"github.com/flashgo/flashgo/internal/impltest"
 	"github.com/flashgo/flashgo/kernel"
@@ -202,4 +204,59 @@ func testBF16PrefillNoAllocations(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs)
+}
+
+// TestBF16PrepackSlots checks that a prefill whose prepacked panels take
+// turns in fewer slots than it has (batch, K/V head)s, its blocks handed
+// out head by head, gives bitwise the output of packing every tile, for
+// every slot count and several thread counts, with a NaN value row.
+func TestBF16PrepackSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(79, 80))
+	const b, hq, hkv, d, nq, nk = 2, 6, 3, 24, 70, 83
+	q := attention.F32Tensor(randn(rng, b*hq*nq*d), attention.BHSD(b, hq, nq, d))
+	kv := attention.BHSD(b, hkv, nk, d)
+	vs := randn(rng, b*hkv*nk*d)
+	vs[((1*hkv+2)*nk+40)*d+7] = float32(math.NaN()) // batch 1, head 2, key 40
+	k, v := attention.F32Tensor(randn(rng, b*hkv*nk*d), kv), attention.F32Tensor(vs, kv)
+	opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
+	run := func(pre bool, slots, threads int) []float32 {
+		defer attention.SetPrepack(pre)()
+		defer attention.SetPrepackBytes(slots * attention.PrepackSlotBytes(nk, d, d))()
+		out := make([]float32, b*hq*nq*d)
+		e := mustEngine(t, attention.Config{BlockQ: 16, BlockKV: 16, Threads: threads})
+		require.NoError(t, e.Forward(attention.F32Tensor(out, q.Layout), q, k, v, opts))
+		return out
+	}
+	want := run(false, b*hkv, 1)
+	for _, slots := range []int{1, 2, 4, b * hkv} {
+		for _, threads := range []int{1, 2, 5} {
+			got := run(true, slots, threads)
+			for i := range want {
+				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "%d slots, %d threads: out[%d] %v, want %v", slots, threads, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestBF16PrepackMemory checks that a bf16 prefill over 32768 keys (Hkv 8,
+// head dim 128: 128 MiB of bf16 K and V) allocates at most 64 MiB of
+// prepacked panels and a fixed amount per thread, measured around the
+// first call of a fresh engine.
+func TestBF16PrepackMemory(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("a prefill over 32768 keys: not in -short or under the race detector")
+	}
+	const hq, hkv, d, nq, nk, threads = 32, 8, 128, 128, 32768, 2
+	q := attention.F32Tensor(make([]float32, hq*nq*d), attention.BHSD(1, hq, nq, d))
+	kv := attention.BF16Tensor(make([]fp16.BFloat16, hkv*nk*d), attention.BHSD(1, hkv, nk, d))
+	out := attention.F32Tensor(make([]float32, hq*nq*d), q.Layout)
+	e := mustEngine(t, attention.Config{Threads: threads})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	require.NoError(t, e.Forward(out, q, kv, kv, attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}))
+	runtime.ReadMemStats(&after)
+	const perThread = 4 << 20
+	got := after.TotalAlloc - before.TotalAlloc
+	t.Logf("allocated %.1f MiB", float64(got)/(1<<20))
+	require.Less(t, got, uint64(64<<20+threads*perThread), "bytes allocated by the first bf16 prefill over %d keys", nk)
 }

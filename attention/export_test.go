@@ -11,6 +11,22 @@ func SetPrepack(on bool) (restore func()) {
 	return func() { prepackEnabled = prev }
 }
 
+// SetPrepackBytes sets the bound on the bf16 prefill's prepacked panels
+// (maxPrepackBytes), for tests of calls whose panels take turns in fewer
+// slots than they have heads, and returns the function that restores it.
+func SetPrepackBytes(n int) (restore func()) {
+	prev := maxPrepackBytes
+	maxPrepackBytes = n
+	return func() { maxPrepackBytes = prev }
+}
+
+// PrepackSlotBytes returns the bytes of one (batch, head)'s prepacked
+// panels for keys of nk positions and head dims d and dv.
+func PrepackSlotBytes(nk, d, dv int) int {
+	ldK, ldV := 2*roundUp(nk, 16)+panelPad, 2*roundUp(dv, 16)+panelPad
+	return 2*((d+1)/2*ldK+(nk+1)/2*ldV) + 4*(nk+1)
+}
+
 // SetBlockRefs sets the reference count of block b of c and returns the
 // previous count, for tests of the count's limit (2^31 − 1 forks would
 // take too long).

@@ -113,7 +113,11 @@ var negInf = float32(math.Inf(-1))
 // and divides by z once at the end. Each K/V tile is converted to float32
 // once and shared by every row of the block, whichever head it belongs to.
 func (e *Engine) foldBlock(ws *workspace, c *task, b, hk, p0, p1 int, sg seg) error {
-	if err := e.foldTiles(ws, c, b, hk, p0, p1, sg, 0, 1); err != nil {
+	err := e.foldTiles(ws, c, b, hk, p0, p1, sg, 0, 1)
+	if c.pre != nil {
+		c.pre.done(c, b, hk) // beginTiles took the panels, error or not
+	}
+	if err != nil {
 		return err
 	}
 	finishBlock(ws, c, b, hk, p0, p1-p0)

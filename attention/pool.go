@@ -240,9 +240,14 @@ func (j *job) work() {
 			err = j.foldPart(ws, i)
 		} else if c.cuQ == nil {
 			// Block index i, largest first: the last query block of every
-			// (batch, head) comes before any second-to-last one.
+			// (batch, head) comes before any second-to-last one; or head by
+			// head, largest first within each, where the prepacked panels
+			// of every head do not fit at once.
 			blk := j.t.nBlk - 1 - i/(c.q.Batch*heads)
 			bh := i % (c.q.Batch * heads)
+			if j.pre.headMajor(c.q.Batch * heads) {
+				blk, bh = j.t.nBlk-1-i%j.t.nBlk, i/j.t.nBlk
+			}
 			p0 := blk * j.t.np
 			sg := seg{nq: c.q.Seq, nk: c.keys(bh / heads)}
 			err = j.e.foldBlock(ws, c, bh/heads, bh%heads, p0, min(p0+j.t.np, c.q.Seq), sg)

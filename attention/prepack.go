@@ -6,34 +6,53 @@ import (
 	"github.com/flashgo/flashgo/fp16"
 )
 
-// prepack holds the K and V of every (batch entry, K/V head) of a bf16
-// prefill call packed once into whole-sequence pair panels. A tile of keys
+// prepack holds the K and V of a bf16 prefill call's (batch entry, K/V
+// head)s packed once into whole-sequence pair panels. A tile of keys
 // [j0, j0+bc) of such a panel is a view of it (the K panel from column
 // 2·j0, the V panel from row j0/2 when j0 is even), so the tile loop packs
 // nothing per tile: without it every block of query rows packs every tile
-// it reads again, which on AMX costs more than the products. Each
-// (batch, head) is packed by the first block that reads it, under its own
-// lock; the others wait for it. The panels hold the values the per-tile
-// packs would (the same kernels, the same rounding), so the output is the
-// same bit for bit.
+// it reads again, which on AMX costs more than the products. The panels
+// hold the values the per-tile packs would (the same kernels, the same
+// rounding), so the output is the same bit for bit.
+//
+// The panels live in slots, at most maxPrepackBytes of them whatever the
+// sequence length. Where every (batch, head) has a slot of its own, the
+// first block that reads one packs it, under the slot's lock, and the
+// others wait for it. Where they do not all fit, (batch, head) i uses
+// slot i mod slots, and the call hands out its blocks head by head
+// (headMajor): the blocks of i take the slot once the last block of
+// i − slots has finished with it. That never deadlocks: every block of
+// i − slots was handed out before any block of i, to a goroutine that
+// waits for nothing older.
 type prepack struct {
 	on         bool
 	ldK, ldV   int // leading dimensions of the K and V panels
-	kLen, vLen int // elements of one (batch, head)'s panel
+	kLen, vLen int // elements of one slot's K and V panels
+	nBlk       int // blocks of each (batch, head): the uses of a slot
+	slots      int // panels held at once
 	k, v       []fp16.BFloat16
 	// bad counts the keys of V rows that hold a NaN or ±Inf: entry
-	// (batch·heads)·(nk+1) + j is their number among keys [0, j).
+	// slot·(nk+1) + j is their number among keys [0, j).
 	bad  []int32
-	mu   []sync.Mutex
-	done []bool // guarded by mu: (batch, head) is packed
+	slot []prepackSlot
+}
+
+// prepackSlot is the state of one slot's panels.
+type prepackSlot struct {
+	mu     sync.Mutex
+	free   sync.Cond // signalled when the last block of the slot's head finishes
+	head   int       // the (batch, head) whose panels the slot holds, or −1
+	packed bool      // the panels hold head's K and V
+	left   int       // blocks of head that have not finished
 }
 
 // prepackEnabled is false only in tests that compare the two ways.
 var prepackEnabled = true
 
-// maxPrepackBytes bounds the panels of one call; a call that would need
-// more packs tile by tile instead.
-const maxPrepackBytes = 1 << 30
+// maxPrepackBytes bounds the panels of one call: 64 MiB, the K and V of
+// four K/V heads of 32768 keys at head dim 128. A call whose one (batch,
+// head) would need more packs tile by tile instead.
+var maxPrepackBytes = 64 << 20
 
 // setup decides whether call c packs its K and V once, and sizes the
 // buffers (allocating only when a call needs more than any before it on
@@ -51,38 +70,57 @@ func (p *prepack) setup(c *task, nBlk, blockKV int) {
 	p.ldV = 2*roundUp(c.dv, 16) + panelPad
 	p.kLen = (d + 1) / 2 * p.ldK
 	p.vLen = (nk + 1) / 2 * p.ldV
+	p.nBlk = nBlk
 	bh := c.q.Batch * c.k.Heads
-	if 2*bh*(p.kLen+p.vLen) > maxPrepackBytes {
+	p.slots = min(bh, maxPrepackBytes/(2*(p.kLen+p.vLen)+4*(nk+1)))
+	if p.slots == 0 {
 		p.on = false
 		return
 	}
-	if n := bh * p.kLen; cap(p.k) < n {
+	if n := p.slots * p.kLen; cap(p.k) < n {
 		p.k = alignedBF16(n)
 	}
-	if n := bh * p.vLen; cap(p.v) < n {
+	if n := p.slots * p.vLen; cap(p.v) < n {
 		p.v = alignedBF16(n)
 	}
-	if n := bh * (nk + 1); cap(p.bad) < n {
+	if n := p.slots * (nk + 1); cap(p.bad) < n {
 		p.bad = make([]int32, n)
 	}
-	if cap(p.done) < bh {
-		p.mu = make([]sync.Mutex, bh)
-		p.done = make([]bool, bh)
+	if len(p.slot) < p.slots {
+		p.slot = make([]prepackSlot, p.slots)
 	}
-	clear(p.done[:bh])
+	for s := range p.slot[:p.slots] {
+		sl := &p.slot[s]
+		sl.free.L = &sl.mu
+		sl.head, sl.packed, sl.left = -1, false, 0
+	}
 }
 
+// headMajor reports whether the call's blocks are handed out head by head
+// (its panels do not all fit at once).
+func (p *prepack) headMajor(bh int) bool { return p.on && p.slots < bh }
+
 // panels returns the packed K and V of (batch b, K/V head hk) and the
-// prefix counts of its non-finite V rows, packing them first if no block
-// has.
+// prefix counts of its non-finite V rows, waiting for its slot and packing
+// them first if no block has. Each call is matched by one call of done
+// when the block has finished with them.
 func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32, err error) {
 	i := b*c.k.Heads + hk
+	s := i % p.slots
 	nk, d := c.k.Seq, c.q.Dim
-	k, v = p.k[i*p.kLen:][:p.kLen], p.v[i*p.vLen:][:p.vLen]
-	bad = p.bad[i*(nk+1):][:nk+1]
-	p.mu[i].Lock()
-	defer p.mu[i].Unlock()
-	if p.done[i] {
+	k, v = p.k[s*p.kLen:][:p.kLen], p.v[s*p.vLen:][:p.vLen]
+	bad = p.bad[s*(nk+1):][:nk+1]
+	sl := &p.slot[s]
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	for sl.head != i {
+		if sl.left == 0 && sl.head < i {
+			sl.head, sl.packed, sl.left = i, false, p.nBlk
+			break
+		}
+		sl.free.Wait()
+	}
+	if sl.packed {
 		return k, v, bad, nil
 	}
 	src := c.source(b, hk, seg{nk: nk})
@@ -108,6 +146,17 @@ func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32,
 		}
 		bad[j+1] = n
 	}
-	p.done[i] = true
+	sl.packed = true
 	return k, v, bad, nil
+}
+
+// done records that a block of (batch b, K/V head hk) that took its
+// panels has finished with them.
+func (p *prepack) done(c *task, b, hk int) {
+	sl := &p.slot[(b*c.k.Heads+hk)%p.slots]
+	sl.mu.Lock()
+	if sl.left--; sl.left == 0 {
+		sl.free.Broadcast()
+	}
+	sl.mu.Unlock()
 }
