@@ -209,14 +209,16 @@ func testBF16PrefillNoAllocations(t *testing.T) {
 // TestBF16PrepackSlots checks that a prefill whose prepacked panels take
 // turns in fewer slots than it has (batch, K/V head)s, its blocks handed
 // out head by head, gives bitwise the output of packing every tile, for
-// every slot count and several thread counts, with a NaN value row.
+// every slot count and several thread counts, with NaN value rows in the
+// first and the last strip of the panels' packs.
 func TestBF16PrepackSlots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(79, 80))
 	const b, hq, hkv, d, nq, nk = 2, 6, 3, 24, 70, 83
 	q := attention.F32Tensor(randn(rng, b*hq*nq*d), attention.BHSD(b, hq, nq, d))
 	kv := attention.BHSD(b, hkv, nk, d)
 	vs := randn(rng, b*hkv*nk*d)
-	vs[((1*hkv+2)*nk+40)*d+7] = float32(math.NaN()) // batch 1, head 2, key 40
+	vs[((1*hkv+2)*nk+40)*d+7] = float32(math.NaN()) // batch 1, head 2, key 40: the first strip
+	vs[((0*hkv+1)*nk+70)*d+3] = float32(math.NaN()) // batch 0, head 1, key 70: the second
 	k, v := attention.F32Tensor(randn(rng, b*hkv*nk*d), kv), attention.F32Tensor(vs, kv)
 	opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
 	run := func(pre bool, slots, threads int) []float32 {

@@ -16,9 +16,10 @@ import (
 // rounding), so the output is the same bit for bit.
 //
 // The panels live in slots, at most maxPrepackBytes of them whatever the
-// sequence length. Where every (batch, head) has a slot of its own, the
-// first block that reads one packs it, under the slot's lock, and the
-// others wait for it. Where they do not all fit, (batch, head) i uses
+// sequence length. The blocks that need a head's panels first pack them
+// together, strip by strip (prepackStrip keys), and wait until the last
+// strip is packed. Where every (batch, head) has a slot of its own, that
+// is all; where they do not all fit, (batch, head) i uses
 // slot i mod slots, and the call hands out its blocks head by head
 // (headMajor): the blocks of i take the slot once the last block of
 // i − slots has finished with it. That never deadlocks: every block of
@@ -39,12 +40,22 @@ type prepack struct {
 
 // prepackSlot is the state of one slot's panels.
 type prepackSlot struct {
-	mu     sync.Mutex
-	free   sync.Cond // signalled when the last block of the slot's head finishes
-	head   int       // the (batch, head) whose panels the slot holds, or −1
-	packed bool      // the panels hold head's K and V
-	left   int       // blocks of head that have not finished
+	mu sync.Mutex
+	// cond is signalled when the last block of the slot's head finishes
+	// and when the last strip of its panels is packed.
+	cond   sync.Cond
+	head   int   // the (batch, head) whose panels the slot holds, or −1
+	left   int   // blocks of head that have not finished
+	next   int   // strips of head's panels handed out to be packed
+	packed int   // strips packed
+	err    error // the first error of a strip's pack
 }
+
+// prepackStrip is the number of keys a goroutine packs at a time: the
+// blocks that wait for a slot's panels pack them together, strip by
+// strip, so that the pack of a head does not hold every thread up behind
+// one (an even number: a strip starts a V pair row).
+const prepackStrip = 64
 
 // prepackEnabled is false only in tests that compare the two ways.
 var prepackEnabled = true
@@ -91,8 +102,8 @@ func (p *prepack) setup(c *task, nBlk, blockKV int) {
 	}
 	for s := range p.slot[:p.slots] {
 		sl := &p.slot[s]
-		sl.free.L = &sl.mu
-		sl.head, sl.packed, sl.left = -1, false, 0
+		sl.cond.L = &sl.mu
+		sl.head, sl.left = -1, 0
 	}
 }
 
@@ -101,53 +112,92 @@ func (p *prepack) setup(c *task, nBlk, blockKV int) {
 func (p *prepack) headMajor(bh int) bool { return p.on && p.slots < bh }
 
 // panels returns the packed K and V of (batch b, K/V head hk) and the
-// prefix counts of its non-finite V rows, waiting for its slot and packing
-// them first if no block has. Each call is matched by one call of done
-// when the block has finished with them.
+// prefix counts of its non-finite V rows, waiting for its slot and for
+// its panels, whose strips it packs with the other blocks that wait for
+// them. Each call is matched by one call of done when the block has
+// finished with them.
 func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32, err error) {
 	i := b*c.k.Heads + hk
 	s := i % p.slots
-	nk, d := c.k.Seq, c.q.Dim
+	nk := c.k.Seq
 	k, v = p.k[s*p.kLen:][:p.kLen], p.v[s*p.vLen:][:p.vLen]
 	bad = p.bad[s*(nk+1):][:nk+1]
+	strips := (nk + prepackStrip - 1) / prepackStrip
 	sl := &p.slot[s]
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	for sl.head != i {
 		if sl.left == 0 && sl.head < i {
-			sl.head, sl.packed, sl.left = i, false, p.nBlk
+			sl.head, sl.left, sl.next, sl.packed, sl.err = i, p.nBlk, 0, 0, nil
 			break
 		}
-		sl.free.Wait()
+		sl.cond.Wait()
 	}
-	if sl.packed {
-		return k, v, bad, nil
+	for sl.packed < strips {
+		if sl.next == strips {
+			sl.cond.Wait()
+			continue
+		}
+		j0 := sl.next * prepackStrip
+		sl.next++
+		sl.mu.Unlock()
+		err := p.packStrip(c, b, hk, k, v, bad, j0, min(j0+prepackStrip, nk))
+		sl.mu.Lock()
+		if err != nil && sl.err == nil {
+			sl.err = err
+		}
+		if sl.packed++; sl.packed == strips {
+			if sl.err == nil {
+				// Each strip counted its own keys: make the counts run
+				// over the whole sequence.
+				for j := prepackStrip; j < nk; j += prepackStrip {
+					carry := bad[j]
+					for t := j + 1; t <= min(j+prepackStrip, nk); t++ {
+						bad[t] += carry
+					}
+				}
+			}
+			sl.cond.Broadcast()
+		}
 	}
-	src := c.source(b, hk, seg{nk: nk})
-	r := src.run(0, nk) // a tensor view: one run
-	if err := src.kOps.packKPairs(k, p.ldK, src.k, r.kOff, nk, d); err != nil {
-		return nil, nil, nil, err
+	if sl.err != nil {
+		return nil, nil, nil, sl.err
 	}
-	finite, err := src.vOps.packVPairs(v, p.ldV, src.v, r.vOff, nk, c.dv)
+	return k, v, bad, nil
+}
+
+// packStrip packs keys [j0, j1) of (batch b, K/V head hk) into the panels
+// k and v and sets bad[j+1], for j in [j0, j1), to the number of keys of
+// [j0, j] whose V row holds a NaN or ±Inf (bad[0] = 0 with the first
+// strip).
+func (p *prepack) packStrip(c *task, b, hk int, k, v []fp16.BFloat16, bad []int32, j0, j1 int) error {
+	n := j1 - j0
+	src := c.source(b, hk, seg{nk: c.k.Seq})
+	r := src.run(j0, j1) // a tensor view: one run
+	if err := src.kOps.packKPairs(k[2*j0:], p.ldK, src.k, r.kOff, n, c.q.Dim); err != nil {
+		return err
+	}
+	finite, err := src.vOps.packVPairs(v[(j0/2)*p.ldV:], p.ldV, src.v, r.vOff, n, c.dv)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
-	bad[0] = 0
-	for j := range nk {
-		n := bad[j]
+	if j0 == 0 {
+		bad[0] = 0
+	}
+	var count int32
+	for j := j0; j < j1; j++ {
 		if !finite {
 			row := v[(j/2)*p.ldV+j%2:]
 			for col := range c.dv {
 				if row[2*col]&0x7f80 == 0x7f80 {
-					n++
+					count++
 					break
 				}
 			}
 		}
-		bad[j+1] = n
+		bad[j+1] = count
 	}
-	sl.packed = true
-	return k, v, bad, nil
+	return nil
 }
 
 // done records that a block of (batch b, K/V head hk) that took its
@@ -156,7 +206,7 @@ func (p *prepack) done(c *task, b, hk int) {
 	sl := &p.slot[(b*c.k.Heads+hk)%p.slots]
 	sl.mu.Lock()
 	if sl.left--; sl.left == 0 {
-		sl.free.Broadcast()
+		sl.cond.Broadcast()
 	}
 	sl.mu.Unlock()
 }
