@@ -527,6 +527,20 @@ func pvBF16Generic(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.B
 // (the maximum is taken of the scaled scores, which for scale < 0 is not
 // scale times the maximum). The order of the additions is not part of the
 // contract.
+//
+// Where the level has the fused kernel (AVX-512 with AVX512-BF16, and
+// AMX), a positive finite scale and log2(e) are folded into one constant
+// and the exponentials are base 2, one FMA and the exponential per score
+// (softmaxBF16Base2):
+//
+//	c := float32(scale·log2e);  mb := float32(mNew·log2e)
+//	alpha[i] = Exp2(float32(m[i]·log2e) − mb)
+//	e := Exp2(FMA(x, c, −mb))
+//
+// which is e^(scale·x − mNew) times a factor 2^(mNew·log2e − mb) common to
+// the row's weights and its alpha (|mNew|·2⁻²⁴ relative at most), which
+// the output's division by z cancels; the log-sum-exp keeps it (about
+// |mNew|·10⁻⁷ absolute).
 func OnlineSoftmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) error {
 	if err := checkDims("OnlineSoftmaxBF16", rows, cols, 0); err != nil {
 		return err
@@ -545,6 +559,42 @@ func OnlineSoftmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, c
 	}
 	softmaxBF16(s, ldS, p, ldP, rows, cols, scale, m, z, alpha)
 	return nil
+}
+
+// softmaxBF16Base2 is the fused kernel's softmax (OnlineSoftmaxBF16's
+// base-2 form) for a positive finite scale, the twin of SoftmaxBF16AVX512:
+// each row's maximum and special cases as in softmaxBF16Generic, then the
+// exponentials of its arguments folded into one FMA.
+func softmaxBF16Base2(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
+	c := scale * expLog2e
+	for i := range rows {
+		row := s[i*ldS:][:cols]
+		prow := p[i*ldP:][:cols]
+		mNew := m[i]
+		for _, x := range row {
+			x *= scale
+			if x != x {
+				mNew = x
+				break
+			}
+			mNew = max(mNew, x)
+		}
+		if mNew == negInf {
+			clear(prow)
+			alpha[i] = 1
+			continue
+		}
+		mb := mNew * expLog2e
+		alpha[i] = exp2Softmax(float32(m[i]*expLog2e) - mb) // rounded before the subtraction, as the kernel does
+		var sum float32
+		for j, x := range row {
+			e := exp2Softmax(fma32(x, c, -mb))
+			sum += e
+			prow[j] = RoundBF16(e)
+		}
+		z[i] = alpha[i]*z[i] + sum
+		m[i] = mNew
+	}
 }
 
 func softmaxBF16Generic(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {

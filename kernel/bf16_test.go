@@ -297,11 +297,22 @@ func testOnlineSoftmaxBF16(t *testing.T) {
 					continue
 				}
 				require.InDelta(t, mx, float64(m[i]), 1e-6*math.Abs(mx)+1e-30, "rows %d cols %d row %d: m", rows, cols, i)
+				// The exact exponentials of the arguments the level forms:
+				// e^(m0 − m) and e^(scale·x − m), or with the fused kernel
+				// 2^(m0·log2e − mb) and 2^(x·c − mb), the arguments rounded
+				// to float32 as softmaxBF16Base2 rounds them (alpha's wholly:
+				// an ulp of an argument near 10 is 4·10⁻⁷ of the result).
+				exp := func(x float32) float64 { return math.Exp(float64(scale*x) - float64(m[i])) }
 				a := math.Exp(float64(m0[i]) - float64(m[i]))
+				if cur.bf16.softmax != nil && cols > 0 {
+					c, mb := float64(float32(scale*expLog2e)), float64(m[i]*expLog2e)
+					exp = func(x float32) float64 { return math.Exp2(float64(x)*c - mb) }
+					a = math.Exp2(float64(m0[i]*expLog2e - m[i]*expLog2e))
+				}
 				require.InDelta(t, a, float64(alpha[i]), 4e-7*a+1e-30, "alpha")
 				sum := a * float64(z0[i])
 				for j := range cols {
-					e := math.Exp(float64(scale*s0[i*ldS+j]) - float64(m[i]))
+					e := exp(s0[i*ldS+j])
 					sum += e
 					got := float64(p[i*ldP+j].Float32())
 					require.InDelta(t, e, got, 1.0/256*e+1e-30, "rows %d cols %d: p[%d,%d]", rows, cols, i, j)
@@ -363,8 +374,18 @@ func testRoundRowsBF16(t *testing.T) {
 	}
 }
 
+// softmaxTwin returns the Go twin of the current level's OnlineSoftmaxBF16
+// for scale sc: softmaxBF16Base2 where the fused kernel computes it,
+// otherwise softmaxBF16Generic.
+func softmaxTwin(sc float32) func(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
+	if cur.bf16.softmax != nil && sc > 0 && sc <= math.MaxFloat32 {
+		return softmaxBF16Base2
+	}
+	return softmaxBF16Generic
+}
+
 // TestSoftmaxBF16MatchesGeneric checks the implementations' fused softmax
-// against the generic twin on the same tile: maxima equal, rescale factors
+// against its Go twin (softmaxTwin) on the same tile: maxima equal, rescale factors
 // within a float32 ulp, probabilities within one bfloat16 ulp (the vector exponential may
 // differ from the scalar one by a float32 ulp), sums within float32
 // rounding; and the non-positive scales that go to the twin.
@@ -386,7 +407,7 @@ func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
 				m, z, a := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
 				mw, zw, aw := append([]float32(nil), m0...), append([]float32(nil), z0...), make([]float32, rows)
 				require.NoError(t, OnlineSoftmaxBF16(s, cols, p, cols, rows, cols, sc, m, z, a))
-				softmaxBF16Generic(s, cols, pw, cols, rows, cols, sc, mw, zw, aw)
+				softmaxTwin(sc)(s, cols, pw, cols, rows, cols, sc, mw, zw, aw)
 				assert.Equal(t, mw, m, "cols %d scale %v: m", cols, sc)
 				for i := range a {
 					// One vector exponential for all rows: within an ulp.
@@ -453,7 +474,7 @@ func TestSoftmaxBF16NaN(t *testing.T) {
 					}
 					mw, zw, aw := []float32{1}, []float32{2}, []float32{0}
 					pw := make([]fp16.BFloat16, cols)
-					softmaxBF16Generic(s[cols:], cols, pw, cols, 1, cols, sc, mw, zw, aw)
+					softmaxTwin(sc)(s[cols:], cols, pw, cols, 1, cols, sc, mw, zw, aw)
 					assert.Equal(t, mw[0], m[1])
 					assert.LessOrEqual(t, ulps(aw[0], a[1]), int64(1))
 					assert.InDelta(t, zw[0], z[1], 1e-6*float64(cols)*float64(zw[0]))

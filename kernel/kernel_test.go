@@ -139,6 +139,39 @@ func TestExpAccuracy(t *testing.T) {
 	assert.InEpsilon(t, math.Exp(float64(float32(-87.3))), float64(Exp(-87.3)), 1e-6)
 }
 
+// TestExp2SoftmaxAccuracy sweeps the arguments of the fused bf16
+// softmax's base-2 exponential, [−126, 0] and a few ulp above 0, against
+// math.Exp2 rounded to float32 (at most 3 ulp), and its special cases.
+func TestExp2SoftmaxAccuracy(t *testing.T) {
+	var worst int64
+	check := func(x float32) {
+		if u := ulps(exp2Softmax(x), float32(math.Exp2(float64(x)))); u > worst {
+			worst = u
+		}
+	}
+	for x := float32(-126); x <= 0; x += 1.0 / 4096 {
+		check(x)
+	}
+	for b := math.Float32bits(-1); b >= math.Float32bits(-0x1p-30); b -= 97 {
+		check(math.Float32frombits(b))
+	}
+	for b := uint32(0); b < 1<<16; b++ {
+		check(math.Float32frombits(b))  // tiny positives
+		check(-math.Float32frombits(b)) // and negatives, subnormals included
+	}
+	for x := float32(-125.5); x < -125; x += 1.0 / 65536 {
+		check(x) // the results near the smallest normal
+	}
+	t.Logf("exp2Softmax: worst error %d ulp", worst)
+	assert.LessOrEqual(t, worst, int64(3))
+
+	assert.Equal(t, float32(1), exp2Softmax(0))
+	assert.Equal(t, float32(0.5), exp2Softmax(-1))
+	assert.Zero(t, exp2Softmax(-126.0001))
+	assert.Zero(t, exp2Softmax(float32(math.Inf(-1))))
+	assert.True(t, math.IsNaN(float64(exp2Softmax(float32(math.NaN())))))
+}
+
 func TestExpSum(t *testing.T) { testAllImpls(t, testExpSum) }
 
 func testExpSum(t *testing.T) {

@@ -95,6 +95,56 @@ func (e *exp512) exp(v VecVirtual, tail Register) VecVirtual {
 	return p
 }
 
+// exp2t512 holds the zmm constants of the base-2 exponential of the
+// softmax of bf16 precision, whose arguments t = s·c − mb carry the scale
+// and log2(e) in c = scale·log2e and the row maximum in mb = m·log2e:
+//
+//	n = roundToEven(t);  f = t − n   (exact, |f| <= 1/2)
+//	p = 1 + f·(C1 + f·(C2 + f·(C3 + f·(C4 + f·C5))))   (FMA)
+//	result = p·2^n, 0 where t < −126 (−Inf included), NaN for NaN
+type exp2t512 struct {
+	c, mb, min, one VecVirtual
+	p               [5]VecVirtual // C5, C4, …, C1
+}
+
+func newExp2t512(c, mb VecVirtual) *exp2t512 {
+	e := &exp2t512{c: c, mb: mb, min: broadcast512(cExp2Min), one: broadcast512(cOne)}
+	for i := range e.p {
+		e.p[i] = broadcast512(cExp2C5 - i)
+	}
+	return e
+}
+
+// of returns 2^(s·c − mb) for the scores s (memory, or a register whose
+// lanes outside tail are anything: they come out 0).
+func (e *exp2t512) of(s Op, tail Register) VecVirtual {
+	t := ZMM()
+	VMOVAPS(e.mb, t)
+	VFMSUB231PS(s, e.c, t) // t = c·s − mb
+	return e.exp2(t, tail)
+}
+
+// exp2 returns 2^t, consuming t.
+func (e *exp2t512) exp2(t VecVirtual, tail Register) VecVirtual {
+	keep := K()
+	if tail != nil {
+		VCMPPS(U8(5), e.min, t, tail, keep) // !(t < min), NaN included, in tail
+	} else {
+		VCMPPS(U8(5), e.min, t, keep)
+	}
+	n := ZMM()
+	VRNDSCALEPS(U8(0), t, n) // round to nearest even
+	VSUBPS(n, t, t)          // f = t − n, exact
+	p := ZMM()
+	VMOVAPS(e.p[0], p)
+	for i := 1; i < len(e.p); i++ {
+		VFMADD213PS(e.p[i], t, p) // p = p·f + C
+	}
+	VFMADD213PS(e.one, t, p)   // p·f + 1
+	VSCALEFPS_Z(n, p, keep, p) // ·2^n, 0 where t < −126
+	return p
+}
+
 // hsum512 adds the 16 lanes of z into the low lane of the returned xmm,
 // using only EVEX-encodable instructions.
 func hsum512(z VecVirtual) Register {

@@ -40,6 +40,14 @@ const (
 	expP4 = 1.6666665459e-1
 	expP5 = 5.0000001201e-1
 
+	// The base-2 exponential's coefficients (kernel/exp.go), as float32
+	// bit patterns.
+	exp2C1 = 0x3f317215
+	exp2C2 = 0x3e75fcde
+	exp2C3 = 0x3d635ba9
+	exp2C4 = 0x3c1e7544
+	exp2C5 = 0x3aaddd07
+
 	// expClamp bounds the argument from above before the reduction. Every
 	// x in (expMax, expClamp] overflows to +Inf on its own (n = 128 and
 	// p > 1), and the clamp keeps +Inf and huge arguments from turning into
@@ -82,6 +90,12 @@ const (
 	cRoundBias // int32 0x7fff
 	cOneBit    // int32 1
 	cQuietBit  // int32 0x00400000: the quiet bit of a float32 NaN
+	cExp2Min   // −126: below it 2^t is below the smallest normal float32
+	cExp2C1    // exp2C1..exp2C5: 2^f ≈ 1 + f·(C1 + f·(C2 + …)) on |f| <= 1/2
+	cExp2C2
+	cExp2C3
+	cExp2C4
+	cExp2C5
 	nConsts
 )
 
@@ -130,6 +144,12 @@ func genData() {
 		cRoundBias: U32(0x7fff),
 		cOneBit:    U32(1),
 		cQuietBit:  U32(0x00400000),
+		cExp2Min:   f32bits(-126),
+		cExp2C1:    U32(exp2C1),
+		cExp2C2:    U32(exp2C2),
+		cExp2C3:    U32(exp2C3),
+		cExp2C4:    U32(exp2C4),
+		cExp2C5:    U32(exp2C5),
 	}
 	for i, v := range vals {
 		for j := 0; j < 8; j++ {

@@ -9,9 +9,11 @@ import (
 )
 
 const softmaxBF16Doc = `SoftmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
-whole tile, with AVX-512 and AVX512-BF16 (rows, cols >= 1, finite scale > 0,
-leading dimensions in elements, p bfloat16):
+whole tile, with AVX-512 and AVX512-BF16, its exponentials base 2 with
+the scale and log2(e) folded into one constant c (rows, cols >= 1,
+finite scale > 0, leading dimensions in elements, p bfloat16):
 
+	c := scale·log2e
 	for i := 0; i < rows; i++ {
 		row := s[i*ldS : i*ldS+cols]
 		mNew := max(m[i], scale*Max(row))   // NaN if any score is NaN
@@ -20,10 +22,11 @@ leading dimensions in elements, p bfloat16):
 			alpha[i] = 1
 			continue
 		}
-		alpha[i] = Exp(m[i] − mNew)
+		mb := mNew·log2e
+		alpha[i] = Exp2(m[i]·log2e − mb)
 		var sum float32
 		for j, x := range row {
-			e := Exp(scale*x − mNew)
+			e := Exp2(FMA(x, c, −mb))
 			sum += e
 			p[i*ldP+j] = RoundBF16(e)
 		}
@@ -31,21 +34,22 @@ leading dimensions in elements, p bfloat16):
 		m[i] = mNew
 	}
 
-Each row takes two passes over its scores: their maximum, then the
-exponentials. The first pass is VMAXPS of the unscaled scores alone,
-scaled once at the end (the same value as the maximum of the scaled
-scores: rounding is monotonic and scale > 0). VMAXPS may drop a NaN, so a
-row whose maximum or whose sum comes out NaN (a NaN score, or +Inf ones)
-is redone from its old m[i] by the exact path: a maximum pass of the
-scaled scores with an unordered compare ORed into a NaN flag, as in
-maxAVX512, a NaN sending the row to a scalar scan for the first NaN, which
-scaled is the row's new maximum. The second pass takes the exponentials (expSumAVX512's,
-the same bits), their sum, and their rounding to bfloat16
-(VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic for it)
-stored straight into p. alpha's exponential is the same vector
-exponential taken of m[i] broadcast. The last partial vector of a row is
-read and written through an opmask, so nothing past cols is touched. The
-order of the additions of the sum differs from the loop.`
+(every product rounded to float32; Exp2 is the kernel package's
+exp2Softmax, and the loop its softmaxBF16Base2). Each row takes two
+passes over its scores: their maximum, then the exponentials. The first
+pass is VMAXPS of the unscaled scores alone, scaled once at the end (the
+same value as the maximum of the scaled scores: rounding is monotonic and
+scale > 0). VMAXPS may drop a NaN, so a row whose maximum or whose sum
+comes out NaN (a NaN score, or +Inf ones) is redone from its old m[i] by
+the exact path: a maximum pass of the scaled scores with an unordered
+compare ORed into a NaN flag, as in maxAVX512, a NaN sending the row to a
+scalar scan for the first NaN, which scaled is the row's new maximum.
+The second pass takes the exponentials, their sum, and their rounding to
+bfloat16 (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic
+for it) stored straight into p. alpha's exponential is the same vector
+exponential of m[i]·log2e − mb broadcast. The last partial vector of a
+row is read and written through an opmask, so nothing past cols is
+touched. The order of the additions of the sum differs from the loop.`
 
 // genSoftmaxBF16AVX512 emits SoftmaxBF16AVX512 (softmaxBF16Doc). The
 // conversion to bfloat16 goes through Z30 (VCVTNEPS2BF16 Y30, Z30): a
@@ -72,8 +76,13 @@ func genSoftmaxBF16AVX512() {
 	sc := ZMM()
 	VBROADCASTSS(scx, sc)
 	negInf := broadcast512(cNegInf)
-	vmax := ZMM()
-	e := newExp512(vmax, true) // scores minus their maximum: <= 0 or NaN
+	// The exponentials are base 2 (exp2t512): c = scale·log2e once, and
+	// per row mb = mNew·log2e.
+	log2e := broadcast512(cLog2e)
+	c := ZMM()
+	VMULPS(log2e, sc, c)
+	vmb := ZMM()
+	e := newExp2t512(c, vmb)
 
 	// The opmask of the last partial vector of a row, the same for every
 	// row: cols mod 16 lanes (none when cols is a multiple of 16).
@@ -224,11 +233,15 @@ func genSoftmaxBF16AVX512() {
 
 		Label(L("live"))
 		VMOVSS(mNew, Mem{Base: m})
-		VBROADCASTSS(mNew, vmax)
-		// alpha = Exp(m[i] − mNew), the vector exponential of m[i] broadcast.
+		VBROADCASTSS(mNew, vmb)
+		VMULPS(log2e, vmb, vmb)
+		// alpha = 2^(m[i]·log2e − mb), the products rounded as the rows'
+		// mb are, of m[i] broadcast.
 		vo := ZMM()
 		VBROADCASTSS(mOld, vo)
-		VMOVSS(e.exp(vo, nil).AsX(), Mem{Base: alpha})
+		VMULPS(log2e, vo, vo)
+		VSUBPS(vmb, vo, vo)
+		VMOVSS(e.exp2(vo, nil).AsX(), Mem{Base: alpha})
 
 		// Pass 2: exponentials, their sum, and their rounding into p.
 		sum := ZMM()
@@ -251,9 +264,7 @@ func genSoftmaxBF16AVX512() {
 		JL(LabelRef(L("exp1")))
 		var ys [unroll]VecVirtual
 		for i := range ys {
-			w := ZMM()
-			VMULPS(Mem{Base: x}.Offset(64*i), sc, w)
-			ys[i] = e.exp(w, nil)
+			ys[i] = e.of(Mem{Base: x}.Offset(64*i), nil)
 		}
 		for i, y := range ys {
 			store(y, 32*i, nil)
@@ -269,9 +280,7 @@ func genSoftmaxBF16AVX512() {
 		Label(L("exp1"))
 		TESTQ(j, j)
 		JE(LabelRef(L("exptail")))
-		w := ZMM()
-		VMULPS(Mem{Base: x}, sc, w)
-		y := e.exp(w, nil)
+		y := e.of(Mem{Base: x}, nil)
 		store(y, 0, nil)
 		VADDPS(y, sum, sum)
 		ADDQ(U32(64), x)
@@ -281,10 +290,9 @@ func genSoftmaxBF16AVX512() {
 		Label(L("exptail"))
 		TESTQ(rem, rem)
 		JE(LabelRef(L("rowsum")))
-		w = ZMM()
+		w := ZMM()
 		VMOVUPS_Z(Mem{Base: x}, tail, w)
-		VMULPS(w, sc, w)
-		y = e.exp(w, tail)
+		y = e.of(w, tail)
 		store(y, 0, tail)
 		VADDPS(y, sum, sum)
 

@@ -137,9 +137,11 @@ func SoftCapAVX512(dst *float32, src *float32, n int, c float32, inv float32)
 func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 
 // SoftmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
-// whole tile, with AVX-512 and AVX512-BF16 (rows, cols >= 1, finite scale > 0,
-// leading dimensions in elements, p bfloat16):
+// whole tile, with AVX-512 and AVX512-BF16, its exponentials base 2 with
+// the scale and log2(e) folded into one constant c (rows, cols >= 1,
+// finite scale > 0, leading dimensions in elements, p bfloat16):
 //
+//	c := scale·log2e
 //	for i := 0; i < rows; i++ {
 //		row := s[i*ldS : i*ldS+cols]
 //		mNew := max(m[i], scale*Max(row))   // NaN if any score is NaN
@@ -148,10 +150,11 @@ func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 //			alpha[i] = 1
 //			continue
 //		}
-//		alpha[i] = Exp(m[i] − mNew)
+//		mb := mNew·log2e
+//		alpha[i] = Exp2(m[i]·log2e − mb)
 //		var sum float32
 //		for j, x := range row {
-//			e := Exp(scale*x − mNew)
+//			e := Exp2(FMA(x, c, −mb))
 //			sum += e
 //			p[i*ldP+j] = RoundBF16(e)
 //		}
@@ -159,21 +162,22 @@ func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 //		m[i] = mNew
 //	}
 //
-// Each row takes two passes over its scores: their maximum, then the
-// exponentials. The first pass is VMAXPS of the unscaled scores alone,
-// scaled once at the end (the same value as the maximum of the scaled
-// scores: rounding is monotonic and scale > 0). VMAXPS may drop a NaN, so a
-// row whose maximum or whose sum comes out NaN (a NaN score, or +Inf ones)
-// is redone from its old m[i] by the exact path: a maximum pass of the
-// scaled scores with an unordered compare ORed into a NaN flag, as in
-// maxAVX512, a NaN sending the row to a scalar scan for the first NaN, which
-// scaled is the row's new maximum. The second pass takes the exponentials (expSumAVX512's,
-// the same bits), their sum, and their rounding to bfloat16
-// (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic for it)
-// stored straight into p. alpha's exponential is the same vector
-// exponential taken of m[i] broadcast. The last partial vector of a row is
-// read and written through an opmask, so nothing past cols is touched. The
-// order of the additions of the sum differs from the loop.
+// (every product rounded to float32; Exp2 is the kernel package's
+// exp2Softmax, and the loop its softmaxBF16Base2). Each row takes two
+// passes over its scores: their maximum, then the exponentials. The first
+// pass is VMAXPS of the unscaled scores alone, scaled once at the end (the
+// same value as the maximum of the scaled scores: rounding is monotonic and
+// scale > 0). VMAXPS may drop a NaN, so a row whose maximum or whose sum
+// comes out NaN (a NaN score, or +Inf ones) is redone from its old m[i] by
+// the exact path: a maximum pass of the scaled scores with an unordered
+// compare ORed into a NaN flag, as in maxAVX512, a NaN sending the row to a
+// scalar scan for the first NaN, which scaled is the row's new maximum.
+// The second pass takes the exponentials, their sum, and their rounding to
+// bfloat16 (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic
+// for it) stored straight into p. alpha's exponential is the same vector
+// exponential of m[i]·log2e − mb broadcast. The last partial vector of a
+// row is read and written through an opmask, so nothing past cols is
+// touched. The order of the additions of the sum differs from the loop.
 //
 //go:noescape
 func SoftmaxBF16AVX512(s *float32, ldS int, p *uint16, ldP int, rows int, cols int, scale float32, m *float32, z *float32, alpha *float32)
