@@ -101,4 +101,3 @@ func exp2Softmax(t float32) float32 {
 	p = fma32(p, f, 1)
 	return float32(math.Ldexp(float64(p), int(n)))
 }
-
