@@ -35,6 +35,12 @@ type call struct {
 	// being the longest sequence.
 	paged  pagedRead
 	caches []*KVCache
+
+	// packed, when not nil, holds K and V packed into bfloat16 pair
+	// panels once for many calls (ForwardSharedPrefix's prefix product
+	// with SharedPrefixKV.Packed): the tile loop reads them instead of
+	// packing the tiles.
+	packed *PackedPrefix
 }
 
 // wsDim is the widest head dim of the call, which sizes the scratch rows:

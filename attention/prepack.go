@@ -36,6 +36,25 @@ type prepack struct {
 	// slot·(nk+1) + j is their number among keys [0, j).
 	bad  []int32
 	slot []prepackSlot
+	// ready: every (batch, head) is packed already and nothing writes the
+	// panels (a PackedPrefix's, one slot a head): no slots to wait for.
+	ready bool
+
+	// A PackedPrefix packed for PrecisionFloat32 holds float32 panels
+	// instead (f32, ready): each head's keys transposed, kf[c·ldKF + j]
+	// for component c of key j, as packK lays out a tile, and its values
+	// as rows of dv, vf[j·dv + c], as packV lays them out.
+	f32          bool
+	kf, vf       []float32
+	ldKF         int
+	kfLen, vfLen int
+}
+
+// panelsF32 returns the float32 panels of (batch b, K/V head hk) of a
+// ready prepack packed for float32.
+func (p *prepack) panelsF32(c *task, b, hk int) (kt, v []float32) {
+	i := b*c.k.Heads + hk
+	return p.kf[i*p.kfLen:][:p.kfLen], p.vf[i*p.vfLen:][:p.vfLen]
 }
 
 // prepackSlot is the state of one slot's panels.
@@ -71,6 +90,7 @@ var maxPrepackBytes = 64 << 20
 // tensor views without variable lengths, the packed path (not the row
 // kernels of decode) and tiles that start on even keys.
 func (p *prepack) setup(c *task, nBlk, blockKV int) {
+	p.ready = false
 	p.on = prepackEnabled && c.precision == PrecisionBFloat16 && nBlk >= 2 && !c.direct && c.cuQ == nil &&
 		c.src.whole() && blockKV%2 == 0 && c.k.Seq > 0
 	if !p.on {
@@ -109,7 +129,7 @@ func (p *prepack) setup(c *task, nBlk, blockKV int) {
 
 // headMajor reports whether the call's blocks are handed out head by head
 // (its panels do not all fit at once).
-func (p *prepack) headMajor(bh int) bool { return p.on && p.slots < bh }
+func (p *prepack) headMajor(bh int) bool { return p.on && !p.ready && p.slots < bh }
 
 // panels returns the packed K and V of (batch b, K/V head hk) and the
 // prefix counts of its non-finite V rows, waiting for its slot and for
@@ -118,8 +138,11 @@ func (p *prepack) headMajor(bh int) bool { return p.on && p.slots < bh }
 // finished with them.
 func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32, err error) {
 	i := b*c.k.Heads + hk
-	s := i % p.slots
 	nk := c.k.Seq
+	if p.ready {
+		return p.k[i*p.kLen:][:p.kLen], p.v[i*p.vLen:][:p.vLen], p.bad[i*(nk+1):][:nk+1], nil
+	}
+	s := i % p.slots
 	k, v = p.k[s*p.kLen:][:p.kLen], p.v[s*p.vLen:][:p.vLen]
 	bad = p.bad[s*(nk+1):][:nk+1]
 	strips := (nk + prepackStrip - 1) / prepackStrip
@@ -203,10 +226,70 @@ func (p *prepack) packStrip(c *task, b, hk int, k, v []fp16.BFloat16, bad []int3
 // done records that a block of (batch b, K/V head hk) that took its
 // panels has finished with them.
 func (p *prepack) done(c *task, b, hk int) {
+	if p.ready {
+		return
+	}
 	sl := &p.slot[(b*c.k.Heads+hk)%p.slots]
 	sl.mu.Lock()
 	if sl.left--; sl.left == 0 {
 		sl.cond.Broadcast()
 	}
 	sl.mu.Unlock()
+}
+
+// packPanels packs the nk keys and values of src into the whole-sequence
+// pair panels k (leading dimension ldK) and v (ldV), run by run, and fills
+// bad with the prefix counts of the keys whose V rows hold a NaN or ±Inf.
+// A run that starts at an odd key (a paged pool of odd block size) shares
+// its first pair row with the run before: its first value row is packed
+// alone into row (one pair row of ldV bfloat16s, allocated when nil) and
+// moved from there into the odd slots. The kernels are those of the
+// per-tile packs, so the panels hold the same bits.
+func packPanels(src *kvSource, k, v []fp16.BFloat16, bad []int32, ldK, ldV, nk, d, dv int, row []fp16.BFloat16) error {
+	finite := true
+	for j := 0; j < nk; {
+		r := src.run(j, nk)
+		if err := src.kOps.packKPairs(k[2*j:], ldK, src.k, r.kOff, r.n, d); err != nil {
+			return err
+		}
+		off, n, t := r.vOff, r.n, j
+		if t%2 == 1 {
+			if row == nil {
+				row = make([]fp16.BFloat16, ldV)
+			}
+			f, err := src.vOps.packVPairs(row, ldV, src.v, off, 1, dv)
+			if err != nil {
+				return err
+			}
+			finite = finite && f
+			dst := v[(t/2)*ldV+1:]
+			for c := range dv {
+				dst[2*c] = row[2*c]
+			}
+			off, n, t = off+src.v.SeqStride, n-1, t+1
+		}
+		if n > 0 {
+			f, err := src.vOps.packVPairs(v[(t/2)*ldV:], ldV, src.v, off, n, dv)
+			if err != nil {
+				return err
+			}
+			finite = finite && f
+		}
+		j += r.n
+	}
+	bad[0] = 0
+	for j := range nk {
+		n := bad[j]
+		if !finite {
+			row := v[(j/2)*ldV+j%2:]
+			for col := range dv {
+				if row[2*col]&0x7f80 == 0x7f80 {
+					n++
+					break
+				}
+			}
+		}
+		bad[j+1] = n
+	}
+	return nil
 }

@@ -16,6 +16,15 @@ import "fmt"
 type SharedPrefixKV struct {
 	Prefix PagedKV
 	Suffix PagedKV
+	// Packed, if not nil, is Prefix packed by PackedPrefix.Pack: a call
+	// whose prefix product is computed in PrecisionBFloat16 reads its
+	// panels instead of packing the prefix's tiles again, with bitwise
+	// the same result. Elsewhere (PrecisionFloat32, or few rows, which
+	// ComputedPrecision computes in float32) it is not read, but checked
+	// all the same: it must have been packed from Prefix (the same pools,
+	// layouts, length and block table), whose keys and values must not
+	// have changed since (which no call can check).
+	Packed *PackedPrefix
 }
 
 // ForwardSharedPrefix computes attention for a batch of sequences whose
@@ -117,6 +126,16 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 		out: F32Tensor(s.outP, BHSD(1, hq, B*nq, dv)), lse: s.lseP, q: F32Tensor(s.q, stacked), pool: kv.Prefix}, &popts)
 	if err != nil {
 		return err
+	}
+	if kv.Packed != nil {
+		// Checked whatever the precision, so that a wrong one is found
+		// by every call, not only by those that read it.
+		if err := kv.Packed.matches(&kv.Prefix); err != nil {
+			return err
+		}
+		if cp.precision == PrecisionBFloat16 {
+			cp.packed = kv.Packed
+		}
 	}
 	// The prefix's buffers against the caller's outputs.
 	rp := request{fn: sharedFn + "prefix: ", src: fromPool, out: out, lse: lse, q: q, pool: kv.Prefix}

@@ -222,3 +222,117 @@ func TestSharedPrefixNoAllocations(t *testing.T) {
 	}
 	assert.Zero(t, testing.AllocsPerRun(20, call))
 }
+
+// TestSharedPrefixThreadsAndPacked checks that ForwardSharedPrefix gives
+// bitwise the same output and log-sum-exps for every thread count, and
+// the same again with the prefix packed once (SharedPrefixKV.Packed),
+// for every K/V type, both precisions, block sizes even and odd (runs of
+// V rows that start at odd keys) and a prefix split over several parts;
+// and that the packed panels are what a bfloat16 call reads.
+func TestSharedPrefixThreadsAndPacked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(157, 158))
+	const hkv, d, g, nq = 2, 32, 4, 1
+	suffix := []int{3, 0, 40, 17, 9}
+	B, hq := len(suffix), g*hkv
+	q := randn(rng, B*hq*nq*d)
+	l := attention.BHSD(B, hq, nq, d)
+	for _, dt := range kvTypesQ8 {
+		for _, bs := range []int{16, 5} {
+			fx := newSharedFixture(t, rng, dt, hkv, d, bs, 1500, suffix)
+			var packed attention.PackedPrefix
+			require.NoError(t, packed.Pack(fx.kv.Prefix))
+			for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+				what := fmt.Sprintf("%v bs %d %v", dt, bs, prec)
+				opts := attention.Options{Causal: true, Precision: prec}
+				var want, wantLSE []float32
+				for _, threads := range []int{1, 2, 3, 7} {
+					for _, withPacked := range []bool{false, true} {
+						kv := fx.kv
+						if withPacked {
+							kv.Packed = &packed
+						}
+						e := mustEngine(t, attention.Config{Threads: threads})
+						out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
+						require.NoError(t, e.ForwardSharedPrefixLSE(attention.F32Tensor(out, l), lse, attention.F32Tensor(q, l), kv, opts))
+						if want == nil {
+							want, wantLSE = out, lse
+							continue
+						}
+						requireSameBits(t, out, want, "%s threads %d packed %v: out", what, threads, withPacked)
+						requireSameBits(t, lse, wantLSE, "%s threads %d packed %v: lse", what, threads, withPacked)
+					}
+				}
+			}
+		}
+	}
+	// The panels are what a bfloat16 call reads: after the pool's prefix
+	// values change (which the caller promises they do not), a call with
+	// the old panels gives the old result.
+	fx := newSharedFixture(t, rng, attention.F32, hkv, d, 16, 700, suffix)
+	var packed attention.PackedPrefix
+	require.NoError(t, packed.Pack(fx.kv.Prefix))
+	e := mustEngine(t, attention.Config{})
+	opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
+	run := func(kv attention.SharedPrefixKV) []float32 {
+		out := make([]float32, len(q))
+		require.NoError(t, e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv, opts))
+		return out
+	}
+	before := run(fx.kv)
+	span := fx.kv.Prefix.V.BatchStride
+	for _, blk := range fx.kv.Prefix.BlockTable {
+		for i := range fx.vf[int(blk)*span:][:span] {
+			fx.vf[int(blk)*span+i] *= 2
+		}
+	}
+	kv := fx.kv
+	kv.Packed = &packed
+	requireSameBits(t, run(kv), before, "the packed panels")
+	assert.NotEqual(t, before, run(fx.kv), "a call without the panels reads the pools")
+}
+
+// TestSharedPrefixPackedErrors checks that a PackedPrefix of another
+// prefix, or an empty one, is refused with an error that says so, and
+// that Pack refuses a prefix of several sequences.
+func TestSharedPrefixPackedErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(159, 160))
+	const hkv, d, bs, hq, nq = 2, 32, 16, 8, 1
+	fx := newSharedFixture(t, rng, attention.F16, hkv, d, bs, 100, []int{5, 7, 1, 3, 2})
+	B := 5
+	q := randn(rng, B*hq*nq*d)
+	l := attention.BHSD(B, hq, nq, d)
+	var packed, empty attention.PackedPrefix
+	require.NoError(t, packed.Pack(fx.kv.Prefix))
+	shorter := fx.kv.Prefix
+	shorter.SeqLens = []int32{99}
+	table := fx.kv.Prefix
+	table.BlockTable = append([]int32(nil), table.BlockTable...)
+	table.BlockTable[0], table.BlockTable[1] = table.BlockTable[1], table.BlockTable[0]
+	other := fx.kv.Prefix
+	other.K = typedTensor(t, attention.F16, fx.kf, other.K.Layout)
+	e := mustEngine(t, attention.Config{})
+	opts := attention.Options{Precision: attention.PrecisionBFloat16}
+	for _, c := range []struct {
+		name   string
+		prefix attention.PagedKV
+		packed *attention.PackedPrefix
+		want   string
+	}{
+		{"empty", fx.kv.Prefix, &empty, "kv.Packed: holds no prefix"},
+		{"length", shorter, &packed, "holds a prefix of 100 positions and kv.Prefix has 99"},
+		{"table", table, &packed, "another block table"},
+		{"pools", other, &packed, "other pools"},
+	} {
+		kv := fx.kv
+		kv.Prefix, kv.Packed = c.prefix, c.packed
+		out := impltest.Filled(len(q), float32(math.NaN()))
+		err := e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv, opts)
+		require.ErrorContains(t, err, c.want, c.name)
+		for i, x := range out {
+			require.True(t, math.IsNaN(float64(x)), "%s: out[%d] written on error", c.name, i)
+		}
+	}
+	two := fx.kv.Prefix
+	two.SeqLens = []int32{100, 100}
+	require.ErrorContains(t, new(attention.PackedPrefix).Pack(two), "PackedPrefix.Pack: prefix.SeqLens has 2 lengths")
+}
