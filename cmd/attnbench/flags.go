@@ -48,6 +48,10 @@ type config struct {
 	// of [batch, K/V heads, seq, dim].
 	kvBSHD bool
 
+	// shared is the case of -shared-prefix, which replaces the shapes by
+	// one decode step of sequences that share a prefix (shared.go), or nil.
+	shared *sharedSpec
+
 	// avail is the memory the run may use in bytes (availableMemory, read
 	// once at parse time) and availSource where that figure comes from.
 	avail       float64
@@ -152,6 +156,12 @@ sequence length, D1, D2) with f32 and f16 K/V (f32, f16 and q8 for
 decode) on 1 thread and GOMAXPROCS threads, in about a minute on two
 cores.
 
+-shared-prefix PREFIX[,SUFFIX[,SEQS]] replaces the shapes by one decode
+step of SEQS sequences (default 16) sharing a prefix of PREFIX positions,
+SUFFIX (default 256) of their own each: ForwardSharedPrefix (and, in bf16
+precision, the same with the prefix packed once beforehand) against
+ForwardPagedKV over each whole sequence, timed in turn, with the ratio.
+
 "attnbench check" runs a grid of shapes, masks, K/V types and every kernel
 implementation of the machine against the float64 oracle and exits 1 if any
 case is less accurate than the project's rule allows (max abs error <=
@@ -170,6 +180,7 @@ Examples:
   attnbench -shape custom -heads 16 -kv-heads 4 -dim 64 -nq 1 -nkv 4096
   attnbench -preset llama3-8b,gemma2-9b -mode decode
   attnbench -shape P1,D1 -window 512
+  attnbench -shared-prefix 8192,256,16 -precision f32,bf16 -threads 1,max
   attnbench -shape P2 -sweep 128,256,512,1024,2048 -plot p2.svg
   attnbench -format json -naive=off > results.json
 
@@ -235,6 +246,10 @@ func parse(args []string, help io.Writer) (config, error) {
 		"kernels on operands widened to float32), and q8q (float32 with the queries quantised to Q8 and Q·Kᵀ in\n"+
 		"integer dot products, Options.QuantizeQuery: VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on AVX2; only with -kv q8);\n"+
 		"each runs every case")
+	sharedPrefix := fs.String("shared-prefix", "", "time one decode step of SEQS sequences sharing a prefix of PREFIX positions, SUFFIX of their own\n"+
+		"each (`PREFIX[,SUFFIX[,SEQS]]`, default suffix 256, 16 sequences; PREFIX a multiple of the block size):\n"+
+		"ForwardSharedPrefix, with the prefix packed once in bf16, against ForwardPagedKV over each whole sequence,\n"+
+		"with -heads, -kv-heads, -dim, -kv (default f16), -paged (block size, default 16), -precision, -threads")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.
@@ -299,6 +314,9 @@ func parse(args []string, help io.Writer) (config, error) {
 		c.kernel = *kernelName
 	}
 
+	if set["shared-prefix"] {
+		return parseShared(c, *sharedPrefix, set, *heads, *kvHeads, *dim)
+	}
 	if set["window"] && *window < 1 {
 		return config{}, fmt.Errorf("-window is %d; want a window of >= 1 keys (the query's own included)", *window)
 	}

@@ -193,6 +193,7 @@ func TestHelp(t *testing.T) {
 	require.Equal(t, 0, run([]string{"-h"}, &stdout, &stderr))
 	for _, f := range []string{"-shape", "-batch", "-heads", "-kv-heads", "-dim", "-nq", "-nkv", "-causal", "-kv", "-threads",
 		"-reps", "-mode", "-naive", "-check", "-format", "-sweep", "-plot", "-cpuprofile", "-kernel", "-preset", "-window", "-warm", "q8",
+		"-shared-prefix",
 		"attnbench check", "attnbench generate"} {
 		assert.Contains(t, stdout.String(), f)
 	}

@@ -34,6 +34,14 @@
 // shape; the oracle and the naive baseline use the same window, and the
 // FLOP count covers only the (query, key) pairs it shows.
 //
+// -shared-prefix PREFIX[,SUFFIX[,SEQS]] times one decode step of SEQS
+// sequences (16 by default) that share a prefix of PREFIX positions and
+// have SUFFIX (256 by default) of their own, in paged pools:
+// Engine.ForwardSharedPrefix, with the prefix packed once beforehand in bf16
+// precision (SharedPrefixKV.Packed), against Engine.ForwardPagedKV over each
+// whole sequence, the steps timed in turn, with their ratio and the error of
+// sequence 0 against the float64 oracle (-format table or json).
+//
 // -format json and -format csv print only data on stdout; -sweep runs one
 // shape over several sequence lengths and -plot draws the result. The check
 // subcommand runs a grid of shapes, masks (sliding windows and a soft-cap
@@ -95,6 +103,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		defer stop()
 	}
+	if c.shared != nil {
+		return runShared(c, stdout, stderr)
+	}
 	prog := newProgress(stderr)
 	rep, err := bench(c, prog)
 	prog.stop()
@@ -127,6 +138,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 			verb = "is"
 		}
 		fmt.Fprintf(stderr, "attnbench: %d of %d row%s %s outside the accuracy tolerance\n", failed, len(rep.results), plural(len(rep.results)), verb)
+		return 1
+	}
+	return 0
+}
+
+// runShared is run for -shared-prefix: the benchmark of c.shared, its
+// report, and exit status 1 if a row is outside the accuracy tolerance.
+func runShared(c config, stdout, stderr io.Writer) int {
+	prog := newProgress(stderr)
+	rep, err := benchShared(c, prog)
+	prog.stop()
+	if err != nil {
+		fmt.Fprintln(stderr, "attnbench:", err)
+		return 1
+	}
+	if err := writeShared(c, rep, stdout); err != nil {
+		fmt.Fprintln(stderr, "attnbench:", err)
+		return 1
+	}
+	if n := rep.failed(); n > 0 {
+		fmt.Fprintf(stderr, "attnbench: %d of %d row%s outside the accuracy tolerance\n", n, len(rep.results), plural(len(rep.results)))
 		return 1
 	}
 	return 0
