@@ -36,10 +36,10 @@ type call struct {
 	paged  pagedRead
 	caches []*KVCache
 
-	// packed, when not nil, holds K and V packed into bfloat16 pair
-	// panels once for many calls (ForwardSharedPrefix's prefix product
-	// with SharedPrefixKV.Packed): the tile loop reads them instead of
-	// packing the tiles.
+	// packed, when not nil, holds K and V packed once for many calls in
+	// the call's precision (ForwardSharedPrefix's prefix product with
+	// SharedPrefixKV.Packed): the tile loop reads them instead of packing
+	// the tiles.
 	packed *PackedPrefix
 }
 

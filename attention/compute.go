@@ -47,6 +47,11 @@ type block struct {
 	// finiteness of each V tile.
 	preK, preV []fp16.BFloat16
 	preBad     []int32 // prefix counts of non-finite V rows (prepack.bad)
+
+	// f32Math with c.pre packed for float32 (a PackedPrefix): the whole
+	// sequence's transposed K (leading dimension c.pre.ldKF) and V rows
+	// (leading dimension dv).
+	preKT, preVF []float32
 }
 
 // f32Math computes in float32: K and V are converted (exactly, or
@@ -80,6 +85,11 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 	}
 	if c.direct {
 		return scoresInPlace(ws, c, j0, bc)
+	}
+	if bl.preKT != nil {
+		// Packed once for many calls: the same float32 values, read
+		// with the panel's leading dimension.
+		return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, bl.preKT[j0:], c.pre.ldKF, bl.rows, bc, bl.d, c.scale)
 	}
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
@@ -125,6 +135,9 @@ func (f32Math) foldCrossing(ws *workspace, c *task, j0, bc int) error {
 func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 	bl := &ws.blk
 	src := &bl.src
+	if bl.preVF != nil {
+		return bl.preVF[j0*bl.dv:], bl.dv, nil // packed once for many calls
+	}
 	if r := src.run(j0, j0+bc); src.v.dtype == F32 && r.n == bc && src.v.SeqStride == bl.dv {
 		return src.v.f32[r.vOff:], bl.dv, nil
 	}

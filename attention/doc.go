@@ -28,7 +28,9 @@
 // the block tables; Engine.ForwardPagedKV does the same over a caller's own
 // block pool (PagedKV, vLLM's layout; V may be a view of K's pool, an MLA
 // cache), and Engine.ForwardSharedPrefix decodes sequences that share a
-// prefix reading the prefix once for all of them (cascade attention).
+// prefix reading the prefix once for all of them (cascade attention),
+// from panels packed once for every step of a decode loop where a
+// PackedPrefix holds them.
 // Config.KVSplits splits each decode's key range across threads
 // (flash-decoding).
 //
@@ -63,7 +65,8 @@
 // Engine.ForwardKVCaches (a serving loop over one cache per request),
 // PagedCache (forked sequences sharing a prompt), Engine.ForwardPagedKV
 // (a runtime's own vLLM-style block pool; _mla, an MLA cache in one pool),
-// Engine.ForwardSharedPrefix (samples of one prompt), Merge and MergeN (attention over
+// Engine.ForwardSharedPrefix (samples of one prompt), PackedPrefix (a
+// decode loop that packs its shared prompt once), Merge and MergeN (attention over
 // key ranges computed apart), DequantizeQ8 (int8 K/V) and
 // Options_quantizeQuery (Q8 queries against Q8 keys in int8 dot products).
 package attention

@@ -166,7 +166,10 @@ type tileSpan struct {
 func (e *Engine) beginTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, part, parts int) (tileSpan, error) {
 	np := p1 - p0
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(b, hk, sg)}
-	if c.pre != nil {
+	switch {
+	case c.pre != nil && c.pre.f32:
+		ws.blk.preKT, ws.blk.preVF = c.pre.panelsF32(c, b, hk)
+	case c.pre != nil:
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
 			return tileSpan{}, err

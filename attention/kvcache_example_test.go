@@ -191,3 +191,44 @@ func ExampleEngine_ForwardSharedPrefix() {
 	// Output:
 	// <nil>
 }
+
+// A decode loop over one shared prompt packs the prompt once (for the
+// precision the steps compute in) and hands the panels to every step:
+// the steps then read the panels instead of packing the prompt's tiles
+// again, with bitwise the same results.
+func ExamplePackedPrefix() {
+	const seqs, hq, hkv, d, blockSize, numBlocks = 8, 8, 2, 64, 16, 32
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d)
+	k := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... the runtime's cached keys ...
+	v := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... and values ...
+	kv := attention.SharedPrefixKV{
+		// The prompt: 48 positions in blocks 0 to 2, which no step writes.
+		Prefix: attention.PagedKV{K: k, V: v, BlockTable: []int32{0, 1, 2}, MaxBlocks: 3, SeqLens: []int32{48}},
+		// Each sample's tokens after the prompt: one block each.
+		Suffix: attention.PagedKV{K: k, V: v, BlockTable: []int32{3, 4, 5, 6, 7, 8, 9, 10}, MaxBlocks: 1,
+			SeqLens: []int32{1, 1, 1, 1, 1, 1, 1, 1}},
+	}
+	opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
+	kv.Packed = new(attention.PackedPrefix)
+	if err := kv.Packed.Pack(kv.Prefix, opts.Precision); err != nil {
+		fmt.Println(err)
+		return
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	q := make([]float32, seqs*hq*d)   // [seqs, 1, Hq, d]: one new token each
+	out := make([]float32, seqs*hq*d) // [seqs, 1, Hq, d]
+	l := attention.BSHD(seqs, 1, hq, d)
+	for step := range 3 {
+		// ... the runtime writes each sample's new K/V into its block ...
+		for s := range seqs {
+			kv.Suffix.SeqLens[s] = int32(step + 1)
+		}
+		if err := e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv, opts); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println("three steps, one pack")
+	// Output:
+	// three steps, one pack
+}

@@ -160,7 +160,7 @@ func (e *Engine) compute(c *call) error {
 		j.parts.ensure(c.q.Batch*c.k.Heads*p.splits, c.group*c.q.Seq, c.wsDim())
 	}
 	j.total /= p.fuse
-	if c.packed != nil && c.precision == PrecisionBFloat16 && !p.direct {
+	if c.packed != nil && !p.direct {
 		// Packed once for many calls: read only, never packed here.
 		p.pre = &c.packed.pre
 	} else if j.pre.setup(&j.t, p.nBlk, p.bkv); j.pre.on {

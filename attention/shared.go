@@ -17,13 +17,14 @@ type SharedPrefixKV struct {
 	Prefix PagedKV
 	Suffix PagedKV
 	// Packed, if not nil, is Prefix packed by PackedPrefix.Pack: a call
-	// whose prefix product is computed in PrecisionBFloat16 reads its
-	// panels instead of packing the prefix's tiles again, with bitwise
-	// the same result. Elsewhere (PrecisionFloat32, or few rows, which
-	// ComputedPrecision computes in float32) it is not read, but checked
-	// all the same: it must have been packed from Prefix (the same pools,
-	// layouts, length and block table), whose keys and values must not
-	// have changed since (which no call can check).
+	// whose prefix product is computed in the precision it was packed
+	// for reads its panels instead of packing the prefix's tiles again,
+	// with bitwise the same result. Elsewhere (another precision, or a
+	// product of few rows, which reads K and V rows where they lie; see
+	// ComputedPrecision) it is not read, but checked all the same: it must
+	// have been packed from Prefix (the same pools, layouts, length and
+	// block table), whose keys and values must not have changed since
+	// (which no call can check).
 	Packed *PackedPrefix
 }
 
@@ -133,7 +134,7 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 		if err := kv.Packed.matches(&kv.Prefix); err != nil {
 			return err
 		}
-		if cp.precision == PrecisionBFloat16 {
+		if cp.precision == kv.Packed.prec {
 			cp.packed = kv.Packed
 		}
 	}

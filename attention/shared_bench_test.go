@@ -13,9 +13,8 @@ import (
 // BenchmarkSharedPrefix times one decode step of 16 sequences that share
 // an 8192-position prefix and have 256 positions of their own (Hq 32,
 // Hkv 8, d 128, f16 pools of 16-position blocks): ForwardSharedPrefix
-// ("shared"), the same with the prefix packed once beforehand
-// (SharedPrefixKV.Packed, "packed"; only bfloat16 precision reads it)
-// against ForwardPagedKV over each whole sequence, the prefix's blocks
+// ("shared"), the same with the prefix packed once beforehand for the
+// precision (SharedPrefixKV.Packed, "packed"), against ForwardPagedKV over each whole sequence, the prefix's blocks
 // listed in every table ("unshared"), on one thread and on all.
 func BenchmarkSharedPrefix(b *testing.B) {
 	const seqs, prefix, own, hq, hkv, d, bs = 16, 8192, 256, 32, 8, 128, 16
@@ -47,17 +46,21 @@ func BenchmarkSharedPrefix(b *testing.B) {
 		Prefix: attention.PagedKV{K: K, V: V, BlockTable: pt, MaxBlocks: pb, SeqLens: []int32{prefix}},
 		Suffix: attention.PagedKV{K: K, V: V, BlockTable: st, MaxBlocks: ob, SeqLens: sl},
 	}
-	packed := shared
-	packed.Packed = new(attention.PackedPrefix)
-	if err := packed.Packed.Pack(shared.Prefix); err != nil {
-		b.Fatal(err)
-	}
 	unshared := attention.PagedKV{K: K, V: V, BlockTable: whole, MaxBlocks: pb + ob, SeqLens: wl}
 	ql := attention.BHSD(seqs, hq, 1, d)
 	q, out := randn(rng, ql.Span()), make([]float32, ql.Span())
+	packed := map[attention.Precision]attention.SharedPrefixKV{}
+	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+		kv := shared
+		kv.Packed = new(attention.PackedPrefix)
+		if err := kv.Packed.Pack(shared.Prefix, prec); err != nil {
+			b.Fatal(err)
+		}
+		packed[prec] = kv
+	}
 	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
 		for _, threads := range []int{1, runtime.GOMAXPROCS(0)} {
-			benchShared(b, prec, threads, q, out, ql, shared, packed, unshared)
+			benchShared(b, prec, threads, q, out, ql, shared, packed[prec], unshared)
 		}
 	}
 }
@@ -70,9 +73,6 @@ func benchShared(b *testing.B, prec attention.Precision, threads int, q, out []f
 			name string
 			kv   attention.SharedPrefixKV
 		}{{"shared", shared}, {"packed", packed}} {
-			if c.name == "packed" && prec != attention.PrecisionBFloat16 {
-				continue // not read in float32
-			}
 			b.Run(fmt.Sprintf("%v/%s/threads=%d", prec, c.name, threads), func(b *testing.B) {
 				for b.Loop() {
 					if err := e.ForwardSharedPrefix(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), c.kv, opts); err != nil {

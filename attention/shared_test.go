@@ -239,9 +239,9 @@ func TestSharedPrefixThreadsAndPacked(t *testing.T) {
 	for _, dt := range kvTypesQ8 {
 		for _, bs := range []int{16, 5} {
 			fx := newSharedFixture(t, rng, dt, hkv, d, bs, 1500, suffix)
-			var packed attention.PackedPrefix
-			require.NoError(t, packed.Pack(fx.kv.Prefix))
 			for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+				var packed attention.PackedPrefix
+				require.NoError(t, packed.Pack(fx.kv.Prefix, prec))
 				what := fmt.Sprintf("%v bs %d %v", dt, bs, prec)
 				opts := attention.Options{Causal: true, Precision: prec}
 				var want, wantLSE []float32
@@ -265,35 +265,43 @@ func TestSharedPrefixThreadsAndPacked(t *testing.T) {
 			}
 		}
 	}
-	// The panels are what a bfloat16 call reads: after the pool's prefix
-	// values change (which the caller promises they do not), a call with
-	// the old panels gives the old result.
-	fx := newSharedFixture(t, rng, attention.F32, hkv, d, 16, 700, suffix)
-	var packed attention.PackedPrefix
-	require.NoError(t, packed.Pack(fx.kv.Prefix))
-	e := mustEngine(t, attention.Config{})
-	opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
-	run := func(kv attention.SharedPrefixKV) []float32 {
-		out := make([]float32, len(q))
-		require.NoError(t, e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv, opts))
-		return out
-	}
-	before := run(fx.kv)
-	span := fx.kv.Prefix.V.BatchStride
-	for _, blk := range fx.kv.Prefix.BlockTable {
-		for i := range fx.vf[int(blk)*span:][:span] {
-			fx.vf[int(blk)*span+i] *= 2
+	// The panels are what a call in their precision reads: after the
+	// pool's prefix values change (which the caller promises they do
+	// not), a call with the old panels gives the old result, one in the
+	// other precision the new.
+	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+		other := attention.PrecisionBFloat16 - prec
+		fx := newSharedFixture(t, rng, attention.F32, hkv, d, 16, 700, suffix)
+		var packed attention.PackedPrefix
+		require.NoError(t, packed.Pack(fx.kv.Prefix, prec))
+		e := mustEngine(t, attention.Config{})
+		run := func(kv attention.SharedPrefixKV, p attention.Precision) []float32 {
+			out := make([]float32, len(q))
+			require.NoError(t, e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv, attention.Options{Causal: true, Precision: p}))
+			return out
 		}
+		before := run(fx.kv, prec)
+		span := fx.kv.Prefix.V.BatchStride
+		for _, blk := range fx.kv.Prefix.BlockTable {
+			for i := range fx.vf[int(blk)*span:][:span] {
+				fx.vf[int(blk)*span+i] *= 2
+			}
+			for i := range fx.kf[int(blk)*span:][:span] {
+				fx.kf[int(blk)*span+i] *= 0.5
+			}
+		}
+		kv := fx.kv
+		kv.Packed = &packed
+		requireSameBits(t, run(kv, prec), before, "%v: the packed panels", prec)
+		assert.NotEqual(t, before, run(fx.kv, prec), "%v: a call without the panels reads the pools", prec)
+		requireSameBits(t, run(kv, other), run(fx.kv, other), "%v panels in a call in %v: not read", prec, other)
 	}
-	kv := fx.kv
-	kv.Packed = &packed
-	requireSameBits(t, run(kv), before, "the packed panels")
-	assert.NotEqual(t, before, run(fx.kv), "a call without the panels reads the pools")
 }
 
 // TestSharedPrefixPackedErrors checks that a PackedPrefix of another
 // prefix, or an empty one, is refused with an error that says so, and
-// that Pack refuses a prefix of several sequences.
+// that Pack refuses a prefix of several sequences and an unknown
+// precision.
 func TestSharedPrefixPackedErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(159, 160))
 	const hkv, d, bs, hq, nq = 2, 32, 16, 8, 1
@@ -302,7 +310,7 @@ func TestSharedPrefixPackedErrors(t *testing.T) {
 	q := randn(rng, B*hq*nq*d)
 	l := attention.BHSD(B, hq, nq, d)
 	var packed, empty attention.PackedPrefix
-	require.NoError(t, packed.Pack(fx.kv.Prefix))
+	require.NoError(t, packed.Pack(fx.kv.Prefix, attention.PrecisionBFloat16))
 	shorter := fx.kv.Prefix
 	shorter.SeqLens = []int32{99}
 	table := fx.kv.Prefix
@@ -334,5 +342,34 @@ func TestSharedPrefixPackedErrors(t *testing.T) {
 	}
 	two := fx.kv.Prefix
 	two.SeqLens = []int32{100, 100}
-	require.ErrorContains(t, new(attention.PackedPrefix).Pack(two), "PackedPrefix.Pack: prefix.SeqLens has 2 lengths")
+	require.ErrorContains(t, new(attention.PackedPrefix).Pack(two, attention.PrecisionFloat32), "PackedPrefix.Pack: prefix.SeqLens has 2 lengths")
+	require.ErrorContains(t, new(attention.PackedPrefix).Pack(fx.kv.Prefix, 7), "PackedPrefix.Pack: precision is Precision(7); want PrecisionFloat32 or PrecisionBFloat16")
+}
+
+// TestSharedPrefixPackedNoAllocations checks that a warm call with the
+// prefix packed allocates nothing, in both precisions, with stacked rows
+// enough (5 sequences × 4 query heads a K/V head) to read the panels.
+func TestSharedPrefixPackedNoAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(161, 162))
+	const hkv, d, bs, hq, nq = 2, 32, 16, 8, 1
+	fx := newSharedFixture(t, rng, attention.F16, hkv, d, bs, 200, []int{5, 30, 0, 7, 9})
+	B := 5
+	q := randn(rng, B*hq*nq*d)
+	l := attention.BHSD(B, hq, nq, d)
+	out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
+	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+		kv := fx.kv
+		kv.Packed = new(attention.PackedPrefix)
+		require.NoError(t, kv.Packed.Pack(kv.Prefix, prec))
+		e := mustEngine(t, attention.Config{Threads: 2})
+		call := func() {
+			if err := e.ForwardSharedPrefixLSE(attention.F32Tensor(out, l), lse, attention.F32Tensor(q, l), kv, attention.Options{Causal: true, Precision: prec}); err != nil {
+				panic(err)
+			}
+		}
+		for range 20 {
+			call()
+		}
+		assert.Zero(t, testing.AllocsPerRun(20, call), "%v", prec)
+	}
 }

@@ -8,23 +8,24 @@ import (
 )
 
 // PackedPrefix holds a shared prefix's keys and values packed once into
-// the bfloat16 pair panels of PrecisionBFloat16's products, for
-// ForwardSharedPrefix to read in place of the prefix's pools
-// (SharedPrefixKV.Packed). Without it, every call packs every tile of the
-// prefix again (fp16, float32 and q8 values are rounded to bfloat16 on
-// the way), which costs more than the products on machines with fast
-// bfloat16 arithmetic; a decode loop over one prefix packs it once and
-// then only streams the panels.
+// the panels that the prefix product of ForwardSharedPrefix reads
+// (SharedPrefixKV.Packed), for one precision: the bfloat16 pair panels of
+// PrecisionBFloat16 (2 bytes an element) or the float32 panels of
+// PrecisionFloat32 (4 bytes an element). Without it, every call packs
+// every tile of the prefix again (converting fp16, bfloat16 and q8 values,
+// and rounding them to bfloat16 in bf16 precision), which costs as much
+// as the products in bf16 precision; a decode loop over one prefix packs
+// it once and then only streams the panels.
 //
-// The panels hold the same bits the per-tile packs would, so a call with
-// them gives bitwise the result of the call without. They take about as
-// much memory as the prefix in bfloat16 (2 bytes an element). A
-// PackedPrefix is read only by the calls that use it, and any number of
-// them may use it at once; Pack must not run while one does.
+// The panels hold the same values the per-tile packs would, so a call
+// with them gives bitwise the result of the call without. A PackedPrefix
+// is read only by the calls that use it, and any number of them may use
+// it at once; Pack must not run while one does.
 //
 // The zero PackedPrefix is empty and ready for Pack.
 type PackedPrefix struct {
 	pre    prepack
+	prec   Precision
 	packed bool
 	// What the panels were packed from, which a call checks its prefix
 	// against: the pools' element types, layouts and first bytes, the
@@ -40,13 +41,17 @@ type PackedPrefix struct {
 const packFn = "attention: PackedPrefix.Pack: "
 
 // Pack packs prefix, a PagedKV of one sequence (the Prefix of a
-// SharedPrefixKV), into p, replacing what p held. It reuses p's memory
-// when it is large enough and allocates otherwise. The caller promises
-// that the prefix's keys and values do not change while p is used with
-// it: the calls read the panels, not the pools, and check only that the
-// prefix is the one p was packed from (the same pools, layouts, length
-// and block table), not its contents.
-func (p *PackedPrefix) Pack(prefix PagedKV) error {
+// SharedPrefixKV), into p for calls in precision (PrecisionFloat32 or
+// PrecisionBFloat16), replacing what p held. It reuses p's memory when it
+// is large enough and allocates otherwise. The caller promises that the
+// prefix's keys and values do not change while p is used with it: the
+// calls read the panels, not the pools, and check only that the prefix is
+// the one p was packed from (the same pools, layouts, length and block
+// table), not its contents.
+func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
+	if precision != PrecisionFloat32 && precision != PrecisionBFloat16 {
+		return fmt.Errorf("%sprecision is %v; want PrecisionFloat32 or PrecisionBFloat16", packFn, precision)
+	}
 	if len(prefix.SeqLens) != 1 {
 		return fmt.Errorf("%sprefix.SeqLens has %d lengths; want 1 (the prefix is one sequence)", packFn, len(prefix.SeqLens))
 	}
@@ -63,10 +68,34 @@ func (p *PackedPrefix) Pack(prefix PagedKV) error {
 		return err
 	}
 	p.packed = false
-	pre := &p.pre
 	nk, dv := int(prefix.SeqLens[0]), c.dv
-	pre.on, pre.ready = true, true
-	pre.ldK = 2*roundUp(nk, 16) + panelPad // as prepack.setup: see bf16Strides
+	kOps, vOps := &kvKernels[prefix.K.dtype], &kvKernels[prefix.V.dtype]
+	if precision == PrecisionFloat32 {
+		err = p.packF32(&c, kOps, vOps, hkv, nk, d, dv)
+	} else {
+		err = p.packBF16(&c, kOps, vOps, hkv, nk, d, dv)
+	}
+	if err != nil {
+		return fmt.Errorf("%s%w", packFn, err)
+	}
+	p.prec = precision
+	p.kType, p.vType = prefix.K.dtype, prefix.V.dtype
+	p.kL, p.vL = prefix.K.Layout, prefix.V.Layout
+	p.kAddr, _ = prefix.K.byteRange()
+	p.vAddr, _ = prefix.V.byteRange()
+	p.n = nk
+	bs := prefix.K.Seq
+	p.blocks = append(p.blocks[:0], prefix.BlockTable[:(nk+bs-1)/bs]...)
+	p.packed = true
+	return nil
+}
+
+// packBF16 packs the prefix of validated call c into bfloat16 pair
+// panels, laid out as prepack.setup lays out a prefill's.
+func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
+	pre := &p.pre
+	pre.on, pre.ready, pre.f32 = true, true, false
+	pre.ldK = 2*roundUp(nk, 16) + panelPad // see bf16Strides
 	pre.ldV = 2*roundUp(dv, 16) + panelPad
 	pre.kLen = (d + 1) / 2 * pre.ldK
 	pre.vLen = (nk + 1) / 2 * pre.ldV
@@ -83,24 +112,49 @@ func (p *PackedPrefix) Pack(prefix PagedKV) error {
 		p.row = make([]fp16.BFloat16, pre.ldV)
 	}
 	pre.k, pre.v, pre.bad = pre.k[:cap(pre.k)], pre.v[:cap(pre.v)], pre.bad[:cap(pre.bad)]
-	kOps, vOps := &kvKernels[prefix.K.dtype], &kvKernels[prefix.V.dtype]
 	for hk := range hkv {
 		src := c.paged.source(0, hk, seg{nk: nk})
 		src.kOps, src.vOps = kOps, vOps
 		k, v := pre.k[hk*pre.kLen:][:pre.kLen], pre.v[hk*pre.vLen:][:pre.vLen]
 		bad := pre.bad[hk*(nk+1):][:nk+1]
 		if err := packPanels(&src, k, v, bad, pre.ldK, pre.ldV, nk, d, dv, p.row[:pre.ldV]); err != nil {
-			return fmt.Errorf("%s%w", packFn, err)
+			return err
 		}
 	}
-	p.kType, p.vType = prefix.K.dtype, prefix.V.dtype
-	p.kL, p.vL = prefix.K.Layout, prefix.V.Layout
-	p.kAddr, _ = prefix.K.byteRange()
-	p.vAddr, _ = prefix.V.byteRange()
-	p.n = nk
-	bs := prefix.K.Seq
-	p.blocks = append(p.blocks[:0], prefix.BlockTable[:(nk+bs-1)/bs]...)
-	p.packed = true
+	return nil
+}
+
+// packF32 packs the prefix of validated call c into float32 panels: each
+// head's keys transposed as packK lays out a tile, with a leading
+// dimension padded past a multiple of 1 KiB (the product reads a strip of
+// keys from every component row, and rows a power of two apart would
+// crowd into a few sets of the L1 cache), and its values as rows of dv.
+func (p *PackedPrefix) packF32(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
+	pre := &p.pre
+	pre.on, pre.ready, pre.f32 = true, true, true
+	pre.ldKF = roundUp(nk, 16) + 16
+	pre.kfLen, pre.vfLen = d*pre.ldKF, nk*dv
+	if n := hkv * pre.kfLen; cap(pre.kf) < n {
+		pre.kf = make([]float32, n)
+	}
+	if n := hkv * pre.vfLen; cap(pre.vf) < n {
+		pre.vf = make([]float32, n)
+	}
+	pre.kf, pre.vf = pre.kf[:cap(pre.kf)], pre.vf[:cap(pre.vf)]
+	for hk := range hkv {
+		src := c.paged.source(0, hk, seg{nk: nk})
+		kt, v := pre.kf[hk*pre.kfLen:][:pre.kfLen], pre.vf[hk*pre.vfLen:][:pre.vfLen]
+		for j := 0; j < nk; {
+			r := src.run(j, nk)
+			if err := kOps.packK(kt[j:], pre.ldKF, src.k, r.kOff, r.n, d); err != nil {
+				return err
+			}
+			if err := vOps.packV(v[j*dv:], dv, src.v, r.vOff, r.n, dv); err != nil {
+				return err
+			}
+			j += r.n
+		}
+	}
 	return nil
 }
 

@@ -22,9 +22,9 @@ import (
 // Engine.ForwardSharedPrefix, which reads the prefix once for every
 // sequence and query head, against Engine.ForwardPagedKV over each whole
 // sequence (the prefix's blocks listed in every block table), on the same
-// paged pools. In bf16 precision it also times ForwardSharedPrefix with
-// the prefix packed once beforehand (SharedPrefixKV.Packed), as a decode
-// loop over one prefix would run it.
+// paged pools. It also times ForwardSharedPrefix with the prefix packed
+// once beforehand (SharedPrefixKV.Packed), as a decode loop over one
+// prefix would run it.
 
 // sharedSpec is the case -shared-prefix runs: seqs sequences of prefix
 // shared positions followed by suffix positions of their own, one query
@@ -170,7 +170,7 @@ func (s *sharedSpec) memoryNeed(c config) float64 {
 	for _, dt := range c.kv {
 		copies := float64(s.copies(c, dt))
 		n := float64(s.poolElems())
-		packed := float64(2 * s.prefix * s.kvHeads * s.dim * 2) // bfloat16 K and V
+		packed := float64(2 * s.prefix * s.kvHeads * s.dim * 4) // float32 K and V panels (bfloat16's take half)
 		need := 2*n*4*2 + copies*(2*n*elemBytes(dt)+packed)
 		if c.check {
 			need += 2 * float64((s.prefix+s.suffix)*s.kvHeads*s.dim) * (8 + 4)
@@ -188,7 +188,7 @@ type sharedResult struct {
 	threads  int
 	kernel   string
 	shared   timing
-	packed   *timing // bf16 rows whose prefix product is computed in bfloat16; else nil
+	packed   *timing // with the prefix packed beforehand; nil where the prefix product reads no panels (few rows)
 	unshared timing
 	pack     time.Duration // PackedPrefix.Pack of one copy, once (with packed)
 	copies   int
@@ -388,13 +388,15 @@ func (s *sharedSpec) benchCase(c config, pools []*sharedPools, q []float32, ql a
 	// sequence, as a call of seqs query positions.
 	r := sharedResult{kv: dt, prec: prec, threads: threads, kernel: rowKernel(shape{heads: s.heads, kvHeads: s.kvHeads, nq: s.seqs}, dt, prec), copies: len(pools)}
 	opts := attention.Options{Causal: true, Precision: prec}
-	// The prefix product's arithmetic: all sequences' query rows of a
-	// K/V head stacked, one position each.
-	packs := attention.ComputedPrecision(opts, s.heads, s.kvHeads, s.seqs) == attention.PrecisionBFloat16
+	// A prefix product of few rows (all sequences' query rows of a K/V
+	// head stacked, one position each) reads K and V rows where they lie
+	// in float32 and no panels: ComputedPrecision says float32 for it even
+	// in bf16.
+	packs := attention.ComputedPrecision(attention.Options{Precision: attention.PrecisionBFloat16}, s.heads, s.kvHeads, s.seqs) == attention.PrecisionBFloat16
 	if packs {
 		for i, p := range pools {
 			t0 := time.Now()
-			if err := p.packed.Pack(p.shared.Prefix); err != nil {
+			if err := p.packed.Pack(p.shared.Prefix, prec); err != nil {
 				return r, err
 			}
 			if i == 0 {
@@ -519,8 +521,9 @@ func writeSharedTable(rep *sharedReport, w io.Writer) error {
 	fmt.Fprintln(w)
 	for _, l := range []string{
 		"shared: ForwardSharedPrefix (the prefix read once for every sequence and query head); packed: the same with the prefix packed " +
-			"into bfloat16 panels once beforehand (SharedPrefixKV.Packed; bf16 rows whose prefix product is computed in bfloat16), " +
-			"pack ms the time of that packing, once; unshared: ForwardPagedKV over each whole sequence. " +
+			"once beforehand into the panels of the precision's products (SharedPrefixKV.Packed; none where the stacked rows are so few " +
+			"that the product reads K and V rows in place), pack ms the time of that packing, once; unshared: ForwardPagedKV over each " +
+			"whole sequence. " +
 			"speed-up: unshared median over shared median; packed: unshared median over packed median.",
 		"max abs: the larger error of the shared and packed outputs of sequence 0 against the float64 oracle; tolerance: the project's " +
 			"rule (2 × the naive baseline's error in the same precision + 1e-6, + 2·E_b in bf16); ! marks a row outside it.",
