@@ -246,10 +246,10 @@ func parse(args []string, help io.Writer) (config, error) {
 		"kernels on operands widened to float32), and q8q (float32 with the queries quantised to Q8 and Q·Kᵀ in\n"+
 		"integer dot products, Options.QuantizeQuery: VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on AVX2; only with -kv q8);\n"+
 		"each runs every case")
-	sharedPrefix := fs.String("shared-prefix", "", "time one decode step of SEQS sequences sharing a prefix of PREFIX positions, SUFFIX of their own\n"+
-		"each (`PREFIX[,SUFFIX[,SEQS]]`, default suffix 256, 16 sequences; PREFIX a multiple of the block size):\n"+
-		"ForwardSharedPrefix, with the prefix packed once in bf16, against ForwardPagedKV over each whole sequence,\n"+
-		"with -heads, -kv-heads, -dim, -kv (default f16), -paged (block size, default 16), -precision, -threads")
+	sharedPrefix := fs.String("shared-prefix", "", "time a decode step of sequences that share a prefix, `PREFIX[,SUFFIX[,SEQS]]`: SEQS sequences\n"+
+		"(default 16) of PREFIX shared positions (a multiple of the block size) and SUFFIX (default 256) of their own;\n"+
+		"ForwardSharedPrefix, also with the prefix packed once (PackedPrefix), against ForwardPagedKV over each whole\n"+
+		"sequence; sized by -heads, -kv-heads, -dim, -kv (default f16) and -paged (the block size, default 16)")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.
