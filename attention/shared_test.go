@@ -373,3 +373,29 @@ func TestSharedPrefixPackedNoAllocations(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(20, call), "%v", prec)
 	}
 }
+
+// TestSharedPrefixPackedShortPrefixes checks packed prefixes of 0, 1 and
+// 17 positions (no block, part of one, a block and a part) against the
+// same calls without the panels, bit for bit, in both precisions.
+func TestSharedPrefixPackedShortPrefixes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(163, 164))
+	const hkv, d, hq = 2, 32, 8
+	suffix := []int{3, 0, 4, 5, 6}
+	B := len(suffix)
+	q := randn(rng, B*hq*d)
+	l := attention.BHSD(B, hq, 1, d)
+	e := mustEngine(t, attention.Config{})
+	for _, np := range []int{0, 1, 17} {
+		fx := newSharedFixture(t, rng, attention.F16, hkv, d, 16, np, suffix)
+		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+			opts := attention.Options{Causal: true, Precision: prec}
+			kv := fx.kv
+			kv.Packed = new(attention.PackedPrefix)
+			require.NoError(t, kv.Packed.Pack(kv.Prefix, prec))
+			want, got := make([]float32, len(q)), make([]float32, len(q))
+			require.NoError(t, e.ForwardSharedPrefix(attention.F32Tensor(want, l), attention.F32Tensor(q, l), fx.kv, opts))
+			require.NoError(t, e.ForwardSharedPrefix(attention.F32Tensor(got, l), attention.F32Tensor(q, l), kv, opts))
+			requireSameBits(t, got, want, "prefix %d %v", np, prec)
+		}
+	}
+}
