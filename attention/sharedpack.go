@@ -12,10 +12,12 @@ import (
 // (SharedPrefixKV.Packed), for one precision: the bfloat16 pair panels of
 // PrecisionBFloat16 (2 bytes an element) or the float32 panels of
 // PrecisionFloat32 (4 bytes an element). Without it, every call packs
-// every tile of the prefix again (converting fp16, bfloat16 and q8 values,
-// and rounding them to bfloat16 in bf16 precision), which costs as much
-// as the products in bf16 precision; a decode loop over one prefix packs
-// it once and then only streams the panels.
+// every tile of the prefix again (transposing the keys, converting fp16,
+// bfloat16 and q8 values, and in bf16 precision rounding them to bfloat16
+// and interleaving them in pairs), which in bf16 precision costs more
+// than the products (docs/benchmarks.md, "Shared-prefix decode"); a
+// decode loop over one prefix packs it once and then only streams the
+// panels.
 //
 // The panels hold the same values the per-tile packs would, so a call
 // with them gives bitwise the result of the call without. A PackedPrefix
