@@ -161,8 +161,10 @@ func (e *Engine) compute(c *call) error {
 	}
 	j.total /= p.fuse
 	if c.packed != nil && !p.direct {
-		// Packed once for many calls: read only, never packed here.
+		// Packed once for many calls: read only, never packed here, and
+		// the job's own panels are off (headMajor asks them).
 		p.pre = &c.packed.pre
+		j.pre.on = false
 	} else if j.pre.setup(&j.t, p.nBlk, p.bkv); j.pre.on {
 		p.pre = &j.pre
 	}
