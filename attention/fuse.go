@@ -39,7 +39,7 @@ func (j *job) workFused(ws *workspace) {
 	wss[0] = ws
 	for h := 1; h < j.t.fuse; h++ {
 		wss[h] = j.e.getWorkspace()
-		wss[h].ensure(c.group*j.t.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+		wss[h].ensure(j.wsRows, j.wsCols, c.wsDim(), j.wsBF16)
 	}
 	defer func() {
 		for h := 1; h < j.t.fuse; h++ {

@@ -1,0 +1,114 @@
+package attention_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/attention"
+)
+
+// mixedCase is a batch of sequences with their own query counts over a
+// caller's pool: query counts nqs, key counts in the pool.
+type mixedCase struct {
+	nqs, lens []int
+}
+
+// offsets returns the cumulative query offsets of nqs (Options.CuSeqQ).
+func offsets(nqs []int) []int {
+	cu := make([]int, len(nqs)+1)
+	for s, n := range nqs {
+		cu[s+1] = cu[s] + n
+	}
+	return cu
+}
+
+// seqView returns the view of the rows [q0, q0+nq) of a packed [1, Hq,
+// totalQ, d] tensor laid out l (BSHD or BHSD): the tensor of one
+// sequence's queries or outputs, batch 1.
+func seqView(l attention.Layout, q0, nq int) (off int, v attention.Layout) {
+	v = l
+	v.Seq = nq
+	return l.Offset(0, 0, q0), v
+}
+
+// checkMixedPerSequence computes each sequence of the mixed call alone, with
+// ForwardPagedKVLSE of batch 1 and its own query count on engine e, and
+// checks out and lse bitwise.
+func checkMixedPerSequence(t *testing.T, what string, e *attention.Engine, pool *vllmPool, nqs []int, ql, ol attention.Layout, q, out, lse []float32, opts attention.Options) {
+	t.Helper()
+	cu := offsets(nqs)
+	hq := ql.Heads
+	totalQ := cu[len(nqs)]
+	kv := pool.kv
+	for s, nq := range nqs {
+		if nq == 0 {
+			continue
+		}
+		one := attention.PagedKV{K: kv.K, V: kv.V, BlockTable: kv.BlockTable[s*kv.MaxBlocks:][:kv.MaxBlocks], MaxBlocks: kv.MaxBlocks, SeqLens: kv.SeqLens[s : s+1]}
+		qo, qv := seqView(ql, cu[s], nq)
+		ov1 := attention.BHSD(1, hq, nq, ol.Dim)
+		o1, l1 := make([]float32, ov1.Span()), make([]float32, hq*nq)
+		require.NoError(t, e.ForwardPagedKVLSE(attention.F32Tensor(o1, ov1), l1, attention.F32Tensor(q[qo:], qv), one, opts), "%s seq %d", what, s)
+		for h := range hq {
+			for i := range nq {
+				got := out[ol.Offset(0, h, cu[s]+i):][:ol.Dim]
+				requireSameBits(t, got, o1[ov1.Offset(0, h, i):][:ol.Dim], "%s seq %d (nq %d, keys %d) head %d row %d out", what, s, nq, pool.lens[s], h, i)
+			}
+			requireSameBits(t, lse[h*totalQ+cu[s]:][:nq], l1[h*nq:][:nq], "%s seq %d head %d lse", what, s, h)
+		}
+	}
+}
+
+// TestPagedKVMixedMatchesPerSequence runs batches that mix decoding
+// sequences and prefill chunks (Options.CuSeqQ) from a caller's pool and
+// checks every output row and log-sum-exp bitwise against a call per
+// sequence (batch 1, its own query count) on the same engine, for every
+// implementation, both precisions, every K/V type, grouped-query
+// attention, causal or not, one or three threads, with the automatic or a
+// fixed split of long sequences.
+func TestPagedKVMixedMatchesPerSequence(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+			t.Run(prec.String(), inPrecision(prec, testPagedKVMixedMatchesPerSequence))
+		}
+	})
+}
+
+func testPagedKVMixedMatchesPerSequence(t *testing.T) {
+	rng := rand.New(rand.NewPCG(201, 202))
+	const hkv, d, bs = 2, 32, 16
+	// Query counts 0, 1, 3, 17, 64 and more, keys not multiples of the
+	// block or tile sizes; a long decode the automatic split cuts, an
+	// empty sequence, one whose queries are all its keys.
+	cases := []mixedCase{
+		{nqs: []int{1, 0, 3, 17, 1, 64, 130, 1, 0}, lens: []int{37, 20, 3, 100, 1300, 71, 300, 1, 0}},
+		{nqs: []int{1, 1, 1, 1, 1, 1, 512, 200}, lens: []int{90, 1025, 7, 2100, 33, 600, 700, 250}},
+	}
+	for ci, mc := range cases {
+		for _, dt := range kvTypesQ8 {
+			perHead := dt == attention.F16 // vLLM's layout (heads interleaved, fused decode) but for one type
+			pool := newVLLMPool(t, rng, dt, perHead, hkv, d, bs, mc.lens)
+			for _, g := range []int{1, 3} {
+				hq := g * hkv
+				cu := offsets(mc.nqs)
+				totalQ := cu[len(mc.nqs)]
+				ql := attention.BSHD(1, totalQ, hq, d)
+				q := randn(rng, ql.Span())
+				for _, causal := range []bool{true, false} {
+					for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 3}, {Threads: 3, KVSplits: 3, BlockKV: 48}} {
+						e := mustEngine(t, cfg)
+						opts := attention.Options{Causal: causal, Precision: precisionUnderTest, CuSeqQ: cu}
+						out, lse := make([]float32, ql.Span()), make([]float32, hq*totalQ)
+						require.NoError(t, e.ForwardPagedKVLSE(attention.F32Tensor(out, ql), lse, attention.F32Tensor(q, ql), pool.kv, opts))
+						opts.CuSeqQ = nil
+						what := fmt.Sprintf("case %d %v g %d causal %v %+v", ci, dt, g, causal, cfg)
+						checkMixedPerSequence(t, what, e, pool, mc.nqs, ql, ql, q, out, lse, opts)
+					}
+				}
+			}
+		}
+	}
+}
