@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 // mixedCase is a batch of sequences with their own query counts over a
@@ -111,4 +112,97 @@ func testPagedKVMixedMatchesPerSequence(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPagedKVMixedAllocs checks that a serving step of decoding sequences
+// and prefill chunks in one call allocates nothing once the engine has
+// seen the shape, in both precisions, through every entry point that
+// takes per-sequence query counts.
+func TestPagedKVMixedAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("SKIP: the race detector allocates")
+	}
+	rng := rand.New(rand.NewPCG(203, 204))
+	const hkv, hq, d, bs = 2, 8, 64, 16
+	nqs, lens := []int{1, 1, 0, 40, 1, 3}, []int{100, 2000, 9, 333, 1, 50}
+	pool := newVLLMPool(t, rng, attention.BF16, false, hkv, d, bs, lens)
+	cu := offsets(nqs)
+	totalQ := cu[len(nqs)]
+	ql := attention.BSHD(1, totalQ, hq, d)
+	q := randn(rng, ql.Span())
+	out, lse := make([]float32, ql.Span()), make([]float32, hq*totalQ)
+	pc, err := attention.NewPagedCache(attention.BF16, hkv, d, bs, 400)
+	require.NoError(t, err)
+	var seqs []attention.SeqID
+	var caches []*attention.KVCache
+	for s, n := range lens {
+		seqs = append(seqs, pc.NewSequence())
+		kc, err := attention.NewKVCache(attention.BF16, hkv, n, d)
+		require.NoError(t, err)
+		if n > 0 {
+			k, v := chunkTensor(pool.seqK[s], hkv, n, d), chunkTensor(pool.seqV[s], hkv, n, d)
+			require.NoError(t, pc.Append(seqs[s], k, v))
+			require.NoError(t, kc.Append(k, v))
+		}
+		caches = append(caches, kc)
+	}
+	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+		e := mustEngine(t, attention.Config{Threads: 3})
+		opts := attention.Options{Causal: true, CuSeqQ: cu, Precision: prec}
+		o, qt := attention.F32Tensor(out, ql), attention.F32Tensor(q, ql)
+		for name, step := range map[string]func() error{
+			"ForwardPagedKVLSE":  func() error { return e.ForwardPagedKVLSE(o, lse, qt, pool.kv, opts) },
+			"ForwardPagedLSE":    func() error { return e.ForwardPagedLSE(o, lse, qt, pc, seqs, opts) },
+			"ForwardKVCachesLSE": func() error { return e.ForwardKVCachesLSE(o, lse, qt, caches, opts) },
+		} {
+			require.NoError(t, step())
+			if n := testing.AllocsPerRun(20, func() {
+				if err := step(); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Fatalf("%s %v with Options.CuSeqQ allocates %v times a step; want 0", name, prec, n)
+			}
+		}
+	}
+}
+
+// TestPagedKVMixedErrors checks the misuses of per-sequence query counts
+// with a caller's pool: each is an error that names the argument, and
+// nothing is written.
+func TestPagedKVMixedErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(205, 206))
+	const hkv, hq, d, bs = 2, 4, 32, 4
+	pool := newVLLMPool(t, rng, attention.F16, false, hkv, d, bs, []int{5, 9, 2})
+	e := mustEngine(t, attention.Config{})
+	const totalQ = 6
+	ql := attention.BHSD(1, hq, totalQ, d)
+	q := randn(rng, ql.Span())
+	for _, c := range []struct {
+		name string
+		q    attention.Layout
+		opts attention.Options
+		want string
+	}{
+		{"empty", ql, attention.Options{CuSeqQ: []int{}}, "attention: ForwardPagedKV: Options.CuSeqQ is empty; want number of sequences + 1 offsets starting at 0"},
+		{"start", ql, attention.Options{CuSeqQ: []int{1, 2, 4, 6}}, "Options.CuSeqQ[0] is 1; want 0"},
+		{"decreasing", ql, attention.Options{CuSeqQ: []int{0, 3, 2, 6}}, "Options.CuSeqQ[2] is 2, less than CuSeqQ[1] = 3; want non-decreasing offsets"},
+		{"short", ql, attention.Options{CuSeqQ: []int{0, 1, 2, 5}}, "Options.CuSeqQ[3] is 5; want Nq = 6 (the packed length)"},
+		{"long", ql, attention.Options{CuSeqQ: []int{0, 1, 2, 7}}, "Options.CuSeqQ[3] is 7; want Nq = 6"},
+		{"too few sequences", ql, attention.Options{CuSeqQ: []int{0, 1, 6}}, "kv.SeqLens has 3 lengths and Options.CuSeqQ 3 offsets (2 sequences); want one length per sequence"},
+		{"too many sequences", ql, attention.Options{CuSeqQ: []int{0, 1, 2, 3, 6}}, "kv.SeqLens has 3 lengths and Options.CuSeqQ 5 offsets (4 sequences)"},
+		{"more queries than keys", ql, attention.Options{CuSeqQ: []int{0, 1, 3, 6}}, "Options.CuSeqQ gives sequence 2 3 queries (CuSeqQ[3] − CuSeqQ[2]) and kv.SeqLens[2] is 2; want at most as many queries as keys"},
+		{"key offsets", ql, attention.Options{CuSeqQ: []int{0, 1, 2, 6}, CuSeqKV: []int{0, 5, 14, 16}}, "Options.CuSeqKV is not supported"},
+		{"batch", attention.BHSD(2, hq, totalQ/2, d), attention.Options{CuSeqQ: []int{0, 1, 2, 3}}, "q has batch 2 with Options.CuSeqQ set; want 1"},
+	} {
+		out, lse := impltest.Filled(len(q), outGuard), impltest.Filled(hq*totalQ, outGuard)
+		err := e.ForwardPagedKVLSE(attention.F32Tensor(out, c.q), lse, attention.F32Tensor(q, c.q), pool.kv, c.opts)
+		require.ErrorContains(t, err, c.want, c.name)
+		require.ErrorContains(t, err, "attention: ForwardPagedKV: ", c.name)
+		require.True(t, sameBits(out, impltest.Filled(len(q), outGuard)), "%s: out written on error", c.name)
+		require.True(t, sameBits(lse, impltest.Filled(hq*totalQ, outGuard)), "%s: lse written on error", c.name)
+	}
+	// As many queries as keys, and sequences of no queries, are fine.
+	out := make([]float32, len(q))
+	require.NoError(t, e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), pool.kv, attention.Options{Causal: true, CuSeqQ: []int{0, 0, 4, 6}}))
 }

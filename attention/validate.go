@@ -42,19 +42,27 @@ func (r *request) sequences() int {
 }
 
 // keysOf returns the number of keys of sequence s of a request over caches
-// or paged sequences whose shape has been checked, and how an error names
-// that length.
-func (r *request) keysOf(s int) (int, string) {
+// or paged sequences whose shape has been checked.
+func (r *request) keysOf(s int) int {
 	switch r.src {
 	case fromPool:
-		n := int(r.pool.SeqLens[s])
-		return n, fmt.Sprintf("kv.SeqLens[%d] is %d", s, n)
+		return int(r.pool.SeqLens[s])
 	case fromPagedCache:
-		n := r.cache.seqs[r.seqs[s]].n
-		return n, fmt.Sprintf("seqs[%d] (sequence %d) holds %d positions", s, r.seqs[s], n)
+		return r.cache.seqs[r.seqs[s]].n
 	}
-	n := r.caches[s].n
-	return n, fmt.Sprintf("caches[%d] holds %d positions", s, n)
+	return r.caches[s].n
+}
+
+// keysText names the length of sequence s in an error message.
+func (r *request) keysText(s int) string {
+	n := r.keysOf(s)
+	switch r.src {
+	case fromPool:
+		return fmt.Sprintf("kv.SeqLens[%d] is %d", s, n)
+	case fromPagedCache:
+		return fmt.Sprintf("seqs[%d] (sequence %d) holds %d positions", s, r.seqs[s], n)
+	}
+	return fmt.Sprintf("caches[%d] holds %d positions", s, n)
 }
 
 // checkSeqQ checks that with Options.CuSeqQ no sequence has more queries
@@ -65,9 +73,9 @@ func (r *request) checkSeqQ() error {
 	}
 	for s := range r.sequences() {
 		nq := r.seqQ[s+1] - r.seqQ[s]
-		if nk, text := r.keysOf(s); nq > nk {
+		if nq > r.keysOf(s) {
 			return fmt.Errorf("%sOptions.CuSeqQ gives sequence %d %d queries (CuSeqQ[%d] − CuSeqQ[%d]) and %s; want at most as many queries as keys (the queries are the sequence's newest positions)",
-				r.fn, s, nq, s+1, s, text)
+				r.fn, s, nq, s+1, s, r.keysText(s))
 		}
 	}
 	return nil
