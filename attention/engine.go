@@ -51,8 +51,10 @@ type Config struct {
 	Threads int
 	// KVSplits sets split-KV decoding (flash-decoding): in a call whose
 	// query positions fit one block (decode, a few draft tokens; not a
-	// variable-length batch), the visible key tiles of each (batch entry or
-	// sequence, K/V head) are cut into parts that different threads fold
+	// variable-length batch of Forward), and in each such sequence of a
+	// paged or cache call with per-sequence query counts (Options.CuSeqQ),
+	// the visible key tiles of each (batch entry or sequence, K/V head)
+	// are cut into parts that different threads fold
 	// independently, and the partial results are combined by the
 	// log-sum-exp rule (see Merge), in a fixed order. This keeps every
 	// thread busy when batch × K/V heads is smaller than the thread count.
