@@ -207,10 +207,12 @@ func TestPagedKVMixedErrors(t *testing.T) {
 	require.NoError(t, e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), pool.kv, attention.Options{Causal: true, CuSeqQ: []int{0, 0, 4, 6}}))
 }
 
-// TestPagedMixedMatchesPerSequence checks ForwardPaged and ForwardKVCaches
-// with per-sequence query counts bitwise against the same entry point
-// called for each sequence alone, for every implementation, both
-// precisions and every K/V type.
+// TestPagedMixedMatchesPerSequence checks ForwardPagedKV, ForwardPaged and
+// ForwardKVCaches with per-sequence query counts bitwise against the same
+// entry point called for each sequence alone, with every option that
+// applies per sequence (window, soft-capping, sinks, ALiBi, Q8 queries),
+// engines of small query blocks and wide tiles, for every
+// implementation, both precisions and every K/V type.
 func TestPagedMixedMatchesPerSequence(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
@@ -222,60 +224,85 @@ func TestPagedMixedMatchesPerSequence(t *testing.T) {
 func testPagedMixedMatchesPerSequence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(207, 208))
 	const hkv, hq, d, bs = 2, 6, 32, 16
-	nqs, lens := []int{1, 0, 17, 3, 1, 64, 1}, []int{37, 5, 100, 3, 1300, 71, 1}
+	nqs, lens := []int{1, 0, 17, 3, 1, 64, 1, 2}, []int{37, 5, 100, 3, 1300, 71, 1, 600}
 	cu := offsets(nqs)
 	totalQ := cu[len(nqs)]
 	ql := attention.BHSD(1, hq, totalQ, d)
 	q := randn(rng, ql.Span())
 	for _, dt := range kvTypesQ8 {
+		pool := newVLLMPool(t, rng, dt, false, hkv, d, bs, lens)
 		pc, err := attention.NewPagedCache(dt, hkv, d, bs, 200)
 		require.NoError(t, err)
 		var seqs []attention.SeqID
 		var caches []*attention.KVCache
-		for _, n := range lens {
-			k, v := randChunk(rng, dt, hkv, n, d)
+		for s, n := range lens {
+			k, v := chunkTensor(pool.seqK[s], hkv, n, d), chunkTensor(pool.seqV[s], hkv, n, d)
 			id := pc.NewSequence()
-			require.NoError(t, pc.Append(id, chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)))
+			require.NoError(t, pc.Append(id, k, v))
 			kc, err := attention.NewKVCache(dt, hkv, n, d)
 			require.NoError(t, err)
-			require.NoError(t, kc.Append(chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)))
+			require.NoError(t, kc.Append(k, v))
 			seqs, caches = append(seqs, id), append(caches, kc)
 		}
-		for _, threads := range []int{1, 3} {
-			e := mustEngine(t, attention.Config{Threads: threads})
-			opts := attention.Options{Causal: true, Precision: precisionUnderTest, CuSeqQ: cu}
+		for _, opt := range []string{"causal", "none", "window", "softcap", "sinks", "alibi", "q8 queries"} {
+			opts := attention.Options{Causal: opt != "none", Precision: precisionUnderTest, CuSeqQ: cu}
+			switch opt {
+			case "window":
+				opts.Window = &attention.Window{Left: 10, Right: 0}
+			case "softcap":
+				opts.SoftCap = 2
+			case "sinks":
+				opts.Sinks = randn(rng, hq)
+			case "alibi":
+				opts.Slopes, _ = attention.ALiBiSlopes(hq)
+			case "q8 queries":
+				if dt != attention.Q8 || precisionUnderTest != attention.PrecisionFloat32 {
+					continue
+				}
+				opts.QuantizeQuery = true
+			}
 			one := opts
 			one.CuSeqQ = nil
-			for _, ep := range []struct {
-				name  string
-				mixed func(o attention.Tensor, lse []float32) error
-				alone func(s int, o, q attention.Tensor, lse []float32) error
-			}{
-				{"ForwardPaged", func(o attention.Tensor, lse []float32) error {
-					return e.ForwardPagedLSE(o, lse, attention.F32Tensor(q, ql), pc, seqs, opts)
-				}, func(s int, o, q attention.Tensor, lse []float32) error {
-					return e.ForwardPagedLSE(o, lse, q, pc, seqs[s:s+1], one)
-				}},
-				{"ForwardKVCaches", func(o attention.Tensor, lse []float32) error {
-					return e.ForwardKVCachesLSE(o, lse, attention.F32Tensor(q, ql), caches, opts)
-				}, func(s int, o, q attention.Tensor, lse []float32) error {
-					return e.ForwardKVCachesLSE(o, lse, q, caches[s:s+1], one)
-				}},
-			} {
-				out, lse := make([]float32, ql.Span()), make([]float32, hq*totalQ)
-				require.NoError(t, ep.mixed(attention.F32Tensor(out, ql), lse))
-				for s, nq := range nqs {
-					if nq == 0 {
-						continue
-					}
-					qo, qv := seqView(ql, cu[s], nq)
-					l1 := attention.BHSD(1, hq, nq, d)
-					o1, s1 := make([]float32, l1.Span()), make([]float32, hq*nq)
-					require.NoError(t, ep.alone(s, attention.F32Tensor(o1, l1), attention.F32Tensor(q[qo:], qv), s1))
-					for h := range hq {
-						what := fmt.Sprintf("%s %v threads %d seq %d head %d", ep.name, dt, threads, s, h)
-						requireSameBits(t, out[ql.Offset(0, h, cu[s]):][:nq*d], o1[l1.Offset(0, h, 0):][:nq*d], "%s out", what)
-						requireSameBits(t, lse[h*totalQ+cu[s]:][:nq], s1[h*nq:][:nq], "%s lse", what)
+			for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 3}, {Threads: 2, BlockQ: 4, BlockKV: 512}, {Threads: 3, KVSplits: 5, BlockKV: 512}} {
+				e := mustEngine(t, cfg)
+				for _, ep := range []struct {
+					name  string
+					mixed func(o attention.Tensor, lse []float32) error
+					alone func(s int, o, q attention.Tensor, lse []float32) error
+				}{
+					{"ForwardPagedKV", func(o attention.Tensor, lse []float32) error {
+						return e.ForwardPagedKVLSE(o, lse, attention.F32Tensor(q, ql), pool.kv, opts)
+					}, func(s int, o, q attention.Tensor, lse []float32) error {
+						kv := pool.kv
+						kv.BlockTable, kv.SeqLens = kv.BlockTable[s*kv.MaxBlocks:][:kv.MaxBlocks], kv.SeqLens[s:s+1]
+						return e.ForwardPagedKVLSE(o, lse, q, kv, one)
+					}},
+					{"ForwardPaged", func(o attention.Tensor, lse []float32) error {
+						return e.ForwardPagedLSE(o, lse, attention.F32Tensor(q, ql), pc, seqs, opts)
+					}, func(s int, o, q attention.Tensor, lse []float32) error {
+						return e.ForwardPagedLSE(o, lse, q, pc, seqs[s:s+1], one)
+					}},
+					{"ForwardKVCaches", func(o attention.Tensor, lse []float32) error {
+						return e.ForwardKVCachesLSE(o, lse, attention.F32Tensor(q, ql), caches, opts)
+					}, func(s int, o, q attention.Tensor, lse []float32) error {
+						return e.ForwardKVCachesLSE(o, lse, q, caches[s:s+1], one)
+					}},
+				} {
+					out, lse := make([]float32, ql.Span()), make([]float32, hq*totalQ)
+					require.NoError(t, ep.mixed(attention.F32Tensor(out, ql), lse))
+					for s, nq := range nqs {
+						if nq == 0 {
+							continue
+						}
+						qo, qv := seqView(ql, cu[s], nq)
+						l1 := attention.BHSD(1, hq, nq, d)
+						o1, s1 := make([]float32, l1.Span()), make([]float32, hq*nq)
+						require.NoError(t, ep.alone(s, attention.F32Tensor(o1, l1), attention.F32Tensor(q[qo:], qv), s1))
+						for h := range hq {
+							what := fmt.Sprintf("%s %v %s %+v seq %d head %d", ep.name, dt, opt, cfg, s, h)
+							requireSameBits(t, out[ql.Offset(0, h, cu[s]):][:nq*d], o1[l1.Offset(0, h, 0):][:nq*d], "%s out", what)
+							requireSameBits(t, lse[h*totalQ+cu[s]:][:nq], s1[h*nq:][:nq], "%s lse", what)
+						}
 					}
 				}
 			}
