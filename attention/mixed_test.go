@@ -88,8 +88,13 @@ func testPagedKVMixedMatchesPerSequence(t *testing.T) {
 		{nqs: []int{1, 0, 3, 17, 1, 64, 130, 1, 0}, lens: []int{37, 20, 3, 100, 1300, 71, 300, 1, 0}},
 		{nqs: []int{1, 1, 1, 1, 1, 1, 512, 200}, lens: []int{90, 1025, 7, 2100, 33, 600, 700, 250}},
 	}
+	dts := kvTypesQ8
+	if raceEnabled || testing.Short() {
+		// The race detector slows the grid tenfold: one batch, two types.
+		cases, dts = cases[:1], []attention.DType{attention.F16, attention.Q8}
+	}
 	for ci, mc := range cases {
-		for _, dt := range kvTypesQ8 {
+		for _, dt := range dts {
 			perHead := dt == attention.F16 // vLLM's layout (heads interleaved, fused decode) but for one type
 			pool := newVLLMPool(t, rng, dt, perHead, hkv, d, bs, mc.lens)
 			for _, g := range []int{1, 3} {
@@ -229,7 +234,12 @@ func testPagedMixedMatchesPerSequence(t *testing.T) {
 	totalQ := cu[len(nqs)]
 	ql := attention.BHSD(1, hq, totalQ, d)
 	q := randn(rng, ql.Span())
-	for _, dt := range kvTypesQ8 {
+	dts, optNames := kvTypesQ8, []string{"causal", "none", "window", "softcap", "sinks", "alibi", "q8 queries"}
+	if raceEnabled || testing.Short() {
+		// The race detector slows the grid tenfold.
+		dts, optNames = []attention.DType{attention.BF16, attention.Q8}, []string{"causal", "sinks", "q8 queries"}
+	}
+	for _, dt := range dts {
 		pool := newVLLMPool(t, rng, dt, false, hkv, d, bs, lens)
 		pc, err := attention.NewPagedCache(dt, hkv, d, bs, 200)
 		require.NoError(t, err)
@@ -244,7 +254,7 @@ func testPagedMixedMatchesPerSequence(t *testing.T) {
 			require.NoError(t, kc.Append(k, v))
 			seqs, caches = append(seqs, id), append(caches, kc)
 		}
-		for _, opt := range []string{"causal", "none", "window", "softcap", "sinks", "alibi", "q8 queries"} {
+		for _, opt := range optNames {
 			opts := attention.Options{Causal: opt != "none", Precision: precisionUnderTest, CuSeqQ: cu}
 			switch opt {
 			case "window":
