@@ -22,15 +22,16 @@ import (
 // j.rows, in float32 with the row kernels, for those read in place. What
 // cannot change a bit is decided for the call as a whole: the block size
 // of an unsplit sequence (which, like the thread count, changes no
-// rounding; see foldTiles), the order of the work items, and the fused
-// heads of decoding (fuseGroup), which are not used, each head being
-// folded alone, as fused heads are too.
+// rounding; see foldTiles), the order of the work items, and how many
+// heads of a decoding sequence one item folds together (fuseGroup, over
+// heads whose rows lie together; each head's fold is the same as alone).
 //
 // The work items are numbered sequence by sequence, in an order where the
 // items that cost the most come first (as the blocks of any call are),
 // and are shared out over the pool like any call's: items (sequence, K/V
-// head, query block) of an unsplit sequence and (sequence, K/V head,
-// part) of a split one. The parts are merged by the caller at the end, in
+// head, query block) of an unsplit sequence, (sequence, K/V head, part) of
+// a split one, and (sequence, group of K/V heads, part) of one whose heads
+// are fused. The parts are merged by the caller at the end, in
 // part order, as mergeParts does.
 
 // seqWork is the plan of one sequence of a call with per-sequence query
@@ -43,7 +44,8 @@ type seqWork struct {
 	np     int  // query positions per block
 	nBlk   int  // query blocks
 	splits int  // parts of its keys (1: none; then nBlk is 1)
-	items  int  // work items: K/V heads × nBlk × splits
+	fused  bool // an item folds j.t.fuse K/V heads (one block, read in place)
+	items  int  // work items: K/V heads × nBlk × splits, divided by j.t.fuse when fused
 	item0  int  // its first work item
 	slot0  int  // split: its first slot of the job's parts
 	cost   int  // an estimate of one item's work, to order the items
@@ -126,6 +128,7 @@ func (e *Engine) mixedPlan(j *job, src kvStore) {
 		rows = max(rows, min(np, maxNq[v]))
 	}
 	j.wsBF16 = false
+	fusible := 0 // (sequence, part) pairs whose heads may be fused
 	for i := range j.seqs {
 		w := &j.seqs[i]
 		t := j.taskOf(w)
@@ -133,11 +136,28 @@ func (e *Engine) mixedPlan(j *job, src kvStore) {
 			w.np = t.np
 			w.nBlk = ceilDiv(w.nq, w.np)
 		}
+		// A sequence read in place in one block folds its heads together
+		// where their rows lie together, as its own call does.
+		w.fused = w.direct && w.nBlk == 1 && src.interleaved(heads)
+		if w.fused {
+			fusible += w.splits
+		}
+		j.wsBF16 = j.wsBF16 || t.precision == PrecisionBFloat16
+	}
+	j.t.fuse = 1
+	if fusible > 0 {
+		j.t.fuse = fuseGroup(heads, fusible, e.threadCount())
+	}
+	for i := range j.seqs {
+		w := &j.seqs[i]
 		w.items = heads * w.nBlk * w.splits
 		// Rows × keys of an item; the keys of a causal block are about
 		// half its sequence's, which orders the same way.
 		w.cost = min(w.np, w.nq) * max(1, w.nk/w.splits)
-		j.wsBF16 = j.wsBF16 || t.precision == PrecisionBFloat16
+		if w.fused {
+			w.items /= j.t.fuse
+			w.cost *= j.t.fuse
+		}
 	}
 	// The most expensive items first; the order changes no bit.
 	slices.SortFunc(j.seqs, func(a, b seqWork) int {
@@ -170,7 +190,10 @@ func (j *job) taskOf(w *seqWork) *task {
 // workMixed takes the items of a call with per-sequence query counts until
 // none is left.
 func (j *job) workMixed(ws *workspace) {
-	heads := j.t.k.Heads
+	heads, fuse := j.t.k.Heads, j.t.fuse
+	var wss [maxFuse]*workspace
+	j.takeWorkspaces(&wss, ws)
+	defer j.giveWorkspaces(&wss)
 	k := 0 // the sequence of the last item taken: a worker's items only grow
 	for {
 		i := int(j.next.Add(1)) - 1
@@ -185,7 +208,12 @@ func (j *job) workMixed(ws *workspace) {
 		li := i - w.item0
 		sg := seg{q0: w.q0, nq: w.nq, nk: w.nk, seq: w.seq}
 		var err error
-		if w.splits > 1 {
+		if w.fused {
+			// Part li%splits of the heads of group li/splits, whose parts
+			// go to the slots of their heads.
+			g, part := li/w.splits, li%w.splits
+			err = j.foldHeads(wss[:fuse], c, 0, g*fuse, w.q0, sg, part, w.splits, w.slot0+part)
+		} else if w.splits > 1 {
 			// Part li%splits of K/V head li/splits, whose slot is li after
 			// the sequence's first.
 			if err = j.e.foldTiles(ws, c, 0, li/w.splits, w.q0, w.q0+w.nq, sg, li%w.splits, w.splits); err == nil {

@@ -228,7 +228,7 @@ func TestPagedMixedMatchesPerSequence(t *testing.T) {
 
 func testPagedMixedMatchesPerSequence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(207, 208))
-	const hkv, hq, d, bs = 2, 6, 32, 16
+	const hkv, hq, d, bs = 4, 8, 32, 16
 	nqs, lens := []int{1, 0, 17, 3, 1, 64, 1, 2}, []int{37, 5, 100, 3, 1300, 71, 1, 600}
 	cu := offsets(nqs)
 	totalQ := cu[len(nqs)]
@@ -273,7 +273,8 @@ func testPagedMixedMatchesPerSequence(t *testing.T) {
 			}
 			one := opts
 			one.CuSeqQ = nil
-			for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 3}, {Threads: 2, BlockQ: 4, BlockKV: 512}, {Threads: 3, KVSplits: 5, BlockKV: 512}} {
+			// Threads 8: the decoding sequences' heads fused in groups of 2.
+			for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 8}, {Threads: 2, BlockQ: 4, BlockKV: 512}, {Threads: 3, KVSplits: 5, BlockKV: 512}} {
 				e := mustEngine(t, cfg)
 				for _, ep := range []struct {
 					name  string
@@ -315,6 +316,79 @@ func testPagedMixedMatchesPerSequence(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// BenchmarkPagedKVMixed measures one continuous-batching step from a
+// caller's pool in vLLM's layout (Hq 32, Hkv 8, d 128, f16 blocks of 16)
+// over eight sequences of 512 to 4096 positions. step=mixed: six decode a
+// token each while two prefill a chunk of 512 (one from position 0, one
+// after 1,024 cached positions); step=decode: all eight decode a token.
+// cuseqq=true is one ForwardPagedKV call with Options.CuSeqQ; cuseqq=false
+// is the calls that step needs without it: one for the decoding sequences
+// (a batch of one query each) and one per prefill chunk.
+func BenchmarkPagedKVMixed(b *testing.B) {
+	const hkv, hq, d, bs = 8, 32, 128, 16
+	lens := []int{700, 4096, 1500, 2048, 3000, 1024, 512, 1536}
+	rng := rand.New(rand.NewPCG(209, 210))
+	pool := newVLLMPool(b, rng, attention.F16, false, hkv, d, bs, lens)
+	kv := pool.kv
+	for _, sc := range []struct {
+		name    string
+		decodes int // the first decodes sequences decode; the others prefill 512
+	}{{"mixed", 6}, {"decode", 8}} {
+		nqs := make([]int, len(lens))
+		for s := range nqs {
+			nqs[s] = 1
+			if s >= sc.decodes {
+				nqs[s] = 512
+			}
+		}
+		cu := offsets(nqs)
+		totalQ := cu[len(nqs)]
+		ql := attention.BSHD(1, totalQ, hq, d)
+		q := randn(rng, ql.Span())
+		out := make([]float32, ql.Span())
+		dkv := kv
+		dkv.BlockTable, dkv.SeqLens = kv.BlockTable[:sc.decodes*kv.MaxBlocks], kv.SeqLens[:sc.decodes]
+		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+			for _, packed := range []bool{true, false} {
+				b.Run(fmt.Sprintf("step=%s/%v/cuseqq=%v", sc.name, prec, packed), func(b *testing.B) {
+					e := mustEngine(b, attention.Config{})
+					opts := attention.Options{Causal: true, Precision: prec}
+					step := func() {
+						if packed {
+							o := opts
+							o.CuSeqQ = cu
+							if err := e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), kv, o); err != nil {
+								b.Fatal(err)
+							}
+							return
+						}
+						// The decodes as a batch of one query each: the first
+						// rows of the packed tensor, batch entry s at token s.
+						dl := attention.BSHD(sc.decodes, 1, hq, d)
+						if err := e.ForwardPagedKV(attention.F32Tensor(out, dl), attention.F32Tensor(q, dl), dkv, opts); err != nil {
+							b.Fatal(err)
+						}
+						for s := sc.decodes; s < len(nqs); s++ {
+							one := kv
+							one.BlockTable, one.SeqLens = kv.BlockTable[s*kv.MaxBlocks:][:kv.MaxBlocks], kv.SeqLens[s:s+1]
+							off, l := seqView(ql, cu[s], nqs[s])
+							if err := e.ForwardPagedKV(attention.F32Tensor(out[off:], l), attention.F32Tensor(q[off:], l), one, opts); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					step()
+					b.ReportAllocs()
+					b.ResetTimer()
+					for range b.N {
+						step()
+					}
+				})
 			}
 		}
 	}
