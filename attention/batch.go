@@ -23,10 +23,15 @@ import "fmt"
 // Shapes: q and out are [len(caches), Hq, Nq, Dim] in F32, F16 or BF16 (as
 // in Forward); every cache has the same element type, heads Hkv (Hq a
 // multiple of it) and Dim as q. Options are those of ForwardPaged: Forward's
-// except Mask, BoolMask and CuSeqQ/CuSeqKV (errors here: the batch of
-// caches is already a variable-length batch); Window, SoftCap, Slopes and
-// Sinks apply per request with its own length. An empty cache gives its
-// rows zeros (and a log-sum-exp of −Inf, or their sink's).
+// except Mask, BoolMask and CuSeqKV (errors here: each request's keys are
+// its cache's); Window, SoftCap, Slopes and Sinks apply per request with
+// its own length. An empty cache gives its rows zeros (and a log-sum-exp
+// of −Inf, or their sink's). With Options.CuSeqQ each request has a query
+// count of its own, as in ForwardPaged: q and out are [1, Hq, totalQ,
+// Dim], CuSeqQ has len(caches)+1 offsets, and request b's
+// CuSeqQ[b+1]−CuSeqQ[b] queries (at most caches[b].Len()) are its newest
+// positions; each request's rows are bitwise those of this call for its
+// cache alone (batch 1, Nq its query count) on the same engine.
 //
 // The output of each entry is bitwise that of Forward over the cache's
 // K() and V() for the same engine configuration when the split of the
@@ -42,7 +47,7 @@ func (e *Engine) ForwardKVCaches(out, q Tensor, caches []*KVCache, opts Options)
 
 // ForwardKVCachesLSE is ForwardKVCaches that also writes each row's
 // log-sum-exp into lse, laid out [len(caches), Hq, Nq] contiguously, as
-// ForwardLSE does.
+// ForwardLSE does ([1, Hq, totalQ] with Options.CuSeqQ).
 func (e *Engine) ForwardKVCachesLSE(out Tensor, lse []float32, q Tensor, caches []*KVCache, opts Options) error {
 	if lse == nil {
 		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %s elements", rowCountText(q.Layout))

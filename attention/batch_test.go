@@ -177,7 +177,8 @@ func TestKVCachesErrors(t *testing.T) {
 		{"dim", caches, attention.F32Tensor(q, attention.BHSD(2, hq, 2*nq, d/2)), attention.Options{}, nil, "head dim 16 and the caches 32"},
 		{"heads", caches, attention.F32Tensor(q, attention.BHSD(2, 3, nq, d)), attention.Options{}, nil, "q has 3 heads and the caches 2"},
 		{"mask", caches, attention.F32Tensor(q, l), attention.Options{Mask: mask}, nil, "Options.Mask and Options.BoolMask are not supported"},
-		{"varlen", caches, attention.F32Tensor(q, l), attention.Options{CuSeqQ: []int{0, 1}}, nil, "CuSeqQ/CuSeqKV are not supported"},
+		{"varlen batch", caches, attention.F32Tensor(q, l), attention.Options{CuSeqQ: []int{0, 1}}, nil, "q has batch 2 with Options.CuSeqQ set; want 1"},
+		{"key offsets", caches, attention.F32Tensor(q, l), attention.Options{CuSeqQ: []int{0, 1}, CuSeqKV: []int{0, 1}}, nil, "Options.CuSeqKV is not supported"},
 		{"window", caches, attention.F32Tensor(q, l), attention.Options{Window: &attention.Window{Left: -2}}, nil, "Window"},
 		{"lse", caches, attention.F32Tensor(q, l), attention.Options{}, make([]float32, 3), "lse"},
 	} {

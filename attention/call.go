@@ -25,9 +25,14 @@ type call struct {
 	mask       Tensor // dtype 0: none
 	bmask      BoolMask
 	cuQ, cuKV  []int
-	terms      bool // softCap, slopes or a mask: the score tile needs a per-element pass
-	trim       bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
-	gridTiles  bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
+	// seqQ, for a batch of caches or paged sequences with Options.CuSeqQ,
+	// holds the offsets of each sequence's queries, packed along q's
+	// sequence axis (batch 1); sequence s's keys are batch entry s of the
+	// store. Each sequence is planned as its own call would be (mixedPlan).
+	seqQ      []int
+	terms     bool // softCap, slopes or a mask: the score tile needs a per-element pass
+	trim      bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
+	gridTiles bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
 
 	// paged, when on, is where K and V live (paged pools: ForwardPagedKV,
 	// ForwardPaged), and caches, when non-nil, holds batch entry b's in
@@ -52,6 +57,11 @@ func (c *call) wsDim() int { return max(c.q.Dim, c.dv) }
 // whole batch entry.
 type seg struct {
 	q0, nq, kv0, nk int
+	// seq is the batch entry of the store that holds the sequence's keys
+	// when the call has per-sequence query counts (call.seqQ), whose q has
+	// one batch entry for all of them; otherwise the block's batch entry
+	// is.
+	seq int
 }
 
 // keyRange returns the keys [lo, hi), in the sequence's own key numbering,
@@ -187,8 +197,9 @@ func validateOptions(c *call, opts *Options) error {
 		return err
 	}
 	c.terms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
-	if c.precision == PrecisionBFloat16 && readsRows(c.group, q.Seq) {
-		// A call of few rows is computed in float32 (Precision's doc).
+	if c.precision == PrecisionBFloat16 && c.seqQ == nil && readsRows(c.group, q.Seq) {
+		// A call of few rows is computed in float32 (Precision's doc); with
+		// per-sequence query counts each sequence of few rows is (mixedPlan).
 		c.precision = PrecisionFloat32
 	}
 	c.gridTiles = c.precision == PrecisionBFloat16
@@ -215,8 +226,8 @@ func checkMaskLayout(name string, l Layout, c *call) error {
 // checkVarlen validates the cumulative sequence offsets.
 func checkVarlen(c *call, opts *Options) error {
 	cq, ck := opts.CuSeqQ, opts.CuSeqKV
-	if cq == nil && ck == nil {
-		return nil
+	if (cq == nil && ck == nil) || c.seqQ != nil {
+		return nil // none, or per-sequence query counts, checked by validateRequest
 	}
 	if cq == nil || ck == nil {
 		return fmt.Errorf("attention: only one of Options.CuSeqQ (%d elements) and Options.CuSeqKV (%d elements) is set; want both (variable-length batch) or neither", len(cq), len(ck))
@@ -227,30 +238,33 @@ func checkVarlen(c *call, opts *Options) error {
 	if c.q.Batch != 1 {
 		return fmt.Errorf("attention: batch is %d with Options.CuSeqQ/CuSeqKV set; want 1 (the sequences are packed along the sequence axis)", c.q.Batch)
 	}
-	if err := checkOffsets("CuSeqQ", cq, "Nq", c.q.Seq); err != nil {
+	if err := checkOffsets("attention: ", "CuSeqQ", cq, "Nq", c.q.Seq); err != nil {
 		return err
 	}
-	if err := checkOffsets("CuSeqKV", ck, "Nkv", c.k.Seq); err != nil {
+	if err := checkOffsets("attention: ", "CuSeqKV", ck, "Nkv", c.k.Seq); err != nil {
 		return err
 	}
 	c.cuQ, c.cuKV = cq, ck
 	return nil
 }
 
-func checkOffsets(name string, cu []int, total string, n int) error {
+// checkOffsets checks the cumulative offsets cu of Options.name (prefix
+// starts its errors): number of sequences + 1 of them, from 0, never
+// decreasing, ending at the packed length n (named total).
+func checkOffsets(prefix, name string, cu []int, total string, n int) error {
 	if len(cu) == 0 {
-		return fmt.Errorf("attention: Options.%s is empty; want number of sequences + 1 offsets starting at 0", name)
+		return fmt.Errorf("%sOptions.%s is empty; want number of sequences + 1 offsets starting at 0", prefix, name)
 	}
 	if cu[0] != 0 {
-		return fmt.Errorf("attention: Options.%s[0] is %d; want 0", name, cu[0])
+		return fmt.Errorf("%sOptions.%s[0] is %d; want 0", prefix, name, cu[0])
 	}
 	for s := 1; s < len(cu); s++ {
 		if cu[s] < cu[s-1] {
-			return fmt.Errorf("attention: Options.%s[%d] is %d, less than %s[%d] = %d; want non-decreasing offsets", name, s, cu[s], name, s-1, cu[s-1])
+			return fmt.Errorf("%sOptions.%s[%d] is %d, less than %s[%d] = %d; want non-decreasing offsets", prefix, name, s, cu[s], name, s-1, cu[s-1])
 		}
 	}
 	if last := cu[len(cu)-1]; last != n {
-		return fmt.Errorf("attention: Options.%s[%d] is %d; want %s = %d (the packed length)", name, len(cu)-1, last, total, n)
+		return fmt.Errorf("%sOptions.%s[%d] is %d; want %s = %d (the packed length)", prefix, name, len(cu)-1, last, total, n)
 	}
 	return nil
 }

@@ -51,8 +51,10 @@ type Config struct {
 	Threads int
 	// KVSplits sets split-KV decoding (flash-decoding): in a call whose
 	// query positions fit one block (decode, a few draft tokens; not a
-	// variable-length batch), the visible key tiles of each (batch entry or
-	// sequence, K/V head) are cut into parts that different threads fold
+	// variable-length batch of Forward), and in each such sequence of a
+	// paged or cache call with per-sequence query counts (Options.CuSeqQ),
+	// the visible key tiles of each (batch entry or sequence, K/V head)
+	// are cut into parts that different threads fold
 	// independently, and the partial results are combined by the
 	// log-sum-exp rule (see Merge), in a fixed order. This keeps every
 	// thread busy when batch × K/V heads is smaller than the thread count.
@@ -194,24 +196,8 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 // thread. It also sets p.bkv, the keys of a tile. The block size may
 // depend on the thread count; no rounding does (see foldTiles).
 func (e *Engine) positionsPerBlock(c *call, p *plan) int {
-	bq := e.blockQ
-	if c.precision == PrecisionBFloat16 && !e.blockQSet {
-		bq = DefaultBlockQBF16
-	}
-	np := max(1, bq/c.group)
-	// A block bigger than the defaults shrinks to the queries there are
-	// (halving keeps it a single block, as it was), so that a large BlockQ
-	// never sizes the scratch past the problem.
-	for np > max(DefaultBlockQ, DefaultBlockQBF16) && np/2 >= c.q.Seq {
-		np /= 2
-	}
-	p.bkv = e.blockKV
-	if c.precision == PrecisionBFloat16 && !e.blockKVSet {
-		p.bkv = DefaultBlockKVBF16
-	}
-	// Likewise a tile bigger than the defaults never exceeds the keys
-	// there are: a problem of fewer keys has one tile either way.
-	p.bkv = min(p.bkv, max(DefaultBlockKV, DefaultBlockKVBF16, c.k.Seq))
+	var np int
+	np, p.bkv = e.blockShape(c.precision, c.group, c.q.Seq, c.k.Seq)
 	// A call whose queries fit one block of the configured size is split
 	// over its keys when the shape asks for it (splitCount depends only on
 	// the shape and Config): it stays one block whatever the thread
@@ -219,8 +205,41 @@ func (e *Engine) positionsPerBlock(c *call, p *plan) int {
 	if c.cuQ == nil && c.q.Seq <= np && e.splitCount(c, p) > 1 {
 		return max(1, c.q.Seq)
 	}
+	return e.shrinkBlock(np, c.q.Batch*c.k.Heads, c.q.Seq)
+}
+
+// blockShape returns the query positions of a block before the thread
+// count shrinks it (shrinkBlock) and the keys of a tile, for a call of
+// precision prec with group query heads per K/V head, nq query positions
+// and nk keys (the longest sequence's).
+func (e *Engine) blockShape(prec Precision, group, nq, nk int) (np, bkv int) {
+	bq := e.blockQ
+	if prec == PrecisionBFloat16 && !e.blockQSet {
+		bq = DefaultBlockQBF16
+	}
+	np = max(1, bq/group)
+	// A block bigger than the defaults shrinks to the queries there are
+	// (halving keeps it a single block, as it was), so that a large BlockQ
+	// never sizes the scratch past the problem.
+	for np > max(DefaultBlockQ, DefaultBlockQBF16) && np/2 >= nq {
+		np /= 2
+	}
+	bkv = e.blockKV
+	if prec == PrecisionBFloat16 && !e.blockKVSet {
+		bkv = DefaultBlockKVBF16
+	}
+	// Likewise a tile bigger than the defaults never exceeds the keys
+	// there are: a problem of fewer keys has one tile either way.
+	bkv = min(bkv, max(DefaultBlockKV, DefaultBlockKVBF16, nk))
+	return np, bkv
+}
+
+// shrinkBlock halves a block of np query positions (down to 16) until the
+// rows sets of nq positions (each cut into blocks) give at least 8 blocks
+// per thread.
+func (e *Engine) shrinkBlock(np, sets, nq int) int {
 	threads := e.threadCount()
-	for np > 16 && c.q.Batch*c.k.Heads*((c.q.Seq+np-1)/np) < 8*threads {
+	for np > 16 && sets*((nq+np-1)/np) < 8*threads {
 		np /= 2
 	}
 	return np

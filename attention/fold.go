@@ -165,7 +165,11 @@ type tileSpan struct {
 // tiles of part part of parts that foldTiles folds.
 func (e *Engine) beginTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, part, parts int) (tileSpan, error) {
 	np := p1 - p0
-	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(b, hk, sg)}
+	kb := b
+	if c.seqQ != nil {
+		kb = sg.seq // q's one batch entry packs every sequence's queries
+	}
+	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(kb, hk, sg)}
 	switch {
 	case c.pre != nil && c.pre.f32:
 		ws.blk.preKT, ws.blk.preVF = c.pre.panelsF32(c, b, hk)

@@ -34,18 +34,9 @@ func fuseGroup(heads, items0, threads int) int {
 // worker's first workspace, and it takes the others from the engine (the
 // call reserved them).
 func (j *job) workFused(ws *workspace) {
-	c := &j.t
 	var wss [maxFuse]*workspace
-	wss[0] = ws
-	for h := 1; h < j.t.fuse; h++ {
-		wss[h] = j.e.getWorkspace()
-		wss[h].ensure(c.group*j.t.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
-	}
-	defer func() {
-		for h := 1; h < j.t.fuse; h++ {
-			j.e.putWorkspace(wss[h])
-		}
-	}()
+	j.takeWorkspaces(&wss, ws)
+	defer j.giveWorkspaces(&wss)
 	for {
 		i := int(j.next.Add(1)) - 1
 		if i >= j.total {
@@ -57,22 +48,50 @@ func (j *job) workFused(ws *workspace) {
 	}
 }
 
+// takeWorkspaces sets wss to ws and the j.t.fuse − 1 further workspaces a
+// worker of fused heads needs, taken from the engine (the call reserved
+// them); giveWorkspaces gives those back.
+func (j *job) takeWorkspaces(wss *[maxFuse]*workspace, ws *workspace) {
+	wss[0] = ws
+	for h := 1; h < j.t.fuse; h++ {
+		wss[h] = j.e.getWorkspace()
+		wss[h].ensure(j.wsRows, j.wsCols, j.t.wsDim(), j.wsBF16)
+	}
+}
+
+func (j *job) giveWorkspaces(wss *[maxFuse]*workspace) {
+	for h := 1; h < j.t.fuse; h++ {
+		j.e.putWorkspace(wss[h])
+	}
+}
+
 // foldFused folds item i: part i%splits of the keys of the head group
 // i/splits (batch entry and j.t.fuse consecutive K/V heads), tile by tile
 // across the group, and finishes each head (or stores its part).
 func (j *job) foldFused(wss []*workspace, i int) error {
-	c, e := &j.t, j.e
+	c := &j.t
 	groups := c.k.Heads / j.t.fuse
 	bg, part := i/j.t.splits, i%j.t.splits
 	b, hk0 := bg/groups, bg%groups*j.t.fuse
 	sg := seg{nq: c.q.Seq, nk: c.keys(b)}
+	return j.foldHeads(wss, c, b, hk0, 0, sg, part, j.t.splits, b*c.k.Heads*j.t.splits+part)
+}
+
+// foldHeads folds part part of parts of the keys of the query positions
+// [p0, p0+sg.nq) (one block: all of sequence sg's) for the K/V heads hk0,
+// hk0+1, ... (one workspace each), tile by tile across the heads, and
+// finishes each head, or with parts > 1 stores head hk's part in slot
+// slot + hk·parts.
+func (j *job) foldHeads(wss []*workspace, c *task, b, hk0, p0 int, sg seg, part, parts, slot int) error {
+	e := j.e
 	var spans [maxFuse]tileSpan
 	for h, ws := range wss {
 		var err error
-		if spans[h], err = e.beginTiles(ws, c, b, hk0+h, 0, c.q.Seq, sg, part, j.t.splits); err != nil {
+		if spans[h], err = e.beginTiles(ws, c, b, hk0+h, p0, p0+sg.nq, sg, part, parts); err != nil {
 			return err
 		}
 	}
+	// Every head has the same tiles: the same sequence and positions.
 	for j0 := spans[0].kBeg; j0 < spans[0].kEnd; j0 += c.bkv {
 		for h, ws := range wss {
 			if err := e.foldTile(ws, c, &spans[h], j0); err != nil {
@@ -81,10 +100,10 @@ func (j *job) foldFused(wss []*workspace, i int) error {
 		}
 	}
 	for h, ws := range wss {
-		if j.t.splits > 1 {
-			j.storePart(ws, (b*c.k.Heads+hk0+h)*j.t.splits+part)
+		if parts > 1 {
+			j.storePart(ws, slot+(hk0+h)*parts)
 		} else {
-			finishBlock(ws, c, b, hk0+h, 0, c.q.Seq)
+			finishBlock(ws, c, b, hk0+h, p0, sg.nq)
 		}
 	}
 	return nil

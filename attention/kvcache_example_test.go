@@ -146,6 +146,85 @@ func ExampleEngine_ForwardPagedKV() {
 	// attention: ForwardPagedKV: kv.SeqLens[1] is 80; want 0 to MaxBlocks·BlockSize = 64
 }
 
+// A continuous-batching step in one call: six sequences decode a token
+// each while two prefill a chunk of their prompts (the second one's chunk
+// follows 512 positions prefilled in an earlier step), all from one paged
+// pool. The new tokens' queries are packed one after another ([tokens, Hq,
+// d], vLLM's layout) and Options.CuSeqQ says where each sequence's start,
+// as vLLM's query_start_loc; each sequence attends causally to its own
+// cached positions, its new tokens being the newest of them. Every
+// sequence's rows are bitwise those of a call for it alone.
+func ExampleEngine_ForwardPagedKV_mixedBatch() {
+	const hq, hkv, d, blockSize, maxBlocks = 8, 2, 64, 16, 64
+	lens := []int32{100, 37, 250, 18, 64, 129, 512, 1024} // cached positions, the new tokens' included
+	newTokens := []int{1, 1, 1, 1, 1, 1, 512, 512}
+	cuSeqQ := []int{0}
+	for _, n := range newTokens {
+		cuSeqQ = append(cuSeqQ, cuSeqQ[len(cuSeqQ)-1]+n)
+	}
+	tokens := cuSeqQ[len(cuSeqQ)-1]
+
+	// The runtime's pool, [numBlocks, blockSize, Hkv, d], and block table:
+	// here sequence s's blocks follow each other, and its values are all
+	// s+1, so that each output row is s+1.
+	table := make([]int32, len(lens)*maxBlocks)
+	numBlocks := 0
+	for s, n := range lens {
+		for i := range (int(n) + blockSize - 1) / blockSize {
+			table[s*maxBlocks+i] = int32(numBlocks)
+			numBlocks++
+		}
+	}
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d)
+	kPool, vPool := make([]float32, pool.Span()), make([]float32, pool.Span())
+	for s, n := range lens {
+		for p := range int(n) {
+			blk := int(table[s*maxBlocks+p/blockSize])
+			for h := range hkv {
+				row := pool.Offset(blk, h, p%blockSize)
+				for i := range d {
+					kPool[row+i] = float32(math.Sin(float64(p*d + i)))
+					vPool[row+i] = float32(s + 1)
+				}
+			}
+		}
+	}
+	kv := attention.PagedKV{K: attention.F32Tensor(kPool, pool), V: attention.F32Tensor(vPool, pool),
+		BlockTable: table, MaxBlocks: maxBlocks, SeqLens: lens}
+
+	e, _ := attention.NewEngine(attention.Config{})
+	qLayout := attention.BSHD(1, tokens, hq, d) // [1, tokens, Hq, d]
+	q := make([]float32, qLayout.Span())
+	for i := range q {
+		q[i] = float32(math.Cos(float64(i)))
+	}
+	out := make([]float32, qLayout.Span())
+	err := e.ForwardPagedKV(attention.F32Tensor(out, qLayout), attention.F32Tensor(q, qLayout), kv,
+		attention.Options{Causal: true, CuSeqQ: cuSeqQ})
+	fmt.Println(err, tokens, "tokens")
+	for s := range lens {
+		last := qLayout.Offset(0, hq-1, cuSeqQ[s+1]-1) // the sequence's newest token, last head
+		fmt.Printf("sequence %d: %d new of %d, out %.3f\n", s, newTokens[s], lens[s], out[last])
+	}
+
+	// More new tokens than a sequence holds is an error that names it.
+	bad := []int{0, 1, 2, 3, 23, 24, 25, 537, tokens}
+	err = e.ForwardPagedKV(attention.F32Tensor(out, qLayout), attention.F32Tensor(q, qLayout), kv,
+		attention.Options{Causal: true, CuSeqQ: bad})
+	fmt.Println(err)
+	// Output:
+	// <nil> 1030 tokens
+	// sequence 0: 1 new of 100, out 1.000
+	// sequence 1: 1 new of 37, out 2.000
+	// sequence 2: 1 new of 250, out 3.000
+	// sequence 3: 1 new of 18, out 4.000
+	// sequence 4: 1 new of 64, out 5.000
+	// sequence 5: 1 new of 129, out 6.000
+	// sequence 6: 512 new of 512, out 7.000
+	// sequence 7: 512 new of 1024, out 8.000
+	// attention: ForwardPagedKV: Options.CuSeqQ gives sequence 3 20 queries (CuSeqQ[4] − CuSeqQ[3]) and kv.SeqLens[3] is 18; want at most as many queries as keys (the queries are the sequence's newest positions)
+}
+
 // ForwardPagedKV reads an MLA cache (DeepSeek's absorbed decode) from a
 // paged pool as vLLM stores it: one pool of latent rows of 576 values, 512
 // of them the values, so V is a view of K's pool with Dim 512. The queries

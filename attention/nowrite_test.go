@@ -224,6 +224,30 @@ func TestNothingWrittenOnError(t *testing.T) {
 			return e.ForwardPaged(o2, q2, pc, seqs, attention.Options{Sinks: []float32{0}})
 		}},
 	)
+	// Per-sequence query counts: q packs both sequences' queries, [1, Hq, 4, d].
+	qp := attention.F32Tensor(qb[:4*hq*d], attention.BHSD(1, hq, 4, d))
+	op := attention.F32Tensor(ob[:4*hq*d], qp.Layout)
+	cuIns := func(cu []int) []any { return append(pagedIns, qb, cu) }
+	for _, c := range []struct {
+		name, want string
+		cu         []int
+		q          attention.Tensor
+	}{
+		{"offsets past the end", "Options.CuSeqQ[2] is 5; want Nq = 4", []int{0, 1, 5}, qp},
+		{"decreasing offsets", "Options.CuSeqQ[2] is 0, less than CuSeqQ[1] = 4", []int{0, 4, 0, 4}, qp},
+		{"sequence count", "Options.CuSeqQ has 4 offsets (3 sequences) and seqs 2 sequences", []int{0, 1, 2, 4}, qp},
+		{"too many queries", "Options.CuSeqQ gives sequence 1 4 queries (CuSeqQ[2] − CuSeqQ[1]) and seqs[1]", []int{0, 0, 4}, qp},
+		{"batch", "q has batch 2 with Options.CuSeqQ set; want 1", []int{0, 1, 2}, q2},
+	} {
+		cu := c.cu
+		calls = append(calls, badCall{name: "ForwardPaged/CuSeqQ " + c.name, want: c.want, outs: outs, ins: cuIns(cu), state: pagedState, call: func() error {
+			out := op
+			if c.q.Batch != 1 {
+				out = o2
+			}
+			return e.ForwardPagedLSE(out, lb, c.q, pc, seqs, attention.Options{Causal: true, CuSeqQ: cu})
+		}})
+	}
 
 	// Merge.
 	ab, bb := seq(hq*nq*d), seq(hq*nq*d)

@@ -95,16 +95,36 @@ type Options struct {
 	// of a row's range are never read (see above), so a key-padding mask
 	// may hide uninitialised padding.
 	BoolMask BoolMask
-	// CuSeqQ and CuSeqKV, when non-nil, make the call a variable-length
-	// batch, as flash_attn_varlen_func: the batch must be 1 and the
-	// sequences are packed one after another along the sequence axis.
-	// Sequence s owns queries CuSeqQ[s] <= i < CuSeqQ[s+1] and keys
+	// CuSeqQ and CuSeqKV, when non-nil, make a Forward call a
+	// variable-length batch, as flash_attn_varlen_func: the batch must be
+	// 1 and the sequences are packed one after another along the sequence
+	// axis. Sequence s owns queries CuSeqQ[s] <= i < CuSeqQ[s+1] and keys
 	// CuSeqKV[s] <= j < CuSeqKV[s+1] and attends only within itself; its
 	// causal alignment, window and ALiBi distances use its own lengths and
 	// positions. Both slices have nseq+1 elements, start at 0, never
 	// decrease (empty sequences are allowed) and end at Nq and Nkv. Mask and
 	// BoolMask are indexed by the packed positions. The work is shared out
 	// by (sequence, K/V head, block of queries).
+	//
+	// ForwardPagedKV, ForwardPaged and ForwardKVCaches take CuSeqQ alone
+	// (CuSeqKV is an error there: each sequence's keys are its own
+	// length's positions of the store): per-sequence query counts, as
+	// vLLM's query_start_loc, flash_attn_varlen_func's cu_seqlens_q with a
+	// block_table, or FlashInfer's qo_indptr, so that one call serves a
+	// continuous-batching step of decoding sequences and prefill chunks.
+	// q and out are then [1, Hq, totalQ, Dim] (any strides), CuSeqQ has
+	// one offset more than there are sequences (tables, lengths, seqs or
+	// caches), starts at 0, never decreases and ends at totalQ, and
+	// sequence s's CuSeqQ[s+1]−CuSeqQ[s] queries (0 allowed) are its
+	// newest positions: query i of a sequence of nq queries and n keys is
+	// at position n−nq+i, where the bottom-right causal mask, the window
+	// and ALiBi measure from. A sequence with more queries than keys is an
+	// error. The log-sum-exps are laid out [1, Hq, totalQ]. Each
+	// sequence's rows are bitwise those of the same entry point called
+	// for that sequence alone (batch 1, Nq its query count) on the same
+	// engine: it is computed in its own precision (ComputedPrecision of
+	// its query count), with its own split of the keys (Config.KVSplits),
+	// as that call would be.
 	CuSeqQ, CuSeqKV []int
 	// Precision is the arithmetic of the products Q·Kᵀ and P·V:
 	// PrecisionFloat32 (the zero value) or PrecisionBFloat16, several
@@ -218,11 +238,13 @@ const (
 // ComputedPrecision returns the arithmetic in which a call computes its
 // products: opts.Precision, except that a call in PrecisionBFloat16 with
 // at most 16 query rows per K/V head (qHeads/kvHeads query heads per K/V
-// head times nq query positions; nq of a batch with Options.CuSeqQ is the
-// number of packed query rows) is computed in PrecisionFloat32 where the
-// row kernels are SIMD (kernel.Current().RowKernels). nq is the
-// per-sequence query count of the paged and cache calls, as their query
-// tensors give it. The result describes a valid call; arguments that do
+// head times nq query positions) is computed in PrecisionFloat32 where the
+// row kernels are SIMD (kernel.Current().RowKernels). nq is the query
+// count of each batch entry of the paged and cache calls, as their query
+// tensors give it, and of each sequence when those calls take
+// Options.CuSeqQ (each sequence is computed in its own precision); for
+// Forward with Options.CuSeqQ it is the number of packed query rows. The
+// result describes a valid call; arguments that do
 // not describe one (kvHeads not dividing qHeads, negative counts) return
 // opts.Precision.
 func ComputedPrecision(opts Options, qHeads, kvHeads, nq int) Precision {

@@ -329,9 +329,16 @@ func (c *PagedCache) Check() error {
 // in Forward), with Hq a multiple of the cache's Hkv and Dim the cache's.
 // The same sequence may appear
 // more than once. Options are those of Forward except Mask, BoolMask and
-// CuSeqQ/CuSeqKV (errors here: a batch of paged sequences is already a
-// variable-length batch); Window, SoftCap, Slopes and Sinks apply per
-// sequence with its own length.
+// CuSeqKV (errors here: each sequence's keys are its own cached
+// positions); Window, SoftCap, Slopes and Sinks apply per sequence with
+// its own length. Options.CuSeqQ gives each sequence a query count of
+// its own: q and out are then [1, Hq, totalQ, Dim], the packed queries of
+// every sequence, CuSeqQ has len(seqs)+1 offsets from 0 to totalQ, never
+// decreasing, and sequence b's CuSeqQ[b+1]−CuSeqQ[b] queries (0 allowed,
+// at most Len(seqs[b])) are its newest positions, so that one call
+// serves sequences decoding and others prefilling a chunk; each
+// sequence's rows are bitwise those of this call for it alone (batch 1,
+// Nq its query count) on the same engine (Options.CuSeqQ).
 //
 // The output is bitwise that of ForwardKVCaches over KVCaches holding the
 // same sequences, and of ForwardPagedKV over pools holding them, in any
@@ -341,15 +348,17 @@ func (c *PagedCache) Check() error {
 // with Config.KVSplits 1, and with the automatic split (KVSplits 0) when
 // the batch is one sequence or its longest sequence has fewer than 1,024
 // keys. Otherwise the automatic split, which depends on the batch's shape,
-// may differ, and with it the last bits of the rows. A misuse returns an error and writes nothing; an out or lse that shares
-// memory with anything the call reads (q, seqs, the options' slices) is
-// one. After the first call of a shape it allocates nothing. It holds the cache's read lock throughout.
+// may differ, and with it the last bits of the rows. A misuse returns an
+// error and writes nothing; an out or lse that shares memory with
+// anything the call reads (q, seqs, the options' slices, CuSeqQ
+// included) is one. After the first call of a shape it allocates nothing. It holds the cache's read lock throughout.
 func (e *Engine) ForwardPaged(out, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
 	return e.forwardPaged(out, nil, q, cache, seqs, opts)
 }
 
 // ForwardPagedLSE is ForwardPaged that also writes each row's log-sum-exp
-// into lse, laid out [len(seqs), Hq, Nq] contiguously, as ForwardLSE does.
+// into lse, laid out [len(seqs), Hq, Nq] contiguously, as ForwardLSE does
+// ([1, Hq, totalQ] with Options.CuSeqQ).
 func (e *Engine) ForwardPagedLSE(out Tensor, lse []float32, q Tensor, cache *PagedCache, seqs []SeqID, opts Options) error {
 	if lse == nil {
 		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %s elements", rowCountText(q.Layout))

@@ -23,10 +23,11 @@ import "fmt"
 // latent rows of 576 values whose first 512 are the values
 // (ExampleEngine_ForwardPagedKV_mla). The output then has V's head dim.
 //
-// BlockTable is row-major [batch][MaxBlocks] (vLLM's block_tables), of
+// BlockTable is row-major [sequences][MaxBlocks] (vLLM's block_tables), of
 // which sequence b uses the first ceil(SeqLens[b]/BlockSize) entries; the
 // rest may hold anything. Blocks may be shared between sequences and
-// listed in any order.
+// listed in any order. The sequences are q's batch entries, or with
+// Options.CuSeqQ the sequences it delimits.
 type PagedKV struct {
 	K, V       Tensor
 	BlockTable []int32
@@ -40,19 +41,32 @@ type PagedKV struct {
 // SeqLens[b] positions in kv. Semantics, shapes and options are those of
 // ForwardPaged (q and out are [batch, Hq, Nq, Dim] in F32, F16 or BF16;
 // with Options{Causal: true} decoding, speculative verification and
-// chunked prefill are one form; Mask, BoolMask and CuSeqQ/CuSeqKV are
-// errors), and so is the output: ForwardPaged is this call over the
-// cache's own pools and tables, and a caller's store holding the same
-// values gives the same bits.
+// chunked prefill are one form; Mask, BoolMask and CuSeqKV are errors),
+// and so is the output: ForwardPaged is this call over the cache's own
+// pools and tables, and a caller's store holding the same values gives
+// the same bits.
+//
+// With Options.CuSeqQ the sequences have query counts of their own, so
+// that one call computes a continuous-batching step (sequences decoding
+// one token, others prefilling a chunk; ExampleEngine_ForwardPagedKV_mixedBatch):
+// q and out are [1, Hq, totalQ, Dim], the packed queries of every
+// sequence, CuSeqQ has len(kv.SeqLens)+1 offsets from 0 to totalQ, never
+// decreasing, and sequence s's CuSeqQ[s+1]−CuSeqQ[s] queries (0 allowed,
+// at most SeqLens[s]) are its newest positions. Each sequence's rows and
+// log-sum-exps are bitwise those of this call for that sequence alone
+// (batch 1, Nq its query count, its table row and length) on the same
+// engine; Options.CuSeqQ describes the rest.
 //
 // The table and the lengths are checked before anything is read: a block
 // id out of [0, number of blocks) among the entries a sequence uses, a
 // length beyond MaxBlocks·BlockSize or negative, or a table shorter than
-// batch·MaxBlocks is an error that names the entry, and nothing is
-// written. So is an out or lse that shares memory with anything the call
+// sequences·MaxBlocks is an error that names the entry, and nothing is
+// written; so are offsets of Options.CuSeqQ that do not match q or the
+// lengths, and a sequence given more queries than it has keys. So is an out or lse that shares memory with anything the call
 // reads: q, the pools and their Q8 scales, the table, the lengths, the
-// options' slices (a serving loop that carves caches and outputs from one
-// arena gets an error, never a cache overwritten). After the first call of a shape it allocates nothing. The
+// options' slices, CuSeqQ included (a serving loop that carves caches and
+// outputs from one arena gets an error, never a cache overwritten). After
+// the first call of a shape it allocates nothing. The
 // store must not change during the call; any number of calls may read it
 // at once.
 func (e *Engine) ForwardPagedKV(out, q Tensor, kv PagedKV, opts Options) error {
@@ -61,7 +75,7 @@ func (e *Engine) ForwardPagedKV(out, q Tensor, kv PagedKV, opts Options) error {
 
 // ForwardPagedKVLSE is ForwardPagedKV that also writes each row's
 // log-sum-exp into lse, laid out [batch, Hq, Nq] contiguously, as
-// ForwardLSE does.
+// ForwardLSE does ([1, Hq, totalQ] with Options.CuSeqQ).
 func (e *Engine) ForwardPagedKVLSE(out Tensor, lse []float32, q Tensor, kv PagedKV, opts Options) error {
 	if lse == nil {
 		return fmt.Errorf("attention: lse is nil; want a slice of B·Hq·Nq = %s elements", rowCountText(q.Layout))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -281,7 +282,10 @@ func TestPagedKVAllocs(t *testing.T) {
 // next to one, q, out or the pools with a dimension or stride 0 or
 // negative (head dim 0, 0 heads, block size 0), a negative MaxBlocks or
 // length, which must fail, writing nothing, or succeed with the bits of
-// the same call.
+// the same call. Last, the same sequences get a query count each (0 to 3,
+// possibly more than their keys) packed with Options.CuSeqQ, with now and
+// then hostile offsets (fuzzMixedPagedKV): an error writes nothing, a
+// success gives each sequence the bits of a call for it alone.
 func FuzzPagedKV(f *testing.F) {
 	f.Add([]byte{})
 	// Blocks of one position with a SeqStride below the head dim (0): the
@@ -291,6 +295,16 @@ func FuzzPagedKV(f *testing.F) {
 	f.Add([]byte("\x00\x01\x01\x07\x03\x05\x01\x02\x03\x02\x01\x04\x00\x05\x03\x02\x01\x00\x06\x02\x01"))
 	f.Add([]byte("\x01\x00\x00\x02\x01\x02\x00\x01\x02\x06\x07\x00\x03\x09\x01"))
 	f.Add([]byte("\x03\x01\x01\x00\x00\x03\x01\x02\x03\xff\xfe\x00\x01\x02\x03"))
+	// Per-sequence query counts (fuzzMixedPagedKV): three sequences of 5,
+	// 6 and 3 positions in blocks of 2, 1, 3 and 2 queries (f32, then
+	// with V a view of K of head dim 3, one thread, 3 parts; then Q8).
+	mixed := func(dt, engine, causal, mla, nqs string) []byte {
+		return []byte("mixedkv." + dt + "\x01\x01\x03\x01\x05\x00\x02\x03\x00\x00" + "\x01\x02\x03\x04\x05\x06\x02\x03\x04" +
+			"\x05\x00\x06\x00\x03\x00" + engine + causal + strings.Repeat("\x00", 11) + mla + nqs)
+	}
+	f.Add(mixed("\x00", "\x00\x02\x00", "\x01", "\x00", "\x01\x03\x02\x00"))
+	f.Add(mixed("\x00", "\x03\x00\x03", "\x00", "\x01\x02", "\x03\x00\x02\x00"))
+	f.Add(mixed("\x03", "\x06\x01\x00", "\x01", "", "\x02\x02\x03\x00"))
 	// Hostile calls (pagedKVHostile): one sequence of 3 positions, head dim
 	// 4, in blocks of 2 (f32, or q8 of head dim 32), then the plan.
 	hostile := func(plan string) []byte {
@@ -395,5 +409,71 @@ func FuzzPagedKV(f *testing.F) {
 				t.Fatalf("%v bs %d layout %+v: sequence %d (%d positions, table %v) differs from Forward over its rows:\n%v\n%v", dt, bs, l, b, n, table, got, want)
 			}
 		}
+		// Last too: the same sequences with per-sequence query counts.
+		fuzzMixedPagedKV(t, r, e, kv, hq, d, dv, opts)
 	})
+}
+
+// fuzzMixedPagedKV draws a query count per sequence of kv (0 to 3, which
+// may exceed its keys) and, now and then, offsets that are hostile (not
+// from 0, short of or past the packed length, one too few), and runs
+// ForwardPagedKVLSE over the packed queries with Options.CuSeqQ. An error
+// must leave out and lse untouched; a success must give each sequence
+// bitwise the rows of a call for it alone (batch 1, its own query count).
+func fuzzMixedPagedKV(t *testing.T, r *fuzzReader, e *attention.Engine, kv attention.PagedKV, hq, d, dv int, opts attention.Options) {
+	t.Helper()
+	B := len(kv.SeqLens)
+	cu := make([]int, B+1)
+	for s := range B {
+		cu[s+1] = cu[s] + r.intn(4)
+	}
+	total := cu[B]
+	switch r.intn(8) {
+	case 4:
+		cu[0] = 1
+	case 5:
+		cu[B]++
+	case 6:
+		cu[B]--
+	case 7:
+		cu = cu[:B]
+	}
+	total = max(total, 0)
+	ql, ol := attention.BSHD(1, total, hq, d), attention.BSHD(1, total, hq, dv)
+	q := randn(r.rng, ql.Span())
+	out, lse := impltest.Filled(ol.Span(), outGuard), impltest.Filled(hq*total, outGuard)
+	opts.CuSeqQ = cu
+	if err := e.ForwardPagedKVLSE(attention.F32Tensor(out, ol), lse, attention.F32Tensor(q, ql), kv, opts); err != nil {
+		if !sameBits(out, impltest.Filled(ol.Span(), outGuard)) || !sameBits(lse, impltest.Filled(hq*total, outGuard)) {
+			t.Fatalf("CuSeqQ %v: error %v, but out or lse was written", cu, err)
+		}
+		return
+	}
+	opts.CuSeqQ = nil
+	for s := range B {
+		nq := cu[s+1] - cu[s]
+		if nq > int(kv.SeqLens[s]) {
+			t.Fatalf("CuSeqQ %v: sequence %d has %d queries and %d keys, and the call succeeded", cu, s, nq, kv.SeqLens[s])
+		}
+		if nq == 0 {
+			continue
+		}
+		one := attention.PagedKV{K: kv.K, V: kv.V, BlockTable: kv.BlockTable[s*kv.MaxBlocks:][:kv.MaxBlocks], MaxBlocks: kv.MaxBlocks, SeqLens: kv.SeqLens[s : s+1]}
+		qv, ov := ql, attention.BHSD(1, hq, nq, dv)
+		qv.Seq = nq
+		o1, l1 := make([]float32, ov.Span()), make([]float32, hq*nq)
+		if err := e.ForwardPagedKVLSE(attention.F32Tensor(o1, ov), l1, attention.F32Tensor(q[ql.Offset(0, 0, cu[s]):], qv), one, opts); err != nil {
+			t.Fatal(err)
+		}
+		for h := range hq {
+			for i := range nq {
+				if !sameBits(out[ol.Offset(0, h, cu[s]+i):][:dv], o1[ov.Offset(0, h, i):][:dv]) {
+					t.Fatalf("CuSeqQ %v lens %v: sequence %d head %d row %d differs from its own call", cu, kv.SeqLens, s, h, i)
+				}
+			}
+			if !sameBits(lse[h*total+cu[s]:][:nq], l1[h*nq:][:nq]) {
+				t.Fatalf("CuSeqQ %v lens %v: sequence %d head %d lse differs from its own call", cu, kv.SeqLens, s, h)
+			}
+		}
+	}
 }

@@ -35,14 +35,7 @@ type plan struct {
 // storage). The prepacked panels are set up by the caller, which owns
 // their buffers.
 func (e *Engine) makePlan(c *call, src kvStore) plan {
-	p := plan{src: src, math: f32Math{},
-		kOps: &kvKernels[c.k.dtype], vOps: &kvKernels[c.v.dtype], qIO: &activationIO[c.q.dtype], outIO: &activationIO[c.out.dtype]}
-	if c.mask.dtype != 0 {
-		p.maskOps = &maskTypes[c.mask.dtype]
-	}
-	if c.precision == PrecisionBFloat16 {
-		p.math = bf16Math{}
-	}
+	p := basePlan(c, src)
 	p.np = e.positionsPerBlock(c, &p)
 	p.direct = readsRows(c.group, c.q.Seq)
 	p.nBlk = (c.q.Seq + p.np - 1) / p.np
@@ -53,6 +46,21 @@ func (e *Engine) makePlan(c *call, src kvStore) plan {
 	p.fuse = 1
 	if p.direct && c.cuQ == nil && p.nBlk == 1 && src.interleaved(c.k.Heads) {
 		p.fuse = fuseGroup(c.k.Heads, c.q.Batch*p.splits, e.threadCount())
+	}
+	return p
+}
+
+// basePlan returns the part of c's plan that follows from its types and
+// precision alone: the store, the arithmetic and the kernels, with no
+// split and no fused heads.
+func basePlan(c *call, src kvStore) plan {
+	p := plan{src: src, math: f32Math{}, splits: 1, fuse: 1,
+		kOps: &kvKernels[c.k.dtype], vOps: &kvKernels[c.v.dtype], qIO: &activationIO[c.q.dtype], outIO: &activationIO[c.out.dtype]}
+	if c.mask.dtype != 0 {
+		p.maskOps = &maskTypes[c.mask.dtype]
+	}
+	if c.precision == PrecisionBFloat16 {
+		p.math = bf16Math{}
 	}
 	return p
 }

@@ -50,6 +50,19 @@ type job struct {
 	// pre holds the K/V pair panels of a bf16 prefill, packed once.
 	pre prepack
 
+	// Per-sequence query counts (call.seqQ, mixedPlan): rows is the call
+	// as computed for the sequences whose own call reads K and V rows in
+	// place (t for the others), and seqs the plan of each sequence with
+	// queries, in the order of its items.
+	mixed bool
+	rows  task
+	seqs  []seqWork
+
+	// The scratch a worker needs: a tile of wsRows query rows × wsCols
+	// keys, with the bf16 buffers when wsBF16 is set.
+	wsRows, wsCols int
+	wsBF16         bool
+
 	// Guarded by the pool's mutex.
 	done   sync.Cond // signalled when the last helper leaves a closed job
 	closed bool      // the caller has finished: no helper may take the job
@@ -146,8 +159,52 @@ func (e *Engine) compute(c *call) error {
 	// From here on c is the job's copy, as the store must be: a pointer
 	// into the caller's call would make it escape (and allocate).
 	jc := &j.t.call
-	j.t.plan = e.makePlan(jc, j.stores.resolve(jc))
+	if jc.seqQ != nil {
+		e.mixedPlan(j, j.stores.resolve(jc))
+	} else {
+		e.callPlan(j, j.stores.resolve(jc))
+	}
 	c, p := jc, &j.t.plan
+	j.next.Store(0)
+	j.closed, j.active, j.err = false, 0, nil
+	helpers := min(e.threadCount(), j.total) - 1
+	e.reserveWorkspaces((1+max(0, helpers))*p.fuse, j.wsRows, j.wsCols, c.wsDim(), j.wsBF16)
+	if helpers > 0 {
+		pl := e.pool
+		pl.grow(helpers)
+		pl.mu.Lock()
+		pl.open = append(pl.open, j)
+		pl.mu.Unlock()
+		for range helpers {
+			select {
+			case pl.wake <- struct{}{}:
+			default: // plenty of wake-ups are pending already
+			}
+		}
+	}
+	j.work()
+	if helpers > 0 {
+		e.pool.close(j)
+	}
+	if j.err == nil {
+		if j.mixed {
+			e.mergeMixed(j)
+		} else if p.splits > 1 {
+			e.mergeParts(j)
+		}
+	}
+	err := j.err
+	e.putJob(j)
+	return err
+}
+
+// callPlan plans the job's call (one without per-sequence query counts):
+// its plan, its blocks, the split parts' buffers, the prepacked panels
+// and the scratch of a worker.
+func (e *Engine) callPlan(j *job, src kvStore) {
+	j.mixed = false
+	j.t.plan = e.makePlan(&j.t.call, src)
+	c, p := &j.t.call, &j.t.plan
 	j.total = c.q.Batch * c.k.Heads * p.nBlk
 	if c.cuQ != nil {
 		j.total = 0
@@ -168,33 +225,7 @@ func (e *Engine) compute(c *call) error {
 	} else if j.pre.setup(&j.t, p.nBlk, p.bkv); j.pre.on {
 		p.pre = &j.pre
 	}
-	j.next.Store(0)
-	j.closed, j.active, j.err = false, 0, nil
-	helpers := min(e.threadCount(), j.total) - 1
-	e.reserveWorkspaces((1+max(0, helpers))*p.fuse, c.group*p.np, p.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
-	if helpers > 0 {
-		pl := e.pool
-		pl.grow(helpers)
-		pl.mu.Lock()
-		pl.open = append(pl.open, j)
-		pl.mu.Unlock()
-		for range helpers {
-			select {
-			case pl.wake <- struct{}{}:
-			default: // plenty of wake-ups are pending already
-			}
-		}
-	}
-	j.work()
-	if helpers > 0 {
-		e.pool.close(j)
-	}
-	if p.splits > 1 && j.err == nil {
-		e.mergeParts(j)
-	}
-	err := j.err
-	e.putJob(j)
-	return err
+	j.wsRows, j.wsCols, j.wsBF16 = c.group*p.np, p.bkv, c.precision == PrecisionBFloat16
 }
 
 // splitCount returns the number of parts each (batch, K/V head) of a
@@ -203,19 +234,24 @@ func (e *Engine) compute(c *call) error {
 // thread count: parts of at least minSplitKeys keys, until there are
 // splitBlocks blocks in all, and at most maxSplits parts.
 func (e *Engine) splitCount(c *call, p *plan) int {
-	const minSplitKeys, splitBlocks, maxSplits = 512, 64, 32
 	nk := 0
 	for b := range c.q.Batch {
 		nk = max(nk, p.src.keys(b))
 	}
+	return e.splitFor(c.q.Batch*c.k.Heads, nk, p.bkv)
+}
+
+// splitFor is splitCount for bh (batch entry, K/V head) pairs whose
+// longest sequence has nk keys, in tiles of bkv keys.
+func (e *Engine) splitFor(bh, nk, bkv int) int {
+	const minSplitKeys, splitBlocks, maxSplits = 512, 64, 32
 	if e.splits != 0 {
 		// More parts than tiles leave parts empty: capping them at the
 		// tiles of the longest sequence (or maxSplits) changes no part's
 		// tiles, hence no bit of the result, and bounds the partial
 		// results by the problem.
-		return min(e.splits, max(maxSplits, ceilDiv(nk, p.bkv)))
+		return min(e.splits, max(maxSplits, ceilDiv(nk, bkv)))
 	}
-	bh := c.q.Batch * c.k.Heads
 	return max(1, min(maxSplits, (splitBlocks+bh-1)/bh, nk/minSplitKeys))
 }
 
@@ -224,7 +260,11 @@ func (j *job) work() {
 	ws := j.e.getWorkspace()
 	defer j.e.putWorkspace(ws)
 	c := &j.t
-	ws.ensure(c.group*j.t.np, c.bkv, c.wsDim(), c.precision == PrecisionBFloat16)
+	ws.ensure(j.wsRows, j.wsCols, c.wsDim(), j.wsBF16)
+	if j.mixed {
+		j.workMixed(ws)
+		return
+	}
 	if j.t.fuse > 1 {
 		j.workFused(ws)
 		return
@@ -297,7 +337,9 @@ func (e *Engine) getJob() *job {
 }
 
 func (e *Engine) putJob(j *job) {
-	j.e, j.t, j.stores = nil, task{}, stores{}
+	j.e, j.t, j.rows, j.stores = nil, task{}, task{}, stores{}
+	clear(j.seqs)
+	j.seqs = j.seqs[:0]
 	giveFree(&e.mu, &e.freeJobs, j)
 }
 

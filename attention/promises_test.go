@@ -19,15 +19,20 @@ import (
 // in both precisions, with f32, f16, bf16 and Q8 keys and values.
 //
 //	promise                      Forward[LSE]  ForwardKVCaches[LSE]  ForwardPaged[LSE]  ForwardPagedKV[LSE]
-//	error, not panic; nothing    x             x                     x                  x
+//	error, not panic; nothing    x             x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
 //	  written; no input modified
 //	  (zero and negative dims,
-//	  outputs on every input)
-//	inputs never modified        x             x                     x                  x
-//	bits independent of threads  x             x                     x                  x
-//	paged = contiguous           x (per seq.)  x                     x                  x
-//	V as a view of K = equal     x             (one head dim: none)                     x
+//	  outputs on every input,
+//	  bad offsets)
+//	inputs never modified        x             x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
+//	bits independent of threads  x             x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
+//	paged = contiguous           x (per seq.)  x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
+//	V as a view of K = equal     x             (one head dim: none)                     x  +CuSeqQ
 //	  dims
+//
+// The +CuSeqQ entries are the batched ones with per-sequence query counts
+// (Options.CuSeqQ): the same sequences, each with its own number of
+// queries, packed into one batch entry.
 //
 // Merge, MergeN, KVCache.Append and PagedCache.Append have the first two
 // rows in TestPromisesMergeAppend; their outputs are not computed per
@@ -42,7 +47,7 @@ var promiseTable = []struct {
 	{"inputs never modified", nil, checkInputsUnmodified},
 	{"bits independent of threads", nil, checkThreadBits},
 	{"paged equals contiguous", nil, checkPagedEqualsContiguous},
-	{"V as a view of K equals equal dims", []string{"Forward", "ForwardLSE", "ForwardPagedKV", "ForwardPagedKVLSE"}, checkViewOfK},
+	{"V as a view of K equals equal dims", []string{"Forward", "ForwardLSE", "ForwardPagedKV", "ForwardPagedKVLSE", "ForwardPagedKV+CuSeqQ", "ForwardPagedKVLSE+CuSeqQ"}, checkViewOfK},
 }
 
 // TestPromises runs every cell of promiseTable.
@@ -97,6 +102,9 @@ type promiseFixture struct {
 	seqs                  []attention.SeqID // in the arena
 	kv                    attention.PagedKV // BlockTable and SeqLens in the arena
 	slopes, sinks         []float32         // in the arena
+	nqs                   []int             // the +CuSeqQ entries' query counts: batch·nq in all
+	cuQ                   []int             // their offsets, in the arena
+	qP                    []float32         // their packed queries, [1, hq, batch·nq, d]
 	arena                 []float32
 	used                  int // floats of the arena carved so far
 }
@@ -139,6 +147,15 @@ func newPromiseFixture(t *testing.T, dt attention.DType) *promiseFixture {
 	copy(fx.kv.SeqLens, pool.kv.SeqLens)
 	fx.slopes = carve[float32](fx, fx.hq)
 	fx.sinks = carve[float32](fx, fx.hq)
+	// A decode, a sequence whose queries are all its keys, a chunk of a
+	// long one: as many rows as the batch of nq each.
+	fx.nqs = []int{1, 3, 5}
+	fx.cuQ = carve[int](fx, fx.batch+1)
+	for b, n := range fx.nqs {
+		fx.cuQ[b+1] = fx.cuQ[b] + n
+	}
+	total := fx.cuQ[fx.batch]
+	fx.qP = randn(rng, fx.hq*total*d)
 	for h := range fx.hq {
 		fx.slopes[h] = 0.01 * float32(h+1)
 		fx.sinks[h] = 0.5 - float32(h)
@@ -195,6 +212,10 @@ type entryPoint struct {
 	run   func(e *attention.Engine, a *callArgs) error
 }
 
+// packed reports whether ep is a batched entry point with per-sequence
+// query counts: the batch's queries packed, with Options.CuSeqQ.
+func (ep *entryPoint) packed() bool { return strings.HasSuffix(ep.name, "+CuSeqQ") }
+
 var entryPoints = []entryPoint{
 	{"Forward", false, false, func(e *attention.Engine, a *callArgs) error { return e.Forward(a.out, a.q, a.k, a.v, a.opts) }},
 	{"ForwardLSE", true, false, func(e *attention.Engine, a *callArgs) error {
@@ -220,17 +241,30 @@ var entryPoints = []entryPoint{
 	}},
 }
 
+// The batched entry points with per-sequence query counts.
+func init() {
+	for _, ep := range entryPoints {
+		if ep.batch {
+			ep.name += "+CuSeqQ"
+			entryPoints = append(entryPoints, ep)
+		}
+	}
+}
+
 // args returns the arguments of a valid call of ep with fresh outputs
 // filled with the sentinel byte.
 func (fx *promiseFixture) args(ep *entryPoint) *callArgs {
-	b := fx.batch
+	b, nq := fx.batch, fx.nq
 	q := fx.q
 	if !ep.batch {
 		b, q = 1, fx.qF
 	}
+	if ep.packed() {
+		b, nq, q = 1, fx.batch*fx.nq, fx.qP
+	}
 	a := &callArgs{
-		q:      attention.F32Tensor(q, attention.BHSD(b, fx.hq, fx.nq, fx.d)),
-		out:    attention.F32Tensor(impltest.Filled(b*fx.hq*fx.nq*fx.d, sentinelFloat), attention.BHSD(b, fx.hq, fx.nq, fx.d)),
+		q:      attention.F32Tensor(q, attention.BHSD(b, fx.hq, nq, fx.d)),
+		out:    attention.F32Tensor(impltest.Filled(b*fx.hq*nq*fx.d, sentinelFloat), attention.BHSD(b, fx.hq, nq, fx.d)),
 		k:      fx.fwdK,
 		v:      fx.fwdV,
 		caches: fx.caches,
@@ -240,7 +274,10 @@ func (fx *promiseFixture) args(ep *entryPoint) *callArgs {
 		opts:   fx.opts(),
 	}
 	if ep.lse {
-		a.lse = impltest.Filled(b*fx.hq*fx.nq, sentinelFloat)
+		a.lse = impltest.Filled(b*fx.hq*nq, sentinelFloat)
+	}
+	if ep.packed() {
+		a.opts.CuSeqQ = fx.cuQ
 	}
 	return a
 }
@@ -280,7 +317,11 @@ func (fx *promiseFixture) inputs(ep *entryPoint, a *callArgs) []memory {
 		}
 		mem = append(mem, memory{"seqs", sliceBytes(a.seqs), true})
 	}
-	return append(mem, memory{"Options.Slopes", sliceBytes(fx.slopes), true}, memory{"Options.Sinks", sliceBytes(fx.sinks), true})
+	mem = append(mem, memory{"Options.Slopes", sliceBytes(fx.slopes), true}, memory{"Options.Sinks", sliceBytes(fx.sinks), true})
+	if ep.packed() {
+		mem = append(mem, memory{"Options.CuSeqQ", sliceBytes(fx.cuQ), true})
+	}
+	return mem
 }
 
 // floatsOn returns n float32 starting where m does: on the buffer itself,
@@ -360,6 +401,27 @@ func (fx *promiseFixture) hostileCases(t *testing.T, ep *entryPoint) []hostile {
 		cases = append(cases, hostile{"unknown sequence", "unknown or freed", func(a *callArgs) {
 			a.seqs = []attention.SeqID{a.seqs[0], a.seqs[1] + 1000, a.seqs[2]}
 		}})
+	}
+	if ep.packed() {
+		cu := func(cu ...int) func(a *callArgs) { return func(a *callArgs) { a.opts.CuSeqQ = cu } }
+		count := "Options.CuSeqQ has 3 offsets (2 sequences)"
+		if strings.HasPrefix(ep.name, "ForwardPagedKV") {
+			count = "kv.SeqLens has 3 lengths and Options.CuSeqQ 3 offsets (2 sequences)"
+		}
+		cases = append(cases,
+			hostile{"CuSeqQ empty", "Options.CuSeqQ is empty", func(a *callArgs) { a.opts.CuSeqQ = []int{} }},
+			hostile{"CuSeqQ from 1", "Options.CuSeqQ[0] is 1; want 0", cu(1, 4, 9)},
+			hostile{"CuSeqQ decreasing", "Options.CuSeqQ[2] is 1, less than CuSeqQ[1] = 4", cu(0, 4, 1, 9)},
+			hostile{"CuSeqQ short of Nq", "Options.CuSeqQ[3] is 8; want Nq = 9", cu(0, 1, 4, 8)},
+			hostile{"CuSeqQ past Nq", "Options.CuSeqQ[3] is 10; want Nq = 9", cu(0, 1, 4, 10)},
+			hostile{"CuSeqQ sequences", count, cu(0, 4, 9)},
+			hostile{"more queries than keys", "Options.CuSeqQ gives sequence 1 4 queries", cu(0, 1, 5, 9)},
+			hostile{"CuSeqKV", "Options.CuSeqKV is not supported", func(a *callArgs) { a.opts.CuSeqKV = []int{0, 5, 8, 1108} }},
+			hostile{"batch 3", "q has batch 3 with Options.CuSeqQ set; want 1", func(a *callArgs) {
+				a.q = attention.F32Tensor(a.q.Float32s(), attention.BHSD(fx.batch, fx.hq, fx.nq, fx.d))
+				a.out = attention.F32Tensor(a.out.Float32s(), a.q.Layout)
+			}},
+		)
 	}
 	for _, m := range fx.inputs(ep, fx.args(ep)) {
 		if !m.arena && len(m.mem) < 4*fx.args(ep).out.Span() {
@@ -495,6 +557,9 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 	for _, cfg := range []attention.Config{{Threads: 2, KVSplits: 1}, {Threads: 3}} {
 		out, lse := fx.result(t, ep, cfg)
 		ref := entryNamed("ForwardKVCaches", ep.lse)
+		if ep.packed() {
+			ref = entryNamed("ForwardKVCaches", ep.lse, "+CuSeqQ")
+		}
 		wOut, wLSE := fx.result(t, ref, cfg)
 		requireSameBits(t, out, wOut, "out against %s, %+v", ref.name, cfg)
 		requireSameBits(t, lse, wLSE, "lse against %s, %+v", ref.name, cfg)
@@ -503,6 +568,22 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 	out, _ := fx.result(t, ep, attention.Config{Threads: 2, KVSplits: 1})
 	e := mustEngine(t, attention.Config{Threads: 2, KVSplits: 1})
 	rows := fx.hq * fx.nq
+	if ep.packed() {
+		// Sequence b's rows of head h are rows cu[b]..cu[b+1] of head h's
+		// packed rows.
+		total := fx.cuQ[fx.batch]
+		for b, kc := range fx.caches {
+			nq := fx.nqs[b]
+			view := attention.Layout{Batch: 1, Heads: fx.hq, Seq: nq, Dim: fx.d, BatchStride: fx.hq * total * fx.d, HeadStride: total * fx.d, SeqStride: fx.d}
+			got := make([]float32, fx.hq*nq*fx.d)
+			q := attention.F32Tensor(fx.qP[fx.cuQ[b]*fx.d:], view)
+			require.NoError(t, e.Forward(attention.F32Tensor(got, attention.BHSD(1, fx.hq, nq, fx.d)), q, kc.K(), kc.V(), fx.opts()))
+			for h := range fx.hq {
+				requireSameBits(t, out[(h*total+fx.cuQ[b])*fx.d:][:nq*fx.d], got[h*nq*fx.d:][:nq*fx.d], "sequence %d head %d against Forward", b, h)
+			}
+		}
+		return
+	}
 	for b, kc := range fx.caches {
 		got := make([]float32, rows*fx.d)
 		q := attention.F32Tensor(fx.q[b*rows*fx.d:][:rows*fx.d], attention.BHSD(1, fx.hq, fx.nq, fx.d))
@@ -511,10 +592,14 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 	}
 }
 
-// entryNamed returns the entry point of that name, or its LSE form.
-func entryNamed(name string, lse bool) *entryPoint {
+// entryNamed returns the entry point of that name, or its LSE form, with
+// the suffix (none, or "+CuSeqQ").
+func entryNamed(name string, lse bool, suffix ...string) *entryPoint {
 	if lse {
 		name += "LSE"
+	}
+	for _, x := range suffix {
+		name += x
 	}
 	for i := range entryPoints {
 		if entryPoints[i].name == name {
@@ -532,18 +617,15 @@ func checkViewOfK(t *testing.T, fx *promiseFixture, ep *entryPoint) {
 	if fx.dt == attention.Q8 {
 		dv = 32
 	}
-	b := 1
-	if ep.batch {
-		b = fx.batch
-	}
 	full := fx.args(ep)
 	full.v, full.kv.V = full.k, full.kv.K
 	require.NoError(t, ep.run(e, full))
 	half := fx.args(ep)
 	half.v, half.kv.V = withDim(half.k, dv), withDim(half.kv.K, dv)
-	half.out = attention.F32Tensor(make([]float32, b*fx.hq*fx.nq*dv), attention.BHSD(b, fx.hq, fx.nq, dv))
+	l := full.out.Layout
+	half.out = attention.F32Tensor(make([]float32, l.Batch*l.Heads*l.Seq*dv), attention.BHSD(l.Batch, l.Heads, l.Seq, dv))
 	require.NoError(t, ep.run(e, half))
-	for r := range b * fx.hq * fx.nq {
+	for r := range l.Batch * l.Heads * l.Seq {
 		requireSameBits(t, half.out.Float32s()[r*dv:][:dv], full.out.Float32s()[r*fx.d:][:dv], "row %d", r)
 	}
 	if ep.lse {

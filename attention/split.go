@@ -68,35 +68,40 @@ func (j *job) storePart(ws *workspace, i int) {
 func (e *Engine) mergeParts(j *job) {
 	c := &j.t
 	p := &j.parts
-	rows, ld, d, S := p.rows, p.ld, c.dv, j.t.splits
 	ws := e.getWorkspace()
 	defer e.putWorkspace(ws)
-	ws.ensure(rows, c.bkv, c.wsDim(), false)
+	ws.ensure(p.rows, c.bkv, c.wsDim(), false)
 	for bh := range c.q.Batch * c.k.Heads {
-		base := bh * S
-		for r := range rows {
-			mm := negInf
+		p.merge(ws, bh*j.t.splits, j.t.splits, p.rows, c.dv)
+		finishBlock(ws, c, bh/c.k.Heads, bh%c.k.Heads, 0, c.q.Seq)
+	}
+}
+
+// merge combines the first rows rows (of head dim d) of the parts in
+// slots [base, base+S) in part order into ws's accumulators.
+func (p *splitParts) merge(ws *workspace, base, S, rows, d int) {
+	ld := p.ld
+	for r := range rows {
+		mm := negInf
+		for s := range S {
+			mm = max(mm, p.m[(base+s)*p.rows+r])
+		}
+		o := ws.o[r*ld : r*ld+d]
+		clear(o)
+		var z float32
+		if mm != negInf {
 			for s := range S {
-				mm = max(mm, p.m[(base+s)*rows+r])
-			}
-			o := ws.o[r*ld : r*ld+d]
-			clear(o)
-			var z float32
-			if mm != negInf {
-				for s := range S {
-					ms := p.m[(base+s)*rows+r]
-					if ms == negInf {
-						continue // the part saw no key of this row
-					}
-					a := kernel.Exp(ms - mm)
-					z += a * p.z[(base+s)*rows+r]
-					for k, x := range p.o[((base+s)*rows+r)*ld:][:d] {
-						o[k] += a * x
-					}
+				ms := p.m[(base+s)*p.rows+r]
+				if ms == negInf {
+					continue // the part saw no key of this row
+				}
+				a := kernel.Exp(ms - mm)
+				z += a * p.z[(base+s)*p.rows+r]
+				for k, x := range p.o[((base+s)*p.rows+r)*ld:][:d] {
+					o[k] += a * x
 				}
 			}
-			ws.m[r], ws.z[r] = mm, z
 		}
-		finishBlock(ws, c, bh/c.k.Heads, bh%c.k.Heads, 0, c.q.Seq)
+		ws.m[r], ws.z[r] = mm, z
 	}
 }

@@ -24,6 +24,61 @@ type request struct {
 	pool   PagedKV     // ForwardPagedKV (a copy: a pointer would escape)
 	cache  *PagedCache // ForwardPaged
 	seqs   []SeqID     // ForwardPaged
+	// seqQ is Options.CuSeqQ of a batch of caches or paged sequences once
+	// its offsets are checked: sequence s's queries are the packed
+	// positions [seqQ[s], seqQ[s+1]) of q's one batch entry. nil: each
+	// batch entry of q is a sequence.
+	seqQ []int
+}
+
+// sequences returns the number of sequences of a request over caches or
+// paged sequences: one per batch entry of q, or one per pair of
+// consecutive offsets of Options.CuSeqQ.
+func (r *request) sequences() int {
+	if r.seqQ != nil {
+		return len(r.seqQ) - 1
+	}
+	return r.q.Batch
+}
+
+// keysOf returns the number of keys of sequence s of a request over caches
+// or paged sequences whose shape has been checked.
+func (r *request) keysOf(s int) int {
+	switch r.src {
+	case fromPool:
+		return int(r.pool.SeqLens[s])
+	case fromPagedCache:
+		return r.cache.seqs[r.seqs[s]].n
+	}
+	return r.caches[s].n
+}
+
+// keysText names the length of sequence s in an error message.
+func (r *request) keysText(s int) string {
+	n := r.keysOf(s)
+	switch r.src {
+	case fromPool:
+		return fmt.Sprintf("kv.SeqLens[%d] is %d", s, n)
+	case fromPagedCache:
+		return fmt.Sprintf("seqs[%d] (sequence %d) holds %d positions", s, r.seqs[s], n)
+	}
+	return fmt.Sprintf("caches[%d] holds %d positions", s, n)
+}
+
+// checkSeqQ checks that with Options.CuSeqQ no sequence has more queries
+// than keys: its queries are its newest positions, which its keys include.
+func (r *request) checkSeqQ() error {
+	if r.seqQ == nil {
+		return nil
+	}
+	for s := range r.sequences() {
+		nq := r.seqQ[s+1] - r.seqQ[s]
+		if nq > r.keysOf(s) {
+			return fmt.Errorf("%sOptions.CuSeqQ gives sequence %d %d queries (CuSeqQ[%d] − CuSeqQ[%d]) and %s; want at most as many queries as keys (the queries are the sequence's newest positions)",
+				r.fn, s, nq, s+1, s, r.keysText(s))
+		}
+	}
+	return nil
 }
 
 // sourceKind says where a request's keys and values lie.
@@ -76,6 +131,22 @@ func validateRequest(r *request, opts *Options) (call, error) {
 	if q.Heads == 0 {
 		return call{}, fmt.Errorf("%sq has 0 heads; want >= 1", fn)
 	}
+	if what := r.batchOf(); what != "" {
+		if err := checkBatchOptions(fn, what, opts); err != nil {
+			return call{}, err
+		}
+	}
+	if r.batchOf() != "" && opts.CuSeqQ != nil {
+		// Per-sequence query counts: the offsets say how many sequences
+		// the tables, lengths or caches must describe.
+		if q.Batch != 1 {
+			return call{}, fmt.Errorf("%sq has batch %d with Options.CuSeqQ set; want 1 (the sequences' queries are packed along the sequence axis)", fn, q.Batch)
+		}
+		if err := checkOffsets(fn, "CuSeqQ", opts.CuSeqQ, "Nq", q.Seq); err != nil {
+			return call{}, err
+		}
+		r.seqQ = opts.CuSeqQ
+	}
 	kv, err := r.kvShape()
 	if err != nil {
 		return call{}, err
@@ -89,7 +160,7 @@ func validateRequest(r *request, opts *Options) (call, error) {
 	if kv.dimV < 1 {
 		return call{}, fmt.Errorf("%sv has head dim %d; want >= 1", fn, kv.dimV)
 	}
-	if kv.batch != q.Batch {
+	if kv.batch != r.sequences() {
 		return call{}, fmt.Errorf("%sq has batch %d and the keys %d; want the same", fn, q.Batch, kv.batch)
 	}
 	if q.Heads%kv.heads != 0 {
@@ -98,10 +169,8 @@ func validateRequest(r *request, opts *Options) (call, error) {
 	if err := checkOutputShape(fn, r.out, r.lse, q, kv.dimV); err != nil {
 		return call{}, err
 	}
-	if what := r.batchOf(); what != "" {
-		if err := checkBatchOptions(fn, what, opts); err != nil {
-			return call{}, err
-		}
+	if err := r.checkSeqQ(); err != nil {
+		return call{}, err
 	}
 	scale, err := callScale(fn, opts.Scale, q.Dim)
 	if err != nil {
@@ -109,7 +178,7 @@ func validateRequest(r *request, opts *Options) (call, error) {
 	}
 	shape := Tensor{Layout: Layout{Batch: kv.batch, Heads: kv.heads, Seq: kv.seq, Dim: kv.dim}, dtype: kv.dtype}
 	c := call{out: r.out, q: q, k: shape, v: shape, lse: r.lse, scale: scale, causal: opts.Causal,
-		group: q.Heads / kv.heads, dv: kv.dimV, caches: r.caches}
+		group: q.Heads / kv.heads, dv: kv.dimV, caches: r.caches, seqQ: r.seqQ}
 	c.v.Dim = kv.dimV
 	switch r.src {
 	case fromPool:
@@ -202,7 +271,7 @@ func checkRowStrides(fn, kName string, k Tensor, vName string, v Tensor) error {
 
 // poolShape checks ForwardPagedKV's pools, block table and lengths.
 func (r *request) poolShape() (kvShape, error) {
-	fn, kv, B := r.fn, &r.pool, r.q.Batch
+	fn, kv, B := r.fn, &r.pool, r.sequences()
 	for _, t := range [...]namedTensor{{"kv.K", kv.K}, {"kv.V", kv.V}} {
 		if err := t.t.Validate(); err != nil {
 			return kvShape{}, fmt.Errorf("%s%s: %w", fn, t.name, err)
@@ -221,6 +290,9 @@ func (r *request) poolShape() (kvShape, error) {
 	}
 	bs, nBlocks := k.Seq, k.Batch
 	if len(kv.SeqLens) != B {
+		if r.seqQ != nil {
+			return kvShape{}, fmt.Errorf("%skv.SeqLens has %d lengths and Options.CuSeqQ %d offsets (%d sequences); want one length per sequence", fn, len(kv.SeqLens), len(r.seqQ), B)
+		}
 		return kvShape{}, fmt.Errorf("%skv.SeqLens has %d lengths and q a batch of %d; want one length per sequence", fn, len(kv.SeqLens), B)
 	}
 	if kv.MaxBlocks < 0 {
@@ -258,7 +330,10 @@ func poolText(t Tensor) string {
 // pagedCacheShape checks ForwardPaged's sequences.
 func (r *request) pagedCacheShape() (kvShape, error) {
 	fn, cache := r.fn, r.cache
-	if r.q.Batch != len(r.seqs) {
+	if r.sequences() != len(r.seqs) {
+		if r.seqQ != nil {
+			return kvShape{}, fmt.Errorf("%sOptions.CuSeqQ has %d offsets (%d sequences) and seqs %d sequences; want one more offset than sequences", fn, len(r.seqQ), r.sequences(), len(r.seqs))
+		}
 		return kvShape{}, fmt.Errorf("%sq has batch %d and seqs %d sequences; want the same", fn, r.q.Batch, len(r.seqs))
 	}
 	maxLen := 0
@@ -275,7 +350,10 @@ func (r *request) pagedCacheShape() (kvShape, error) {
 // cachesShape checks ForwardKVCaches' caches.
 func (r *request) cachesShape() (kvShape, error) {
 	fn, caches := r.fn, r.caches
-	if r.q.Batch != len(caches) {
+	if r.sequences() != len(caches) {
+		if r.seqQ != nil {
+			return kvShape{}, fmt.Errorf("%sOptions.CuSeqQ has %d offsets (%d sequences) and caches has %d caches; want one more offset than caches", fn, len(r.seqQ), r.sequences(), len(caches))
+		}
 		return kvShape{}, fmt.Errorf("%sq has batch %d and caches has %d caches; want the same", fn, r.q.Batch, len(caches))
 	}
 	var first *KVCache
@@ -499,14 +577,15 @@ func callScale(fn string, scale float32, dim int) (float32, error) {
 }
 
 // checkBatchOptions refuses the options that a batch of caches or paged
-// sequences (what) cannot take: the masks, and variable lengths, which
-// the batch already is.
+// sequences (what) cannot take: the masks, and key offsets, as each
+// sequence's keys are its own (CuSeqQ, per-sequence query lengths, is
+// checked by validateRequest).
 func checkBatchOptions(prefix, what string, opts *Options) error {
 	if opts.Mask.dtype != 0 || opts.Mask.Layout != (Layout{}) || opts.BoolMask.Data != nil || opts.BoolMask.Layout != (Layout{}) {
 		return fmt.Errorf("%sOptions.Mask and Options.BoolMask are not supported; want them unset", prefix)
 	}
-	if opts.CuSeqQ != nil || opts.CuSeqKV != nil {
-		return fmt.Errorf("%sOptions.CuSeqQ/CuSeqKV are not supported (the batch of %s is already variable-length); want them nil", prefix, what)
+	if opts.CuSeqKV != nil {
+		return fmt.Errorf("%sOptions.CuSeqKV is not supported (the keys of each of the %s are its own, with its own length); want it nil, with Options.CuSeqQ alone for per-sequence query counts", prefix, what)
 	}
 	return nil
 }
