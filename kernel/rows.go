@@ -20,9 +20,33 @@ import (
 const Q8Block = 32
 
 // RowElem is an element type that QKRows and PVRows read: float32,
-// binary16, bfloat16, or int8 (Q8, with its scales).
+// binary16, bfloat16, int8 (Q8, with its scales), or an 8-bit float
+// (E4M3FN or E5M2, with one scale for every element).
 type RowElem interface {
-	float32 | fp16.Float16 | fp16.BFloat16 | int8
+	float32 | fp16.Float16 | fp16.BFloat16 | int8 | fp16.Float8E4M3 | fp16.Float8E5M2
+}
+
+// isFP8 reports whether x holds 8-bit floats, whose single scale is
+// scales[0].
+func isFP8[T RowElem](x []T) bool {
+	switch any(x).(type) {
+	case []fp16.Float8E4M3, []fp16.Float8E5M2:
+		return true
+	}
+	return false
+}
+
+// rowScalesOf returns the scales that a row of x starting at element e
+// reads: for int8 its Q8 blocks' (rowScales), for 8-bit floats all of
+// scales (scales[0] is every element's), nil for the other types.
+func rowScalesOf[T RowElem](x []T, scales []float32, e int) []float32 {
+	switch any(x).(type) {
+	case []int8:
+		return rowScales(scales, e)
+	case []fp16.Float8E4M3, []fp16.Float8E5M2:
+		return scales
+	}
+	return nil
 }
 
 // QKRows computes the scaled dot products of rows query rows with cols key
@@ -40,10 +64,12 @@ type RowElem interface {
 //		}
 //	}
 //
-// where K(e) is float32(k[e]) for float32, binary16 and bfloat16 keys and
-// float32(k[e])·scales[e/Q8Block] for int8 keys. scales is read only for
-// int8 and may be nil otherwise; for int8, ldK must be a multiple of
-// Q8Block so that every row starts a block. The order of the additions is
+// where K(e) is float32(k[e]) for float32, binary16 and bfloat16 keys,
+// float32(k[e])·scales[e/Q8Block] for int8 keys and k[e].Float32()·scales[0]
+// for 8-bit float keys (E4M3FN, E5M2: one scale per call, a tensor's or a
+// K/V head's), the product rounded to float32 once. scales is read only
+// for int8 and 8-bit floats and may be nil otherwise; for int8, ldK must
+// be a multiple of Q8Block so that every row starts a block. The order of the additions is
 // not part of the contract.
 func QKRows[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, ldK int, rows, cols, d int, scale float32) error {
 	return qkRowsPrefetch(s, ldS, q, ldQ, k, scales, ldK, rows, cols, d, scale, prefetchRows*ldK)
@@ -136,11 +162,14 @@ func pvRowsPrefetch[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T
 	return nil
 }
 
-// checkRows checks n rows of d elements ld apart, and for int8 their
-// scales.
+// checkRows checks n rows of d elements ld apart, and for int8 and 8-bit
+// floats their scales.
 func checkRows[T RowElem](fn, name string, x []T, scales []float32, ld, n, d int) error {
 	if err := checkBlock(fn, name, len(x), ld, n, d); err != nil {
 		return err
+	}
+	if isFP8(x) && n > 0 && d > 0 && len(scales) < 1 {
+		return fmt.Errorf("kernel.%s: 8-bit float %s has no scale; want scales[0], the scale of every element", fn, name)
 	}
 	if _, ok := any(x).([]int8); !ok || n == 0 || d == 0 {
 		return nil
@@ -171,6 +200,19 @@ func widen[T RowElem](dst []float32, x []T, scales []float32, e int) {
 		for i := range dst {
 			dst[i] = float32(x[e+i]) * scales[(e+i)/Q8Block]
 		}
+	case []fp16.Float8E4M3:
+		widenFP8(dst, x[e:], scales[0], fp16.Float8E4M3Table())
+	case []fp16.Float8E5M2:
+		widenFP8(dst, x[e:], scales[0], fp16.Float8E5M2Table())
+	}
+}
+
+// widenFP8 writes the len(dst) values of x, widened through their table
+// and times sc, to dst.
+func widenFP8[T ~uint8](dst []float32, x []T, sc float32, table *[256]float32) {
+	x = x[:len(dst)]
+	for i, b := range x {
+		dst[i] = table[b] * sc
 	}
 }
 

@@ -20,6 +20,10 @@ const (
 	rowF16
 	rowBF16
 	rowQ8
+	rowE4M3 // fp16.Float8E4M3
+	rowE5M2 // fp16.Float8E5M2
+
+	numRowKinds
 )
 
 func kindOf[T RowElem](x []T) rowKind {
@@ -30,6 +34,10 @@ func kindOf[T RowElem](x []T) rowKind {
 		return rowBF16
 	case []int8:
 		return rowQ8
+	case []fp16.Float8E4M3:
+		return rowE4M3
+	case []fp16.Float8E5M2:
+		return rowE5M2
 	}
 	return rowF32
 }
@@ -68,13 +76,16 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 		return 0
 	}
 	kind := kindOf(k)
+	kern := cur.f32.qkRows[kind]
+	if kern == nil {
+		return 0
+	}
 	ahead *= int(unsafe.Sizeof(k[0])) // in bytes
 	var ks *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		ks = &scales[0]
 	}
 	kp := unsafe.Pointer(unsafe.SliceData(k))
-	kern := cur.f32.qkRows[kind]
 	for i0 := 0; i0 < rows; i0 += mr {
 		kern(&s[i0*ldS], ldS, &q[i0*ldQ], ldQ, kp, ldK, ks, min(mr, rows-i0), cols, dv, scale, ahead)
 	}
@@ -94,13 +105,16 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 		return 0
 	}
 	kind := kindOf(v)
+	kern := cur.f32.pvRows[kind]
+	if kern == nil {
+		return 0
+	}
 	ahead *= int(unsafe.Sizeof(v[0])) // in bytes
 	var vs *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		vs = &scales[0]
 	}
 	vp := unsafe.Pointer(unsafe.SliceData(v))
-	kern := cur.f32.pvRows[kind]
 	for i0 := 0; i0 < rows; i0 += mr {
 		kern(&o[i0*ldO], ldO, &p[i0*ldP], ldP, vp, ldV, vs, min(mr, rows-i0), cols, dv, ahead)
 	}
@@ -130,7 +144,7 @@ func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []
 	}
 	kp := unsafe.Pointer(unsafe.SliceData(k))
 	var ks *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		ks = unsafe.SliceData(scales)
 	}
 	op, po := &off[0], &pfo[0]
@@ -158,7 +172,7 @@ func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []
 	}
 	vp := unsafe.Pointer(unsafe.SliceData(v))
 	var vs *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		vs = unsafe.SliceData(scales)
 	}
 	op, po := &off[0], &pfo[0]

@@ -72,7 +72,7 @@ func avx512Row() *f32Row {
 		},
 		matMulColumns: 64,
 		mr:            4, lanes: 16, pvAnyWidth: true,
-		qkRows: [4]qkRowsFunc{
+		qkRows: [numRowKinds]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				x86.QkRowsF32AVX512(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
@@ -86,7 +86,7 @@ func avx512Row() *f32Row {
 				x86.QkRowsQ8AVX512(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 		},
-		pvRows: [4]pvRowsFunc{
+		pvRows: [numRowKinds]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				x86.PvRowsF16AVX512(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
@@ -97,7 +97,7 @@ func avx512Row() *f32Row {
 				x86.PvRowsQ8AVX512(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 		},
-		qkGather: [4]qkGatherFunc{
+		qkGather: [numRowKinds]qkGatherFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
 				x86.QkRowsGatherF32AVX512(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
@@ -111,7 +111,7 @@ func avx512Row() *f32Row {
 				x86.QkRowsGatherQ8AVX512(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 		},
-		pvGather: [4]pvGatherFunc{
+		pvGather: [numRowKinds]pvGatherFunc{
 			rowF32: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
 				x86.PvRowsGatherF32AVX512(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
 			},
@@ -157,7 +157,7 @@ func avx2Row() *f32Row {
 		},
 		matMulColumns: 16,
 		mr:            2, lanes: 8,
-		qkRows: [4]qkRowsFunc{
+		qkRows: [numRowKinds]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				x86.QkRowsF32AVX2(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
@@ -171,7 +171,7 @@ func avx2Row() *f32Row {
 				x86.QkRowsQ8AVX2(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 		},
-		pvRows: [4]pvRowsFunc{
+		pvRows: [numRowKinds]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				x86.PvRowsF16AVX2(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
@@ -182,7 +182,7 @@ func avx2Row() *f32Row {
 				x86.PvRowsQ8AVX2(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 		},
-		qkGather: [4]qkGatherFunc{
+		qkGather: [numRowKinds]qkGatherFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
 				x86.QkRowsGatherF32AVX2(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
@@ -196,7 +196,7 @@ func avx2Row() *f32Row {
 				x86.QkRowsGatherQ8AVX2(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
 		},
-		pvGather: [4]pvGatherFunc{
+		pvGather: [numRowKinds]pvGatherFunc{
 			rowF32: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
 				x86.PvRowsGatherF32AVX2(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
 			},

@@ -58,7 +58,7 @@ func neonRow() *f32Row {
 		},
 		matMulColumns: 16,
 		mr:            4, lanes: 16,
-		qkRows: [4]qkRowsFunc{
+		qkRows: [numRowKinds]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				arm.QkRowsF32NEON(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
@@ -72,7 +72,7 @@ func neonRow() *f32Row {
 				arm.QkRowsQ8NEON(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
 		},
-		pvRows: [4]pvRowsFunc{
+		pvRows: [numRowKinds]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				arm.PvRowsF16NEON(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
