@@ -87,10 +87,10 @@ func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32,
 	}
 	src := c.source(b, hk, seg{nk: nk})
 	r := src.run(0, nk) // a tensor view: one run
-	if err := src.kOps.packKPairs(k, p.ldK, src.k, r.kOff, nk, d); err != nil {
+	if err := src.kOps.packKPairs(k, p.ldK, src.k, src.hk, r.kOff, nk, d); err != nil {
 		return nil, nil, nil, err
 	}
-	finite, err := src.vOps.packVPairs(v, p.ldV, src.v, r.vOff, nk, c.dv)
+	finite, err := src.vOps.packVPairs(v, p.ldV, src.v, src.hk, r.vOff, nk, c.dv)
 	if err != nil {
 		return nil, nil, nil, err
 	}
