@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/flashgo/flashgo/fp16"
@@ -77,7 +78,7 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 	}
 	kind := kindOf(k)
 	kern := cur.f32.qkRows[kind]
-	if kern == nil {
+	if kern == nil || !asmScale(kind, scales) {
 		return 0
 	}
 	ahead *= int(unsafe.Sizeof(k[0])) // in bytes
@@ -106,7 +107,7 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 	}
 	kind := kindOf(v)
 	kern := cur.f32.pvRows[kind]
-	if kern == nil {
+	if kern == nil || !asmScale(kind, scales) {
 		return 0
 	}
 	ahead *= int(unsafe.Sizeof(v[0])) // in bytes
@@ -119,6 +120,19 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 		kern(&o[i0*ldO], ldO, &p[i0*ldP], ldP, vp, ldV, vs, min(mr, rows-i0), cols, dv, ahead)
 	}
 	return dv
+}
+
+// asmScale reports whether the assembly can take the scales of rows of
+// kind: any but an E4M3 scale whose 2^8 multiple overflows (the E4M3
+// kernels widen to the value times 2^−8 and fold 2^8 into the scale,
+// which leaves every product's rounding as it is, but not past the
+// float32 range), which the generic code takes instead.
+func asmScale(kind rowKind, scales []float32) bool {
+	if kind != rowE4M3 {
+		return true
+	}
+	s := scales[0]
+	return s != s || (s <= math.MaxFloat32/256 && s >= -math.MaxFloat32/256)
 }
 
 // rowKernels reports whether QKRows and PVRows run in assembly here
@@ -134,6 +148,9 @@ func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []
 		return 0
 	}
 	kind := kindOf(k)
+	if !asmScale(kind, scales) {
+		return 0
+	}
 	kern := r.qkGather[kind]
 	if kern == nil {
 		return qkRowsGatherRuns(s, ldS, q, ldQ, k, scales, off, pfo, rows, cols, d, scale)
@@ -162,6 +179,9 @@ func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []
 		return 0
 	}
 	kind := kindOf(v)
+	if !asmScale(kind, scales) {
+		return 0
+	}
 	kern := r.pvGather[kind]
 	if kern == nil {
 		return pvRowsGatherRuns(o, ldO, p, ldP, v, scales, off, pfo, rows, cols, d)

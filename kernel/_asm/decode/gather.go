@@ -61,6 +61,9 @@ func genQKGather(x *isa, t elemType) {
 	zs := x.Vec()
 	sx := Load(Param("scale"), XMM())
 	VBROADCASTSS(sx, zs)
+	if t.IsFP8() {
+		x.setupFP8Scale(t, "ks")
+	}
 	jl := AllocLocal(8) // the next key
 
 	dispatchRows(x, name)
@@ -223,6 +226,9 @@ func genPVGather(x *isa, t elemType) {
 		"	}",
 		"",
 	), gatherRowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once, in the order of the keys.")...)...)
+	if t.IsFP8() {
+		x.setupFP8Scale(t, "vs")
+	}
 	genPVBlocks(x, t, name, func(rb, nv int, tail bool, lbl string, oc, vc, sc Register) {
 		pvGatherBlock(x, t, rb, nv, tail, lbl, oc, vc, sc)
 	})
@@ -253,7 +259,9 @@ func pvGatherBlock(x *isa, t elemType, rb, nv int, tail bool, lbl string, oc, vc
 		SHRQ(U8(3), ps)
 		PREFETCHT0(Mem{Base: sc, Index: ps, Scale: 1})
 	}
-	SHLQ(U8(t.Shift()), pf)
+	if t.Shift() > 0 {
+		SHLQ(U8(t.Shift()), pf)
+	}
 	for off := 0; off < nv*x.Lanes()*t.Size(); off += 64 {
 		PREFETCHT2(Mem{Base: vc, Index: pf, Scale: 1, Disp: off})
 	}
@@ -266,7 +274,9 @@ func pvGatherBlock(x *isa, t elemType, rb, nv int, tail bool, lbl string, oc, vc
 		MOVQ(vo, so)
 		SHRQ(U8(3), so)
 	}
-	SHLQ(U8(t.Shift()), vo)
+	if t.Shift() > 0 {
+		SHLQ(U8(t.Shift()), vo)
+	}
 	vv := make([]VecVirtual, nv)
 	for w := range vv {
 		vv[w] = x.Vec()

@@ -96,6 +96,52 @@ func QkRowsBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK i
 //go:noescape
 func QkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
+// QkRowsE5M2AVX512 is the AVX-512 kernel of QKRows for E5M2 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// QkRowsE4M3AVX512 is the AVX-512 kernel of QKRows for E4M3FN keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
 // PvRowsF16AVX512 is the AVX-512 kernel of PVRows for binary16 values:
 // it accumulates rows (1..4) probability rows times cols value rows into
 // the first dv columns of o (any dv >= 1: the columns past the last whole
@@ -167,6 +213,54 @@ func PvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV i
 //
 //go:noescape
 func PvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// PvRowsE5M2AVX512 is the AVX-512 kernel of PVRows for E5M2 values:
+// it accumulates rows (1..4) probability rows times cols value rows into
+// the first dv columns of o (any dv >= 1: the columns past the last whole
+// vector go in one more, read and written through an opmask; leading
+// dimensions in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// PvRowsE4M3AVX512 is the AVX-512 kernel of PVRows for E4M3FN values:
+// it accumulates rows (1..4) probability rows times cols value rows into
+// the first dv columns of o (any dv >= 1: the columns past the last whole
+// vector go in one more, read and written through an opmask; leading
+// dimensions in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // QkRowsGatherF32AVX512 is the AVX-512 kernel of QKRowsGather for float32 keys:
 // the scaled dot products of rows (1..4) query rows with cols key rows,
@@ -364,6 +458,104 @@ func QkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off
 //go:noescape
 func PvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
 
+// QkRowsGatherE5M2AVX512 is the AVX-512 kernel of QKRowsGather for E5M2 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 16, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE5M2AVX512 is the AVX-512 kernel of PVRowsGather for E5M2 values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsGatherE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// QkRowsGatherE4M3AVX512 is the AVX-512 kernel of QKRowsGather for E4M3FN keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 16, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE4M3AVX512 is the AVX-512 kernel of PVRowsGather for E4M3FN values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsGatherE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
 // QkRowsF32AVX2 is the AVX2 kernel of QKRows for float32 keys:
 // the scaled dot products of rows (1..2) query rows with cols key rows over
 // their first dv components (dv a multiple of 8, leading dimensions in
@@ -456,6 +648,52 @@ func QkRowsBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int
 //go:noescape
 func QkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
+// QkRowsE5M2AVX2 is the AVX2 kernel of QKRows for E5M2 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// QkRowsE4M3AVX2 is the AVX2 kernel of QKRows for E4M3FN keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
 // PvRowsF16AVX2 is the AVX2 kernel of PVRows for binary16 values:
 // it accumulates rows (1..2) probability rows times cols value rows into
 // the first dv columns of o (dv a multiple of 8, leading dimensions in
@@ -524,6 +762,52 @@ func PvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int
 //
 //go:noescape
 func PvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// PvRowsE5M2AVX2 is the AVX2 kernel of PVRows for E5M2 values:
+// it accumulates rows (1..2) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// PvRowsE4M3AVX2 is the AVX2 kernel of PVRows for E4M3FN values:
+// it accumulates rows (1..2) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
 // QkRowsGatherF32AVX2 is the AVX2 kernel of QKRowsGather for float32 keys:
 // the scaled dot products of rows (1..2) query rows with cols key rows,
@@ -716,6 +1000,102 @@ func QkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *
 //
 //go:noescape
 func PvRowsGatherQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// QkRowsGatherE5M2AVX2 is the AVX2 kernel of QKRowsGather for E5M2 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 8, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE5M2AVX2 is the AVX2 kernel of PVRowsGather for E5M2 values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 8, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsGatherE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// QkRowsGatherE4M3AVX2 is the AVX2 kernel of QKRowsGather for E4M3FN keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 8, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE4M3AVX2 is the AVX2 kernel of PVRowsGather for E4M3FN values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 8, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsGatherE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
 
 // QkRowsQ8DotAVX512 is the AVX512-VNNI kernel of QKRowsQ8Dot: the scaled dot products
 // of rows (1..4) prepared int8 query rows with cols Q8 key rows over their
