@@ -73,7 +73,7 @@ func testPackFloat8AllCodes[T Float8](t *testing.T) {
 // offsets, with the gaps between rows holding NaN (a kernel that read past
 // a row would show it). Each score sees one non-zero key component and
 // each output column one value, so every result is a single rounding of
-// one code's value times the scale and must agree exactly.
+// one code's value times the (folded) scale and must agree exactly.
 func TestRowsFP8AllCodes(t *testing.T) {
 	testAllImpls(t, func(t *testing.T) {
 		t.Run("e4m3", testRowsFP8AllCodes[fp16.Float8E4M3])
@@ -125,8 +125,11 @@ func testRowsFP8AllCodes[T Float8](t *testing.T) {
 							sc, d, start, i, i%cols, s1[i], s2[i], s3[i], s4[i])
 					}
 				}
-				// PV: one value row at a time, holding codes from j·d on.
+				// PV: one value row at a time, holding codes from j·d on,
+				// against the twin given the probabilities times the scale
+				// (PVRows's definition for 8-bit floats).
 				p := []float32{1, 0.5, -2}
+				ps := []float32{p[0] * sc, p[1] * sc, p[2] * sc}
 				for j := 0; j*d < 256; j++ {
 					row := k[:d]
 					for c := range row {
@@ -136,12 +139,12 @@ func testRowsFP8AllCodes[T Float8](t *testing.T) {
 					if err := PVRows(o1, d, p, 1, row, scales, ld, rows, 1, d); err != nil {
 						t.Fatal(err)
 					}
-					pvRowsGeneric(o2, d, p, 1, row, scales, ld, rows, 1, 0, d)
+					pvRowsGeneric(o2, d, ps, 1, row, unitScale, ld, rows, 1, 0, d)
 					o3, o4 := make([]float32, rows*d), make([]float32, rows*d)
 					if err := PVRowsGather(o3, d, p, 1, k, scales, []int{0}, rows, 1, d); err != nil {
 						t.Fatal(err)
 					}
-					pvRowsGatherGeneric(o4, d, p, 1, k, scales, []int{0}, rows, 1, 0, d)
+					pvRowsGatherGeneric(o4, d, ps, 1, k, unitScale, []int{0}, rows, 1, 0, d)
 					for i := range o1 {
 						if !sameFloat(o1[i], o2[i]) || !sameFloat(o3[i], o4[i]) {
 							t.Fatalf("scale %v d %d start %d: output %d (code %#02x): PVRows %v, generic %v; gather %v, generic %v",

@@ -78,7 +78,7 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 	}
 	kind := kindOf(k)
 	kern := cur.f32.qkRows[kind]
-	if kern == nil || !asmScale(kind, scales) {
+	if kern == nil || !asmScale(kind, scales, scale) {
 		return 0
 	}
 	ahead *= int(unsafe.Sizeof(k[0])) // in bytes
@@ -107,7 +107,7 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 	}
 	kind := kindOf(v)
 	kern := cur.f32.pvRows[kind]
-	if kern == nil || !asmScale(kind, scales) {
+	if kern == nil || !pvAsmScale(kind, scales) {
 		return 0
 	}
 	ahead *= int(unsafe.Sizeof(v[0])) // in bytes
@@ -122,17 +122,28 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 	return dv
 }
 
-// asmScale reports whether the assembly can take the scales of rows of
-// kind: any but an E4M3 scale whose 2^8 multiple overflows (the E4M3
-// kernels widen to the value times 2^−8 and fold 2^8 into the scale,
-// which leaves every product's rounding as it is, but not past the
-// float32 range), which the generic code takes instead.
-func asmScale(kind rowKind, scales []float32) bool {
+// asmScale reports whether the QK assembly can take the key scales of
+// rows of kind with the score scale: any but E4M3 scales whose product
+// with scale, times 2^8, leaves the normal float32 range (the E4M3 kernels
+// widen to the value times 2^−8 and fold 2^8 into the scale, which leaves
+// every rounding as it is only inside that range); the generic code takes
+// those.
+func asmScale(kind rowKind, scales []float32, scale float32) bool {
 	if kind != rowE4M3 {
 		return true
 	}
-	s := scales[0]
-	return s != s || (s <= math.MaxFloat32/256 && s >= -math.MaxFloat32/256)
+	const hi, lo = math.MaxFloat32 / 512, 0x1p-100
+	ks := math.Abs(float64(scales[0]))
+	f := math.Abs(float64(scale) * float64(scales[0]))
+	return ks <= hi && (f == 0 || (f >= lo && f <= hi))
+}
+
+// pvAsmScale reports whether the PV assembly widens rows of kind as the
+// scales say (PVRows passes 8-bit float values the widening scale of
+// fp8ValueScale): the E4M3 assembly gives the values times 2^−8, so it
+// runs only where that is the scale asked for.
+func pvAsmScale(kind rowKind, scales []float32) bool {
+	return kind != rowE4M3 || scales[0] == 0x1p-8
 }
 
 // rowKernels reports whether QKRows and PVRows run in assembly here
@@ -148,7 +159,7 @@ func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []
 		return 0
 	}
 	kind := kindOf(k)
-	if !asmScale(kind, scales) {
+	if !asmScale(kind, scales, scale) {
 		return 0
 	}
 	kern := r.qkGather[kind]
@@ -179,7 +190,7 @@ func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []
 		return 0
 	}
 	kind := kindOf(v)
-	if !asmScale(kind, scales) {
+	if !pvAsmScale(kind, scales) {
 		return 0
 	}
 	kern := r.pvGather[kind]

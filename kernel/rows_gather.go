@@ -108,6 +108,16 @@ func pvRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, 
 		return nil
 	}
 	pfo := prefetchOffsets(off, cols, ahead)
+	if isFP8(v) {
+		// The probabilities times the values' scale, as PVRows.
+		f, unit := fp8ValueScale(kindOf(v), scales[0])
+		scaledProbs(p, ldP, rows, cols, f, func(pp []float32, ldPP, i0, m, j0, n int) {
+			if dv := pvRowsGatherAsm(o[i0*ldO:], ldO, pp, ldPP, v, unit, off[j0:], pfo[j0:], m, n, d); dv < d {
+				pvRowsGatherTail(o[i0*ldO:], ldO, pp, ldPP, v, unit, off[j0:], m, n, dv, d)
+			}
+		})
+		return nil
+	}
 	dv := pvRowsGatherAsm(o, ldO, p, ldP, v, scales, off, pfo, rows, cols, d)
 	if dv >= d {
 		return nil

@@ -189,7 +189,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	grid := checkGrid(*short)
-	kvs := []attention.DType{attention.F32, attention.F16, attention.BF16}
+	kvs := []attention.DType{attention.F32, attention.F16, attention.BF16, attention.FP8E4M3, attention.FP8E5M2}
 	var pn []string
 	for _, p := range precs {
 		pn = append(pn, precName(p))

@@ -7,9 +7,13 @@ import (
 )
 
 // The fp8 kernels. An 8-bit float row (E5M2 or E4M3FN) comes with one
-// float32 scale for the call (a tensor's or a K/V head's); each vector is
-// widened to float32 and multiplied by it, rounded once, as Q8's by its
-// block's scale.
+// float32 scale for the call (a tensor's or a K/V head's), which never
+// costs an instruction per vector: the QK kernels fold the keys' scale
+// into the score scale, applied once per sum, and the PV kernels are
+// given probabilities already multiplied by the values' scale (the Go
+// wrapper, kernel.PVRows, does it once per call). On a decode step the
+// FMA units are the bottleneck, and a multiply per vector would take
+// their cycles.
 //
 // E5M2 is the top byte of a binary16: VPMOVZXBW, a shift left by 8 and
 // VCVTPH2PS widen it exactly, ±Inf and NaN included.
@@ -23,10 +27,12 @@ import (
 // S.1111.111, NaN in E4M3FN, would come out as ±1.875·2^−8: its words are
 // found by comparing the magnitude bits with 0x7f and moved to the
 // binary16 quiet NaN of their sign (0x3f80 + 0x3e80 = 0x7e00). The factor
-// 2^8 goes into the scale, once per call: (v·2^−8)·(s·2^8) is the same
-// real number as v·s, so the one rounding of the product is the same (the
-// Go wrappers leave a scale whose 2^8 multiple would overflow to the
-// generic code).
+// 2^8 goes into the folded scale: every product and partial sum is 2^−8
+// times the exact one's, so the roundings are those of the unscaled sum
+// (the Go wrappers leave scales whose 2^8 multiple would leave the normal
+// float32 range to the generic code). The PV kernels take E4M3 values
+// only through the Go wrapper, which multiplies the probabilities by 2^8
+// as well.
 
 // fp8Consts is the table of the E4M3 words: 16 × 0x007f (the magnitude
 // bits), 16 × 0x3e80 (what turns 0x3f80 into the NaN 0x7e00), 16 × 0xbfff
@@ -43,29 +49,26 @@ func fp8Table() Mem {
 	return m
 }
 
-// fp8Scale is the vector of the scale of the fp8 kernel being generated
-// (times 2^8 for E4M3), set at its start by setupFP8Scale.
-var fp8Scale VecVirtual
-
-// setupFP8Scale broadcasts the scale at the pointer argument param into
-// fp8Scale.
-func (x *isa) setupFP8Scale(t elemType, param string) {
-	p := Load(Param(param), GP64())
-	s := XMM()
-	VMOVSS(Mem{Base: p}, s)
+// foldFP8Scale multiplies the score scale in sx by the keys' scale (the
+// pointer argument ks), and for E4M3 by 2^8: the QK kernels apply the
+// product once to each sum, as the generic code does.
+func foldFP8Scale(t elemType, sx Register) {
+	p := Load(Param("ks"), GP64())
+	ks := XMM()
+	VMOVSS(Mem{Base: p}, ks)
 	if t == e4m3 {
 		c := GP32()
 		MOVL(U32(0x43800000), c) // 256
 		f := XMM()
 		VMOVD(c, f)
-		VMULSS(f, s, s)
+		VMULSS(f, ks, ks)
 	}
-	fp8Scale = x.Vec()
-	VBROADCASTSS(s, fp8Scale)
+	VMULSS(ks, sx, sx)
 }
 
 // widenFP8 converts the vector of t elements at src (memory, or an xmm
-// holding them) to float32 lanes in dst, times the scale.
+// holding them) to float32 lanes in dst: exactly for E5M2, times 2^−8 for
+// E4M3.
 func (x *isa) widenFP8(t elemType, src Op, dst VecVirtual) {
 	var h, n VecVirtual // binary16 words; E4M3's NaN words
 	if x.IsAVX512() {
@@ -97,5 +100,4 @@ func (x *isa) widenFP8(t elemType, src Op, dst VecVirtual) {
 		}
 	}
 	VCVTPH2PS(h, dst)
-	VMULPS(fp8Scale, dst, dst)
 }

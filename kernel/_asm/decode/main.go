@@ -223,6 +223,13 @@ func (x *isa) dvMultiple(t elemType) int {
 // function f of the reference loop is for t (x the rows, xs the Q8
 // scales), the prefetch, and order, how the sums differ from the loop.
 func rowsDoc(f, x, xs string, t elemType, order string) []string {
+	lines := append(elemDocLines(f, x, xs, t), "While it reads element e of "+x+" it prefetches element e+ahead into the")
+	return append(lines, strings.Split("L2 cache; ahead changes the speed, never the result. "+order, "\n")...)
+}
+
+// elemDocLines says what the element function f of a reference loop is
+// for t (x the rows, xs the scales).
+func elemDocLines(f, x, xs string, t elemType) []string {
 	var e string
 	switch t {
 	case f32:
@@ -233,13 +240,20 @@ func rowsDoc(f, x, xs string, t elemType, order string) []string {
 		e = fmt.Sprintf("%s(e) is %s[e] shifted left by 16 (bfloat16 to float32)", f, x)
 	case q8:
 		e = fmt.Sprintf("%s(e) is float32(%s[e])·%s[e/32]", f, x, xs)
-	case e5m2, e4m3:
-		e = fmt.Sprintf("%s(e) is %s[e] widened exactly from %s, times *%s (rounded once)", f, x, elemDoc[t], xs)
+	case e5m2:
+		if f == "K" {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E5M2 and scale is taken as\nscale·*%s (rounded once)", f, x, xs)
+		} else {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E5M2 (%s is not read: the caller\nmultiplies p by the values' scale)", f, x, xs)
+		}
+	case e4m3:
+		if f == "K" {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E4M3FN times 2^−8 and scale is\ntaken as scale·(*%s·2^8) (rounded once)", f, x, xs)
+		} else {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E4M3FN times 2^−8 (%s is not\nread: the caller multiplies p by the values' scale times 2^8)", f, x, xs)
+		}
 	}
-	return append([]string{
-		"where " + e + ".",
-		"While it reads element e of " + x + " it prefetches element e+ahead into the",
-	}, strings.Split("L2 cache; ahead changes the speed, never the result. "+order, "\n")...)
+	return strings.Split("where "+e+".", "\n")
 }
 
 // dispatchRows jumps to the code for the rows argument's block of
@@ -305,10 +319,10 @@ func genQK(x *isa, t elemType) {
 	sub := step / x.Lanes()
 	zs := x.Vec()
 	sx := Load(Param("scale"), XMM())
-	VBROADCASTSS(sx, zs)
 	if t.IsFP8() {
-		x.setupFP8Scale(t, "ks")
+		foldFP8Scale(t, sx)
 	}
+	VBROADCASTSS(sx, zs)
 
 	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
@@ -502,9 +516,6 @@ func genPV(x *isa, t elemType) {
 		"	}",
 		"",
 	), rowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once, in the order of the keys.")...)...)
-	if t.IsFP8() {
-		x.setupFP8Scale(t, "vs")
-	}
 	genPVBlocks(x, t, name, func(rb, nv int, tail bool, lbl string, oc, vc, sc Register) {
 		pvBlock(x, t, rb, nv, tail, lbl, oc, vc, sc)
 	})

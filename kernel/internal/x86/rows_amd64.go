@@ -111,7 +111,8 @@ func QkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, 
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
 // While it reads element e of k it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. The order of the
 // additions differs from the loop.
@@ -134,7 +135,8 @@ func QkRowsE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK in
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
 // While it reads element e of k it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. The order of the
 // additions differs from the loop.
@@ -230,7 +232,8 @@ func PvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, 
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
 // is added with an FMA, rounded once, in the order of the keys.
@@ -254,7 +257,8 @@ func PvRowsE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV in
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
 // is added with an FMA, rounded once, in the order of the keys.
@@ -280,8 +284,7 @@ func PvRowsE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV in
 // where K(e) is k[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -305,8 +308,8 @@ func QkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32,
 // where V(e) is v[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF32AVX512(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -329,8 +332,7 @@ func PvRowsGatherF32AVX512(o *float32, ldO int, p *float32, ldP int, v *float32,
 // where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -354,8 +356,8 @@ func QkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, 
 // where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -378,8 +380,7 @@ func PvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, 
 // where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -403,8 +404,8 @@ func QkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16,
 // where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -427,8 +428,7 @@ func PvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16,
 // where K(e) is float32(k[e])·ks[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -452,8 +452,8 @@ func QkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off
 // where V(e) is float32(v[e])·vs[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -473,11 +473,11 @@ func PvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -498,11 +498,12 @@ func QkRowsGatherE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, 
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -522,11 +523,11 @@ func PvRowsGatherE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, 
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -547,11 +548,12 @@ func QkRowsGatherE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, 
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -663,7 +665,8 @@ func QkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
 // While it reads element e of k it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. The order of the
 // additions differs from the loop.
@@ -686,7 +689,8 @@ func QkRowsE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int,
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
 // While it reads element e of k it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. The order of the
 // additions differs from the loop.
@@ -778,7 +782,8 @@ func PvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
 // is added with an FMA, rounded once, in the order of the keys.
@@ -801,7 +806,8 @@ func PvRowsE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int,
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
 // While it reads element e of v it prefetches element e+ahead into the
 // L2 cache; ahead changes the speed, never the result. Each product
 // is added with an FMA, rounded once, in the order of the keys.
@@ -827,8 +833,7 @@ func PvRowsE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int,
 // where K(e) is k[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -851,8 +856,8 @@ func QkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, o
 // where V(e) is v[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF32AVX2(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -875,8 +880,7 @@ func PvRowsGatherF32AVX2(o *float32, ldO int, p *float32, ldP int, v *float32, o
 // where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -899,8 +903,8 @@ func QkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, of
 // where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -923,8 +927,7 @@ func PvRowsGatherF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, of
 // where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -947,8 +950,8 @@ func QkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, o
 // where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -971,8 +974,7 @@ func PvRowsGatherBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, o
 // where K(e) is float32(k[e])·ks[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -995,8 +997,8 @@ func QkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *
 // where V(e) is float32(v[e])·vs[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -1016,11 +1018,11 @@ func PvRowsGatherQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, off *
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E5M2, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -1040,11 +1042,12 @@ func QkRowsGatherE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, of
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E5M2, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -1064,11 +1067,11 @@ func PvRowsGatherE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, of
 //		}
 //	}
 //
-// where K(e) is k[e] widened exactly from E4M3FN, times *ks (rounded once).
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -1088,11 +1091,12 @@ func QkRowsGatherE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, of
 //		}
 //	}
 //
-// where V(e) is v[e] widened exactly from E4M3FN, times *vs (rounded once).
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
