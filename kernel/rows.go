@@ -134,12 +134,12 @@ func qkRowsPrefetch[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T
 // first multiplied by the values' one scale, scales[0] (rounded once, into
 // a buffer on the stack): o += (p·scales[0])·v, which costs the kernels
 // nothing per element. As with PV, only the first cols values are read,
-// so a caller keeps a key out of a row by passing a smaller cols. The order of the additions is
-// not part of the contract, but a column's result does not depend on d:
-// with any implementation, the call over the first d' < d columns of the
-// same rows gives the bits of the call over d on those columns (V given as
-// a view of the first components of wider rows, as MLA's absorbed decode
-// reads K, gives the bits of the wider V).
+// so a caller keeps a key out of a row by passing a smaller cols. The
+// order of the additions is not part of the contract, but a column's
+// result does not depend on d: with any implementation, the call over the
+// first d' < d columns of the same rows gives the bits of the call over d
+// on those columns (V given as a view of the first components of wider
+// rows, as MLA's absorbed decode reads K, gives the bits of the wider V).
 func PVRows[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, ldV int, rows, cols, d int) error {
 	return pvRowsPrefetch(o, ldO, p, ldP, v, scales, ldV, rows, cols, d, prefetchRows*ldV)
 }

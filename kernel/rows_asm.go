@@ -14,6 +14,8 @@ import (
 // everything.
 
 // rowKind is the element type of K or V rows, as the kernels are named.
+// rowQ8 and the kinds after it come with scales, which the kernels take a
+// pointer to.
 type rowKind int
 
 const (
