@@ -15,10 +15,11 @@ import (
 // own tensors),
 // stored as F32, F16, BF16, Q8 (Dim a multiple of Q8Block; see
 // QuantizeQ8 for the rounding) or fp8 (FP8E4M3, FP8E5M2, with a K and a V
-// scale per cache or per head; see NewKVCacheFP8). Append writes new positions (converting from
-// float32), Truncate drops positions from the end (rollback after
-// speculative decoding), and K and V return strided views of the first Len
-// positions that Engine.Forward reads in place, without a copy:
+// scale per cache or per head; see NewKVCacheFP8). Append writes new
+// positions (converting from float32), Truncate drops positions from the
+// end (rollback after speculative decoding), and K and V return strided
+// views of the first Len positions that Engine.Forward reads in place,
+// without a copy:
 //
 //	cache.Append(kNew, vNew)                      // the new tokens' K and V
 //	e.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true})
@@ -201,9 +202,10 @@ func (c *KVCache) view(t Tensor) Tensor {
 // type F32 (converted, rounding to nearest even) or of the cache's own
 // type (copied). An fp8 cache also takes F16 and BF16, and quantises as
 // NewKVCacheFP8 says; fp8 views of its own type are copied where their
-// scale is the cache's, and re-quantised from their values otherwise. Appending past Cap, a mismatched shape or type, or k or
-// v sharing memory with the cache's own storage (a view of K() or V()),
-// is an error and leaves the cache unchanged. Append does not allocate.
+// scale is the cache's, and re-quantised from their values otherwise.
+// Appending past Cap, a mismatched shape or type, or k or v sharing
+// memory with the cache's own storage (a view of K() or V()), is an error
+// and leaves the cache unchanged. Append does not allocate.
 func (c *KVCache) Append(k, v Tensor) error {
 	if err := checkAppend("KVCache.Append", k, v, &c.k, &c.v, c.heads, c.dim); err != nil {
 		return err

@@ -223,11 +223,12 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 // Append copies the keys k and values v of m new positions to the end of
 // sequence id. k and v are [1, Hkv, m, Dim] views in any layout, of element
 // type F32 (converted, rounding to nearest even) or of the cache's type
-// (copied). A shared last block is copied first; new blocks come from the
-// free list. An unknown sequence, a mismatched shape or type, or too few
-// free blocks is an error and changes nothing. Append allocates only when
-// the sequence's block table outgrows its capacity (doubling, as append
-// does).
+// (copied); an fp8 cache also takes F16 and BF16 and quantises as
+// KVCache.Append does. A shared last block is copied first; new blocks
+// come from the free list. An unknown sequence, a mismatched shape or
+// type, or too few free blocks is an error and changes nothing. Append
+// allocates only when the sequence's block table outgrows its capacity
+// (doubling, as append does).
 func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
 	if err := checkAppend("PagedCache.Append", k, v, &c.k, &c.v, c.heads, c.dim); err != nil {
 		return err
