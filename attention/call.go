@@ -169,8 +169,8 @@ func validateOptions(c *call, opts *Options) error {
 		if err := m.Validate(); err != nil {
 			return fmt.Errorf("attention: Options.Mask: %w", err)
 		}
-		if m.dtype == Q8 {
-			return fmt.Errorf("attention: Options.Mask has element type q8; want f32, f16 or bf16")
+		if !activationType(m.dtype) {
+			return fmt.Errorf("attention: Options.Mask has element type %v; want f32, f16 or bf16", m.dtype)
 		}
 		if err := checkMaskLayout("Mask", m.Layout, c); err != nil {
 			return err

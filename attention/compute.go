@@ -93,7 +93,7 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 	}
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
-		if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, r.kOff, r.n, bl.d); err != nil {
+		if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, src.hk, r.kOff, r.n, bl.d); err != nil {
 			return err
 		}
 		j += r.n
@@ -143,7 +143,7 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 	}
 	for j := j0; j < j0+bc; {
 		r := src.run(j, j0+bc)
-		if err := src.vOps.packV(ws.v[(j-j0)*bl.ld:], bl.ld, src.v, r.vOff, r.n, bl.dv); err != nil {
+		if err := src.vOps.packV(ws.v[(j-j0)*bl.ld:], bl.ld, src.v, src.hk, r.vOff, r.n, bl.dv); err != nil {
 			return nil, 0, err
 		}
 		j += r.n
@@ -180,9 +180,9 @@ func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if src.gathers() {
-		return src.kOps.qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
+		return src.kOps.qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.hk, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
 	}
-	return src.kOps.qkDirect(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.keyRow(j0), bc, bl.rows, bl.d, c.scale)
+	return src.kOps.qkDirect(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.hk, src.keyRow(j0), bc, bl.rows, bl.d, c.scale)
 }
 
 // valuesInPlace adds the block's probabilities of tile [j0, j0+bc) times
@@ -192,9 +192,9 @@ func valuesInPlace(ws *workspace, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
 	if src.gathers() {
-		return src.vOps.pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
+		return src.vOps.pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.hk, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
 	}
-	return src.vOps.pvDirect(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.valueRow(j0), bc, bl.rows, bl.dv)
+	return src.vOps.pvDirect(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.hk, src.valueRow(j0), bc, bl.rows, bl.dv)
 }
 
 // keyOffsets fills ws.off with the element offsets of the K rows of tile

@@ -88,7 +88,7 @@ func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 	} else {
 		for j := j0; j < j0+bc; {
 			r := src.run(j, j0+bc)
-			if err := src.kOps.packKPairs(ws.kp[2*(j-j0):], ldK, src.k, r.kOff, r.n, bl.d); err != nil {
+			if err := src.kOps.packKPairs(ws.kp[2*(j-j0):], ldK, src.k, src.hk, r.kOff, r.n, bl.d); err != nil {
 				return err
 			}
 			j += r.n
@@ -314,7 +314,7 @@ func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
 		r := src.run(j, j0+bc)
 		off, n := r.vOff, r.n
 		if t := j - j0; t%2 == 1 {
-			if err := src.vOps.packV(ws.v, bl.ld, src.v, off, 1, bl.dv); err != nil {
+			if err := src.vOps.packV(ws.v, bl.ld, src.v, src.hk, off, 1, bl.dv); err != nil {
 				return false, err
 			}
 			dst := ws.vp[(t/2)*ldV+1:]
@@ -328,7 +328,7 @@ func packVPairsTile(ws *workspace, j0, bc int) (bool, error) {
 				continue
 			}
 		}
-		finite, err := src.vOps.packVPairs(ws.vp[((j-j0)/2)*ldV:], ldV, src.v, off, n, bl.dv)
+		finite, err := src.vOps.packVPairs(ws.vp[((j-j0)/2)*ldV:], ldV, src.v, src.hk, off, n, bl.dv)
 		if err != nil {
 			return false, err
 		}

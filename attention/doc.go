@@ -13,8 +13,9 @@
 // dim] layout and views into a larger buffer all work without copies.
 // Queries and outputs are float32, fp16 or bfloat16 (widened as they are
 // gathered, rounded once as they are written); keys and values may be
-// float32, fp16, bfloat16 or 8-bit quantised (Q8, a scale per 32 values),
-// converted to float32 once per tile or in registers. V and the output may
+// float32, fp16, bfloat16, 8-bit quantised (Q8, a scale per 32 values) or
+// 8-bit floats (FP8E4M3, FP8E5M2, a scale per tensor or K/V head, as
+// vLLM's fp8 caches), converted to float32 once per tile or in registers. V and the output may
 // have another head dim than Q and K (multi-head latent attention).
 // Options.Precision picks float32 products or bfloat16 ones with float32
 // accumulation (AMX, AVX512-BF16).

@@ -145,7 +145,7 @@ func Forward(out, q, k, v Tensor, opts Options) error {
 // to nearest even as it is written, so with such types the result is the
 // float32 result of the widened queries, rounded once; the log-sum-exps are
 // float32 either way); k is [B, Hkv, Nkv, D] and v [B, Hkv, Nkv, Dv], in
-// F32, F16, BF16 or Q8 (they may differ). Dv, the head dim of v and of the
+// F32, F16, BF16, Q8, FP8E4M3 or FP8E5M2 (they may differ). Dv, the head dim of v and of the
 // output, is usually D; it may differ (DeepSeek's multi-head latent
 // attention has D 192 and Dv 128, its absorbed decode 576 and 512), and
 // the default scale is 1/sqrt(D) either way. Hq must be a multiple of Hkv: query head h reads K/V head

@@ -71,7 +71,8 @@ func PagedCacheMemory(c *PagedCache) [][]byte {
 	return tensorMemory(&c.k, &c.v)
 }
 
-// TensorMemory returns the memory behind a view's slice (and Q8 scales).
+// TensorMemory returns the memory behind a view's slice (and Q8 or fp8
+// scales).
 func TensorMemory(t Tensor) [][]byte { return tensorMemory(&t) }
 
 func tensorMemory(ts ...*Tensor) [][]byte {
@@ -86,6 +87,10 @@ func tensorMemory(ts ...*Tensor) [][]byte {
 			out = append(out, memoryOf(t.bf16))
 		case Q8:
 			out = append(out, memoryOf(t.i8), memoryOf(t.q8s))
+		case FP8E4M3:
+			out = append(out, memoryOf(t.e4m3), memoryOf(t.f8s))
+		case FP8E5M2:
+			out = append(out, memoryOf(t.e5m2), memoryOf(t.f8s))
 		}
 	}
 	return out

@@ -94,8 +94,8 @@ func fzCopy[T any](a *fzArena, s []T) []T {
 	return fzAs[T](b)
 }
 
-// fzTensorBytes returns the memory behind a view's slice and, for Q8, its
-// scales (nil for the zero Tensor).
+// fzTensorBytes returns the memory behind a view's slice and, for Q8 and
+// fp8, its scales (nil for the zero Tensor).
 func fzTensorBytes(t attention.Tensor) (data, scales []byte) {
 	m := attention.TensorMemory(t)
 	switch len(m) {
@@ -116,6 +116,10 @@ func fzTensorOf(dt attention.DType, data, scales []byte, l attention.Layout) att
 		return attention.BF16Tensor(fzAs[fp16.BFloat16](data), l)
 	case attention.Q8:
 		return attention.Q8Tensor(fzAs[int8](data), fzAs[float32](scales), l)
+	case attention.FP8E4M3:
+		return attention.FP8E4M3Tensor(fzAs[fp16.Float8E4M3](data), fzAs[float32](scales), l)
+	case attention.FP8E5M2:
+		return attention.FP8E5M2Tensor(fzAs[fp16.Float8E5M2](data), fzAs[float32](scales), l)
 	case attention.F32:
 		return attention.F32Tensor(fzAs[float32](data), l)
 	}
@@ -156,8 +160,11 @@ func fzMaterialize(t attention.Tensor, to attention.Layout) attention.Tensor {
 	n := max(to.Span(), 0)
 	nd := sliceBytes(make([]float32, (n*es+3)/4))[:n*es]
 	var ns []byte
-	if dt == attention.Q8 {
+	switch dt {
+	case attention.Q8:
 		ns = sliceBytes(make([]float32, (n+attention.Q8Block-1)/attention.Q8Block))
+	case attention.FP8E4M3, attention.FP8E5M2:
+		ns = append([]byte(nil), scales...) // per tensor or head: the layout does not move them
 	}
 	if n > 0 {
 		d := to.Dim
@@ -166,7 +173,7 @@ func fzMaterialize(t attention.Tensor, to attention.Layout) attention.Tensor {
 				for s := range to.Seq {
 					fo, too := from.Offset(b, h, s), to.Offset(b, h, s)
 					copy(nd[too*es:][:d*es], data[fo*es:][:d*es])
-					if ns != nil {
+					if dt == attention.Q8 {
 						const q = attention.Q8Block
 						copy(ns[too/q*4:][:d/q*4], scales[fo/q*4:][:d/q*4])
 					}
@@ -215,7 +222,14 @@ func fzTensorIns(name string, t attention.Tensor, room []byte) []fzIn {
 	ins := []fzIn{in}
 	if scales != nil {
 		lo := fzAddr(scales)
-		s := fzIn{name: name + " scales", lo: lo, hi: lo + uintptr((n+attention.Q8Block-1)/attention.Q8Block*4), room: room}
+		hi := lo + uintptr((n+attention.Q8Block-1)/attention.Q8Block*4)
+		if t.DType() != attention.Q8 {
+			hi = lo + uintptr(len(scales)) // fp8: every scale
+			if n == 0 {
+				hi = lo
+			}
+		}
+		s := fzIn{name: name + " scales", lo: lo, hi: hi, room: room}
 		if room == nil {
 			s.room = scales
 		}

@@ -64,6 +64,27 @@ func buildFuzzKV(dt attention.DType, kind layoutKind, b, h, s, d int, x []float3
 		dc, sc := append([]int8(nil), data...), append([]float32(nil), scales...)
 		t := attention.Q8Tensor(data[v.pre:], scales[v.pre/attention.Q8Block:], v.lay)
 		return fuzzKV{t, canon, func() bool { return equalSlices(data, dc) && sameBits(scales, sc) }}
+	case attention.FP8E4M3, attention.FP8E5M2:
+		// Per-head scales; the canonical values are the fp8 values times
+		// them, and the guards NaN codes.
+		sc := fp8Scales(h)
+		roundFP8Heads(dt, x, sc, s, d)
+		codes := make([]float32, len(x))
+		for i, v := range x {
+			codes[i] = v / sc[i/(s*d)%h]
+		}
+		v := makeView(kind, b, h, s, d)
+		sc0 := append([]float32(nil), sc...)
+		if dt == attention.FP8E4M3 {
+			buf := impltest.Filled(v.size, fp16.Float8E4M3(0x7f))
+			scatter(v, buf, codes, fp16.Float8E4M3FromFloat32)
+			c := append([]fp16.Float8E4M3(nil), buf...)
+			return fuzzKV{attention.FP8E4M3Tensor(buf[v.pre:], sc, v.lay), x, func() bool { return equalSlices(buf, c) && sameBits(sc, sc0) }}
+		}
+		buf := impltest.Filled(v.size, fp16.Float8E5M2(0x7e))
+		scatter(v, buf, codes, fp16.Float8E5M2FromFloat32)
+		c := append([]fp16.Float8E5M2(nil), buf...)
+		return fuzzKV{attention.FP8E5M2Tensor(buf[v.pre:], sc, v.lay), x, func() bool { return equalSlices(buf, c) && sameBits(sc, sc0) }}
 	}
 	v := makeView(kind, b, h, s, d)
 	buf := impltest.Filled(v.size, guard)
@@ -88,13 +109,13 @@ var (
 	fuzzBlocks = []int{0, 1, 2, 3, 4, 5, 8, 16}
 	fuzzScales = []float64{0, 0.125, 1, 4}
 	fuzzCaps   = []float64{0.5, 1, 5, 30}
-	fuzzKVType = []attention.DType{attention.F32, attention.F16, attention.BF16, attention.Q8}
+	fuzzKVType = []attention.DType{attention.F32, attention.F16, attention.BF16, attention.Q8, attention.FP8E4M3, attention.FP8E5M2}
 )
 
 // FuzzForward decodes the input into a small attention problem (batch 1–2,
 // 1–3 K/V heads of 1–3 query heads each, head dim 1–40, 0–20 queries, 0–40
-// keys, layouts BHSD, BSHD and padded strides, K and V in F32, F16, BF16 or
-// Q8 (head dim 32), any mix of causal masking of either alignment, window,
+// keys, layouts BHSD, BSHD and padded strides, K and V in F32, F16, BF16,
+// Q8 (head dim 32) or fp8 (per-head scales), any mix of causal masking of either alignment, window,
 // soft-cap, ALiBi, sinks, boolean and float masks, float32 or bfloat16
 // precision, Forward or ForwardLSE, tiles of 1–16 rows and keys, 0–3
 // KV splits), sometimes broken on purpose (a misuse). It checks that the
@@ -146,7 +167,7 @@ func FuzzForward(f *testing.F) {
 		p.HeadsQ = p.HeadsKV * group
 		p.Dim = 1 + r.intn(40)
 		p.SeqQ, p.SeqKV = r.intn(21), r.intn(41)
-		kvType := fuzzKVType[r.intn(4)]
+		kvType := fuzzKVType[r.intn(len(fuzzKVType))]
 		kind := layoutKind(r.intn(3))
 		if kvType == attention.Q8 {
 			p.Dim = attention.Q8Block

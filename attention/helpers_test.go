@@ -163,7 +163,7 @@ var (
 )
 
 // roundTo rounds x to the storage type in place, so that the oracle sees the
-// values the engine reads.
+// values the engine reads (fp8 with scale 1, a cache's default).
 func roundTo(t attention.DType, x []float32) {
 	for i, v := range x {
 		switch t {
@@ -171,7 +171,38 @@ func roundTo(t attention.DType, x []float32) {
 			x[i] = fp16.FromFloat32(v).Float32()
 		case attention.BF16:
 			x[i] = fp16.BFloat16FromFloat32(v).Float32()
+		case attention.FP8E4M3, attention.FP8E5M2:
+			x[i] = fp8Round(t, v, 1)
 		}
+	}
+}
+
+// fp8Round is the value an fp8 tensor of type t and scale sc holds for x:
+// x/sc rounded to fp8 (saturating), times sc, as the engine reads it.
+func fp8Round(t attention.DType, x, sc float32) float32 {
+	if t == attention.FP8E4M3 {
+		return fp16.Float8E4M3FromFloat32(x/sc).Float32() * sc
+	}
+	return fp16.Float8E5M2FromFloat32(x/sc).Float32() * sc
+}
+
+// fp8Scales returns the per-head scales of the fp8 K and V tensors of
+// the problems: not powers of two, so that the product with the scale
+// rounds, and different per head.
+func fp8Scales(heads int) []float32 {
+	s := make([]float32, heads)
+	for h := range s {
+		s[h] = 0.3 + 0.17*float32(h)
+	}
+	return s
+}
+
+// roundFP8Heads rounds canonical K or V data [batch, heads, n, d] (rows of
+// d) to what an fp8 tensor of type t with per-head scales holds.
+func roundFP8Heads(t attention.DType, x []float32, scales []float32, n, d int) {
+	for i, v := range x {
+		h := i / (n * d) % len(scales)
+		x[i] = fp8Round(t, v, scales[h])
 	}
 }
 
@@ -180,8 +211,14 @@ func newProblem(rng *rand.Rand, p reference.Params, kvType attention.DType, kind
 	pr.q = randn(rng, p.QLen())
 	pr.k = randn(rng, p.KVLen())
 	pr.v = randn(rng, p.VLen())
-	roundTo(kvType, pr.k)
-	roundTo(kvType, pr.v)
+	if kvType == attention.FP8E4M3 || kvType == attention.FP8E5M2 {
+		sc := fp8Scales(p.HeadsKV)
+		roundFP8Heads(kvType, pr.k, sc, p.SeqKV, p.Dim)
+		roundFP8Heads(kvType, pr.v, sc, p.SeqKV, p.VDim())
+	} else {
+		roundTo(kvType, pr.k)
+		roundTo(kvType, pr.v)
+	}
 	pr.build()
 	return pr
 }
@@ -193,8 +230,8 @@ func (pr *problem) build() {
 	qbuf := impltest.Filled(qv.size, guard)
 	scatter(qv, qbuf, pr.q, func(x float32) float32 { return x })
 	pr.qT = attention.F32Tensor(qbuf[qv.pre:], qv.lay)
-	pr.kT = pr.kvTensor(pr.k)
-	pr.vT = pr.kvTensor(pr.v)
+	pr.kT = pr.kvTensor(pr.k, p.Dim)
+	pr.vT = pr.kvTensor(pr.v, p.VDim())
 	pr.outView = makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
 	pr.opts = optionsFor(p, pr.maskType)
 	pr.opts.Precision = precisionUnderTest
@@ -266,10 +303,27 @@ func float32s(x []float64) []float32 {
 	return y
 }
 
-func (pr *problem) kvTensor(x []float32) attention.Tensor {
+func (pr *problem) kvTensor(x []float32, d int) attention.Tensor {
 	p := pr.p
-	kv := makeView(pr.kind, p.Batch, p.HeadsKV, p.SeqKV, p.Dim)
+	kv := makeView(pr.kind, p.Batch, p.HeadsKV, p.SeqKV, d)
 	switch pr.kvType {
+	case attention.FP8E4M3, attention.FP8E5M2:
+		// The canonical values are the fp8 values times the head's
+		// scale: dividing by it and rounding gives back the codes (the
+		// product's rounding is far below half an fp8 step).
+		sc := fp8Scales(p.HeadsKV)
+		codes := make([]float32, len(x))
+		for i, v := range x {
+			codes[i] = v / sc[i/(p.SeqKV*d)%p.HeadsKV]
+		}
+		if pr.kvType == attention.FP8E4M3 {
+			buf := impltest.Filled(kv.size, fp16.Float8E4M3(0x7f)) // NaN guards
+			scatter(kv, buf, codes, fp16.Float8E4M3FromFloat32)
+			return attention.FP8E4M3Tensor(buf[kv.pre:], sc, kv.lay)
+		}
+		buf := impltest.Filled(kv.size, fp16.Float8E5M2(0x7e))
+		scatter(kv, buf, codes, fp16.Float8E5M2FromFloat32)
+		return attention.FP8E5M2Tensor(buf[kv.pre:], sc, kv.lay)
 	case attention.F16:
 		buf := impltest.Filled(kv.size, fp16.FromFloat32(guard))
 		scatter(kv, buf, x, fp16.FromFloat32)

@@ -2,6 +2,8 @@ package attention
 
 import (
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/flashgo/flashgo/fp16"
 	"github.com/flashgo/flashgo/kernel"
@@ -11,11 +13,13 @@ import (
 // Hkv heads, room for Cap positions of Dim components of keys and of values
 // (one head dim for both: keys and values of different dims are Forward's
 // own tensors),
-// stored as F32, F16, BF16 or Q8 (Dim a multiple of Q8Block; see
-// QuantizeQ8 for the rounding). Append writes new positions (converting from
-// float32), Truncate drops positions from the end (rollback after
-// speculative decoding), and K and V return strided views of the first Len
-// positions that Engine.Forward reads in place, without a copy:
+// stored as F32, F16, BF16, Q8 (Dim a multiple of Q8Block; see
+// QuantizeQ8 for the rounding) or fp8 (FP8E4M3, FP8E5M2, with a K and a V
+// scale per cache or per head; see NewKVCacheFP8). Append writes new
+// positions (converting from float32), Truncate drops positions from the
+// end (rollback after speculative decoding), and K and V return strided
+// views of the first Len positions that Engine.Forward reads in place,
+// without a copy:
 //
 //	cache.Append(kNew, vNew)                      // the new tokens' K and V
 //	e.Forward(out, q, cache.K(), cache.V(), attention.Options{Causal: true})
@@ -41,31 +45,82 @@ type KVCache struct {
 const MaxCacheBytes = 1 << 38
 
 // NewKVCache returns an empty cache of heads × capacity × dim keys and as
-// many values, stored as dtype (F32, F16, BF16 or Q8). Their storage must
-// fit in MaxCacheBytes.
+// many values, stored as dtype (F32, F16, BF16, Q8, FP8E4M3 or FP8E5M2;
+// the fp8 types with scale 1, see NewKVCacheFP8 for others). Their
+// storage must fit in MaxCacheBytes.
 func NewKVCache(dtype DType, heads, capacity, dim int) (*KVCache, error) {
-	if err := checkCacheShape("NewKVCache", dtype, heads, dim); err != nil {
+	return newKVCache("NewKVCache", dtype, heads, capacity, dim, nil, nil)
+}
+
+// NewKVCacheFP8 returns an empty cache as NewKVCache does, stored as dtype
+// FP8E4M3 or FP8E5M2 with the scales kScales of the keys and vScales of
+// the values: one each for the whole cache, or one per head (vLLM's
+// k_scale and v_scale, per layer or per head). The cache keeps copies of
+// them. Append quantises each new value x of head h to the fp8 value
+// nearest x / scale[h] (ties to even), saturating: a quotient beyond the
+// format's largest finite value, ±Inf included, is stored as that value
+// (±448 for E4M3FN, ±57344 for E5M2); NaN stays NaN. K and V read as
+// x.Float32() · scale[h].
+func NewKVCacheFP8(dtype DType, heads, capacity, dim int, kScales, vScales []float32) (*KVCache, error) {
+	if !dtype.isFP8() {
+		return nil, fmt.Errorf("attention: NewKVCacheFP8: element type %v; want fp8e4m3 or fp8e5m2", dtype)
+	}
+	return newKVCache("NewKVCacheFP8", dtype, heads, capacity, dim, kScales, vScales)
+}
+
+func newKVCache(fn string, dtype DType, heads, capacity, dim int, kScales, vScales []float32) (*KVCache, error) {
+	if err := checkCacheShape(fn, dtype, heads, dim); err != nil {
+		return nil, err
+	}
+	ks, vs, err := cacheScales(fn, dtype, heads, kScales, vScales)
+	if err != nil {
 		return nil, err
 	}
 	if capacity < 0 {
-		return nil, fmt.Errorf("attention: NewKVCache: capacity is %d; want >= 0", capacity)
+		return nil, fmt.Errorf("attention: %s: capacity is %d; want >= 0", fn, capacity)
 	}
 	l := BHSD(1, heads, capacity, dim)
 	if err := l.Validate(); err != nil {
-		return nil, fmt.Errorf("attention: NewKVCache: %w", err)
+		return nil, fmt.Errorf("attention: %s: %w", fn, err)
 	}
-	if err := checkCacheBytes("NewKVCache", dtype, l); err != nil {
+	if err := checkCacheBytes(fn, dtype, l); err != nil {
 		return nil, err
 	}
 	c := &KVCache{heads: heads, capacity: capacity, dim: dim}
-	c.k = newStorage(dtype, l)
-	c.v = newStorage(dtype, l)
+	c.k = newStorage(dtype, l, ks)
+	c.v = newStorage(dtype, l, vs)
 	return c, nil
 }
 
+// cacheScales checks the fp8 scales of a new cache of heads heads and
+// returns copies of them: [1] and [1] when both are nil (scale 1), nil for
+// the other types, which take none.
+func cacheScales(fn string, dtype DType, heads int, kScales, vScales []float32) (ks, vs []float32, err error) {
+	if !dtype.isFP8() {
+		return nil, nil, nil
+	}
+	if kScales == nil && vScales == nil {
+		return []float32{1}, []float32{1}, nil
+	}
+	for _, x := range [...]struct {
+		name string
+		s    []float32
+	}{{"kScales", kScales}, {"vScales", vScales}} {
+		if n := len(x.s); n != 1 && n != heads {
+			return nil, nil, fmt.Errorf("attention: %s: %s has %d scales; want 1 (per cache) or %d (per head)", fn, x.name, n, heads)
+		}
+		for i, sc := range x.s {
+			if !(sc > 0 && sc <= math.MaxFloat32) {
+				return nil, nil, fmt.Errorf("attention: %s: %s[%d] is %v; want a positive finite number", fn, x.name, i, sc)
+			}
+		}
+	}
+	return slices.Clone(kScales), slices.Clone(vScales), nil
+}
+
 func checkCacheShape(fn string, dtype DType, heads, dim int) error {
-	if dtype != F32 && dtype != F16 && dtype != BF16 && dtype != Q8 {
-		return fmt.Errorf("attention: %s: element type %v; want f32, f16, bf16 or q8", fn, dtype)
+	if dtype != F32 && dtype != F16 && dtype != BF16 && dtype != Q8 && !dtype.isFP8() {
+		return fmt.Errorf("attention: %s: element type %v; want f32, f16, bf16, q8, fp8e4m3 or fp8e5m2", fn, dtype)
 	}
 	if heads < 1 {
 		return fmt.Errorf("attention: %s: %d heads; want >= 1", fn, heads)
@@ -96,10 +151,15 @@ func checkCacheBytes(fn string, dtype DType, l Layout) error {
 		fn, n, dtype, uint64(MaxCacheBytes))
 }
 
-// newStorage allocates a zeroed tensor of layout l.
-func newStorage(dtype DType, l Layout) Tensor {
+// newStorage allocates a zeroed tensor of layout l (with the scales fp8
+// for the fp8 types).
+func newStorage(dtype DType, l Layout, fp8 []float32) Tensor {
 	n := l.Span()
 	switch dtype {
+	case FP8E4M3:
+		return FP8E4M3Tensor(make([]fp16.Float8E4M3, n), fp8, l)
+	case FP8E5M2:
+		return FP8E5M2Tensor(make([]fp16.Float8E5M2, n), fp8, l)
 	case F16:
 		return F16Tensor(make([]fp16.Float16, n), l)
 	case BF16:
@@ -140,9 +200,12 @@ func (c *KVCache) view(t Tensor) Tensor {
 // Append copies the keys k and values v of n new positions to the end of
 // the cache. k and v are [1, Hkv, n, Dim] views in any layout, of element
 // type F32 (converted, rounding to nearest even) or of the cache's own
-// type (copied). Appending past Cap, a mismatched shape or type, or k or
-// v sharing memory with the cache's own storage (a view of K() or V()),
-// is an error and leaves the cache unchanged. Append does not allocate.
+// type (copied). An fp8 cache also takes F16 and BF16, and quantises as
+// NewKVCacheFP8 says; fp8 views of its own type are copied where their
+// scale is the cache's, and re-quantised from their values otherwise.
+// Appending past Cap, a mismatched shape or type, or k or v sharing
+// memory with the cache's own storage (a view of K() or V()), is an error
+// and leaves the cache unchanged. Append does not allocate.
 func (c *KVCache) Append(k, v Tensor) error {
 	if err := checkAppend("KVCache.Append", k, v, &c.k, &c.v, c.heads, c.dim); err != nil {
 		return err
@@ -153,8 +216,8 @@ func (c *KVCache) Append(k, v Tensor) error {
 	}
 	for h := range c.heads {
 		for s := range n {
-			storeRow(&c.k, c.k.Offset(0, h, c.n+s), &k, k.Offset(0, h, s), c.dim)
-			storeRow(&c.v, c.v.Offset(0, h, c.n+s), &v, v.Offset(0, h, s), c.dim)
+			storeRow(&c.k, c.k.Offset(0, h, c.n+s), &k, k.Offset(0, h, s), h, c.dim)
+			storeRow(&c.v, c.v.Offset(0, h, c.n+s), &v, v.Offset(0, h, s), h, c.dim)
 		}
 	}
 	c.n += n
@@ -181,7 +244,11 @@ func checkAppend(fn string, k, v Tensor, ck, cv *Tensor, heads, dim int) error {
 		if err := t.t.Validate(); err != nil {
 			return fmt.Errorf("attention: %s: %s: %w", fn, t.name, err)
 		}
-		if t.t.dtype != F32 && t.t.dtype != dtype {
+		if dtype.isFP8() {
+			if t.t.dtype != F32 && t.t.dtype != F16 && t.t.dtype != BF16 && t.t.dtype != dtype {
+				return fmt.Errorf("attention: %s: %s has element type %v; want f32, f16, bf16 or the cache's %v", fn, t.name, t.t.dtype, dtype)
+			}
+		} else if t.t.dtype != F32 && t.t.dtype != dtype {
 			return fmt.Errorf("attention: %s: %s has element type %v; want f32 or the cache's %v", fn, t.name, t.t.dtype, dtype)
 		}
 		if t.t.Batch != 1 || t.t.Heads != heads || t.t.Dim != dim {
@@ -203,7 +270,7 @@ func checkAppend(fn string, k, v Tensor, ck, cv *Tensor, heads, dim int) error {
 }
 
 // tensorsOverlap reports whether the memory the views a and b can touch,
-// Q8 scales included, overlaps.
+// Q8 and fp8 scales included, overlaps.
 func tensorsOverlap(a, b *Tensor) bool {
 	alo, ahi := a.byteRange()
 	aslo, ashi := a.scaleRange()
@@ -224,16 +291,25 @@ func copyElems(dst *Tensor, doff int, src *Tensor, soff, n int) {
 	case Q8:
 		copy(dst.i8[doff:doff+n], src.i8[soff:soff+n])
 		copy(dst.q8s[doff/Q8Block:(doff+n)/Q8Block], src.q8s[soff/Q8Block:(soff+n)/Q8Block])
+	case FP8E4M3:
+		copy(dst.e4m3[doff:doff+n], src.e4m3[soff:soff+n])
+	case FP8E5M2:
+		copy(dst.e5m2[doff:doff+n], src.e5m2[soff:soff+n])
 	default:
 		copy(dst.f32[doff:doff+n], src.f32[soff:soff+n])
 	}
 }
 
-// storeRow writes d elements of src at soff into dst at doff, converting
-// float32 to dst's type or copying a row of the same type.
-func storeRow(dst *Tensor, doff int, src *Tensor, soff, d int) {
-	if src.dtype == dst.dtype {
+// storeRow writes d elements of src at soff, a row of head h, into dst at
+// doff, converting float32 to dst's type or copying a row of the same type
+// (for fp8, of the same scale; checkAppend has checked the types).
+func storeRow(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
+	if src.dtype == dst.dtype && (!dst.dtype.isFP8() || src.fp8Scale(h)[0] == dst.fp8Scale(h)[0]) {
 		copyElems(dst, doff, src, soff, d)
+		return
+	}
+	if dst.dtype.isFP8() {
+		quantizeFP8Row(dst, doff, src, soff, h, d)
 		return
 	}
 	// src is F32 (checkAppend).
@@ -244,5 +320,47 @@ func storeRow(dst *Tensor, doff int, src *Tensor, soff, d int) {
 		fp16.EncodeBFloat16(dst.bf16[doff:doff+d], src.f32[soff:soff+d])
 	case Q8:
 		_ = kernel.QuantizeQ8(dst.i8[doff:doff+d], dst.q8s[doff/Q8Block:(doff+d)/Q8Block], src.f32[soff:soff+d])
+	}
+}
+
+// quantizeFP8Row writes d elements of src at soff (F32, F16, BF16 or fp8)
+// into the fp8 tensor dst at doff, a row of head h: each value divided by
+// dst's scale of head h and rounded to nearest even, saturating
+// (fp16.Float8E4M3FromFloat32). It widens the row a stack chunk at a
+// time, so it does not allocate.
+func quantizeFP8Row(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
+	sc := dst.fp8Scale(h)[0]
+	var buf [64]float32
+	for c0 := 0; c0 < d; c0 += len(buf) {
+		n := min(len(buf), d-c0)
+		w := buf[:n]
+		loadRow(w, src, soff+c0, h)
+		for i, x := range w {
+			w[i] = x / sc
+		}
+		switch dst.dtype {
+		case FP8E4M3:
+			fp16.EncodeFloat8E4M3(dst.e4m3[doff+c0:][:n], w)
+		case FP8E5M2:
+			fp16.EncodeFloat8E5M2(dst.e5m2[doff+c0:][:n], w)
+		}
+	}
+}
+
+// loadRow widens the len(dst) elements of src from off on, a row of head
+// h, to float32: exactly for F32, F16 and BF16, times the scale for fp8.
+func loadRow(dst []float32, src *Tensor, off, h int) {
+	n := len(dst)
+	switch src.dtype {
+	case F32:
+		copy(dst, src.f32[off:off+n])
+	case F16:
+		fp16.DecodeFloat16(dst, src.f16[off:off+n])
+	case BF16:
+		fp16.DecodeBFloat16(dst, src.bf16[off:off+n])
+	case FP8E4M3:
+		_ = kernel.PackFloat8(dst, n, src.e4m3[off:off+n], src.fp8Scale(h)[0], n, 1, n)
+	case FP8E5M2:
+		_ = kernel.PackFloat8(dst, n, src.e5m2[off:off+n], src.fp8Scale(h)[0], n, 1, n)
 	}
 }

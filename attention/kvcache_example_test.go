@@ -311,3 +311,30 @@ func ExamplePackedPrefix() {
 	// Output:
 	// three steps, one pack
 }
+
+// An fp8 cache as vLLM keeps one (kv_cache_dtype fp8_e4m3, a k_scale and a
+// v_scale): Append divides each value by the scale and rounds to E4M3FN,
+// saturating at ±448; the engine reads x·scale.
+func ExampleNewKVCacheFP8() {
+	const hkv, d = 1, 4
+	cache, err := attention.NewKVCacheFP8(attention.FP8E4M3, hkv, 16, d, []float32{0.5}, []float32{0.5})
+	if err != nil {
+		panic(err)
+	}
+	// 1000/0.5 = 2000 saturates to 448 (stored 448·0.5 = 224); 0.3/0.5 =
+	// 0.6 rounds to 0.625 (0.3125).
+	k := []float32{1, -2, 1000, 0.3}
+	row := attention.F32Tensor(k, attention.BHSD(1, hkv, 1, d))
+	if err := cache.Append(row, row); err != nil {
+		panic(err)
+	}
+	// One key: the output is its value row.
+	e, _ := attention.NewEngine(attention.Config{})
+	out := make([]float32, d)
+	l := attention.BHSD(1, 1, 1, d)
+	if err := e.Forward(attention.F32Tensor(out, l), attention.F32Tensor(make([]float32, d), l), cache.K(), cache.V(), attention.Options{}); err != nil {
+		panic(err)
+	}
+	fmt.Println(out, cache.V().FP8Scales())
+	// Output: [1 -2 224 0.3125] [0.5]
+}

@@ -31,10 +31,12 @@ func cacheOracle(t testing.TB, q, k, v []float32, hq, hkv, nq, n, d int) ([]floa
 	return out, lse
 }
 
-var kvTypesAll = []attention.DType{attention.F32, attention.F16, attention.BF16}
+// kvTypesAll are the K/V types of any head dim (the fp8 ones with scale
+// 1, a cache's default).
+var kvTypesAll = []attention.DType{attention.F32, attention.F16, attention.BF16, attention.FP8E4M3, attention.FP8E5M2}
 
 // kvTypesQ8 adds Q8 for the tests whose head dim is a multiple of 32.
-var kvTypesQ8 = []attention.DType{attention.F32, attention.F16, attention.BF16, attention.Q8}
+var kvTypesQ8 = []attention.DType{attention.F32, attention.F16, attention.BF16, attention.Q8, attention.FP8E4M3, attention.FP8E5M2}
 
 // roundKV rounds canonical K or V data (rows of d, d a multiple of 32 for
 // Q8) to the values that storage type dt holds.

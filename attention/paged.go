@@ -47,17 +47,37 @@ type pagedSeq struct {
 
 // NewPagedCache returns an empty cache of numBlocks blocks of blockSize
 // positions, for heads K/V heads of dimension dim stored as dtype (F32,
-// F16, BF16 or Q8). All the storage is allocated here, and must fit in
-// MaxCacheBytes.
+// F16, BF16, Q8, FP8E4M3 or FP8E5M2; the fp8 types with scale 1, see
+// NewPagedCacheFP8 for others). All the storage is allocated here, and
+// must fit in MaxCacheBytes.
 func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCache, error) {
-	if err := checkCacheShape("NewPagedCache", dtype, heads, dim); err != nil {
+	return newPagedCache("NewPagedCache", dtype, heads, dim, blockSize, numBlocks, nil, nil)
+}
+
+// NewPagedCacheFP8 returns an empty cache as NewPagedCache does, stored as
+// dtype FP8E4M3 or FP8E5M2 with the key scales kScales and value scales
+// vScales (one each, or one per head), which Append quantises with as
+// NewKVCacheFP8 says.
+func NewPagedCacheFP8(dtype DType, heads, dim, blockSize, numBlocks int, kScales, vScales []float32) (*PagedCache, error) {
+	if !dtype.isFP8() {
+		return nil, fmt.Errorf("attention: NewPagedCacheFP8: element type %v; want fp8e4m3 or fp8e5m2", dtype)
+	}
+	return newPagedCache("NewPagedCacheFP8", dtype, heads, dim, blockSize, numBlocks, kScales, vScales)
+}
+
+func newPagedCache(fn string, dtype DType, heads, dim, blockSize, numBlocks int, kScales, vScales []float32) (*PagedCache, error) {
+	if err := checkCacheShape(fn, dtype, heads, dim); err != nil {
+		return nil, err
+	}
+	ks, vs, err := cacheScales(fn, dtype, heads, kScales, vScales)
+	if err != nil {
 		return nil, err
 	}
 	if blockSize < 1 {
-		return nil, fmt.Errorf("attention: NewPagedCache: block size %d; want >= 1", blockSize)
+		return nil, fmt.Errorf("attention: %s: block size %d; want >= 1", fn, blockSize)
 	}
 	if numBlocks < 0 || numBlocks > 1<<31-1 {
-		return nil, fmt.Errorf("attention: NewPagedCache: %d blocks; want 0 to 2^31-1", numBlocks)
+		return nil, fmt.Errorf("attention: %s: %d blocks; want 0 to 2^31-1", fn, numBlocks)
 	}
 	// Each head has a pool of its own, [heads, numBlocks, blockSize, dim],
 	// addressed as Offset(block, head, slot): a sequence whose table lists
@@ -66,14 +86,14 @@ func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCac
 	l := Layout{Batch: numBlocks, Heads: heads, Seq: blockSize, Dim: dim,
 		BatchStride: satMul(blockSize, dim), HeadStride: satMul(numBlocks, blockSize, dim), SeqStride: dim}
 	if err := l.Validate(); err != nil {
-		return nil, fmt.Errorf("attention: NewPagedCache: %w", err)
+		return nil, fmt.Errorf("attention: %s: %w", fn, err)
 	}
-	if err := checkCacheBytes("NewPagedCache", dtype, l); err != nil {
+	if err := checkCacheBytes(fn, dtype, l); err != nil {
 		return nil, err
 	}
 	c := &PagedCache{
 		heads: heads, dim: dim, blockSize: blockSize, numBlocks: numBlocks,
-		k: newStorage(dtype, l), v: newStorage(dtype, l),
+		k: newStorage(dtype, l, ks), v: newStorage(dtype, l, vs),
 		ref: make([]int32, numBlocks), free: make([]int32, numBlocks),
 		seqs: make(map[SeqID]*pagedSeq),
 	}
@@ -203,11 +223,12 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 // Append copies the keys k and values v of m new positions to the end of
 // sequence id. k and v are [1, Hkv, m, Dim] views in any layout, of element
 // type F32 (converted, rounding to nearest even) or of the cache's type
-// (copied). A shared last block is copied first; new blocks come from the
-// free list. An unknown sequence, a mismatched shape or type, or too few
-// free blocks is an error and changes nothing. Append allocates only when
-// the sequence's block table outgrows its capacity (doubling, as append
-// does).
+// (copied); an fp8 cache also takes F16 and BF16 and quantises as
+// KVCache.Append does. A shared last block is copied first; new blocks
+// come from the free list. An unknown sequence, a mismatched shape or
+// type, or too few free blocks is an error and changes nothing. Append
+// allocates only when the sequence's block table outgrows its capacity
+// (doubling, as append does).
 func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
 	if err := checkAppend("PagedCache.Append", k, v, &c.k, &c.v, c.heads, c.dim); err != nil {
 		return err
@@ -253,8 +274,8 @@ func (c *PagedCache) Append(id SeqID, k, v Tensor) error {
 		for t := range m {
 			p := s.n + t
 			blk := int(s.blocks[p/bs])
-			storeRow(&c.k, c.k.Offset(blk, h, p%bs), &k, k.Offset(0, h, t), c.dim)
-			storeRow(&c.v, c.v.Offset(blk, h, p%bs), &v, v.Offset(0, h, t), c.dim)
+			storeRow(&c.k, c.k.Offset(blk, h, p%bs), &k, k.Offset(0, h, t), h, c.dim)
+			storeRow(&c.v, c.v.Offset(blk, h, p%bs), &v, v.Offset(0, h, t), h, c.dim)
 		}
 	}
 	s.n += m

@@ -182,6 +182,7 @@ func testPagedOracle(t *testing.T) {
 type pagedChecker struct {
 	e          *attention.Engine
 	hq, hkv, d int
+	dt         attention.DType // the cache's type: fp8 references hold fp8 too (0: float32)
 }
 
 func (pk *pagedChecker) check(t *testing.T, rng *rand.Rand, pc *attention.PagedCache, ids []attention.SeqID, models []*modelSeq, nq int) {
@@ -208,8 +209,14 @@ func (pk *pagedChecker) check(t *testing.T, rng *rand.Rand, pc *attention.PagedC
 		k, v := m.canonical()
 		l := attention.BHSD(1, hq, nq, d)
 		want := make([]float32, len(got))
+		kt, vt := chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d)
+		if pk.dt == attention.FP8E4M3 || pk.dt == attention.FP8E5M2 {
+			// The fp8 kernels read the same values as the float32 ones
+			// but may sum them in another order: compare like with like.
+			kt, vt = typedTensor(t, pk.dt, k, kt.Layout), typedTensor(t, pk.dt, v, vt.Layout)
+		}
 		require.NoError(t, pk.e.Forward(attention.F32Tensor(want, l), attention.F32Tensor(qs, l),
-			chunkTensor(k, hkv, n, d), chunkTensor(v, hkv, n, d), attention.Options{Causal: true}))
+			kt, vt, attention.Options{Causal: true}))
 		requireSameBits(t, got, want, "sequence %d", ids[s])
 		w64, _ := cacheOracle(t, qs, k, v, hq, hkv, nq, n, d)
 		if errs := reference.Compare(got, w64); errs.MaxAbs > 2e-5 {
@@ -228,7 +235,7 @@ func TestPagedForkCopyOnWrite(t *testing.T) {
 	for _, dt := range kvTypesAll {
 		pc, err := attention.NewPagedCache(dt, hkv, d, bs, 20)
 		require.NoError(t, err)
-		pk := &pagedChecker{e: mustEngine(t, attention.Config{}), hq: hq, hkv: hkv, d: d}
+		pk := &pagedChecker{e: mustEngine(t, attention.Config{}), hq: hq, hkv: hkv, d: d, dt: dt}
 		a, ma := pc.NewSequence(), newModelSeq(hkv)
 		k, v := randChunk(rng, dt, hkv, 40, d)
 		require.NoError(t, pc.Append(a, chunkTensor(k, hkv, 40, d), chunkTensor(v, hkv, 40, d)))
@@ -285,7 +292,7 @@ func TestPagedRandomModel(t *testing.T) {
 			rng := rand.New(rand.NewPCG(67, uint64(bs)))
 			pc, err := attention.NewPagedCache(dt, hkv, d, bs, 256/bs*3)
 			require.NoError(t, err)
-			pk := &pagedChecker{e: mustEngine(t, attention.Config{BlockKV: 16, Threads: 2}), hq: hq, hkv: hkv, d: d}
+			pk := &pagedChecker{e: mustEngine(t, attention.Config{BlockKV: 16, Threads: 2}), hq: hq, hkv: hkv, d: d, dt: dt}
 			models := map[attention.SeqID]*modelSeq{}
 			var live []attention.SeqID
 			var freed []attention.SeqID

@@ -15,7 +15,8 @@ import "fmt"
 // d] and BHSD(numBlocks, Hkv, blockSize, d) the per-head [numBlocks, Hkv,
 // blockSize, d]; any strides with a contiguous head dim work, and K and V
 // may differ in layout and head dim but not in blocks, block size, heads
-// or element type (F32, F16, BF16 or Q8). Nothing is copied; the engine
+// or element type (F32, F16, BF16, Q8, FP8E4M3 or FP8E5M2: a pool's fp8
+// scales are per pool or per K/V head). Nothing is copied; the engine
 // reads the blocks where they lie.
 //
 // V may be a view of K's pool (the same data and strides, its Dim the
@@ -63,7 +64,7 @@ type PagedKV struct {
 // sequences·MaxBlocks is an error that names the entry, and nothing is
 // written; so are offsets of Options.CuSeqQ that do not match q or the
 // lengths, and a sequence given more queries than it has keys. So is an out or lse that shares memory with anything the call
-// reads: q, the pools and their Q8 scales, the table, the lengths, the
+// reads: q, the pools and their Q8 or fp8 scales, the table, the lengths, the
 // options' slices, CuSeqQ included (a serving loop that carves caches and
 // outputs from one arena gets an error, never a cache overwritten). After
 // the first call of a shape it allocates nothing. The

@@ -28,6 +28,10 @@ func typedTensor(t testing.TB, dt attention.DType, x []float32, l attention.Layo
 		q, sc := make([]int8, len(x)), make([]float32, len(x)/attention.Q8Block)
 		require.NoError(t, attention.QuantizeQ8(q, sc, x))
 		return attention.Q8Tensor(q, sc, l)
+	case attention.FP8E4M3:
+		return attention.FP8E4M3Tensor(fp16.Float8E4M3s(x), []float32{1}, l)
+	case attention.FP8E5M2:
+		return attention.FP8E5M2Tensor(fp16.Float8E5M2s(x), []float32{1}, l)
 	}
 	return attention.F32Tensor(x, l)
 }

@@ -197,10 +197,10 @@ func (p *prepack) packStrip(c *task, b, hk int, k, v []fp16.BFloat16, bad []int3
 	n := j1 - j0
 	src := c.source(b, hk, seg{nk: c.k.Seq})
 	r := src.run(j0, j1) // a tensor view: one run
-	if err := src.kOps.packKPairs(k[2*j0:], p.ldK, src.k, r.kOff, n, c.q.Dim); err != nil {
+	if err := src.kOps.packKPairs(k[2*j0:], p.ldK, src.k, src.hk, r.kOff, n, c.q.Dim); err != nil {
 		return err
 	}
-	finite, err := src.vOps.packVPairs(v[(j0/2)*p.ldV:], p.ldV, src.v, r.vOff, n, c.dv)
+	finite, err := src.vOps.packVPairs(v[(j0/2)*p.ldV:], p.ldV, src.v, src.hk, r.vOff, n, c.dv)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func packPanels(src *kvSource, k, v []fp16.BFloat16, bad []int32, ldK, ldV, nk, 
 	finite := true
 	for j := 0; j < nk; {
 		r := src.run(j, nk)
-		if err := src.kOps.packKPairs(k[2*j:], ldK, src.k, r.kOff, r.n, d); err != nil {
+		if err := src.kOps.packKPairs(k[2*j:], ldK, src.k, src.hk, r.kOff, r.n, d); err != nil {
 			return err
 		}
 		off, n, t := r.vOff, r.n, j
@@ -257,7 +257,7 @@ func packPanels(src *kvSource, k, v []fp16.BFloat16, bad []int32, ldK, ldV, nk, 
 			if row == nil {
 				row = make([]fp16.BFloat16, ldV)
 			}
-			f, err := src.vOps.packVPairs(row, ldV, src.v, off, 1, dv)
+			f, err := src.vOps.packVPairs(row, ldV, src.v, src.hk, off, 1, dv)
 			if err != nil {
 				return err
 			}
@@ -269,7 +269,7 @@ func packPanels(src *kvSource, k, v []fp16.BFloat16, bad []int32, ldK, ldV, nk, 
 			off, n, t = off+src.v.SeqStride, n-1, t+1
 		}
 		if n > 0 {
-			f, err := src.vOps.packVPairs(v[(t/2)*ldV:], ldV, src.v, off, n, dv)
+			f, err := src.vOps.packVPairs(v[(t/2)*ldV:], ldV, src.v, src.hk, off, n, dv)
 			if err != nil {
 				return err
 			}

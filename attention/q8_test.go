@@ -129,7 +129,7 @@ func TestQ8TensorErrors(t *testing.T) {
 
 // TestQuantisationError measures what storing the cache in a smaller type
 // costs: a decode step (Hq 8, Hkv 2, d 128, 4096 keys of standard normal
-// K and V, Nq 1) over F16, BF16 and Q8 caches filled from float32, against
+// K and V, Nq 1) over F16, BF16, Q8 and fp8 caches filled from float32, against
 // the float64 oracle on the unrounded values. The figures (go test -v -run
 // TestQuantisationError ./attention/) are quoted in docs/benchmarks.md; the
 // bounds only catch a broken path, they are far above the errors seen.
@@ -143,8 +143,13 @@ func TestQuantisationError(t *testing.T) {
 	for _, c := range []struct {
 		dt    attention.DType
 		bound float64
-	}{{attention.F32, 1e-5}, {attention.F16, 1e-3}, {attention.BF16, 1e-2}, {attention.Q8, 1e-2}} {
+		scale float32 // fp8: the K and V scale, mapping about ±7 (E4M3) or ±14 (E5M2) to the largest value
+	}{{attention.F32, 1e-5, 0}, {attention.F16, 1e-3, 0}, {attention.BF16, 1e-2, 0}, {attention.Q8, 1e-2, 0},
+		{attention.FP8E4M3, 1e-2, 1.0 / 64}, {attention.FP8E5M2, 2e-2, 1.0 / 4096}} {
 		cache, err := attention.NewKVCache(c.dt, hkv, n, d)
+		if c.scale != 0 {
+			cache, err = attention.NewKVCacheFP8(c.dt, hkv, n, d, []float32{c.scale}, []float32{c.scale})
+		}
 		require.NoError(t, err)
 		require.NoError(t, cache.Append(kvRange(k, hkv, n, d, 0, n), kvRange(v, hkv, n, d, 0, n)))
 		out := make([]float32, hq*d)

@@ -148,10 +148,10 @@ func (p *PackedPrefix) packF32(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv 
 		kt, v := pre.kf[hk*pre.kfLen:][:pre.kfLen], pre.vf[hk*pre.vfLen:][:pre.vfLen]
 		for j := 0; j < nk; {
 			r := src.run(j, nk)
-			if err := kOps.packK(kt[j:], pre.ldKF, src.k, r.kOff, r.n, d); err != nil {
+			if err := kOps.packK(kt[j:], pre.ldKF, src.k, src.hk, r.kOff, r.n, d); err != nil {
 				return err
 			}
-			if err := vOps.packV(v[j*dv:], dv, src.v, r.vOff, r.n, dv); err != nil {
+			if err := vOps.packV(v[j*dv:], dv, src.v, src.hk, r.vOff, r.n, dv); err != nil {
 				return err
 			}
 			j += r.n

@@ -34,7 +34,7 @@ type viewStore struct{ k, v *Tensor }
 func (s *viewStore) keys(int) int { return s.k.Seq }
 
 func (s *viewStore) source(b, hk int, sg seg) kvSource {
-	return kvSource{k: s.k, v: s.v, kBase: s.k.Offset(b, hk, sg.kv0), vBase: s.v.Offset(b, hk, sg.kv0)}
+	return kvSource{k: s.k, v: s.v, kBase: s.k.Offset(b, hk, sg.kv0), vBase: s.v.Offset(b, hk, sg.kv0), hk: hk}
 }
 
 func (s *viewStore) interleaved(heads int) bool { return interleavedRows(heads, s.k, s.v) }
@@ -48,7 +48,7 @@ func (s *cacheStore) keys(b int) int { return s.caches[b].n }
 
 func (s *cacheStore) source(b, hk int, sg seg) kvSource {
 	kc := s.caches[b]
-	return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0)}
+	return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0), hk: hk}
 }
 
 // interleaved is false: a KVCache keeps each head's rows together.
@@ -110,7 +110,7 @@ type kvSource struct {
 	kBase, vBase int        // tensor view: offsets of the sequence's key 0
 	pg           *pagedRead // paged: the pools and their geometry, or nil
 	blocks       []int32    // paged: the sequence's block table
-	hk           int        // paged: the K/V head
+	hk           int        // the K/V head (a paged pool's rows, an fp8 tensor's scale)
 	kOps, vOps   *elemKernels
 }
 

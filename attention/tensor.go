@@ -14,7 +14,7 @@ import (
 type DType uint8
 
 // The element types the engine reads and writes. Queries and outputs may
-// be F32, F16 or BF16; keys and values may be any of the four.
+// be F32, F16 or BF16; keys and values may be any of them.
 const (
 	F32  DType = iota + 1 // IEEE binary32 (float32)
 	F16                   // IEEE binary16 (fp16.Float16)
@@ -23,6 +23,14 @@ const (
 	// consecutive values of a row, as llama.cpp's Q8_0 (which stores the
 	// scale as fp16): value = int8 · scale. See Q8Tensor.
 	Q8
+	// FP8E4M3 is OCP E4M3FN 8-bit floats (fp16.Float8E4M3) with a float32
+	// scale for the whole tensor or per head, as vLLM's and SGLang's
+	// fp8_e4m3 KV caches with their k_scale and v_scale: value =
+	// float32(x) · scale. See FP8E4M3Tensor.
+	FP8E4M3
+	// FP8E5M2 is OCP E5M2 8-bit floats (fp16.Float8E5M2) with scales as
+	// FP8E4M3's. See FP8E5M2Tensor.
+	FP8E5M2
 )
 
 // Q8Block is the number of consecutive values of a row that share one
@@ -30,8 +38,8 @@ const (
 // such rows in place.
 const Q8Block = kernel.Q8Block
 
-// String returns the usual short name of the type: "f32", "f16", "bf16" or
-// "q8".
+// String returns the usual short name of the type: "f32", "f16", "bf16",
+// "q8", "fp8e4m3" or "fp8e5m2".
 func (d DType) String() string {
 	switch d {
 	case F32:
@@ -42,15 +50,20 @@ func (d DType) String() string {
 		return "bf16"
 	case Q8:
 		return "q8"
+	case FP8E4M3:
+		return "fp8e4m3"
+	case FP8E5M2:
+		return "fp8e5m2"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }
 
 // Size returns the size of one element in bytes (0 for an unknown type),
-// not counting the scales of Q8 (4 bytes per Q8Block elements).
+// not counting the scales of Q8 (4 bytes per Q8Block elements) and of the
+// fp8 types (4 bytes per tensor or head).
 func (d DType) Size() int {
 	switch d {
-	case Q8:
+	case Q8, FP8E4M3, FP8E5M2:
 		return 1
 	case F32:
 		return 4
@@ -165,10 +178,13 @@ func (l Layout) injective() bool {
 	return true
 }
 
-// Tensor is a strided view of a 4-D array of float32, fp16, bfloat16 or
-// 8-bit quantised values (see Layout and Q8Tensor). It does not own its
-// data: the engine reads queries, keys and values through it and writes
-// outputs through it, in place.
+// isFP8 reports whether d is one of the 8-bit float types.
+func (d DType) isFP8() bool { return d == FP8E4M3 || d == FP8E5M2 }
+
+// Tensor is a strided view of a 4-D array of float32, fp16, bfloat16,
+// 8-bit quantised or 8-bit float values (see Layout, Q8Tensor and
+// FP8E4M3Tensor). It does not own its data: the engine reads queries, keys
+// and values through it and writes outputs through it, in place.
 type Tensor struct {
 	Layout
 	dtype DType
@@ -177,6 +193,9 @@ type Tensor struct {
 	bf16  []fp16.BFloat16
 	i8    []int8    // Q8 values
 	q8s   []float32 // Q8 scales: element i has scale q8s[i/Q8Block]
+	e4m3  []fp16.Float8E4M3
+	e5m2  []fp16.Float8E5M2
+	f8s   []float32 // fp8 scales: one, or one per head (fp8Scale)
 }
 
 // F32Tensor returns a float32 view of data with layout l.
@@ -204,6 +223,45 @@ func Q8Tensor(data []int8, scales []float32, l Layout) Tensor {
 	return Tensor{Layout: l, dtype: Q8, i8: data, q8s: scales}
 }
 
+// FP8E4M3Tensor returns a view of E4M3FN data with layout l and its
+// scales: element (b, h, s, k) stands for data[l.Offset(b, h, s)+k].Float32()
+// · scales[h] when scales holds one entry per head (len(scales) ==
+// l.Heads), or · scales[0] for the whole tensor (len(scales) == 1). These
+// are vLLM's k_scale and v_scale: the factor by which a value was divided
+// before it was rounded to fp8 (KVCache.Append and PagedCache.Append
+// quantise so). Every scale must be positive and finite. The engine reads
+// fp8 keys and values where they lie in a call of few query rows, and
+// converts them to float32 (times the scale, rounded once) a tile at a
+// time otherwise, as it does Q8.
+func FP8E4M3Tensor(data []fp16.Float8E4M3, scales []float32, l Layout) Tensor {
+	return Tensor{Layout: l, dtype: FP8E4M3, e4m3: data, f8s: scales}
+}
+
+// FP8E5M2Tensor returns a view of E5M2 data with layout l and its scales,
+// as FP8E4M3Tensor.
+func FP8E5M2Tensor(data []fp16.Float8E5M2, scales []float32, l Layout) Tensor {
+	return Tensor{Layout: l, dtype: FP8E5M2, e5m2: data, f8s: scales}
+}
+
+// FP8Scales returns the scales of an FP8E4M3 or FP8E5M2 view (one, or one
+// per head), or nil for other types. They are the caller's slice, not a
+// copy.
+func (t Tensor) FP8Scales() []float32 {
+	if !t.dtype.isFP8() {
+		return nil
+	}
+	return t.f8s
+}
+
+// fp8Scale returns the scale of head h of an fp8 view as a slice of one
+// element, what the kernels take.
+func (t *Tensor) fp8Scale(h int) []float32 {
+	if len(t.f8s) == 1 {
+		return t.f8s[:1]
+	}
+	return t.f8s[h : h+1]
+}
+
 // DType returns the element type of the view, or 0 for the zero Tensor.
 func (t Tensor) DType() DType { return t.dtype }
 
@@ -218,6 +276,10 @@ func (t Tensor) Len() int {
 		return len(t.bf16)
 	case Q8:
 		return len(t.i8)
+	case FP8E4M3:
+		return len(t.e4m3)
+	case FP8E5M2:
+		return len(t.e5m2)
 	}
 	return 0
 }
@@ -226,7 +288,7 @@ func (t Tensor) Len() int {
 // valid layout, and a slice long enough for it.
 func (t Tensor) Validate() error {
 	if t.dtype == 0 {
-		return fmt.Errorf("no data (zero Tensor); want a view made by F32Tensor, F16Tensor, BF16Tensor or Q8Tensor")
+		return fmt.Errorf("no data (zero Tensor); want a view made by F32Tensor, F16Tensor, BF16Tensor, Q8Tensor, FP8E4M3Tensor or FP8E5M2Tensor")
 	}
 	if err := t.Layout.Validate(); err != nil {
 		return err
@@ -237,6 +299,16 @@ func (t Tensor) Validate() error {
 		}
 		if n, need := len(t.q8s), ceilDiv(t.Span(), Q8Block); n < need {
 			return fmt.Errorf("q8 scales have %d elements; want >= %d (one per %d values)", n, need, Q8Block)
+		}
+	}
+	if t.dtype.isFP8() {
+		if n := len(t.f8s); n != 1 && (n != t.Heads || n == 0) {
+			return fmt.Errorf("%v view has %d scales; want 1 (per tensor) or %d (per head)", t.dtype, n, t.Heads)
+		}
+		for i, sc := range t.f8s {
+			if !(sc > 0 && sc <= math.MaxFloat32) {
+				return fmt.Errorf("%v scale %d is %v; want a positive finite number", t.dtype, i, sc)
+			}
 		}
 	}
 	if n, need := t.Len(), t.Span(); n < need {
@@ -263,19 +335,31 @@ func (t Tensor) byteRange() (lo, hi uintptr) {
 		p = unsafe.Pointer(unsafe.SliceData(t.bf16))
 	case Q8:
 		p = unsafe.Pointer(unsafe.SliceData(t.i8))
+	case FP8E4M3:
+		p = unsafe.Pointer(unsafe.SliceData(t.e4m3))
+	case FP8E5M2:
+		p = unsafe.Pointer(unsafe.SliceData(t.e5m2))
 	}
 	lo = uintptr(p)
 	return lo, lo + uintptr(n*t.dtype.Size())
 }
 
-// scaleRange returns the addresses [lo, hi) of the scales a Q8 view can
-// touch (lo == hi for other types and empty views).
+// scaleRange returns the addresses [lo, hi) of the scales a Q8 or fp8 view
+// can touch (lo == hi for other types and empty views).
 func (t Tensor) scaleRange() (lo, hi uintptr) {
-	if t.dtype != Q8 {
+	switch {
+	case t.Span() == 0:
 		return 0, 0
+	case t.dtype == Q8:
+		return floatsRange(t.q8s[:ceilDiv(t.Span(), Q8Block)])
+	case t.dtype.isFP8():
+		return floatsRange(t.f8s)
 	}
-	return floatsRange(t.q8s[:ceilDiv(t.Span(), Q8Block)])
+	return 0, 0
 }
+
+// scaled reports whether views of type d carry scales (Q8, the fp8 types).
+func (d DType) scaled() bool { return d == Q8 || d.isFP8() }
 
 func floatsRange(x []float32) (lo, hi uintptr) {
 	if len(x) == 0 {

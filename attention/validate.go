@@ -441,7 +441,7 @@ func (in input) String() string {
 
 // checkOverlaps refuses a request whose out or lse shares memory with any
 // byte the call reads (the queries; the K/V views, pools, caches' storage
-// and Q8 scales; block tables, lengths and sequence lists; the masks,
+// and Q8 and fp8 scales; block tables, lengths and sequence lists; the masks,
 // slopes, sinks and offsets of opts) or with each other. The shapes have
 // been checked, so the spans are those the call will touch.
 func (r *request) checkOverlaps(opts *Options) error {
@@ -473,7 +473,7 @@ func (r *request) eachInput(opts *Options, f func(input) error) error {
 		if err := f(input{name, index, part, lo, hi}); err != nil {
 			return err
 		}
-		if t.dtype != Q8 {
+		if !t.dtype.scaled() {
 			return nil
 		}
 		lo, hi = t.scaleRange()

@@ -1,5 +1,7 @@
-// Package fp16 provides the half-precision storage formats used by flashgo:
-// IEEE 754 binary16 ([Float16]) and bfloat16 ([BFloat16]).
+// Package fp16 provides the half-precision and 8-bit storage formats used
+// by flashgo: IEEE 754 binary16 ([Float16]), bfloat16 ([BFloat16]) and the
+// OCP 8-bit floating-point formats E4M3FN ([Float8E4M3]) and E5M2
+// ([Float8E5M2]) of fp8 KV caches.
 //
 // The types are storage formats only. They exist to halve the memory
 // footprint and bandwidth of Q/K/V tensors and KV caches; no arithmetic is
@@ -17,6 +19,13 @@
 // 65520 becomes +Inf), and values too small round through the subnormal
 // range to a zero of the same sign. Widening conversions ([Float16.Float32],
 // [BFloat16.Float32], [DecodeFloat16], [DecodeBFloat16]) are exact.
+//
+// The 8-bit narrowing conversions ([Float8E4M3FromFloat32],
+// [Float8E5M2FromFloat32], [EncodeFloat8E4M3], [EncodeFloat8E5M2]) also
+// round to nearest even but saturate: a value whose rounded magnitude
+// exceeds the largest finite one, ±Inf included, becomes that largest
+// value of its sign (448 for E4M3FN, 57344 for E5M2), as the fp8 KV cache
+// writes of vLLM do. Their widening conversions are exact too.
 //
 // # NaN handling
 //

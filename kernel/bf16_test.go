@@ -66,6 +66,8 @@ func TestPackPairs(t *testing.T) {
 			testPackPairs[fp16.Float16](t, rng, n, d)
 			testPackPairs[fp16.BFloat16](t, rng, n, d)
 			testPackPairs[int8](t, rng, n, d)
+			testPackPairs[fp16.Float8E4M3](t, rng, n, d)
+			testPackPairs[fp16.Float8E5M2](t, rng, n, d)
 		}
 	}
 }

@@ -80,17 +80,24 @@ func half[T RowElem]() T {
 		*p = 0x3f00
 	case *int8:
 		*p = 1
+	case *fp16.Float8E4M3:
+		*p = 0x30 // 0.5
+	case *fp16.Float8E5M2:
+		*p = 0x38 // 0.5
 	}
 	return x
 }
 
 // rowsOperand returns n rows of d elements of T, ld apart (rounded up to a
 // whole Q8 block for int8), flush against a guard page in ka, with their
-// scales flush against one in sa (nil but for int8).
+// scales flush against one in sa (nil but for int8 and 8-bit floats).
 func rowsOperand[T RowElem](ka, sa *guardedArena, n, d, ld int, atEnd bool) (x []T, scales []float32, ldX int) {
 	if _, ok := any(x).([]int8); ok {
 		ld = (ld + Q8Block - 1) / Q8Block * Q8Block
 		scales = flush(sa, ((n-1)*ld+d+Q8Block-1)/Q8Block, atEnd, float32(0.5))
+	}
+	if isFP8(x) {
+		scales = flush(sa, 1, atEnd, float32(0.5)) // the one scale, against the guard
 	}
 	return flush(ka, (n-1)*ld+d, atEnd, half[T]()), scales, ld
 }
@@ -191,6 +198,8 @@ func TestGuardPages(t *testing.T) {
 							guardRows[fp16.Float16](t, a, atEnd, gap, rows, n, d)
 							guardRows[fp16.BFloat16](t, a, atEnd, gap, rows, n, d)
 							guardRows[int8](t, a, atEnd, gap, rows, n, d)
+							guardRows[fp16.Float8E4M3](t, a, atEnd, gap, rows, n, d)
+							guardRows[fp16.Float8E5M2](t, a, atEnd, gap, rows, n, d)
 							guardBF16(t, a, atEnd, gap, rows, n, d)
 						}
 					}

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/flashgo/flashgo/fp16"
@@ -13,6 +14,8 @@ import (
 // everything.
 
 // rowKind is the element type of K or V rows, as the kernels are named.
+// rowQ8 and the kinds after it come with scales, which the kernels take a
+// pointer to.
 type rowKind int
 
 const (
@@ -20,6 +23,10 @@ const (
 	rowF16
 	rowBF16
 	rowQ8
+	rowE4M3 // fp16.Float8E4M3
+	rowE5M2 // fp16.Float8E5M2
+
+	numRowKinds
 )
 
 func kindOf[T RowElem](x []T) rowKind {
@@ -30,6 +37,10 @@ func kindOf[T RowElem](x []T) rowKind {
 		return rowBF16
 	case []int8:
 		return rowQ8
+	case []fp16.Float8E4M3:
+		return rowE4M3
+	case []fp16.Float8E5M2:
+		return rowE5M2
 	}
 	return rowF32
 }
@@ -68,13 +79,16 @@ func qkRowsAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, sca
 		return 0
 	}
 	kind := kindOf(k)
+	kern := cur.f32.qkRows[kind]
+	if kern == nil || !asmScale(kind, scales, scale) {
+		return 0
+	}
 	ahead *= int(unsafe.Sizeof(k[0])) // in bytes
 	var ks *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		ks = &scales[0]
 	}
 	kp := unsafe.Pointer(unsafe.SliceData(k))
-	kern := cur.f32.qkRows[kind]
 	for i0 := 0; i0 < rows; i0 += mr {
 		kern(&s[i0*ldS], ldS, &q[i0*ldQ], ldQ, kp, ldK, ks, min(mr, rows-i0), cols, dv, scale, ahead)
 	}
@@ -94,17 +108,44 @@ func pvRowsAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, sca
 		return 0
 	}
 	kind := kindOf(v)
+	kern := cur.f32.pvRows[kind]
+	if kern == nil || !pvAsmScale(kind, scales) {
+		return 0
+	}
 	ahead *= int(unsafe.Sizeof(v[0])) // in bytes
 	var vs *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		vs = &scales[0]
 	}
 	vp := unsafe.Pointer(unsafe.SliceData(v))
-	kern := cur.f32.pvRows[kind]
 	for i0 := 0; i0 < rows; i0 += mr {
 		kern(&o[i0*ldO], ldO, &p[i0*ldP], ldP, vp, ldV, vs, min(mr, rows-i0), cols, dv, ahead)
 	}
 	return dv
+}
+
+// asmScale reports whether the QK assembly can take the key scales of
+// rows of kind with the score scale: any but E4M3 scales whose product
+// with scale, times 2^8, leaves the normal float32 range (the E4M3 kernels
+// widen to the value times 2^−8 and fold 2^8 into the scale, which leaves
+// every rounding as it is only inside that range); the generic code takes
+// those.
+func asmScale(kind rowKind, scales []float32, scale float32) bool {
+	if kind != rowE4M3 {
+		return true
+	}
+	const hi, lo = math.MaxFloat32 / 512, 0x1p-100
+	ks := math.Abs(float64(scales[0]))
+	f := math.Abs(float64(scale) * float64(scales[0]))
+	return ks <= hi && (f == 0 || (f >= lo && f <= hi))
+}
+
+// pvAsmScale reports whether the PV assembly widens rows of kind as the
+// scales say (PVRows passes 8-bit float values the widening scale of
+// fp8ValueScale): the E4M3 assembly gives the values times 2^−8, so it
+// runs only where that is the scale asked for.
+func pvAsmScale(kind rowKind, scales []float32) bool {
+	return kind != rowE4M3 || scales[0] == 0x1p-8
 }
 
 // rowKernels reports whether QKRows and PVRows run in assembly here
@@ -120,6 +161,9 @@ func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []
 		return 0
 	}
 	kind := kindOf(k)
+	if !asmScale(kind, scales, scale) {
+		return 0
+	}
 	kern := r.qkGather[kind]
 	if kern == nil {
 		return qkRowsGatherRuns(s, ldS, q, ldQ, k, scales, off, pfo, rows, cols, d, scale)
@@ -130,7 +174,7 @@ func qkRowsGatherAsm[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []
 	}
 	kp := unsafe.Pointer(unsafe.SliceData(k))
 	var ks *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		ks = unsafe.SliceData(scales)
 	}
 	op, po := &off[0], &pfo[0]
@@ -148,6 +192,9 @@ func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []
 		return 0
 	}
 	kind := kindOf(v)
+	if !pvAsmScale(kind, scales) {
+		return 0
+	}
 	kern := r.pvGather[kind]
 	if kern == nil {
 		return pvRowsGatherRuns(o, ldO, p, ldP, v, scales, off, pfo, rows, cols, d)
@@ -158,7 +205,7 @@ func pvRowsGatherAsm[T RowElem](o []float32, ldO int, p []float32, ldP int, v []
 	}
 	vp := unsafe.Pointer(unsafe.SliceData(v))
 	var vs *float32
-	if kind == rowQ8 {
+	if kind >= rowQ8 {
 		vs = unsafe.SliceData(scales)
 	}
 	op, po := &off[0], &pfo[0]

@@ -25,6 +25,8 @@ func BenchmarkRows(b *testing.B) {
 	benchRows[fp16.Float16](b, "f16")
 	benchRows[fp16.BFloat16](b, "bf16")
 	benchRows[int8](b, "q8")
+	benchRows[fp16.Float8E4M3](b, "e4m3")
+	benchRows[fp16.Float8E5M2](b, "e5m2")
 }
 
 func benchRows[T RowElem](b *testing.B, name string) {
@@ -116,6 +118,7 @@ func BenchmarkRowsQ8Dot(b *testing.B) {
 func BenchmarkRowsGather(b *testing.B) {
 	benchRowsGather[fp16.Float16](b, "f16")
 	benchRowsGather[int8](b, "q8")
+	benchRowsGather[fp16.Float8E4M3](b, "e4m3")
 }
 
 func benchRowsGather[T RowElem](b *testing.B, name string) {
@@ -197,22 +200,22 @@ func benchGatherTile[T RowElem](b *testing.B, which string, k, v benchPool[T], q
 	switch which {
 	case "rows":
 		e := j0 * d
-		if err := QKRows(s, tile, q, d, k.x[e:], rowScales(k.scales, e), d, rows, tile, d, 0.1); err != nil {
+		if err := QKRows(s, tile, q, d, k.x[e:], rowScalesOf(k.x, k.scales, e), d, rows, tile, d, 0.1); err != nil {
 			b.Fatal(err)
 		}
-		if err := PVRows(o, d, s, tile, v.x[e:], rowScales(v.scales, e), d, rows, tile, d); err != nil {
+		if err := PVRows(o, d, s, tile, v.x[e:], rowScalesOf(v.x, v.scales, e), d, rows, tile, d); err != nil {
 			b.Fatal(err)
 		}
 	case "rows16":
 		for j := j0; j < j0+tile; j += bs {
 			e, pf := off[j], off[j+ahead]
-			if err := qkRowsPrefetch(s[j-j0:], tile, q, d, k.x[e:], rowScales(k.scales, e), d, rows, bs, d, 0.1, pf-e); err != nil {
+			if err := qkRowsPrefetch(s[j-j0:], tile, q, d, k.x[e:], rowScalesOf(k.x, k.scales, e), d, rows, bs, d, 0.1, pf-e); err != nil {
 				b.Fatal(err)
 			}
 		}
 		for j := j0; j < j0+tile; j += bs {
 			e, pf := off[j], off[j+ahead]
-			if err := pvRowsPrefetch(o, d, s[j-j0:], tile, v.x[e:], rowScales(v.scales, e), d, rows, bs, d, pf-e); err != nil {
+			if err := pvRowsPrefetch(o, d, s[j-j0:], tile, v.x[e:], rowScalesOf(v.x, v.scales, e), d, rows, bs, d, pf-e); err != nil {
 				b.Fatal(err)
 			}
 		}

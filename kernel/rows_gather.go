@@ -12,7 +12,7 @@ import "fmt"
 // QKRowsGather is QKRows over key rows that lie anywhere in k: key j's row
 // is the d elements from off[j] on (for int8, with the scales of those
 // elements, scales[off[j]/Q8Block] on; off[j] must then be a multiple of
-// Q8Block):
+// Q8Block; for 8-bit floats, scales[0] is every row's scale):
 //
 //	for i := 0; i < rows; i++ {
 //		for j := 0; j < cols; j++ {
@@ -108,6 +108,16 @@ func pvRowsGather[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, 
 		return nil
 	}
 	pfo := prefetchOffsets(off, cols, ahead)
+	if isFP8(v) {
+		// The probabilities times the values' scale, as PVRows.
+		f, unit := fp8ValueScale(kindOf(v), scales[0])
+		scaledProbs(p, ldP, rows, cols, f, func(pp []float32, ldPP, i0, m, j0, n int) {
+			if dv := pvRowsGatherAsm(o[i0*ldO:], ldO, pp, ldPP, v, unit, off[j0:], pfo[j0:], m, n, d); dv < d {
+				pvRowsGatherTail(o[i0*ldO:], ldO, pp, ldPP, v, unit, off[j0:], m, n, dv, d)
+			}
+		})
+		return nil
+	}
 	dv := pvRowsGatherAsm(o, ldO, p, ldP, v, scales, off, pfo, rows, cols, d)
 	if dv >= d {
 		return nil
@@ -152,6 +162,9 @@ func checkGather[T RowElem](fn, name string, x []T, scales []float32, off []int,
 	for _, e := range off[:cols] {
 		lo, hi, mis = min(lo, e), max(hi, e), mis|e
 	}
+	if isFP8(x) && d > 0 && len(scales) < 1 {
+		return fmt.Errorf("kernel.%s: 8-bit float %s has no scale; want scales[0], the scale of every element", fn, name)
+	}
 	_, q8 := any(x).([]int8)
 	last := len(x) - d
 	if lo >= 0 && hi <= last && (!q8 || d == 0 || (mis%Q8Block == 0 && (hi+d+Q8Block-1)/Q8Block <= len(scales))) {
@@ -187,12 +200,8 @@ func rowScales(scales []float32, e int) []float32 {
 // qkRowsGatherGeneric is QKRowsGather over components [c0, d), as
 // qkRowsGeneric, one key at a time.
 func qkRowsGatherGeneric[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off []int, rows, cols, c0, d int, scale float32) {
-	_, q8 := any(k).([]int8)
 	for j, e := range off[:cols] {
-		var sc []float32
-		if q8 {
-			sc = rowScales(scales, e)
-		}
+		sc := rowScalesOf(k, scales, e)
 		qkRowsGeneric(s[j:], ldS, q, ldQ, k[e:], sc, 0, rows, 1, c0, d, scale)
 	}
 }
@@ -223,12 +232,8 @@ func pvRowsGatherTail[T RowElem](o []float32, ldO int, p []float32, ldP int, v [
 // pvRowsGatherGeneric is PVRowsGather over output columns [c0, d), one
 // value row at a time (each output still sums the values in key order).
 func pvRowsGatherGeneric[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off []int, rows, cols, c0, d int) {
-	_, q8 := any(v).([]int8)
 	for j, e := range off[:cols] {
-		var sc []float32
-		if q8 {
-			sc = rowScales(scales, e)
-		}
+		sc := rowScalesOf(v, scales, e)
 		pvRowsGeneric(o, ldO, p[j:], ldP, v[e:], sc, 0, rows, 1, c0, d)
 	}
 }

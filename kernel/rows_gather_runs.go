@@ -5,14 +5,10 @@ package kernel
 // that lie a constant stride apart.
 
 func qkRowsGatherRuns[T RowElem](s []float32, ldS int, q []float32, ldQ int, k []T, scales []float32, off, pfo []int, rows, cols, d int, scale float32) int {
-	_, q8 := any(k).([]int8)
 	dv := d
 	gatherRuns(off, cols, func(j, n, ld int) {
 		e := off[j]
-		var sc []float32
-		if q8 {
-			sc = rowScales(scales, e)
-		}
+		sc := rowScalesOf(k, scales, e)
 		kd := qkRowsAsm(s[j:], ldS, q, ldQ, k[e:], sc, ld, rows, n, d, scale, pfo[j]-e)
 		if kd < d {
 			qkRowsGeneric(s[j:], ldS, q, ldQ, k[e:], sc, ld, rows, n, kd, d, scale)
@@ -22,13 +18,9 @@ func qkRowsGatherRuns[T RowElem](s []float32, ldS int, q []float32, ldQ int, k [
 }
 
 func pvRowsGatherRuns[T RowElem](o []float32, ldO int, p []float32, ldP int, v []T, scales []float32, off, pfo []int, rows, cols, d int) int {
-	_, q8 := any(v).([]int8)
 	gatherRuns(off, cols, func(j, n, ld int) {
 		e := off[j]
-		var sc []float32
-		if q8 {
-			sc = rowScales(scales, e)
-		}
+		sc := rowScalesOf(v, scales, e)
 		if vd := pvRowsAsm(o, ldO, p[j:], ldP, v[e:], sc, ld, rows, n, d, pfo[j]-e); vd < d {
 			pvRowsTail(o, ldO, p[j:], ldP, v[e:], sc, ld, rows, n, vd, d)
 		}

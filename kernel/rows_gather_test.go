@@ -33,6 +33,8 @@ func TestQKRowsGather(t *testing.T) {
 		t.Run("f16", testQKRowsGather[fp16.Float16])
 		t.Run("bf16", testQKRowsGather[fp16.BFloat16])
 		t.Run("q8", testQKRowsGather[int8])
+		t.Run("e4m3", testQKRowsGather[fp16.Float8E4M3])
+		t.Run("e5m2", testQKRowsGather[fp16.Float8E5M2])
 	})
 }
 
@@ -58,7 +60,7 @@ func testQKRowsGather[T RowElem](t *testing.T) {
 					checkGuards(t, sBuf, "QKRowsGather")
 					one := make([]float32, rows*cols)
 					for j, e := range off {
-						require.NoError(t, QKRows(one[j:], cols, q, ldQ, k.x[e:], rowScales(k.scales, e), ld, rows, 1, d, scale))
+						require.NoError(t, QKRows(one[j:], cols, q, ldQ, k.x[e:], rowScalesOf(k.x, k.scales, e), ld, rows, 1, d, scale))
 					}
 					for i := range rows {
 						for j := range cols {
@@ -91,6 +93,8 @@ func TestPVRowsGather(t *testing.T) {
 		t.Run("f16", testPVRowsGather[fp16.Float16])
 		t.Run("bf16", testPVRowsGather[fp16.BFloat16])
 		t.Run("q8", testPVRowsGather[int8])
+		t.Run("e4m3", testPVRowsGather[fp16.Float8E4M3])
+		t.Run("e5m2", testPVRowsGather[fp16.Float8E5M2])
 	})
 }
 
@@ -149,6 +153,8 @@ func TestRowsGatherMatchesRows(t *testing.T) {
 		t.Run("f16", func(t *testing.T) { testRowsGatherMatchesRows[fp16.Float16](t, 130) })
 		t.Run("bf16", func(t *testing.T) { testRowsGatherMatchesRows[fp16.BFloat16](t, 128) })
 		t.Run("q8", func(t *testing.T) { testRowsGatherMatchesRows[int8](t, 128) })
+		t.Run("e4m3", func(t *testing.T) { testRowsGatherMatchesRows[fp16.Float8E4M3](t, 128) })
+		t.Run("e5m2", func(t *testing.T) { testRowsGatherMatchesRows[fp16.Float8E5M2](t, 128) })
 	})
 }
 
@@ -191,6 +197,8 @@ func TestRowsGatherAsmMatchesGeneric(t *testing.T) {
 		t.Run("f16", testRowsGatherAsmMatchesGeneric[fp16.Float16])
 		t.Run("bf16", testRowsGatherAsmMatchesGeneric[fp16.BFloat16])
 		t.Run("q8", testRowsGatherAsmMatchesGeneric[int8])
+		t.Run("e4m3", testRowsGatherAsmMatchesGeneric[fp16.Float8E4M3])
+		t.Run("e5m2", testRowsGatherAsmMatchesGeneric[fp16.Float8E5M2])
 	})
 }
 
@@ -330,7 +338,7 @@ func FuzzRowsGather(f *testing.F) {
 	f.Fuzz(func(t *testing.T, r, c, dd, pr, kind, ahead, corrupt uint8, seed uint64) {
 		rows, cols, d, poolRows := 1+int(r)%9, 1+int(c)%70, 1+int(dd)%160, 1+int(pr)%48
 		rng := rand.New(rand.NewPCG(seed, 9))
-		switch kind % 4 {
+		switch kind % 6 {
 		case 0:
 			fuzzRowsGather[float32](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
 		case 1:
@@ -339,6 +347,10 @@ func FuzzRowsGather(f *testing.F) {
 			fuzzRowsGather[fp16.BFloat16](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
 		case 3:
 			fuzzRowsGather[int8](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
+		case 4:
+			fuzzRowsGather[fp16.Float8E4M3](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
+		case 5:
+			fuzzRowsGather[fp16.Float8E5M2](t, rng, rows, cols, d, poolRows, int(ahead), corrupt)
 		}
 	})
 }
@@ -391,8 +403,8 @@ func fuzzRowsGather[T RowElem](t *testing.T, rng *rand.Rand, rows, cols, d, pool
 	require.NoError(t, errPV)
 	want, wantO := make([]float32, rows*cols), append([]float32(nil), o0...)
 	for j, e := range off[:cols] {
-		require.NoError(t, QKRows(want[j:], cols, q, d, x.x[e:], rowScales(x.scales, e), ld, rows, 1, d, 0.5))
-		require.NoError(t, PVRows(wantO, d, s0[j:], cols, x.x[e:], rowScales(x.scales, e), ld, rows, 1, d))
+		require.NoError(t, QKRows(want[j:], cols, q, d, x.x[e:], rowScalesOf(x.x, x.scales, e), ld, rows, 1, d, 0.5))
+		require.NoError(t, PVRows(wantO, d, s0[j:], cols, x.x[e:], rowScalesOf(x.x, x.scales, e), ld, rows, 1, d))
 	}
 	for i := range s {
 		if math.Float32bits(s[i]) != math.Float32bits(want[i]) {

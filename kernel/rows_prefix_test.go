@@ -23,6 +23,8 @@ func TestPVRowsColumnPrefix(t *testing.T) {
 		t.Run("f16", testPVRowsColumnPrefix[fp16.Float16])
 		t.Run("bf16", testPVRowsColumnPrefix[fp16.BFloat16])
 		t.Run("q8", testPVRowsColumnPrefix[int8])
+		t.Run("e4m3", testPVRowsColumnPrefix[fp16.Float8E4M3])
+		t.Run("e5m2", testPVRowsColumnPrefix[fp16.Float8E5M2])
 	})
 }
 

@@ -25,7 +25,7 @@ type rowData[T RowElem] struct {
 func makeRows[T RowElem](rng *rand.Rand, n, ld, d int) rowData[T] {
 	size := max(0, (n-1)*ld+d)
 	r := rowData[T]{x: make([]T, size), val: make([]float64, size)}
-	r.scales = make([]float32, (size+Q8Block-1)/Q8Block)
+	r.scales = make([]float32, max(1, (size+Q8Block-1)/Q8Block))
 	for i := range r.scales {
 		r.scales[i] = float32(0.5 + rng.Float64())
 	}
@@ -49,6 +49,28 @@ func makeRows[T RowElem](rng *rand.Rand, n, ld, d int) rowData[T] {
 			v := int8(rng.IntN(255) - 127)
 			x[e] = v
 			r.val[e] = float64(float32(v) * r.scales[e/Q8Block])
+		case []fp16.Float8E4M3:
+			// Mostly normals around 1, an eighth subnormals (exponent field
+			// 0); the gaps hold NaN.
+			b := fp16.Float8E4M3FromFloat32(f)
+			if rng.IntN(8) == 0 {
+				b = fp16.Float8E4M3(rng.IntN(256) & 0x87)
+			}
+			if gap {
+				b = 0x7f
+			}
+			x[e] = b
+			r.val[e] = float64(b.Float32() * r.scales[0])
+		case []fp16.Float8E5M2:
+			b := fp16.Float8E5M2FromFloat32(f)
+			if rng.IntN(8) == 0 {
+				b = fp16.Float8E5M2(rng.IntN(256) & 0x83)
+			}
+			if gap {
+				b = 0x7e
+			}
+			x[e] = b
+			r.val[e] = float64(b.Float32() * r.scales[0])
 		}
 	}
 	return r
@@ -72,6 +94,8 @@ func TestQKRows(t *testing.T) {
 		t.Run("f16", testQKRows[fp16.Float16])
 		t.Run("bf16", testQKRows[fp16.BFloat16])
 		t.Run("q8", testQKRows[int8])
+		t.Run("e4m3", testQKRows[fp16.Float8E4M3])
+		t.Run("e5m2", testQKRows[fp16.Float8E5M2])
 	})
 }
 
@@ -122,6 +146,8 @@ func TestPVRows(t *testing.T) {
 		t.Run("f16", testPVRows[fp16.Float16])
 		t.Run("bf16", testPVRows[fp16.BFloat16])
 		t.Run("q8", testPVRows[int8])
+		t.Run("e4m3", testPVRows[fp16.Float8E4M3])
+		t.Run("e5m2", testPVRows[fp16.Float8E5M2])
 	})
 }
 
@@ -175,6 +201,8 @@ func TestRowsAsmMatchesGeneric(t *testing.T) {
 		t.Run("f16", testRowsAsmMatchesGeneric[fp16.Float16])
 		t.Run("bf16", testRowsAsmMatchesGeneric[fp16.BFloat16])
 		t.Run("q8", testRowsAsmMatchesGeneric[int8])
+		t.Run("e4m3", testRowsAsmMatchesGeneric[fp16.Float8E4M3])
+		t.Run("e5m2", testRowsAsmMatchesGeneric[fp16.Float8E5M2])
 	})
 }
 
@@ -224,6 +252,9 @@ func TestRowsErrors(t *testing.T) {
 		{QKRows(s, 64, q, 64, k16, nil, 8, -1, 8, 8, 1), "negative size"},
 		{PVRows(s, 64, q, 64, k16, nil, 8, 1, 9, 8), "v has 64 elements; want >= 72"},
 		{PVRows(s, 64, q, 64, k8, nil, 32, 1, 2, 32), "v has 0 scales; want >= 2"},
+		{QKRows(s, 64, q, 64, make([]fp16.Float8E4M3, 64), nil, 8, 1, 2, 8, 1), "8-bit float k has no scale"},
+		{PVRows(s, 64, q, 64, make([]fp16.Float8E5M2, 64), []float32{}, 8, 1, 2, 8), "8-bit float v has no scale"},
+		{QKRowsGather(s, 64, q, 64, make([]fp16.Float8E5M2, 64), nil, []int{0, 8}, 1, 2, 8, 1), "8-bit float k has no scale"},
 	} {
 		require.Error(t, c.err)
 		assert.Contains(t, c.err.Error(), c.want)
@@ -279,6 +310,8 @@ func TestRowsPrefetchKeepsResults(t *testing.T) {
 		t.Run("bf16", func(t *testing.T) { testRowsPrefetch[fp16.BFloat16](t, rng, 96) })
 		t.Run("f32", func(t *testing.T) { testRowsPrefetch[float32](t, rng, 96) })
 		t.Run("q8", func(t *testing.T) { testRowsPrefetch[int8](t, rng, 96+Q8Block) })
+		t.Run("e4m3", func(t *testing.T) { testRowsPrefetch[fp16.Float8E4M3](t, rng, 96+3) })
+		t.Run("e5m2", func(t *testing.T) { testRowsPrefetch[fp16.Float8E5M2](t, rng, 96+5) })
 	})
 }
 

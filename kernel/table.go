@@ -44,10 +44,10 @@ type f32Row struct {
 	// a run of evenly spaced rows at a time.
 	mr, lanes  int
 	pvAnyWidth bool
-	qkRows     [4]qkRowsFunc
-	pvRows     [4]pvRowsFunc
-	qkGather   [4]qkGatherFunc
-	pvGather   [4]pvGatherFunc
+	qkRows     [numRowKinds]qkRowsFunc
+	pvRows     [numRowKinds]pvRowsFunc
+	qkGather   [numRowKinds]qkGatherFunc
+	pvGather   [numRowKinds]pvGatherFunc
 }
 
 // The row kernels' signatures: k and v point to elements of the row kind

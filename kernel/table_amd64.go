@@ -72,7 +72,7 @@ func avx512Row() *f32Row {
 		},
 		matMulColumns: 64,
 		mr:            4, lanes: 16, pvAnyWidth: true,
-		qkRows: [4]qkRowsFunc{
+		qkRows: [numRowKinds]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				x86.QkRowsF32AVX512(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
@@ -85,8 +85,14 @@ func avx512Row() *f32Row {
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				x86.QkRowsQ8AVX512(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
+			rowE5M2: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
+				x86.QkRowsE5M2AVX512(s, ldS, q, ldQ, (*uint8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+			},
+			rowE4M3: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
+				x86.QkRowsE4M3AVX512(s, ldS, q, ldQ, (*uint8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+			},
 		},
-		pvRows: [4]pvRowsFunc{
+		pvRows: [numRowKinds]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				x86.PvRowsF16AVX512(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
@@ -96,8 +102,14 @@ func avx512Row() *f32Row {
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				x86.PvRowsQ8AVX512(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
 			},
+			rowE5M2: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
+				x86.PvRowsE5M2AVX512(o, ldO, p, ldP, (*uint8)(v), ldV, vs, rows, cols, dv, ahead)
+			},
+			rowE4M3: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
+				x86.PvRowsE4M3AVX512(o, ldO, p, ldP, (*uint8)(v), ldV, vs, rows, cols, dv, ahead)
+			},
 		},
-		qkGather: [4]qkGatherFunc{
+		qkGather: [numRowKinds]qkGatherFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
 				x86.QkRowsGatherF32AVX512(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
@@ -110,8 +122,14 @@ func avx512Row() *f32Row {
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
 				x86.QkRowsGatherQ8AVX512(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
+			rowE5M2: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
+				x86.QkRowsGatherE5M2AVX512(s, ldS, q, ldQ, (*uint8)(k), off, pfo, ks, rows, cols, dv, scale)
+			},
+			rowE4M3: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
+				x86.QkRowsGatherE4M3AVX512(s, ldS, q, ldQ, (*uint8)(k), off, pfo, ks, rows, cols, dv, scale)
+			},
 		},
-		pvGather: [4]pvGatherFunc{
+		pvGather: [numRowKinds]pvGatherFunc{
 			rowF32: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
 				x86.PvRowsGatherF32AVX512(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
 			},
@@ -123,6 +141,12 @@ func avx512Row() *f32Row {
 			},
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
 				x86.PvRowsGatherQ8AVX512(o, ldO, p, ldP, (*int8)(v), off, pfo, vs, rows, cols, dv)
+			},
+			rowE5M2: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
+				x86.PvRowsGatherE5M2AVX512(o, ldO, p, ldP, (*uint8)(v), off, pfo, vs, rows, cols, dv)
+			},
+			rowE4M3: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
+				x86.PvRowsGatherE4M3AVX512(o, ldO, p, ldP, (*uint8)(v), off, pfo, vs, rows, cols, dv)
 			},
 		},
 	}
@@ -157,7 +181,7 @@ func avx2Row() *f32Row {
 		},
 		matMulColumns: 16,
 		mr:            2, lanes: 8,
-		qkRows: [4]qkRowsFunc{
+		qkRows: [numRowKinds]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				x86.QkRowsF32AVX2(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
@@ -170,8 +194,14 @@ func avx2Row() *f32Row {
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				x86.QkRowsQ8AVX2(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
+			rowE5M2: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
+				x86.QkRowsE5M2AVX2(s, ldS, q, ldQ, (*uint8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+			},
+			rowE4M3: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
+				x86.QkRowsE4M3AVX2(s, ldS, q, ldQ, (*uint8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+			},
 		},
-		pvRows: [4]pvRowsFunc{
+		pvRows: [numRowKinds]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				x86.PvRowsF16AVX2(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
@@ -181,8 +211,14 @@ func avx2Row() *f32Row {
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				x86.PvRowsQ8AVX2(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
 			},
+			rowE5M2: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
+				x86.PvRowsE5M2AVX2(o, ldO, p, ldP, (*uint8)(v), ldV, vs, rows, cols, dv, ahead)
+			},
+			rowE4M3: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
+				x86.PvRowsE4M3AVX2(o, ldO, p, ldP, (*uint8)(v), ldV, vs, rows, cols, dv, ahead)
+			},
 		},
-		qkGather: [4]qkGatherFunc{
+		qkGather: [numRowKinds]qkGatherFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
 				x86.QkRowsGatherF32AVX2(s, ldS, q, ldQ, (*float32)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
@@ -195,8 +231,14 @@ func avx2Row() *f32Row {
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
 				x86.QkRowsGatherQ8AVX2(s, ldS, q, ldQ, (*int8)(k), off, pfo, ks, rows, cols, dv, scale)
 			},
+			rowE5M2: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
+				x86.QkRowsGatherE5M2AVX2(s, ldS, q, ldQ, (*uint8)(k), off, pfo, ks, rows, cols, dv, scale)
+			},
+			rowE4M3: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, off, pfo *int, ks *float32, rows, cols, dv int, scale float32) {
+				x86.QkRowsGatherE4M3AVX2(s, ldS, q, ldQ, (*uint8)(k), off, pfo, ks, rows, cols, dv, scale)
+			},
 		},
-		pvGather: [4]pvGatherFunc{
+		pvGather: [numRowKinds]pvGatherFunc{
 			rowF32: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
 				x86.PvRowsGatherF32AVX2(o, ldO, p, ldP, (*float32)(v), off, pfo, vs, rows, cols, dv)
 			},
@@ -208,6 +250,12 @@ func avx2Row() *f32Row {
 			},
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
 				x86.PvRowsGatherQ8AVX2(o, ldO, p, ldP, (*int8)(v), off, pfo, vs, rows, cols, dv)
+			},
+			rowE5M2: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
+				x86.PvRowsGatherE5M2AVX2(o, ldO, p, ldP, (*uint8)(v), off, pfo, vs, rows, cols, dv)
+			},
+			rowE4M3: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
+				x86.PvRowsGatherE4M3AVX2(o, ldO, p, ldP, (*uint8)(v), off, pfo, vs, rows, cols, dv)
 			},
 		},
 	}

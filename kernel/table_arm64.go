@@ -58,7 +58,7 @@ func neonRow() *f32Row {
 		},
 		matMulColumns: 16,
 		mr:            4, lanes: 16,
-		qkRows: [4]qkRowsFunc{
+		qkRows: [numRowKinds]qkRowsFunc{
 			rowF32: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				arm.QkRowsF32NEON(s, ldS, q, ldQ, (*float32)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
@@ -71,8 +71,14 @@ func neonRow() *f32Row {
 			rowQ8: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
 				arm.QkRowsQ8NEON(s, ldS, q, ldQ, (*int8)(k), ldK, ks, rows, cols, dv, scale, ahead)
 			},
+			rowE5M2: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
+				arm.QkRowsE5M2NEON(s, ldS, q, ldQ, (*uint8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+			},
+			rowE4M3: func(s *float32, ldS int, q *float32, ldQ int, k unsafe.Pointer, ldK int, ks *float32, rows, cols, dv int, scale float32, ahead int) {
+				arm.QkRowsE4M3NEON(s, ldS, q, ldQ, (*uint8)(k), ldK, ks, rows, cols, dv, scale, ahead)
+			},
 		},
-		pvRows: [4]pvRowsFunc{
+		pvRows: [numRowKinds]pvRowsFunc{
 			rowF16: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				arm.PvRowsF16NEON(o, ldO, p, ldP, (*uint16)(v), ldV, vs, rows, cols, dv, ahead)
 			},
@@ -81,6 +87,12 @@ func neonRow() *f32Row {
 			},
 			rowQ8: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
 				arm.PvRowsQ8NEON(o, ldO, p, ldP, (*int8)(v), ldV, vs, rows, cols, dv, ahead)
+			},
+			rowE5M2: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
+				arm.PvRowsE5M2NEON(o, ldO, p, ldP, (*uint8)(v), ldV, vs, rows, cols, dv, ahead)
+			},
+			rowE4M3: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, ldV int, vs *float32, rows, cols, dv, ahead int) {
+				arm.PvRowsE4M3NEON(o, ldO, p, ldP, (*uint8)(v), ldV, vs, rows, cols, dv, ahead)
 			},
 		},
 	}

@@ -119,7 +119,9 @@ check runs the engine on a grid of shapes against the float64 oracle:
 Nq and Nkv that are not multiples of the tiles (1 included, in both
 orders), head dimensions 8, 40, 64 and 128, multi-head, grouped-query and
 multi-query heads, causal and not, causal sliding windows (some with a
-logit soft-cap), f32, f16 and bf16 K/V, in float32 and bfloat16 compute
+logit soft-cap), f32, f16, bf16, fp8e4m3 and fp8e5m2 K/V (the fp8 ones
+with one scale per tensor, the values the oracle sees being the fp8 values
+times it), in float32 and bfloat16 compute
 precision, with every kernel implementation the machine can run. A case
 passes when its max abs error is at most 2 × that of the naive baseline in
 the same precision on the same inputs (float32; or bfloat16 operands
@@ -189,7 +191,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	grid := checkGrid(*short)
-	kvs := []attention.DType{attention.F32, attention.F16, attention.BF16}
+	kvs := []attention.DType{attention.F32, attention.F16, attention.BF16, attention.FP8E4M3, attention.FP8E5M2}
 	var pn []string
 	for _, p := range precs {
 		pn = append(pn, precName(p))

@@ -208,7 +208,9 @@ func parse(args []string, help io.Writer) (config, error) {
 	nkv := fs.Int("nkv", 1024, "custom and preset shapes: keys (Nkv)")
 	causal := fs.Bool("causal", true, "custom shape: causal mask, aligned to the bottom right (query i sees key j iff j <= i + Nkv - Nq)")
 	kvList := fs.String("kv", "", "comma-separated storage `types` of K and V: f32, f16, bf16, q8 (int8 with a float32 scale per\n"+
-		"32 values of a row; the head dim must be a multiple of 32) (default "+defaultKV+", and "+defaultDecodeKV+" for\n"+
+		"32 values of a row; the head dim must be a multiple of 32), fp8e4m3 and fp8e5m2 (OCP 8-bit floats with\n"+
+		"one float32 scale per tensor, as vLLM's fp8 caches: 0.02 and 0.0003, x/scale rounded to nearest even,\n"+
+		"saturating) (default "+defaultKV+", and "+defaultDecodeKV+" for\n"+
 		"decode shapes, less q8 where the head dim is not a multiple of 32)")
 	warm := fs.Bool("warm", false, "decode: time every run on the same K/V cache, which may stay in the last-level cache,\n"+
 		"instead of rotating over copies that together exceed 2 × that cache")

@@ -251,8 +251,9 @@ type kvData struct {
 
 // storeKV converts float32 values to the storage type dt. For f16 and bf16
 // the values are rounded, for q8 quantised (attention.QuantizeQ8; the head
-// dimension must be a multiple of attention.Q8Block), and the rounded
-// values are what the oracle sees.
+// dimension must be a multiple of attention.Q8Block), for the fp8 types
+// divided by fp8Scale and rounded, and the rounded values (times the
+// scale) are what the oracle sees.
 func storeKV(x []float32, dt attention.DType, l attention.Layout) (kvData, error) {
 	switch dt {
 	case attention.F16:
@@ -278,8 +279,37 @@ func storeKV(x []float32, dt attention.DType, l attention.Layout) (kvData, error
 		return kvData{attention.Q8Tensor(q, sc, l), r, func() attention.Tensor {
 			return attention.Q8Tensor(slices.Clone(q), slices.Clone(sc), l)
 		}}, nil
+	case attention.FP8E4M3:
+		sc := fp8Scale(dt)
+		h := make([]fp16.Float8E4M3, len(x))
+		r := make([]float32, len(x))
+		for i, v := range x {
+			h[i] = fp16.Float8E4M3FromFloat32(v / sc[0])
+			r[i] = h[i].Float32() * sc[0]
+		}
+		return kvData{attention.FP8E4M3Tensor(h, sc, l), r, func() attention.Tensor { return attention.FP8E4M3Tensor(slices.Clone(h), sc, l) }}, nil
+	case attention.FP8E5M2:
+		sc := fp8Scale(dt)
+		h := make([]fp16.Float8E5M2, len(x))
+		r := make([]float32, len(x))
+		for i, v := range x {
+			h[i] = fp16.Float8E5M2FromFloat32(v / sc[0])
+			r[i] = h[i].Float32() * sc[0]
+		}
+		return kvData{attention.FP8E5M2Tensor(h, sc, l), r, func() attention.Tensor { return attention.FP8E5M2Tensor(slices.Clone(h), sc, l) }}, nil
 	}
 	return kvData{attention.F32Tensor(x, l), x, func() attention.Tensor { return attention.F32Tensor(slices.Clone(x), l) }}, nil
+}
+
+// fp8Scale is the one scale of the fp8 tensors of type dt (K's and V's
+// alike): what maps about ±9 (E4M3FN) or ±17 (E5M2) to the largest finite
+// value, so that standard normal values use the whole range, rounding
+// their quotients (not powers of two) as a calibrated cache does.
+func fp8Scale(dt attention.DType) []float32 {
+	if dt == attention.FP8E4M3 {
+		return []float32{0.02}
+	}
+	return []float32{0.0003}
 }
 
 // storeKVPair is storeKV of K and V.
@@ -324,7 +354,14 @@ var forward = func(eng *attention.Engine, c *call) error {
 // kernels. The values are rounded or quantised as storeKV does.
 func pagedKV(s shape, k32, v32 []float32, dt attention.DType, blockSize int) (*attention.PagedCache, []attention.SeqID, error) {
 	perSeq := (s.nkv + blockSize - 1) / blockSize
-	pc, err := attention.NewPagedCache(dt, s.kvHeads, s.dim, blockSize, (s.batch+1)*perSeq)
+	var pc *attention.PagedCache
+	var err error
+	if dt == attention.FP8E4M3 || dt == attention.FP8E5M2 {
+		// The cache's scales are the tensors': Append copies the codes.
+		pc, err = attention.NewPagedCacheFP8(dt, s.kvHeads, s.dim, blockSize, (s.batch+1)*perSeq, fp8Scale(dt), fp8Scale(dt))
+	} else {
+		pc, err = attention.NewPagedCache(dt, s.kvHeads, s.dim, blockSize, (s.batch+1)*perSeq)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

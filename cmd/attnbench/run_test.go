@@ -281,7 +281,7 @@ func TestCheckShortPasses(t *testing.T) {
 	m := regexp.MustCompile(`kernels? \(([^)]*)\)`).FindStringSubmatch(out) // "1 kernel (generic)" on a purego build
 	require.NotNil(t, m, out)
 	for _, impl := range strings.Split(m[1], ", ") {
-		assert.Contains(t, out, impl+": 108 cases, 0 failed") // 18 shapes × 3 K/V types × 2 precisions
+		assert.Contains(t, out, impl+": 180 cases, 0 failed") // 18 shapes × 5 K/V types × 2 precisions
 	}
 }
 
@@ -291,7 +291,7 @@ func TestCheckFailsOnBrokenKernel(t *testing.T) {
 	code := run([]string{"check", "-short", "-kernel", "generic", "-precision", "f32"}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	out := stdout.String()
-	assert.Contains(t, out, "check FAILED: 18 of 54 cases outside the tolerance")
+	assert.Contains(t, out, "check FAILED: 18 of 90 cases outside the tolerance")
 	// Each failure names the case (implementation, K/V type, shape) and says by how much it failed.
 	assert.Contains(t, out, "FAIL generic f16 f32 B1 Hq8 Hkv2 d8 Nq1 Nkv77 full: max abs 1.00e-03, tolerance")
 	assert.Contains(t, out, "× the tolerance)")
@@ -320,7 +320,7 @@ func TestCheckFailsOnBrokenBF16(t *testing.T) {
 	var stderr bytes.Buffer
 	assert.Equal(t, 1, run([]string{"check", "-short", "-kernel", "generic"}, &stdout, &stderr))
 	out := stdout.String()
-	assert.Contains(t, out, "check FAILED: 54 of 108 cases outside the tolerance")
+	assert.Contains(t, out, "check FAILED: 90 of 180 cases outside the tolerance")
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "FAIL") {
 			assert.Contains(t, l, " bf16 B1 ")

@@ -270,15 +270,19 @@ func parseDTypes(list string) ([]attention.DType, error) {
 			dt = attention.BF16
 		case "q8", "q8_0", "int8":
 			dt = attention.Q8
+		case "fp8e4m3", "fp8_e4m3", "e4m3", "fp8":
+			dt = attention.FP8E4M3
+		case "fp8e5m2", "fp8_e5m2", "e5m2":
+			dt = attention.FP8E5M2
 		default:
-			return nil, fmt.Errorf("-kv has %q; want f32, f16, bf16 or q8, separated by commas", f)
+			return nil, fmt.Errorf("-kv has %q; want f32, f16, bf16, q8, fp8e4m3 or fp8e5m2, separated by commas", f)
 		}
 		if !slices.Contains(out, dt) {
 			out = append(out, dt)
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("-kv is empty; want f32, f16, bf16 or q8, separated by commas")
+		return nil, fmt.Errorf("-kv is empty; want f32, f16, bf16, q8, fp8e4m3 or fp8e5m2, separated by commas")
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -52,7 +53,7 @@ func genQKGather(x *isa, t elemType) {
 		"		}",
 		"	}",
 		"",
-	}, gatherRowsDoc("K", "k", "ks", t, "The order of the\nadditions differs from the loop.")...)...)
+	}, gatherRowsDoc("K", "k", "ks", t, "The order of the additions differs from the loop.")...)...)
 	step := x.Lanes()
 	if t == q8 {
 		step = 32
@@ -60,6 +61,9 @@ func genQKGather(x *isa, t elemType) {
 	sub := step / x.Lanes()
 	zs := x.Vec()
 	sx := Load(Param("scale"), XMM())
+	if t.IsFP8() {
+		foldFP8Scale(t, sx)
+	}
 	VBROADCASTSS(sx, zs)
 	jl := AllocLocal(8) // the next key
 
@@ -193,12 +197,10 @@ func gatherGroupEnd(x *isa, acc [][]VecVirtual, zs VecVirtual, jl Mem, nk int, l
 // gatherRowsDoc is rowsDoc for the gathering kernels: the element
 // function, the prefetch through pfo and the order of the sums.
 func gatherRowsDoc(f, x, xs string, t elemType, order string) []string {
-	d := rowsDoc(f, x, xs, t, order)
-	return append([]string{
-		d[0],
+	d := append(elemDocLines(f, x, xs, t),
 		"While it reads key j it prefetches the row that starts at element pfo[j]",
-		"of " + x + " into the L2 cache; pfo changes the speed, never the result.",
-	}, d[2:]...)
+		"of "+x+" into the L2 cache; pfo changes the speed, never the result.")
+	return append(d, strings.Split(order, "\n")...)
 }
 
 func genPVGather(x *isa, t elemType) {
@@ -222,7 +224,7 @@ func genPVGather(x *isa, t elemType) {
 		"		}",
 		"	}",
 		"",
-	), gatherRowsDoc("V", "v", "vs", t, "Each product\nis added with an FMA, rounded once, in the order of the keys.")...)...)
+	), gatherRowsDoc("V", "v", "vs", t, "Each product is added with an FMA, rounded once, in the order of the\nkeys.")...)...)
 	genPVBlocks(x, t, name, func(rb, nv int, tail bool, lbl string, oc, vc, sc Register) {
 		pvGatherBlock(x, t, rb, nv, tail, lbl, oc, vc, sc)
 	})
@@ -253,7 +255,9 @@ func pvGatherBlock(x *isa, t elemType, rb, nv int, tail bool, lbl string, oc, vc
 		SHRQ(U8(3), ps)
 		PREFETCHT0(Mem{Base: sc, Index: ps, Scale: 1})
 	}
-	SHLQ(U8(t.Shift()), pf)
+	if t.Shift() > 0 {
+		SHLQ(U8(t.Shift()), pf)
+	}
 	for off := 0; off < nv*x.Lanes()*t.Size(); off += 64 {
 		PREFETCHT2(Mem{Base: vc, Index: pf, Scale: 1, Disp: off})
 	}
@@ -266,7 +270,9 @@ func pvGatherBlock(x *isa, t elemType, rb, nv int, tail bool, lbl string, oc, vc
 		MOVQ(vo, so)
 		SHRQ(U8(3), so)
 	}
-	SHLQ(U8(t.Shift()), vo)
+	if t.Shift() > 0 {
+		SHLQ(U8(t.Shift()), vo)
+	}
 	vv := make([]VecVirtual, nv)
 	for w := range vv {
 		vv[w] = x.Vec()

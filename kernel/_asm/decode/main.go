@@ -9,7 +9,7 @@
 // decoding a token reads each cached K and V row once, so a transposing
 // pack (what the prefill kernels need) would cost as much as the product.
 // Every kernel comes in an AVX-512 and an AVX2+FMA+F16C variant and in
-// four element types. Run it from kernel/_asm:
+// six element types (fp8.go: E5M2 and E4M3FN). Run it from kernel/_asm:
 //
 //	go run ./decode -out ../internal/x86/rows_amd64.s -stubs ../internal/x86/rows_amd64.go -pkg x86
 //
@@ -60,6 +60,8 @@ const (
 	f16  = asmkit.F16
 	bf16 = asmkit.BF16
 	q8   = asmkit.Q8
+	e5m2 = asmkit.E5M2
+	e4m3 = asmkit.E4M3
 )
 
 // While the kernels read a K or V row they prefetch the row ahead bytes
@@ -85,6 +87,10 @@ var (
 // load converts the vector of t elements at m into dst; sc is the address
 // of the Q8 block scale that applies to it.
 func (x *isa) load(t elemType, m Mem, sc Mem, dst VecVirtual) {
+	if t.IsFP8() {
+		x.widenFP8(t, m, dst)
+		return
+	}
 	t.Widen(m, dst)
 	if t == q8 {
 		if x.IsAVX512() {
@@ -114,6 +120,10 @@ func (x *isa) loadTail(t elemType, m Mem, sc Mem, k Register, dst VecVirtual) {
 		VMOVDQU8_Z(m, k, h)
 		t.Widen(h, dst)
 		VMULPS_BCST(sc, dst, dst)
+	case e5m2, e4m3:
+		h := XMM()
+		VMOVDQU8_Z(m, k, h)
+		x.widenFP8(t, h, dst)
 	}
 }
 
@@ -198,7 +208,7 @@ func (x *isa) hsum1(a VecVirtual) Register {
 	return x.lanesum(a)
 }
 
-var elemDoc = map[elemType]string{f32: "float32", f16: "binary16", bf16: "bfloat16", q8: "Q8"}
+var elemDoc = map[elemType]string{f32: "float32", f16: "binary16", bf16: "bfloat16", q8: "Q8", e5m2: "E5M2", e4m3: "E4M3FN"}
 
 // dvMultiple is what the kernels of t need dv to be a multiple of: the
 // vector width, or a Q8 block.
@@ -213,6 +223,13 @@ func (x *isa) dvMultiple(t elemType) int {
 // function f of the reference loop is for t (x the rows, xs the Q8
 // scales), the prefetch, and order, how the sums differ from the loop.
 func rowsDoc(f, x, xs string, t elemType, order string) []string {
+	lines := append(elemDocLines(f, x, xs, t), "While it reads element e of "+x+" it prefetches element e+ahead into the")
+	return append(lines, strings.Split("L2 cache; ahead changes the speed, never the result. "+order, "\n")...)
+}
+
+// elemDocLines says what the element function f of a reference loop is
+// for t (x the rows, xs the scales).
+func elemDocLines(f, x, xs string, t elemType) []string {
 	var e string
 	switch t {
 	case f32:
@@ -223,11 +240,20 @@ func rowsDoc(f, x, xs string, t elemType, order string) []string {
 		e = fmt.Sprintf("%s(e) is %s[e] shifted left by 16 (bfloat16 to float32)", f, x)
 	case q8:
 		e = fmt.Sprintf("%s(e) is float32(%s[e])·%s[e/32]", f, x, xs)
+	case e5m2:
+		if f == "K" {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E5M2 and scale is taken as\nscale·*%s (rounded once)", f, x, xs)
+		} else {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E5M2 (%s is not read: the caller\nmultiplies p by the values' scale)", f, x, xs)
+		}
+	case e4m3:
+		if f == "K" {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E4M3FN times 2^−8 and scale is\ntaken as scale·(*%s·2^8) (rounded once)", f, x, xs)
+		} else {
+			e = fmt.Sprintf("%s(e) is %s[e] widened exactly from E4M3FN times 2^−8 (%s is not\nread: the caller multiplies p by the values' scale times 2^8)", f, x, xs)
+		}
 	}
-	return append([]string{
-		"where " + e + ".",
-		"While it reads element e of " + x + " it prefetches element e+ahead into the",
-	}, strings.Split("L2 cache; ahead changes the speed, never the result. "+order, "\n")...)
+	return strings.Split("where "+e+".", "\n")
 }
 
 // dispatchRows jumps to the code for the rows argument's block of
@@ -293,6 +319,9 @@ func genQK(x *isa, t elemType) {
 	sub := step / x.Lanes()
 	zs := x.Vec()
 	sx := Load(Param("scale"), XMM())
+	if t.IsFP8() {
+		foldFP8Scale(t, sx)
+	}
 	VBROADCASTSS(sx, zs)
 
 	dispatchRows(x, name)
@@ -321,7 +350,7 @@ func genQK(x *isa, t elemType) {
 				// multiple of 32 elements apart, so a row's scales are ldK/8
 				// bytes apart.
 				SHRQ(U8(3), ldK)
-			} else {
+			} else if t.Shift() > 0 {
 				SHLQ(U8(t.Shift()), ldK)
 			}
 			LEAQ(Mem{Base: ldK, Index: ldK, Scale: 2}, ldK3)
@@ -391,7 +420,9 @@ func genQK(x *isa, t elemType) {
 				}
 				ADDQ(kc, ksg)
 			}
-			SHLQ(U8(t.Shift()), ldK)
+			if t.Shift() > 0 {
+				SHLQ(U8(t.Shift()), ldK)
+			}
 			if nk == 4 {
 				SHLQ(U8(2), ldK)
 			}
@@ -574,7 +605,9 @@ func pvBlock(x *isa, t elemType, rb, nv int, tail bool, lbl string, oc, vc, sc R
 		MOVQ(ldV, ldS)
 		SHRQ(U8(3), ldS) // bytes between two rows' scales
 	}
-	SHLQ(U8(t.Shift()), ldV)
+	if t.Shift() > 0 {
+		SHLQ(U8(t.Shift()), ldV)
+	}
 	vp := GP64()
 	MOVQ(vc, vp)
 	var sp Register
@@ -701,14 +734,15 @@ func storeOut(x *isa, acc [][]VecVirtual, oc, ldO, k Register) {
 func main() {
 	ConstraintExpr("amd64,!purego")
 	tailMask = asmkit.Opmask16("rowsMask16", 0)
+	fp8Consts = fp8Table()
 	for _, x := range []*isa{avx512, avx2} {
-		for _, t := range []elemType{f32, f16, bf16, q8} {
+		for _, t := range []elemType{f32, f16, bf16, q8, e5m2, e4m3} {
 			genQK(x, t)
 		}
-		for _, t := range []elemType{f16, bf16, q8} {
+		for _, t := range []elemType{f16, bf16, q8, e5m2, e4m3} {
 			genPV(x, t)
 		}
-		for _, t := range []elemType{f32, f16, bf16, q8} {
+		for _, t := range []elemType{f32, f16, bf16, q8, e5m2, e4m3} {
 			genQKGather(x, t)
 			genPVGather(x, t)
 		}

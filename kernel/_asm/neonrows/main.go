@@ -1,6 +1,6 @@
 // Command neonrows writes kernel/internal/arm/rows_arm64.s, the NEON decode kernels
-// behind QKRows and PVRows on arm64 (float32, binary16, bfloat16 and Q8
-// rows read where they lie, converted to float32 in registers):
+// behind QKRows and PVRows on arm64 (float32, binary16, bfloat16, Q8 and
+// fp8 rows read where they lie, converted to float32 in registers):
 //
 //	go run ./neonrows -out ../internal/arm/rows_arm64.s
 //
@@ -61,7 +61,38 @@ var (
 	f16  = elem{"F16", "*uint16", 1}  // widened by FCVTL
 	bf16 = elem{"BF16", "*uint16", 1} // widened by SHLL #16
 	q8   = elem{"Q8", "*int8", 0}     // SXTL, SCVTF, and FMUL by the block's scale
+	e5m2 = elem{"E5M2", "*uint8", 0}  // SHLL #8 (the top byte of a binary16), FCVTL
+	e4m3 = elem{"E4M3", "*uint8", 0}  // moved into a binary16 of its value times 2^-8, FCVTL
 )
+
+// isFP8 reports whether e is an 8-bit float. Their kernels take their
+// scale as the amd64 ones do (kernel/_asm/decode/fp8.go): QK folds the
+// keys' scale (times 2^8 for E4M3) into the score scale, and PV is given
+// probabilities already multiplied by the values' scale.
+func isFP8(e elem) bool { return e == e5m2 || e == e4m3 }
+
+// fp8Consts sets v14 to eight 0x007f and v15 to eight 0x4000 halfwords,
+// the constants of widenE4M3.
+func (f *fn) fp8Consts() {
+	f.i("movi v14.8h, #0x7f")
+	f.i("movi v15.8h, #0x40, lsl #8")
+}
+
+// widenE4M3 turns the sign-extended E4M3 bytes in the halfwords of v (hi:
+// the upper four, with the 2-suffixed forms) into binary16s of their
+// values times 2^-8: the magnitude shifted left by 7 lines up with a
+// binary16's exponent and mantissa, an AND (BIC) clears the sign's copy in
+// bit 14, and the NaN pattern (magnitude 0x7f, found by CMEQ against v14)
+// gets bit 14 back, which makes it the binary16 NaN 0x7f80 of its sign.
+// It uses the temporary t and the constants of fp8Consts.
+func (f *fn) widenE4M3(v, t int) {
+	f.i("and v%d.16b, v%d.16b, v14.16b", t, v)
+	f.i("cmeq v%d.8h, v%d.8h, v14.8h", t, t)
+	f.i("shl v%d.8h, v%d.8h, #7", v, v)
+	f.i("bic v%d.8h, #0x40, lsl #8", v)
+	f.i("and v%d.16b, v%d.16b, v15.16b", t, t)
+	f.i("orr v%d.16b, v%d.16b, v%d.16b", v, v, t)
+}
 
 // fn collects one kernel's GNU assembly.
 type fn struct {
@@ -114,6 +145,15 @@ func (f *fn) loadKey(e elem, v int, ptr string, k int) {
 		f.i("sxtl v%d.4s, v%d.4h", v, v)
 		f.i("scvtf v%d.4s, v%d.4s", v, v)
 		f.i("fmul v%d.4s, v%d.4s, v12.s[%d]", v, v, k)
+	case e5m2:
+		f.i("ldr s%d, [%s], #4", v, ptr)
+		f.i("shll v%d.8h, v%d.8b, #8", v, v)
+		f.i("fcvtl v%d.4s, v%d.4h", v, v)
+	case e4m3:
+		f.i("ldr s%d, [%s], #4", v, ptr)
+		f.i("sxtl v%d.8h, v%d.8b", v, v)
+		f.widenE4M3(v, 12)
+		f.i("fcvtl v%d.4s, v%d.4h", v, v)
 	}
 }
 
@@ -206,6 +246,17 @@ func qkRows(e elem) *fn {
 	if e == q8 {
 		f.i("lsr x2, x5, #3") // bytes of scales a key row: ldK/32 floats
 	}
+	if isFP8(e) {
+		// The keys' scale (times 2^8 for E4M3) goes into the score scale.
+		f.i("ldr s12, [x6]")
+		if e == e4m3 {
+			f.i("movz w15, #0x4380, lsl #16") // 256
+			f.i("fmov s14, w15")
+			f.i("fmul s12, s12, s14")
+		}
+		f.i("fmul s13, s13, s12")
+		f.fp8Consts()
+	}
 	single, group, done := f.newLabel("single"), f.newLabel("group"), f.newLabel("done")
 	f.i("subs x8, x8, #4")
 	f.i("b.lt %s", single)
@@ -277,6 +328,9 @@ func pvRows(e elem) *fn {
 	if e == q8 {
 		f.i("lsr x2, x5, #3") // bytes of scales a value row
 	}
+	if e == e4m3 {
+		f.fp8Consts()
+	}
 	pRow := []string{"x15", "x16", "x17", "x19"}
 	f.i("mov x20, #0") // the block's first column, in output bytes
 	f.i("mov x21, #0") // and in bytes of a value row
@@ -323,6 +377,24 @@ func pvRows(e elem) *fn {
 			f.i("scvtf v%d.4s, v%d.4s", v, v)
 			f.i("fmul v%d.4s, v%d.4s, v11.4s", v, v)
 		}
+	case e5m2:
+		f.i("ldr q8, [x23]")
+		f.i("shll v9.8h, v8.8b, #8")
+		f.i("shll2 v10.8h, v8.16b, #8")
+		f.i("fcvtl v4.4s, v9.4h")
+		f.i("fcvtl2 v5.4s, v9.8h")
+		f.i("fcvtl v6.4s, v10.4h")
+		f.i("fcvtl2 v7.4s, v10.8h")
+	case e4m3:
+		f.i("ldr q8, [x23]")
+		f.i("sxtl v9.8h, v8.8b")
+		f.i("sxtl2 v10.8h, v8.16b")
+		f.widenE4M3(9, 12)
+		f.widenE4M3(10, 13)
+		f.i("fcvtl v4.4s, v9.4h")
+		f.i("fcvtl2 v5.4s, v9.8h")
+		f.i("fcvtl v6.4s, v10.4h")
+		f.i("fcvtl2 v7.4s, v10.8h")
 	}
 	for r := range 4 {
 		for v := range 4 {
@@ -385,10 +457,10 @@ func main() {
 	defer os.RemoveAll(dir)
 
 	var ks []kernel
-	for _, e := range []elem{f32, f16, bf16, q8} {
+	for _, e := range []elem{f32, f16, bf16, q8, e5m2, e4m3} {
 		ks = append(ks, kernel{qkRows(e), []string{"s *float32", "ldS int", "q *float32", "ldQ int", "k " + e.goPtr, "ldK int", "ks *float32", "rows int", "cols int", "dv int", "scale float32", "ahead int"}})
 	}
-	for _, e := range []elem{f16, bf16, q8} {
+	for _, e := range []elem{f16, bf16, q8, e5m2, e4m3} {
 		ks = append(ks, kernel{pvRows(e), []string{"o *float32", "ldO int", "p *float32", "ldP int", "v " + e.goPtr, "ldV int", "vs *float32", "rows int", "cols int", "dv int", "ahead int"}})
 	}
 

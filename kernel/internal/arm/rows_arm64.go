@@ -8,8 +8,9 @@ package arm
 // Q8), leading dimensions in elements, ahead in bytes, every size >= 1;
 // kernel's qkRowsAsm and pvRowsAsm (rows_asm.go) cut larger row counts into blocks
 // of 4 and let the generic code add the components past dv (for PVRows,
-// pvRowsTail, through the PV kernel: the same FMAs). ks and vs are read only for
-// Q8. The order of the additions differs from the generic loops'.
+// pvRowsTail, through the PV kernel: the same FMAs). ks is read only for Q8 and
+// fp8 keys, vs only for Q8. The order of the additions differs from the
+// generic loops'.
 
 // QkRowsF32NEON is QKRows's kernel for float32 keys:
 //
@@ -67,3 +68,30 @@ func PvRowsBF16NEON(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int
 //
 //go:noescape
 func PvRowsQ8NEON(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// QkRowsE5M2NEON is QkRowsF32NEON for E5M2 keys, widened exactly (SHLL #8,
+// the top byte of a binary16, then FCVTL), with scale taken as scale·*ks
+// (rounded once): the keys' scale is applied once per sum.
+//
+//go:noescape
+func QkRowsE5M2NEON(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// QkRowsE4M3NEON is QkRowsF32NEON for E4M3FN keys, widened exactly to their
+// values times 2^-8 (the magnitude shifted into a binary16, NaN kept, then
+// FCVTL), with scale taken as scale·(*ks·2^8) (rounded once).
+//
+//go:noescape
+func QkRowsE4M3NEON(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// PvRowsE5M2NEON is PvRowsF16NEON for E5M2 values, widened exactly (SHLL #8,
+// FCVTL). vs is not read: the caller multiplies p by the values' scale.
+//
+//go:noescape
+func PvRowsE5M2NEON(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// PvRowsE4M3NEON is PvRowsF16NEON for E4M3FN values, widened exactly to their
+// values times 2^-8 as QkRowsE4M3NEON widens them. vs is not read: the
+// caller multiplies p by the values' scale times 2^8.
+//
+//go:noescape
+func PvRowsE4M3NEON(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)

@@ -945,6 +945,509 @@ TEXT ·QkRowsQ8NEON(SB), NOSPLIT, $0-96
 	// .LQkRowsQ8NEON_done3:
 	RET
 
+// func QkRowsE5M2NEON(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+TEXT ·QkRowsE5M2NEON(SB), NOSPLIT, $0-96
+	MOVD s+0(FP), R0
+	MOVD ldS+8(FP), R1
+	MOVD q+16(FP), R2
+	MOVD ldQ+24(FP), R3
+	MOVD k+32(FP), R4
+	MOVD ldK+40(FP), R5
+	MOVD ks+48(FP), R6
+	MOVD rows+56(FP), R7
+	MOVD cols+64(FP), R8
+	MOVD dv+72(FP), R9
+	FMOVS scale+80(FP), F13
+	MOVD ahead+88(FP), R10
+	WORD $0xd37ef421 // lsl x1, x1, #2
+	WORD $0xd37ef463 // lsl x3, x3, #2
+	WORD $0xd340fca5 // lsl x5, x5, #0
+	WORD $0xaa0203eb // mov x11, x2
+	WORD $0x8b03016c // add x12, x11, x3
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x9a8bc18c // csel x12, x12, x11, gt
+	WORD $0x8b03018d // add x13, x12, x3
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x9a8cc1ad // csel x13, x13, x12, gt
+	WORD $0x8b0301ae // add x14, x13, x3
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x9a8dc1ce // csel x14, x14, x13, gt
+	WORD $0xbd4000cc // ldr s12, [x6]
+	WORD $0x1e2c09ad // fmul s13, s13, s12
+	WORD $0x4f0387ee // movi v14.8h, #0x7f
+	WORD $0x4f02a40f // movi v15.8h, #0x40, lsl #8
+	WORD $0xf1001108 // subs x8, x8, #4
+	WORD $0x54000e8b // b.lt .LQkRowsE5M2NEON_single1
+
+	// .LQkRowsE5M2NEON_group2:
+	WORD $0xaa0403f1 // mov x17, x4
+	WORD $0x8b050233 // add x19, x17, x5
+	WORD $0x8b050274 // add x20, x19, x5
+	WORD $0x8b050295 // add x21, x20, x5
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0230 // add x16, x17, x10
+
+	// .LQkRowsE5M2NEON_pf4:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE5M2NEON_pf4
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0270 // add x16, x19, x10
+
+	// .LQkRowsE5M2NEON_pf5:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE5M2NEON_pf5
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0290 // add x16, x20, x10
+
+	// .LQkRowsE5M2NEON_pf6:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE5M2NEON_pf6
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a02b0 // add x16, x21, x10
+
+	// .LQkRowsE5M2NEON_pf7:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE5M2NEON_pf7
+	WORD $0x4f000410 // movi v16.4s, #0
+	WORD $0x4f000411 // movi v17.4s, #0
+	WORD $0x4f000412 // movi v18.4s, #0
+	WORD $0x4f000413 // movi v19.4s, #0
+	WORD $0x4f000414 // movi v20.4s, #0
+	WORD $0x4f000415 // movi v21.4s, #0
+	WORD $0x4f000416 // movi v22.4s, #0
+	WORD $0x4f000417 // movi v23.4s, #0
+	WORD $0x4f000418 // movi v24.4s, #0
+	WORD $0x4f000419 // movi v25.4s, #0
+	WORD $0x4f00041a // movi v26.4s, #0
+	WORD $0x4f00041b // movi v27.4s, #0
+	WORD $0x4f00041c // movi v28.4s, #0
+	WORD $0x4f00041d // movi v29.4s, #0
+	WORD $0x4f00041e // movi v30.4s, #0
+	WORD $0x4f00041f // movi v31.4s, #0
+	WORD $0xd2800010 // mov x16, #0
+	WORD $0xaa0903ef // mov x15, x9
+
+	// .LQkRowsE5M2NEON_step8:
+	WORD $0x3cf06960 // ldr q0, [x11, x16]
+	WORD $0x3cf06981 // ldr q1, [x12, x16]
+	WORD $0x3cf069a2 // ldr q2, [x13, x16]
+	WORD $0x3cf069c3 // ldr q3, [x14, x16]
+	WORD $0xbc404624 // ldr s4, [x17], #4
+	WORD $0x2e213884 // shll v4.8h, v4.8b, #8
+	WORD $0x0e217884 // fcvtl v4.4s, v4.4h
+	WORD $0x4e24cc10 // fmla v16.4s, v0.4s, v4.4s
+	WORD $0x4e24cc34 // fmla v20.4s, v1.4s, v4.4s
+	WORD $0x4e24cc58 // fmla v24.4s, v2.4s, v4.4s
+	WORD $0x4e24cc7c // fmla v28.4s, v3.4s, v4.4s
+	WORD $0xbc404665 // ldr s5, [x19], #4
+	WORD $0x2e2138a5 // shll v5.8h, v5.8b, #8
+	WORD $0x0e2178a5 // fcvtl v5.4s, v5.4h
+	WORD $0x4e25cc11 // fmla v17.4s, v0.4s, v5.4s
+	WORD $0x4e25cc35 // fmla v21.4s, v1.4s, v5.4s
+	WORD $0x4e25cc59 // fmla v25.4s, v2.4s, v5.4s
+	WORD $0x4e25cc7d // fmla v29.4s, v3.4s, v5.4s
+	WORD $0xbc404686 // ldr s6, [x20], #4
+	WORD $0x2e2138c6 // shll v6.8h, v6.8b, #8
+	WORD $0x0e2178c6 // fcvtl v6.4s, v6.4h
+	WORD $0x4e26cc12 // fmla v18.4s, v0.4s, v6.4s
+	WORD $0x4e26cc36 // fmla v22.4s, v1.4s, v6.4s
+	WORD $0x4e26cc5a // fmla v26.4s, v2.4s, v6.4s
+	WORD $0x4e26cc7e // fmla v30.4s, v3.4s, v6.4s
+	WORD $0xbc4046a7 // ldr s7, [x21], #4
+	WORD $0x2e2138e7 // shll v7.8h, v7.8b, #8
+	WORD $0x0e2178e7 // fcvtl v7.4s, v7.4h
+	WORD $0x4e27cc13 // fmla v19.4s, v0.4s, v7.4s
+	WORD $0x4e27cc37 // fmla v23.4s, v1.4s, v7.4s
+	WORD $0x4e27cc5b // fmla v27.4s, v2.4s, v7.4s
+	WORD $0x4e27cc7f // fmla v31.4s, v3.4s, v7.4s
+	WORD $0x91004210 // add x16, x16, #16
+	WORD $0xf10011ef // subs x15, x15, #4
+	WORD $0x54fffbc1 // b.ne .LQkRowsE5M2NEON_step8
+	WORD $0x6e31d608 // faddp v8.4s, v16.4s, v17.4s
+	WORD $0x6e33d64c // faddp v12.4s, v18.4s, v19.4s
+	WORD $0x6e2cd508 // faddp v8.4s, v8.4s, v12.4s
+	WORD $0x4f8d9108 // fmul v8.4s, v8.4s, v13.s[0]
+	WORD $0x6e35d689 // faddp v9.4s, v20.4s, v21.4s
+	WORD $0x6e37d6cc // faddp v12.4s, v22.4s, v23.4s
+	WORD $0x6e2cd529 // faddp v9.4s, v9.4s, v12.4s
+	WORD $0x4f8d9129 // fmul v9.4s, v9.4s, v13.s[0]
+	WORD $0x6e39d70a // faddp v10.4s, v24.4s, v25.4s
+	WORD $0x6e3bd74c // faddp v12.4s, v26.4s, v27.4s
+	WORD $0x6e2cd54a // faddp v10.4s, v10.4s, v12.4s
+	WORD $0x4f8d914a // fmul v10.4s, v10.4s, v13.s[0]
+	WORD $0x6e3dd78b // faddp v11.4s, v28.4s, v29.4s
+	WORD $0x6e3fd7cc // faddp v12.4s, v30.4s, v31.4s
+	WORD $0x6e2cd56b // faddp v11.4s, v11.4s, v12.4s
+	WORD $0x4f8d916b // fmul v11.4s, v11.4s, v13.s[0]
+	WORD $0x3d800008 // str q8, [x0]
+	WORD $0xaa0003ef // mov x15, x0
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x5400016d // b.le .LQkRowsE5M2NEON_stored9
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0x3d8001e9 // str q9, [x15]
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x540000ed // b.le .LQkRowsE5M2NEON_stored9
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0x3d8001ea // str q10, [x15]
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x5400006d // b.le .LQkRowsE5M2NEON_stored9
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0x3d8001eb // str q11, [x15]
+
+	// .LQkRowsE5M2NEON_stored9:
+	WORD $0x91004000 // add x0, x0, #16
+	WORD $0x8b050884 // add x4, x4, x5, lsl #2
+	WORD $0xf1001108 // subs x8, x8, #4
+	WORD $0x54fff1ca // b.ge .LQkRowsE5M2NEON_group2
+
+	// .LQkRowsE5M2NEON_single1:
+	WORD $0xb1001108 // adds x8, x8, #4
+	WORD $0x54000740 // b.eq .LQkRowsE5M2NEON_done3
+
+	// .LQkRowsE5M2NEON_one10:
+	WORD $0xaa0403f1 // mov x17, x4
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0230 // add x16, x17, x10
+
+	// .LQkRowsE5M2NEON_pf11:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE5M2NEON_pf11
+	WORD $0x4f000410 // movi v16.4s, #0
+	WORD $0x4f000414 // movi v20.4s, #0
+	WORD $0x4f000418 // movi v24.4s, #0
+	WORD $0x4f00041c // movi v28.4s, #0
+	WORD $0xd2800010 // mov x16, #0
+	WORD $0xaa0903ef // mov x15, x9
+
+	// .LQkRowsE5M2NEON_step12:
+	WORD $0x3cf06960 // ldr q0, [x11, x16]
+	WORD $0x3cf06981 // ldr q1, [x12, x16]
+	WORD $0x3cf069a2 // ldr q2, [x13, x16]
+	WORD $0x3cf069c3 // ldr q3, [x14, x16]
+	WORD $0xbc404624 // ldr s4, [x17], #4
+	WORD $0x2e213884 // shll v4.8h, v4.8b, #8
+	WORD $0x0e217884 // fcvtl v4.4s, v4.4h
+	WORD $0x4e24cc10 // fmla v16.4s, v0.4s, v4.4s
+	WORD $0x4e24cc34 // fmla v20.4s, v1.4s, v4.4s
+	WORD $0x4e24cc58 // fmla v24.4s, v2.4s, v4.4s
+	WORD $0x4e24cc7c // fmla v28.4s, v3.4s, v4.4s
+	WORD $0x91004210 // add x16, x16, #16
+	WORD $0xf10011ef // subs x15, x15, #4
+	WORD $0x54fffe61 // b.ne .LQkRowsE5M2NEON_step12
+	WORD $0x6e30d608 // faddp v8.4s, v16.4s, v16.4s
+	WORD $0x6e28d508 // faddp v8.4s, v8.4s, v8.4s
+	WORD $0x4f8d9108 // fmul v8.4s, v8.4s, v13.s[0]
+	WORD $0x6e34d689 // faddp v9.4s, v20.4s, v20.4s
+	WORD $0x6e29d529 // faddp v9.4s, v9.4s, v9.4s
+	WORD $0x4f8d9129 // fmul v9.4s, v9.4s, v13.s[0]
+	WORD $0x6e38d70a // faddp v10.4s, v24.4s, v24.4s
+	WORD $0x6e2ad54a // faddp v10.4s, v10.4s, v10.4s
+	WORD $0x4f8d914a // fmul v10.4s, v10.4s, v13.s[0]
+	WORD $0x6e3cd78b // faddp v11.4s, v28.4s, v28.4s
+	WORD $0x6e2bd56b // faddp v11.4s, v11.4s, v11.4s
+	WORD $0x4f8d916b // fmul v11.4s, v11.4s, v13.s[0]
+	WORD $0xbd000008 // str s8, [x0]
+	WORD $0xaa0003ef // mov x15, x0
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x5400016d // b.le .LQkRowsE5M2NEON_stored13
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0xbd0001e9 // str s9, [x15]
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x540000ed // b.le .LQkRowsE5M2NEON_stored13
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0xbd0001ea // str s10, [x15]
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x5400006d // b.le .LQkRowsE5M2NEON_stored13
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0xbd0001eb // str s11, [x15]
+
+	// .LQkRowsE5M2NEON_stored13:
+	WORD $0x91001000 // add x0, x0, #4
+	WORD $0x8b050084 // add x4, x4, x5
+	WORD $0xf1000508 // subs x8, x8, #1
+	WORD $0x54fff901 // b.ne .LQkRowsE5M2NEON_one10
+
+	// .LQkRowsE5M2NEON_done3:
+	RET
+
+// func QkRowsE4M3NEON(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+TEXT ·QkRowsE4M3NEON(SB), NOSPLIT, $0-96
+	MOVD s+0(FP), R0
+	MOVD ldS+8(FP), R1
+	MOVD q+16(FP), R2
+	MOVD ldQ+24(FP), R3
+	MOVD k+32(FP), R4
+	MOVD ldK+40(FP), R5
+	MOVD ks+48(FP), R6
+	MOVD rows+56(FP), R7
+	MOVD cols+64(FP), R8
+	MOVD dv+72(FP), R9
+	FMOVS scale+80(FP), F13
+	MOVD ahead+88(FP), R10
+	WORD $0xd37ef421 // lsl x1, x1, #2
+	WORD $0xd37ef463 // lsl x3, x3, #2
+	WORD $0xd340fca5 // lsl x5, x5, #0
+	WORD $0xaa0203eb // mov x11, x2
+	WORD $0x8b03016c // add x12, x11, x3
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x9a8bc18c // csel x12, x12, x11, gt
+	WORD $0x8b03018d // add x13, x12, x3
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x9a8cc1ad // csel x13, x13, x12, gt
+	WORD $0x8b0301ae // add x14, x13, x3
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x9a8dc1ce // csel x14, x14, x13, gt
+	WORD $0xbd4000cc // ldr s12, [x6]
+	WORD $0x52a8700f // movz w15, #0x4380, lsl #16
+	WORD $0x1e2701ee // fmov s14, w15
+	WORD $0x1e2e098c // fmul s12, s12, s14
+	WORD $0x1e2c09ad // fmul s13, s13, s12
+	WORD $0x4f0387ee // movi v14.8h, #0x7f
+	WORD $0x4f02a40f // movi v15.8h, #0x40, lsl #8
+	WORD $0xf1001108 // subs x8, x8, #4
+	WORD $0x5400118b // b.lt .LQkRowsE4M3NEON_single1
+
+	// .LQkRowsE4M3NEON_group2:
+	WORD $0xaa0403f1 // mov x17, x4
+	WORD $0x8b050233 // add x19, x17, x5
+	WORD $0x8b050274 // add x20, x19, x5
+	WORD $0x8b050295 // add x21, x20, x5
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0230 // add x16, x17, x10
+
+	// .LQkRowsE4M3NEON_pf4:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE4M3NEON_pf4
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0270 // add x16, x19, x10
+
+	// .LQkRowsE4M3NEON_pf5:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE4M3NEON_pf5
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0290 // add x16, x20, x10
+
+	// .LQkRowsE4M3NEON_pf6:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE4M3NEON_pf6
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a02b0 // add x16, x21, x10
+
+	// .LQkRowsE4M3NEON_pf7:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE4M3NEON_pf7
+	WORD $0x4f000410 // movi v16.4s, #0
+	WORD $0x4f000411 // movi v17.4s, #0
+	WORD $0x4f000412 // movi v18.4s, #0
+	WORD $0x4f000413 // movi v19.4s, #0
+	WORD $0x4f000414 // movi v20.4s, #0
+	WORD $0x4f000415 // movi v21.4s, #0
+	WORD $0x4f000416 // movi v22.4s, #0
+	WORD $0x4f000417 // movi v23.4s, #0
+	WORD $0x4f000418 // movi v24.4s, #0
+	WORD $0x4f000419 // movi v25.4s, #0
+	WORD $0x4f00041a // movi v26.4s, #0
+	WORD $0x4f00041b // movi v27.4s, #0
+	WORD $0x4f00041c // movi v28.4s, #0
+	WORD $0x4f00041d // movi v29.4s, #0
+	WORD $0x4f00041e // movi v30.4s, #0
+	WORD $0x4f00041f // movi v31.4s, #0
+	WORD $0xd2800010 // mov x16, #0
+	WORD $0xaa0903ef // mov x15, x9
+
+	// .LQkRowsE4M3NEON_step8:
+	WORD $0x3cf06960 // ldr q0, [x11, x16]
+	WORD $0x3cf06981 // ldr q1, [x12, x16]
+	WORD $0x3cf069a2 // ldr q2, [x13, x16]
+	WORD $0x3cf069c3 // ldr q3, [x14, x16]
+	WORD $0xbc404624 // ldr s4, [x17], #4
+	WORD $0x0f08a484 // sxtl v4.8h, v4.8b
+	WORD $0x4e2e1c8c // and v12.16b, v4.16b, v14.16b
+	WORD $0x6e6e8d8c // cmeq v12.8h, v12.8h, v14.8h
+	WORD $0x4f175484 // shl v4.8h, v4.8h, #7
+	WORD $0x6f02b404 // bic v4.8h, #0x40, lsl #8
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1c84 // orr v4.16b, v4.16b, v12.16b
+	WORD $0x0e217884 // fcvtl v4.4s, v4.4h
+	WORD $0x4e24cc10 // fmla v16.4s, v0.4s, v4.4s
+	WORD $0x4e24cc34 // fmla v20.4s, v1.4s, v4.4s
+	WORD $0x4e24cc58 // fmla v24.4s, v2.4s, v4.4s
+	WORD $0x4e24cc7c // fmla v28.4s, v3.4s, v4.4s
+	WORD $0xbc404665 // ldr s5, [x19], #4
+	WORD $0x0f08a4a5 // sxtl v5.8h, v5.8b
+	WORD $0x4e2e1cac // and v12.16b, v5.16b, v14.16b
+	WORD $0x6e6e8d8c // cmeq v12.8h, v12.8h, v14.8h
+	WORD $0x4f1754a5 // shl v5.8h, v5.8h, #7
+	WORD $0x6f02b405 // bic v5.8h, #0x40, lsl #8
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ca5 // orr v5.16b, v5.16b, v12.16b
+	WORD $0x0e2178a5 // fcvtl v5.4s, v5.4h
+	WORD $0x4e25cc11 // fmla v17.4s, v0.4s, v5.4s
+	WORD $0x4e25cc35 // fmla v21.4s, v1.4s, v5.4s
+	WORD $0x4e25cc59 // fmla v25.4s, v2.4s, v5.4s
+	WORD $0x4e25cc7d // fmla v29.4s, v3.4s, v5.4s
+	WORD $0xbc404686 // ldr s6, [x20], #4
+	WORD $0x0f08a4c6 // sxtl v6.8h, v6.8b
+	WORD $0x4e2e1ccc // and v12.16b, v6.16b, v14.16b
+	WORD $0x6e6e8d8c // cmeq v12.8h, v12.8h, v14.8h
+	WORD $0x4f1754c6 // shl v6.8h, v6.8h, #7
+	WORD $0x6f02b406 // bic v6.8h, #0x40, lsl #8
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1cc6 // orr v6.16b, v6.16b, v12.16b
+	WORD $0x0e2178c6 // fcvtl v6.4s, v6.4h
+	WORD $0x4e26cc12 // fmla v18.4s, v0.4s, v6.4s
+	WORD $0x4e26cc36 // fmla v22.4s, v1.4s, v6.4s
+	WORD $0x4e26cc5a // fmla v26.4s, v2.4s, v6.4s
+	WORD $0x4e26cc7e // fmla v30.4s, v3.4s, v6.4s
+	WORD $0xbc4046a7 // ldr s7, [x21], #4
+	WORD $0x0f08a4e7 // sxtl v7.8h, v7.8b
+	WORD $0x4e2e1cec // and v12.16b, v7.16b, v14.16b
+	WORD $0x6e6e8d8c // cmeq v12.8h, v12.8h, v14.8h
+	WORD $0x4f1754e7 // shl v7.8h, v7.8h, #7
+	WORD $0x6f02b407 // bic v7.8h, #0x40, lsl #8
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1ce7 // orr v7.16b, v7.16b, v12.16b
+	WORD $0x0e2178e7 // fcvtl v7.4s, v7.4h
+	WORD $0x4e27cc13 // fmla v19.4s, v0.4s, v7.4s
+	WORD $0x4e27cc37 // fmla v23.4s, v1.4s, v7.4s
+	WORD $0x4e27cc5b // fmla v27.4s, v2.4s, v7.4s
+	WORD $0x4e27cc7f // fmla v31.4s, v3.4s, v7.4s
+	WORD $0x91004210 // add x16, x16, #16
+	WORD $0xf10011ef // subs x15, x15, #4
+	WORD $0x54fff8c1 // b.ne .LQkRowsE4M3NEON_step8
+	WORD $0x6e31d608 // faddp v8.4s, v16.4s, v17.4s
+	WORD $0x6e33d64c // faddp v12.4s, v18.4s, v19.4s
+	WORD $0x6e2cd508 // faddp v8.4s, v8.4s, v12.4s
+	WORD $0x4f8d9108 // fmul v8.4s, v8.4s, v13.s[0]
+	WORD $0x6e35d689 // faddp v9.4s, v20.4s, v21.4s
+	WORD $0x6e37d6cc // faddp v12.4s, v22.4s, v23.4s
+	WORD $0x6e2cd529 // faddp v9.4s, v9.4s, v12.4s
+	WORD $0x4f8d9129 // fmul v9.4s, v9.4s, v13.s[0]
+	WORD $0x6e39d70a // faddp v10.4s, v24.4s, v25.4s
+	WORD $0x6e3bd74c // faddp v12.4s, v26.4s, v27.4s
+	WORD $0x6e2cd54a // faddp v10.4s, v10.4s, v12.4s
+	WORD $0x4f8d914a // fmul v10.4s, v10.4s, v13.s[0]
+	WORD $0x6e3dd78b // faddp v11.4s, v28.4s, v29.4s
+	WORD $0x6e3fd7cc // faddp v12.4s, v30.4s, v31.4s
+	WORD $0x6e2cd56b // faddp v11.4s, v11.4s, v12.4s
+	WORD $0x4f8d916b // fmul v11.4s, v11.4s, v13.s[0]
+	WORD $0x3d800008 // str q8, [x0]
+	WORD $0xaa0003ef // mov x15, x0
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x5400016d // b.le .LQkRowsE4M3NEON_stored9
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0x3d8001e9 // str q9, [x15]
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x540000ed // b.le .LQkRowsE4M3NEON_stored9
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0x3d8001ea // str q10, [x15]
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x5400006d // b.le .LQkRowsE4M3NEON_stored9
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0x3d8001eb // str q11, [x15]
+
+	// .LQkRowsE4M3NEON_stored9:
+	WORD $0x91004000 // add x0, x0, #16
+	WORD $0x8b050884 // add x4, x4, x5, lsl #2
+	WORD $0xf1001108 // subs x8, x8, #4
+	WORD $0x54ffeeca // b.ge .LQkRowsE4M3NEON_group2
+
+	// .LQkRowsE4M3NEON_single1:
+	WORD $0xb1001108 // adds x8, x8, #4
+	WORD $0x54000800 // b.eq .LQkRowsE4M3NEON_done3
+
+	// .LQkRowsE4M3NEON_one10:
+	WORD $0xaa0403f1 // mov x17, x4
+	WORD $0xd340fd2f // lsl x15, x9, #0
+	WORD $0x8b0a0230 // add x16, x17, x10
+
+	// .LQkRowsE4M3NEON_pf11:
+	WORD $0xf9800202 // prfm pldl2keep, [x16]
+	WORD $0x91010210 // add x16, x16, #64
+	WORD $0xf10101ef // subs x15, x15, #64
+	WORD $0x54ffffac // b.gt .LQkRowsE4M3NEON_pf11
+	WORD $0x4f000410 // movi v16.4s, #0
+	WORD $0x4f000414 // movi v20.4s, #0
+	WORD $0x4f000418 // movi v24.4s, #0
+	WORD $0x4f00041c // movi v28.4s, #0
+	WORD $0xd2800010 // mov x16, #0
+	WORD $0xaa0903ef // mov x15, x9
+
+	// .LQkRowsE4M3NEON_step12:
+	WORD $0x3cf06960 // ldr q0, [x11, x16]
+	WORD $0x3cf06981 // ldr q1, [x12, x16]
+	WORD $0x3cf069a2 // ldr q2, [x13, x16]
+	WORD $0x3cf069c3 // ldr q3, [x14, x16]
+	WORD $0xbc404624 // ldr s4, [x17], #4
+	WORD $0x0f08a484 // sxtl v4.8h, v4.8b
+	WORD $0x4e2e1c8c // and v12.16b, v4.16b, v14.16b
+	WORD $0x6e6e8d8c // cmeq v12.8h, v12.8h, v14.8h
+	WORD $0x4f175484 // shl v4.8h, v4.8h, #7
+	WORD $0x6f02b404 // bic v4.8h, #0x40, lsl #8
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1c84 // orr v4.16b, v4.16b, v12.16b
+	WORD $0x0e217884 // fcvtl v4.4s, v4.4h
+	WORD $0x4e24cc10 // fmla v16.4s, v0.4s, v4.4s
+	WORD $0x4e24cc34 // fmla v20.4s, v1.4s, v4.4s
+	WORD $0x4e24cc58 // fmla v24.4s, v2.4s, v4.4s
+	WORD $0x4e24cc7c // fmla v28.4s, v3.4s, v4.4s
+	WORD $0x91004210 // add x16, x16, #16
+	WORD $0xf10011ef // subs x15, x15, #4
+	WORD $0x54fffda1 // b.ne .LQkRowsE4M3NEON_step12
+	WORD $0x6e30d608 // faddp v8.4s, v16.4s, v16.4s
+	WORD $0x6e28d508 // faddp v8.4s, v8.4s, v8.4s
+	WORD $0x4f8d9108 // fmul v8.4s, v8.4s, v13.s[0]
+	WORD $0x6e34d689 // faddp v9.4s, v20.4s, v20.4s
+	WORD $0x6e29d529 // faddp v9.4s, v9.4s, v9.4s
+	WORD $0x4f8d9129 // fmul v9.4s, v9.4s, v13.s[0]
+	WORD $0x6e38d70a // faddp v10.4s, v24.4s, v24.4s
+	WORD $0x6e2ad54a // faddp v10.4s, v10.4s, v10.4s
+	WORD $0x4f8d914a // fmul v10.4s, v10.4s, v13.s[0]
+	WORD $0x6e3cd78b // faddp v11.4s, v28.4s, v28.4s
+	WORD $0x6e2bd56b // faddp v11.4s, v11.4s, v11.4s
+	WORD $0x4f8d916b // fmul v11.4s, v11.4s, v13.s[0]
+	WORD $0xbd000008 // str s8, [x0]
+	WORD $0xaa0003ef // mov x15, x0
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x5400016d // b.le .LQkRowsE4M3NEON_stored13
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0xbd0001e9 // str s9, [x15]
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x540000ed // b.le .LQkRowsE4M3NEON_stored13
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0xbd0001ea // str s10, [x15]
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x5400006d // b.le .LQkRowsE4M3NEON_stored13
+	WORD $0x8b0101ef // add x15, x15, x1
+	WORD $0xbd0001eb // str s11, [x15]
+
+	// .LQkRowsE4M3NEON_stored13:
+	WORD $0x91001000 // add x0, x0, #4
+	WORD $0x8b050084 // add x4, x4, x5
+	WORD $0xf1000508 // subs x8, x8, #1
+	WORD $0x54fff841 // b.ne .LQkRowsE4M3NEON_one10
+
+	// .LQkRowsE4M3NEON_done3:
+	RET
+
 // func PvRowsF16NEON(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 TEXT ·PvRowsF16NEON(SB), NOSPLIT, $0-88
 	MOVD o+0(FP), R0
@@ -1252,4 +1755,218 @@ TEXT ·PvRowsQ8NEON(SB), NOSPLIT, $0-88
 	WORD $0x910042b5 // add x21, x21, #16
 	WORD $0xeb09029f // cmp x20, x9
 	WORD $0x54fff7cb // b.lt .LPvRowsQ8NEON_cols1
+	RET
+
+// func PvRowsE5M2NEON(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+TEXT ·PvRowsE5M2NEON(SB), NOSPLIT, $0-88
+	MOVD o+0(FP), R0
+	MOVD ldO+8(FP), R1
+	MOVD p+16(FP), R2
+	MOVD ldP+24(FP), R3
+	MOVD v+32(FP), R4
+	MOVD ldV+40(FP), R5
+	MOVD vs+48(FP), R6
+	MOVD rows+56(FP), R7
+	MOVD cols+64(FP), R8
+	MOVD dv+72(FP), R9
+	MOVD ahead+80(FP), R10
+	WORD $0xd37ef421 // lsl x1, x1, #2
+	WORD $0xd37ef463 // lsl x3, x3, #2
+	WORD $0xd340fca5 // lsl x5, x5, #0
+	WORD $0xd37ef529 // lsl x9, x9, #2
+	WORD $0xaa0003eb // mov x11, x0
+	WORD $0x8b01016c // add x12, x11, x1
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x9a8bc18c // csel x12, x12, x11, gt
+	WORD $0x8b01018d // add x13, x12, x1
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x9a8cc1ad // csel x13, x13, x12, gt
+	WORD $0x8b0101ae // add x14, x13, x1
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x9a8dc1ce // csel x14, x14, x13, gt
+	WORD $0xaa0203ef // mov x15, x2
+	WORD $0x8b0301f0 // add x16, x15, x3
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x9a8fc210 // csel x16, x16, x15, gt
+	WORD $0x8b030211 // add x17, x16, x3
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x9a90c231 // csel x17, x17, x16, gt
+	WORD $0x8b030233 // add x19, x17, x3
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x9a91c273 // csel x19, x19, x17, gt
+	WORD $0xd2800014 // mov x20, #0
+	WORD $0xd2800015 // mov x21, #0
+
+	// .LPvRowsE5M2NEON_cols1:
+	WORD $0x8b140176 // add x22, x11, x20
+	WORD $0x4c402ad0 // ld1 {v16.4s, v17.4s, v18.4s, v19.4s}, [x22]
+	WORD $0x8b140196 // add x22, x12, x20
+	WORD $0x4c402ad4 // ld1 {v20.4s, v21.4s, v22.4s, v23.4s}, [x22]
+	WORD $0x8b1401b6 // add x22, x13, x20
+	WORD $0x4c402ad8 // ld1 {v24.4s, v25.4s, v26.4s, v27.4s}, [x22]
+	WORD $0x8b1401d6 // add x22, x14, x20
+	WORD $0x4c402adc // ld1 {v28.4s, v29.4s, v30.4s, v31.4s}, [x22]
+	WORD $0x8b150097 // add x23, x4, x21
+	WORD $0xd2800007 // mov x7, #0
+	WORD $0xaa0803e3 // mov x3, x8
+
+	// .LPvRowsE5M2NEON_key2:
+	WORD $0xbc6769e0 // ldr s0, [x15, x7]
+	WORD $0xbc676a01 // ldr s1, [x16, x7]
+	WORD $0xbc676a22 // ldr s2, [x17, x7]
+	WORD $0xbc676a63 // ldr s3, [x19, x7]
+	WORD $0xf8aa6ae2 // prfm pldl2keep, [x23, x10]
+	WORD $0x3dc002e8 // ldr q8, [x23]
+	WORD $0x2e213909 // shll v9.8h, v8.8b, #8
+	WORD $0x6e21390a // shll2 v10.8h, v8.16b, #8
+	WORD $0x0e217924 // fcvtl v4.4s, v9.4h
+	WORD $0x4e217925 // fcvtl2 v5.4s, v9.8h
+	WORD $0x0e217946 // fcvtl v6.4s, v10.4h
+	WORD $0x4e217947 // fcvtl2 v7.4s, v10.8h
+	WORD $0x4f801090 // fmla v16.4s, v4.4s, v0.s[0]
+	WORD $0x4f8010b1 // fmla v17.4s, v5.4s, v0.s[0]
+	WORD $0x4f8010d2 // fmla v18.4s, v6.4s, v0.s[0]
+	WORD $0x4f8010f3 // fmla v19.4s, v7.4s, v0.s[0]
+	WORD $0x4f811094 // fmla v20.4s, v4.4s, v1.s[0]
+	WORD $0x4f8110b5 // fmla v21.4s, v5.4s, v1.s[0]
+	WORD $0x4f8110d6 // fmla v22.4s, v6.4s, v1.s[0]
+	WORD $0x4f8110f7 // fmla v23.4s, v7.4s, v1.s[0]
+	WORD $0x4f821098 // fmla v24.4s, v4.4s, v2.s[0]
+	WORD $0x4f8210b9 // fmla v25.4s, v5.4s, v2.s[0]
+	WORD $0x4f8210da // fmla v26.4s, v6.4s, v2.s[0]
+	WORD $0x4f8210fb // fmla v27.4s, v7.4s, v2.s[0]
+	WORD $0x4f83109c // fmla v28.4s, v4.4s, v3.s[0]
+	WORD $0x4f8310bd // fmla v29.4s, v5.4s, v3.s[0]
+	WORD $0x4f8310de // fmla v30.4s, v6.4s, v3.s[0]
+	WORD $0x4f8310ff // fmla v31.4s, v7.4s, v3.s[0]
+	WORD $0x8b0502f7 // add x23, x23, x5
+	WORD $0x910010e7 // add x7, x7, #4
+	WORD $0xf1000463 // subs x3, x3, #1
+	WORD $0x54fffc21 // b.ne .LPvRowsE5M2NEON_key2
+	WORD $0x8b140176 // add x22, x11, x20
+	WORD $0x4c002ad0 // st1 {v16.4s, v17.4s, v18.4s, v19.4s}, [x22]
+	WORD $0x8b140196 // add x22, x12, x20
+	WORD $0x4c002ad4 // st1 {v20.4s, v21.4s, v22.4s, v23.4s}, [x22]
+	WORD $0x8b1401b6 // add x22, x13, x20
+	WORD $0x4c002ad8 // st1 {v24.4s, v25.4s, v26.4s, v27.4s}, [x22]
+	WORD $0x8b1401d6 // add x22, x14, x20
+	WORD $0x4c002adc // st1 {v28.4s, v29.4s, v30.4s, v31.4s}, [x22]
+	WORD $0x91010294 // add x20, x20, #64
+	WORD $0x910042b5 // add x21, x21, #16
+	WORD $0xeb09029f // cmp x20, x9
+	WORD $0x54fff94b // b.lt .LPvRowsE5M2NEON_cols1
+	RET
+
+// func PvRowsE4M3NEON(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+TEXT ·PvRowsE4M3NEON(SB), NOSPLIT, $0-88
+	MOVD o+0(FP), R0
+	MOVD ldO+8(FP), R1
+	MOVD p+16(FP), R2
+	MOVD ldP+24(FP), R3
+	MOVD v+32(FP), R4
+	MOVD ldV+40(FP), R5
+	MOVD vs+48(FP), R6
+	MOVD rows+56(FP), R7
+	MOVD cols+64(FP), R8
+	MOVD dv+72(FP), R9
+	MOVD ahead+80(FP), R10
+	WORD $0xd37ef421 // lsl x1, x1, #2
+	WORD $0xd37ef463 // lsl x3, x3, #2
+	WORD $0xd340fca5 // lsl x5, x5, #0
+	WORD $0xd37ef529 // lsl x9, x9, #2
+	WORD $0xaa0003eb // mov x11, x0
+	WORD $0x8b01016c // add x12, x11, x1
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x9a8bc18c // csel x12, x12, x11, gt
+	WORD $0x8b01018d // add x13, x12, x1
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x9a8cc1ad // csel x13, x13, x12, gt
+	WORD $0x8b0101ae // add x14, x13, x1
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x9a8dc1ce // csel x14, x14, x13, gt
+	WORD $0xaa0203ef // mov x15, x2
+	WORD $0x8b0301f0 // add x16, x15, x3
+	WORD $0xf10004ff // cmp x7, #1
+	WORD $0x9a8fc210 // csel x16, x16, x15, gt
+	WORD $0x8b030211 // add x17, x16, x3
+	WORD $0xf10008ff // cmp x7, #2
+	WORD $0x9a90c231 // csel x17, x17, x16, gt
+	WORD $0x8b030233 // add x19, x17, x3
+	WORD $0xf1000cff // cmp x7, #3
+	WORD $0x9a91c273 // csel x19, x19, x17, gt
+	WORD $0x4f0387ee // movi v14.8h, #0x7f
+	WORD $0x4f02a40f // movi v15.8h, #0x40, lsl #8
+	WORD $0xd2800014 // mov x20, #0
+	WORD $0xd2800015 // mov x21, #0
+
+	// .LPvRowsE4M3NEON_cols1:
+	WORD $0x8b140176 // add x22, x11, x20
+	WORD $0x4c402ad0 // ld1 {v16.4s, v17.4s, v18.4s, v19.4s}, [x22]
+	WORD $0x8b140196 // add x22, x12, x20
+	WORD $0x4c402ad4 // ld1 {v20.4s, v21.4s, v22.4s, v23.4s}, [x22]
+	WORD $0x8b1401b6 // add x22, x13, x20
+	WORD $0x4c402ad8 // ld1 {v24.4s, v25.4s, v26.4s, v27.4s}, [x22]
+	WORD $0x8b1401d6 // add x22, x14, x20
+	WORD $0x4c402adc // ld1 {v28.4s, v29.4s, v30.4s, v31.4s}, [x22]
+	WORD $0x8b150097 // add x23, x4, x21
+	WORD $0xd2800007 // mov x7, #0
+	WORD $0xaa0803e3 // mov x3, x8
+
+	// .LPvRowsE4M3NEON_key2:
+	WORD $0xbc6769e0 // ldr s0, [x15, x7]
+	WORD $0xbc676a01 // ldr s1, [x16, x7]
+	WORD $0xbc676a22 // ldr s2, [x17, x7]
+	WORD $0xbc676a63 // ldr s3, [x19, x7]
+	WORD $0xf8aa6ae2 // prfm pldl2keep, [x23, x10]
+	WORD $0x3dc002e8 // ldr q8, [x23]
+	WORD $0x0f08a509 // sxtl v9.8h, v8.8b
+	WORD $0x4f08a50a // sxtl2 v10.8h, v8.16b
+	WORD $0x4e2e1d2c // and v12.16b, v9.16b, v14.16b
+	WORD $0x6e6e8d8c // cmeq v12.8h, v12.8h, v14.8h
+	WORD $0x4f175529 // shl v9.8h, v9.8h, #7
+	WORD $0x6f02b409 // bic v9.8h, #0x40, lsl #8
+	WORD $0x4e2f1d8c // and v12.16b, v12.16b, v15.16b
+	WORD $0x4eac1d29 // orr v9.16b, v9.16b, v12.16b
+	WORD $0x4e2e1d4d // and v13.16b, v10.16b, v14.16b
+	WORD $0x6e6e8dad // cmeq v13.8h, v13.8h, v14.8h
+	WORD $0x4f17554a // shl v10.8h, v10.8h, #7
+	WORD $0x6f02b40a // bic v10.8h, #0x40, lsl #8
+	WORD $0x4e2f1dad // and v13.16b, v13.16b, v15.16b
+	WORD $0x4ead1d4a // orr v10.16b, v10.16b, v13.16b
+	WORD $0x0e217924 // fcvtl v4.4s, v9.4h
+	WORD $0x4e217925 // fcvtl2 v5.4s, v9.8h
+	WORD $0x0e217946 // fcvtl v6.4s, v10.4h
+	WORD $0x4e217947 // fcvtl2 v7.4s, v10.8h
+	WORD $0x4f801090 // fmla v16.4s, v4.4s, v0.s[0]
+	WORD $0x4f8010b1 // fmla v17.4s, v5.4s, v0.s[0]
+	WORD $0x4f8010d2 // fmla v18.4s, v6.4s, v0.s[0]
+	WORD $0x4f8010f3 // fmla v19.4s, v7.4s, v0.s[0]
+	WORD $0x4f811094 // fmla v20.4s, v4.4s, v1.s[0]
+	WORD $0x4f8110b5 // fmla v21.4s, v5.4s, v1.s[0]
+	WORD $0x4f8110d6 // fmla v22.4s, v6.4s, v1.s[0]
+	WORD $0x4f8110f7 // fmla v23.4s, v7.4s, v1.s[0]
+	WORD $0x4f821098 // fmla v24.4s, v4.4s, v2.s[0]
+	WORD $0x4f8210b9 // fmla v25.4s, v5.4s, v2.s[0]
+	WORD $0x4f8210da // fmla v26.4s, v6.4s, v2.s[0]
+	WORD $0x4f8210fb // fmla v27.4s, v7.4s, v2.s[0]
+	WORD $0x4f83109c // fmla v28.4s, v4.4s, v3.s[0]
+	WORD $0x4f8310bd // fmla v29.4s, v5.4s, v3.s[0]
+	WORD $0x4f8310de // fmla v30.4s, v6.4s, v3.s[0]
+	WORD $0x4f8310ff // fmla v31.4s, v7.4s, v3.s[0]
+	WORD $0x8b0502f7 // add x23, x23, x5
+	WORD $0x910010e7 // add x7, x7, #4
+	WORD $0xf1000463 // subs x3, x3, #1
+	WORD $0x54fffaa1 // b.ne .LPvRowsE4M3NEON_key2
+	WORD $0x8b140176 // add x22, x11, x20
+	WORD $0x4c002ad0 // st1 {v16.4s, v17.4s, v18.4s, v19.4s}, [x22]
+	WORD $0x8b140196 // add x22, x12, x20
+	WORD $0x4c002ad4 // st1 {v20.4s, v21.4s, v22.4s, v23.4s}, [x22]
+	WORD $0x8b1401b6 // add x22, x13, x20
+	WORD $0x4c002ad8 // st1 {v24.4s, v25.4s, v26.4s, v27.4s}, [x22]
+	WORD $0x8b1401d6 // add x22, x14, x20
+	WORD $0x4c002adc // st1 {v28.4s, v29.4s, v30.4s, v31.4s}, [x22]
+	WORD $0x91010294 // add x20, x20, #64
+	WORD $0x910042b5 // add x21, x21, #16
+	WORD $0xeb09029f // cmp x20, x9
+	WORD $0x54fff7cb // b.lt .LPvRowsE4M3NEON_cols1
 	RET

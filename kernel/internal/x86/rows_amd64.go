@@ -96,6 +96,54 @@ func QkRowsBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK i
 //go:noescape
 func QkRowsQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
+// QkRowsE5M2AVX512 is the AVX-512 kernel of QKRows for E5M2 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// QkRowsE4M3AVX512 is the AVX-512 kernel of QKRows for E4M3FN keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows over
+// their first dv components (dv a multiple of 16, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
 // PvRowsF16AVX512 is the AVX-512 kernel of PVRows for binary16 values:
 // it accumulates rows (1..4) probability rows times cols value rows into
 // the first dv columns of o (any dv >= 1: the columns past the last whole
@@ -168,6 +216,56 @@ func PvRowsBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV i
 //go:noescape
 func PvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
+// PvRowsE5M2AVX512 is the AVX-512 kernel of PVRows for E5M2 values:
+// it accumulates rows (1..4) probability rows times cols value rows into
+// the first dv columns of o (any dv >= 1: the columns past the last whole
+// vector go in one more, read and written through an opmask; leading
+// dimensions in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// PvRowsE4M3AVX512 is the AVX-512 kernel of PVRows for E4M3FN values:
+// it accumulates rows (1..4) probability rows times cols value rows into
+// the first dv columns of o (any dv >= 1: the columns past the last whole
+// vector go in one more, read and written through an opmask; leading
+// dimensions in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
 // QkRowsGatherF32AVX512 is the AVX-512 kernel of QKRowsGather for float32 keys:
 // the scaled dot products of rows (1..4) query rows with cols key rows,
 // key j's at element off[j] of k (in elements), over their first
@@ -186,8 +284,7 @@ func PvRowsQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, 
 // where K(e) is k[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -211,8 +308,8 @@ func QkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32,
 // where V(e) is v[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF32AVX512(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -235,8 +332,7 @@ func PvRowsGatherF32AVX512(o *float32, ldO int, p *float32, ldP int, v *float32,
 // where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -260,8 +356,8 @@ func QkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, 
 // where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -284,8 +380,7 @@ func PvRowsGatherF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, 
 // where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -309,8 +404,8 @@ func QkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16,
 // where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -333,8 +428,7 @@ func PvRowsGatherBF16AVX512(o *float32, ldO int, p *float32, ldP int, v *uint16,
 // where K(e) is float32(k[e])·ks[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -358,11 +452,111 @@ func QkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off
 // where V(e) is float32(v[e])·vs[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherQ8AVX512(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// QkRowsGatherE5M2AVX512 is the AVX-512 kernel of QKRowsGather for E5M2 keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 16, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// The order of the additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE5M2AVX512 is the AVX-512 kernel of PVRowsGather for E5M2 values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
+//
+//go:noescape
+func PvRowsGatherE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// QkRowsGatherE4M3AVX512 is the AVX-512 kernel of QKRowsGather for E4M3FN keys:
+// the scaled dot products of rows (1..4) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 16, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// The order of the additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE4M3AVX512 is the AVX-512 kernel of PVRowsGather for E4M3FN values:
+// it accumulates rows (1..4) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (any dv >= 1: the columns past the last whole vector go in
+// one more, read and written through an opmask; ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
+//
+//go:noescape
+func PvRowsGatherE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
 
 // QkRowsF32AVX2 is the AVX2 kernel of QKRows for float32 keys:
 // the scaled dot products of rows (1..2) query rows with cols key rows over
@@ -456,6 +650,54 @@ func QkRowsBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, ldK int
 //go:noescape
 func QkRowsQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 
+// QkRowsE5M2AVX2 is the AVX2 kernel of QKRows for E5M2 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
+// QkRowsE4M3AVX2 is the AVX2 kernel of QKRows for E4M3FN keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows over
+// their first dv components (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(j*ldK + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
+// While it reads element e of k it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. The order of the
+// additions differs from the loop.
+//
+//go:noescape
+func QkRowsE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+
 // PvRowsF16AVX2 is the AVX2 kernel of PVRows for binary16 values:
 // it accumulates rows (1..2) probability rows times cols value rows into
 // the first dv columns of o (dv a multiple of 8, leading dimensions in
@@ -525,6 +767,54 @@ func PvRowsBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, ldV int
 //go:noescape
 func PvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
 
+// PvRowsE5M2AVX2 is the AVX2 kernel of PVRows for E5M2 values:
+// it accumulates rows (1..2) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
+// PvRowsE4M3AVX2 is the AVX2 kernel of PVRows for E4M3FN values:
+// it accumulates rows (1..2) probability rows times cols value rows into
+// the first dv columns of o (dv a multiple of 8, leading dimensions in
+// elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(j*ldV + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
+// While it reads element e of v it prefetches element e+ahead into the
+// L2 cache; ahead changes the speed, never the result. Each product
+// is added with an FMA, rounded once, in the order of the keys.
+//
+//go:noescape
+func PvRowsE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+
 // QkRowsGatherF32AVX2 is the AVX2 kernel of QKRowsGather for float32 keys:
 // the scaled dot products of rows (1..2) query rows with cols key rows,
 // key j's at element off[j] of k (in elements), over their first
@@ -543,8 +833,7 @@ func PvRowsQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, ldV int, vs
 // where K(e) is k[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -567,8 +856,8 @@ func QkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, o
 // where V(e) is v[e].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF32AVX2(o *float32, ldO int, p *float32, ldP int, v *float32, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -591,8 +880,7 @@ func PvRowsGatherF32AVX2(o *float32, ldO int, p *float32, ldP int, v *float32, o
 // where K(e) is k[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -615,8 +903,8 @@ func QkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, of
 // where V(e) is v[e] widened exactly from binary16 (VCVTPH2PS).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -639,8 +927,7 @@ func PvRowsGatherF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, of
 // where K(e) is k[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -663,8 +950,8 @@ func QkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, o
 // where V(e) is v[e] shifted left by 16 (bfloat16 to float32).
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
@@ -687,8 +974,7 @@ func PvRowsGatherBF16AVX2(o *float32, ldO int, p *float32, ldP int, v *uint16, o
 // where K(e) is float32(k[e])·ks[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of k into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. The order of the
-// additions differs from the loop.
+// The order of the additions differs from the loop.
 //
 //go:noescape
 func QkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
@@ -711,11 +997,109 @@ func QkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *
 // where V(e) is float32(v[e])·vs[e/32].
 // While it reads key j it prefetches the row that starts at element pfo[j]
 // of v into the L2 cache; pfo changes the speed, never the result.
-// L2 cache; ahead changes the speed, never the result. Each product
-// is added with an FMA, rounded once, in the order of the keys.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
 //
 //go:noescape
 func PvRowsGatherQ8AVX2(o *float32, ldO int, p *float32, ldP int, v *int8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// QkRowsGatherE5M2AVX2 is the AVX2 kernel of QKRowsGather for E5M2 keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 8, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E5M2 and scale is taken as
+// scale·*ks (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// The order of the additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE5M2AVX2 is the AVX2 kernel of PVRowsGather for E5M2 values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 8, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E5M2 (vs is not read: the caller
+// multiplies p by the values' scale).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
+//
+//go:noescape
+func PvRowsGatherE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+
+// QkRowsGatherE4M3AVX2 is the AVX2 kernel of QKRowsGather for E4M3FN keys:
+// the scaled dot products of rows (1..2) query rows with cols key rows,
+// key j's at element off[j] of k (in elements), over their first
+// dv components (dv a multiple of 8, ldS and ldQ in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for j := 0; j < cols; j++ {
+//			var acc float32
+//			for c := 0; c < dv; c++ {
+//				acc += q[i*ldQ+c] * K(off[j] + c)
+//			}
+//			s[i*ldS+j] = scale * acc
+//		}
+//	}
+//
+// where K(e) is k[e] widened exactly from E4M3FN times 2^−8 and scale is
+// taken as scale·(*ks·2^8) (rounded once).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of k into the L2 cache; pfo changes the speed, never the result.
+// The order of the additions differs from the loop.
+//
+//go:noescape
+func QkRowsGatherE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+
+// PvRowsGatherE4M3AVX2 is the AVX2 kernel of PVRowsGather for E4M3FN values:
+// it accumulates rows (1..2) probability rows times cols value rows, value
+// j's at element off[j] of v (in elements), into the first dv
+// columns of o (dv a multiple of 8, ldO and ldP in elements):
+//
+//	for i := 0; i < rows; i++ {
+//		for c := 0; c < dv; c++ {
+//			acc := o[i*ldO+c]
+//			for j := 0; j < cols; j++ {
+//				acc += p[i*ldP+j] * V(off[j] + c)
+//			}
+//			o[i*ldO+c] = acc
+//		}
+//	}
+//
+// where V(e) is v[e] widened exactly from E4M3FN times 2^−8 (vs is not
+// read: the caller multiplies p by the values' scale times 2^8).
+// While it reads key j it prefetches the row that starts at element pfo[j]
+// of v into the L2 cache; pfo changes the speed, never the result.
+// Each product is added with an FMA, rounded once, in the order of the
+// keys.
+//
+//go:noescape
+func PvRowsGatherE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
 
 // QkRowsQ8DotAVX512 is the AVX512-VNNI kernel of QKRowsQ8Dot: the scaled dot products
 // of rows (1..4) prepared int8 query rows with cols Q8 key rows over their

@@ -23,6 +23,56 @@ DATA rowsMask16<>+30(SB)/2, $0x7fff
 DATA rowsMask16<>+32(SB)/2, $0xffff
 GLOBL rowsMask16<>(SB), RODATA|NOPTR, $34
 
+DATA fp8Words<>+0(SB)/2, $0x007f
+DATA fp8Words<>+2(SB)/2, $0x007f
+DATA fp8Words<>+4(SB)/2, $0x007f
+DATA fp8Words<>+6(SB)/2, $0x007f
+DATA fp8Words<>+8(SB)/2, $0x007f
+DATA fp8Words<>+10(SB)/2, $0x007f
+DATA fp8Words<>+12(SB)/2, $0x007f
+DATA fp8Words<>+14(SB)/2, $0x007f
+DATA fp8Words<>+16(SB)/2, $0x007f
+DATA fp8Words<>+18(SB)/2, $0x007f
+DATA fp8Words<>+20(SB)/2, $0x007f
+DATA fp8Words<>+22(SB)/2, $0x007f
+DATA fp8Words<>+24(SB)/2, $0x007f
+DATA fp8Words<>+26(SB)/2, $0x007f
+DATA fp8Words<>+28(SB)/2, $0x007f
+DATA fp8Words<>+30(SB)/2, $0x007f
+DATA fp8Words<>+32(SB)/2, $0x3e80
+DATA fp8Words<>+34(SB)/2, $0x3e80
+DATA fp8Words<>+36(SB)/2, $0x3e80
+DATA fp8Words<>+38(SB)/2, $0x3e80
+DATA fp8Words<>+40(SB)/2, $0x3e80
+DATA fp8Words<>+42(SB)/2, $0x3e80
+DATA fp8Words<>+44(SB)/2, $0x3e80
+DATA fp8Words<>+46(SB)/2, $0x3e80
+DATA fp8Words<>+48(SB)/2, $0x3e80
+DATA fp8Words<>+50(SB)/2, $0x3e80
+DATA fp8Words<>+52(SB)/2, $0x3e80
+DATA fp8Words<>+54(SB)/2, $0x3e80
+DATA fp8Words<>+56(SB)/2, $0x3e80
+DATA fp8Words<>+58(SB)/2, $0x3e80
+DATA fp8Words<>+60(SB)/2, $0x3e80
+DATA fp8Words<>+62(SB)/2, $0x3e80
+DATA fp8Words<>+64(SB)/2, $0xbfff
+DATA fp8Words<>+66(SB)/2, $0xbfff
+DATA fp8Words<>+68(SB)/2, $0xbfff
+DATA fp8Words<>+70(SB)/2, $0xbfff
+DATA fp8Words<>+72(SB)/2, $0xbfff
+DATA fp8Words<>+74(SB)/2, $0xbfff
+DATA fp8Words<>+76(SB)/2, $0xbfff
+DATA fp8Words<>+78(SB)/2, $0xbfff
+DATA fp8Words<>+80(SB)/2, $0xbfff
+DATA fp8Words<>+82(SB)/2, $0xbfff
+DATA fp8Words<>+84(SB)/2, $0xbfff
+DATA fp8Words<>+86(SB)/2, $0xbfff
+DATA fp8Words<>+88(SB)/2, $0xbfff
+DATA fp8Words<>+90(SB)/2, $0xbfff
+DATA fp8Words<>+92(SB)/2, $0xbfff
+DATA fp8Words<>+94(SB)/2, $0xbfff
+GLOBL fp8Words<>(SB), RODATA|NOPTR, $96
+
 // func QkRowsF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
 TEXT ·QkRowsF32AVX512(SB), NOSPLIT, $0-96
@@ -2469,7 +2519,6 @@ QkRowsQ8AVX512_r4_k4_inner:
 	SHRQ          $0x03, R11
 	SHLQ          $0x02, R11
 	ADDQ          R11, BX
-	SHLQ          $0x00, SI
 	SHLQ          $0x02, SI
 	ADDQ          SI, AX
 	ADDQ          $0x10, CX
@@ -2584,7 +2633,6 @@ QkRowsQ8AVX512_r4_k1_inner:
 	MOVQ          SI, R10
 	SHRQ          $0x03, R10
 	ADDQ          R10, BX
-	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
 	SUBQ          $0x01, DX
@@ -2756,7 +2804,6 @@ QkRowsQ8AVX512_r3_k4_inner:
 	SHRQ          $0x03, R10
 	SHLQ          $0x02, R10
 	ADDQ          R10, BX
-	SHLQ          $0x00, SI
 	SHLQ          $0x02, SI
 	ADDQ          SI, AX
 	ADDQ          $0x10, CX
@@ -2855,7 +2902,6 @@ QkRowsQ8AVX512_r3_k1_inner:
 	MOVQ          SI, R9
 	SHRQ          $0x03, R9
 	ADDQ          R9, BX
-	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
 	SUBQ          $0x01, DX
@@ -2997,7 +3043,6 @@ QkRowsQ8AVX512_r2_k4_inner:
 	SHRQ          $0x03, R10
 	SHLQ          $0x02, R10
 	ADDQ          R10, BX
-	SHLQ          $0x00, SI
 	SHLQ          $0x02, SI
 	ADDQ          SI, AX
 	ADDQ          $0x10, CX
@@ -3080,7 +3125,6 @@ QkRowsQ8AVX512_r2_k1_inner:
 	MOVQ          SI, R9
 	SHRQ          $0x03, R9
 	ADDQ          R9, BX
-	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
 	SUBQ          $0x01, DX
@@ -3192,7 +3236,6 @@ QkRowsQ8AVX512_r1_k4_inner:
 	SHRQ          $0x03, R9
 	SHLQ          $0x02, R9
 	ADDQ          R9, BX
-	SHLQ          $0x00, SI
 	SHLQ          $0x02, SI
 	ADDQ          SI, AX
 	ADDQ          $0x10, CX
@@ -3259,13 +3302,1627 @@ QkRowsQ8AVX512_r1_k1_inner:
 	MOVQ          SI, R8
 	SHRQ          $0x03, R8
 	ADDQ          R8, BX
-	SHLQ          $0x00, SI
 	ADDQ          SI, AX
 	ADDQ          $0x04, CX
 	SUBQ          $0x01, DX
 	JMP           QkRowsQ8AVX512_r1_k1
 
 QkRowsQ8AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func QkRowsE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·QkRowsE5M2AVX512(SB), NOSPLIT, $0-96
+	MOVSS        scale+80(FP), X0
+	MOVQ         ks+48(FP), AX
+	VMOVSS       (AX), X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+56(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          QkRowsE5M2AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          QkRowsE5M2AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          QkRowsE5M2AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsE5M2AVX512_r1
+	VZEROUPPER
+	RET
+
+QkRowsE5M2AVX512_r4:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE5M2AVX512_r4_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE5M2AVX512_r4_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	VXORPS Z16, Z16, Z16
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   AX, R10
+	MOVQ   dv+72(FP), R11
+	SHRQ   $0x04, R11
+	MOVQ   ahead+88(FP), R12
+	ADDQ   R10, R12
+
+QkRowsE5M2AVX512_r4_k4_inner:
+	PREFETCHT2    (R12)
+	PREFETCHT2    (R12)(R8*1)
+	PREFETCHT2    (R12)(R8*2)
+	PREFETCHT2    (R12)(R9*1)
+	VPMOVZXBW     (R10), Y17
+	VPSLLW        $0x08, Y17, Y17
+	VCVTPH2PS     Y17, Z17
+	VPMOVZXBW     (R10)(R8*1), Y18
+	VPSLLW        $0x08, Y18, Y18
+	VCVTPH2PS     Y18, Z18
+	VPMOVZXBW     (R10)(R8*2), Y19
+	VPSLLW        $0x08, Y19, Y19
+	VCVTPH2PS     Y19, Z19
+	VPMOVZXBW     (R10)(R9*1), Y20
+	VPSLLW        $0x08, Y20, Y20
+	VCVTPH2PS     Y20, Z20
+	VMOVUPS       (BX), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (BX)(SI*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (BX)(SI*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (BX)(DI*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R10
+	ADDQ          $0x00000010, R12
+	DECQ          R11
+	JNZ           QkRowsE5M2AVX512_r4_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE5M2AVX512_r4_k4
+
+QkRowsE5M2AVX512_r4_k4_done:
+QkRowsE5M2AVX512_r4_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE5M2AVX512_r4_k1_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), R8
+	LEAQ   (R8)(R8*2), R8
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x04, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
+
+QkRowsE5M2AVX512_r4_k1_inner:
+	PREFETCHT2    (R10)
+	VPMOVZXBW     (R8), Y5
+	VPSLLW        $0x08, Y5, Y5
+	VCVTPH2PS     Y5, Z5
+	VMOVUPS       (BX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (BX)(SI*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (BX)(SI*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (BX)(DI*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R8
+	ADDQ          $0x00000010, R10
+	DECQ          R9
+	JNZ           QkRowsE5M2AVX512_r4_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE5M2AVX512_r4_k1
+
+QkRowsE5M2AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE5M2AVX512_r3:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE5M2AVX512_r3_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE5M2AVX512_r3_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   AX, R9
+	MOVQ   dv+72(FP), R10
+	SHRQ   $0x04, R10
+	MOVQ   ahead+88(FP), R11
+	ADDQ   R9, R11
+
+QkRowsE5M2AVX512_r3_k4_inner:
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
+	VPMOVZXBW     (R9), Y13
+	VPSLLW        $0x08, Y13, Y13
+	VCVTPH2PS     Y13, Z13
+	VPMOVZXBW     (R9)(DI*1), Y14
+	VPSLLW        $0x08, Y14, Y14
+	VCVTPH2PS     Y14, Z14
+	VPMOVZXBW     (R9)(DI*2), Y15
+	VPSLLW        $0x08, Y15, Y15
+	VCVTPH2PS     Y15, Z15
+	VPMOVZXBW     (R9)(R8*1), Y16
+	VPSLLW        $0x08, Y16, Y16
+	VCVTPH2PS     Y16, Z16
+	VMOVUPS       (BX), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (BX)(SI*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (BX)(SI*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R9
+	ADDQ          $0x00000010, R11
+	DECQ          R10
+	JNZ           QkRowsE5M2AVX512_r3_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE5M2AVX512_r3_k4
+
+QkRowsE5M2AVX512_r3_k4_done:
+QkRowsE5M2AVX512_r3_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE5M2AVX512_r3_k1_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
+
+QkRowsE5M2AVX512_r3_k1_inner:
+	PREFETCHT2    (R9)
+	VPMOVZXBW     (DI), Y4
+	VPSLLW        $0x08, Y4, Y4
+	VCVTPH2PS     Y4, Z4
+	VMOVUPS       (BX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (BX)(SI*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (BX)(SI*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, DI
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsE5M2AVX512_r3_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE5M2AVX512_r3_k1
+
+QkRowsE5M2AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE5M2AVX512_r2:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE5M2AVX512_r2_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE5M2AVX512_r2_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   AX, R9
+	MOVQ   dv+72(FP), R10
+	SHRQ   $0x04, R10
+	MOVQ   ahead+88(FP), R11
+	ADDQ   R9, R11
+
+QkRowsE5M2AVX512_r2_k4_inner:
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
+	VPMOVZXBW     (R9), Y9
+	VPSLLW        $0x08, Y9, Y9
+	VCVTPH2PS     Y9, Z9
+	VPMOVZXBW     (R9)(DI*1), Y10
+	VPSLLW        $0x08, Y10, Y10
+	VCVTPH2PS     Y10, Z10
+	VPMOVZXBW     (R9)(DI*2), Y11
+	VPSLLW        $0x08, Y11, Y11
+	VCVTPH2PS     Y11, Z11
+	VPMOVZXBW     (R9)(R8*1), Y12
+	VPSLLW        $0x08, Y12, Y12
+	VCVTPH2PS     Y12, Z12
+	VMOVUPS       (BX), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (BX)(SI*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R9
+	ADDQ          $0x00000010, R11
+	DECQ          R10
+	JNZ           QkRowsE5M2AVX512_r2_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE5M2AVX512_r2_k4
+
+QkRowsE5M2AVX512_r2_k4_done:
+QkRowsE5M2AVX512_r2_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE5M2AVX512_r2_k1_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
+
+QkRowsE5M2AVX512_r2_k1_inner:
+	PREFETCHT2    (R9)
+	VPMOVZXBW     (DI), Y3
+	VPSLLW        $0x08, Y3, Y3
+	VCVTPH2PS     Y3, Z3
+	VMOVUPS       (BX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (BX)(SI*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, DI
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsE5M2AVX512_r2_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE5M2AVX512_r2_k1
+
+QkRowsE5M2AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE5M2AVX512_r1:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE5M2AVX512_r1_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE5M2AVX512_r1_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x04, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
+
+QkRowsE5M2AVX512_r1_k4_inner:
+	PREFETCHT2    (R10)
+	PREFETCHT2    (R10)(SI*1)
+	PREFETCHT2    (R10)(SI*2)
+	PREFETCHT2    (R10)(DI*1)
+	VPMOVZXBW     (R8), Y5
+	VPSLLW        $0x08, Y5, Y5
+	VCVTPH2PS     Y5, Z5
+	VPMOVZXBW     (R8)(SI*1), Y6
+	VPSLLW        $0x08, Y6, Y6
+	VCVTPH2PS     Y6, Z6
+	VPMOVZXBW     (R8)(SI*2), Y7
+	VPSLLW        $0x08, Y7, Y7
+	VCVTPH2PS     Y7, Z7
+	VPMOVZXBW     (R8)(DI*1), Y8
+	VPSLLW        $0x08, Y8, Y8
+	VCVTPH2PS     Y8, Z8
+	VMOVUPS       (BX), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R8
+	ADDQ          $0x00000010, R10
+	DECQ          R9
+	JNZ           QkRowsE5M2AVX512_r1_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, BX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (BX)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE5M2AVX512_r1_k4
+
+QkRowsE5M2AVX512_r1_k4_done:
+QkRowsE5M2AVX512_r1_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE5M2AVX512_r1_k1_done
+	VXORPS Z1, Z1, Z1
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x04, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
+
+QkRowsE5M2AVX512_r1_k1_inner:
+	PREFETCHT2    (R8)
+	VPMOVZXBW     (SI), Y2
+	VPSLLW        $0x08, Y2, Y2
+	VCVTPH2PS     Y2, Z2
+	VMOVUPS       (BX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, SI
+	ADDQ          $0x00000010, R8
+	DECQ          DI
+	JNZ           QkRowsE5M2AVX512_r1_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, BX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (BX)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE5M2AVX512_r1_k1
+
+QkRowsE5M2AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func QkRowsE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·QkRowsE4M3AVX512(SB), NOSPLIT, $0-96
+	MOVSS        scale+80(FP), X0
+	MOVQ         ks+48(FP), AX
+	VMOVSS       (AX), X1
+	MOVL         $0x43800000, AX
+	VMOVD        AX, X2
+	VMULSS       X2, X1, X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+56(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          QkRowsE4M3AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          QkRowsE4M3AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          QkRowsE4M3AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsE4M3AVX512_r1
+	VZEROUPPER
+	RET
+
+QkRowsE4M3AVX512_r4:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE4M3AVX512_r4_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE4M3AVX512_r4_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	VXORPS Z16, Z16, Z16
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), R8
+	LEAQ   (R8)(R8*2), R9
+	MOVQ   AX, R10
+	MOVQ   dv+72(FP), R11
+	SHRQ   $0x04, R11
+	MOVQ   ahead+88(FP), R12
+	ADDQ   R10, R12
+
+QkRowsE4M3AVX512_r4_k4_inner:
+	PREFETCHT2    (R12)
+	PREFETCHT2    (R12)(R8*1)
+	PREFETCHT2    (R12)(R8*2)
+	PREFETCHT2    (R12)(R9*1)
+	VPMOVSXBW     (R10), Y17
+	VPANDD        fp8Words<>+0(SB), Y17, Y18
+	VPCMPEQW      fp8Words<>+0(SB), Y18, K1
+	VPSLLW        $0x07, Y17, Y17
+	VPANDD        fp8Words<>+64(SB), Y17, Y17
+	VPADDW        fp8Words<>+32(SB), Y17, K1, Y17
+	VCVTPH2PS     Y17, Z17
+	VPMOVSXBW     (R10)(R8*1), Y18
+	VPANDD        fp8Words<>+0(SB), Y18, Y19
+	VPCMPEQW      fp8Words<>+0(SB), Y19, K1
+	VPSLLW        $0x07, Y18, Y18
+	VPANDD        fp8Words<>+64(SB), Y18, Y18
+	VPADDW        fp8Words<>+32(SB), Y18, K1, Y18
+	VCVTPH2PS     Y18, Z18
+	VPMOVSXBW     (R10)(R8*2), Y19
+	VPANDD        fp8Words<>+0(SB), Y19, Y20
+	VPCMPEQW      fp8Words<>+0(SB), Y20, K1
+	VPSLLW        $0x07, Y19, Y19
+	VPANDD        fp8Words<>+64(SB), Y19, Y19
+	VPADDW        fp8Words<>+32(SB), Y19, K1, Y19
+	VCVTPH2PS     Y19, Z19
+	VPMOVSXBW     (R10)(R9*1), Y20
+	VPANDD        fp8Words<>+0(SB), Y20, Y21
+	VPCMPEQW      fp8Words<>+0(SB), Y21, K1
+	VPSLLW        $0x07, Y20, Y20
+	VPANDD        fp8Words<>+64(SB), Y20, Y20
+	VPADDW        fp8Words<>+32(SB), Y20, K1, Y20
+	VCVTPH2PS     Y20, Z20
+	VMOVUPS       (BX), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (BX)(SI*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (BX)(SI*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (BX)(DI*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R10
+	ADDQ          $0x00000010, R12
+	DECQ          R11
+	JNZ           QkRowsE4M3AVX512_r4_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE4M3AVX512_r4_k4
+
+QkRowsE4M3AVX512_r4_k4_done:
+QkRowsE4M3AVX512_r4_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE4M3AVX512_r4_k1_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), R8
+	LEAQ   (R8)(R8*2), R8
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x04, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
+
+QkRowsE4M3AVX512_r4_k1_inner:
+	PREFETCHT2    (R10)
+	VPMOVSXBW     (R8), Y5
+	VPANDD        fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW      fp8Words<>+0(SB), Y6, K1
+	VPSLLW        $0x07, Y5, Y5
+	VPANDD        fp8Words<>+64(SB), Y5, Y5
+	VPADDW        fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS     Y5, Z5
+	VMOVUPS       (BX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (BX)(SI*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (BX)(SI*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (BX)(DI*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R8
+	ADDQ          $0x00000010, R10
+	DECQ          R9
+	JNZ           QkRowsE4M3AVX512_r4_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE4M3AVX512_r4_k1
+
+QkRowsE4M3AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE4M3AVX512_r3:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE4M3AVX512_r3_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE4M3AVX512_r3_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   AX, R9
+	MOVQ   dv+72(FP), R10
+	SHRQ   $0x04, R10
+	MOVQ   ahead+88(FP), R11
+	ADDQ   R9, R11
+
+QkRowsE4M3AVX512_r3_k4_inner:
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
+	VPMOVSXBW     (R9), Y13
+	VPANDD        fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW      fp8Words<>+0(SB), Y14, K1
+	VPSLLW        $0x07, Y13, Y13
+	VPANDD        fp8Words<>+64(SB), Y13, Y13
+	VPADDW        fp8Words<>+32(SB), Y13, K1, Y13
+	VCVTPH2PS     Y13, Z13
+	VPMOVSXBW     (R9)(DI*1), Y14
+	VPANDD        fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW      fp8Words<>+0(SB), Y15, K1
+	VPSLLW        $0x07, Y14, Y14
+	VPANDD        fp8Words<>+64(SB), Y14, Y14
+	VPADDW        fp8Words<>+32(SB), Y14, K1, Y14
+	VCVTPH2PS     Y14, Z14
+	VPMOVSXBW     (R9)(DI*2), Y15
+	VPANDD        fp8Words<>+0(SB), Y15, Y16
+	VPCMPEQW      fp8Words<>+0(SB), Y16, K1
+	VPSLLW        $0x07, Y15, Y15
+	VPANDD        fp8Words<>+64(SB), Y15, Y15
+	VPADDW        fp8Words<>+32(SB), Y15, K1, Y15
+	VCVTPH2PS     Y15, Z15
+	VPMOVSXBW     (R9)(R8*1), Y16
+	VPANDD        fp8Words<>+0(SB), Y16, Y17
+	VPCMPEQW      fp8Words<>+0(SB), Y17, K1
+	VPSLLW        $0x07, Y16, Y16
+	VPANDD        fp8Words<>+64(SB), Y16, Y16
+	VPADDW        fp8Words<>+32(SB), Y16, K1, Y16
+	VCVTPH2PS     Y16, Z16
+	VMOVUPS       (BX), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (BX)(SI*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (BX)(SI*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R9
+	ADDQ          $0x00000010, R11
+	DECQ          R10
+	JNZ           QkRowsE4M3AVX512_r3_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE4M3AVX512_r3_k4
+
+QkRowsE4M3AVX512_r3_k4_done:
+QkRowsE4M3AVX512_r3_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE4M3AVX512_r3_k1_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
+
+QkRowsE4M3AVX512_r3_k1_inner:
+	PREFETCHT2    (R9)
+	VPMOVSXBW     (DI), Y4
+	VPANDD        fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW      fp8Words<>+0(SB), Y5, K1
+	VPSLLW        $0x07, Y4, Y4
+	VPANDD        fp8Words<>+64(SB), Y4, Y4
+	VPADDW        fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS     Y4, Z4
+	VMOVUPS       (BX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (BX)(SI*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (BX)(SI*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, DI
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsE4M3AVX512_r3_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE4M3AVX512_r3_k1
+
+QkRowsE4M3AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE4M3AVX512_r2:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE4M3AVX512_r2_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE4M3AVX512_r2_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   AX, R9
+	MOVQ   dv+72(FP), R10
+	SHRQ   $0x04, R10
+	MOVQ   ahead+88(FP), R11
+	ADDQ   R9, R11
+
+QkRowsE4M3AVX512_r2_k4_inner:
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(DI*1)
+	PREFETCHT2    (R11)(DI*2)
+	PREFETCHT2    (R11)(R8*1)
+	VPMOVSXBW     (R9), Y9
+	VPANDD        fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW      fp8Words<>+0(SB), Y10, K1
+	VPSLLW        $0x07, Y9, Y9
+	VPANDD        fp8Words<>+64(SB), Y9, Y9
+	VPADDW        fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS     Y9, Z9
+	VPMOVSXBW     (R9)(DI*1), Y10
+	VPANDD        fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW      fp8Words<>+0(SB), Y11, K1
+	VPSLLW        $0x07, Y10, Y10
+	VPANDD        fp8Words<>+64(SB), Y10, Y10
+	VPADDW        fp8Words<>+32(SB), Y10, K1, Y10
+	VCVTPH2PS     Y10, Z10
+	VPMOVSXBW     (R9)(DI*2), Y11
+	VPANDD        fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW      fp8Words<>+0(SB), Y12, K1
+	VPSLLW        $0x07, Y11, Y11
+	VPANDD        fp8Words<>+64(SB), Y11, Y11
+	VPADDW        fp8Words<>+32(SB), Y11, K1, Y11
+	VCVTPH2PS     Y11, Z11
+	VPMOVSXBW     (R9)(R8*1), Y12
+	VPANDD        fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW      fp8Words<>+0(SB), Y13, K1
+	VPSLLW        $0x07, Y12, Y12
+	VPANDD        fp8Words<>+64(SB), Y12, Y12
+	VPADDW        fp8Words<>+32(SB), Y12, K1, Y12
+	VCVTPH2PS     Y12, Z12
+	VMOVUPS       (BX), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (BX)(SI*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R9
+	ADDQ          $0x00000010, R11
+	DECQ          R10
+	JNZ           QkRowsE4M3AVX512_r2_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (SI)
+	ADDQ          BX, SI
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE4M3AVX512_r2_k4
+
+QkRowsE4M3AVX512_r2_k4_done:
+QkRowsE4M3AVX512_r2_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE4M3AVX512_r2_k1_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x04, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
+
+QkRowsE4M3AVX512_r2_k1_inner:
+	PREFETCHT2    (R9)
+	VPMOVSXBW     (DI), Y3
+	VPANDD        fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW      fp8Words<>+0(SB), Y4, K1
+	VPSLLW        $0x07, Y3, Y3
+	VPANDD        fp8Words<>+64(SB), Y3, Y3
+	VPADDW        fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS     Y3, Z3
+	VMOVUPS       (BX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (BX)(SI*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, DI
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsE4M3AVX512_r2_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, SI
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (SI)
+	ADDQ          BX, SI
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (SI)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE4M3AVX512_r2_k1
+
+QkRowsE4M3AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE4M3AVX512_r1:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE4M3AVX512_r1_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE4M3AVX512_r1_k4_done
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x04, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
+
+QkRowsE4M3AVX512_r1_k4_inner:
+	PREFETCHT2    (R10)
+	PREFETCHT2    (R10)(SI*1)
+	PREFETCHT2    (R10)(SI*2)
+	PREFETCHT2    (R10)(DI*1)
+	VPMOVSXBW     (R8), Y5
+	VPANDD        fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW      fp8Words<>+0(SB), Y6, K1
+	VPSLLW        $0x07, Y5, Y5
+	VPANDD        fp8Words<>+64(SB), Y5, Y5
+	VPADDW        fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS     Y5, Z5
+	VPMOVSXBW     (R8)(SI*1), Y6
+	VPANDD        fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW      fp8Words<>+0(SB), Y7, K1
+	VPSLLW        $0x07, Y6, Y6
+	VPANDD        fp8Words<>+64(SB), Y6, Y6
+	VPADDW        fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS     Y6, Z6
+	VPMOVSXBW     (R8)(SI*2), Y7
+	VPANDD        fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW      fp8Words<>+0(SB), Y8, K1
+	VPSLLW        $0x07, Y7, Y7
+	VPANDD        fp8Words<>+64(SB), Y7, Y7
+	VPADDW        fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS     Y7, Z7
+	VPMOVSXBW     (R8)(DI*1), Y8
+	VPANDD        fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW      fp8Words<>+0(SB), Y9, K1
+	VPSLLW        $0x07, Y8, Y8
+	VPANDD        fp8Words<>+64(SB), Y8, Y8
+	VPADDW        fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS     Y8, Z8
+	VMOVUPS       (BX), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, R8
+	ADDQ          $0x00000010, R10
+	DECQ          R9
+	JNZ           QkRowsE4M3AVX512_r1_k4_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, BX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (BX)
+	MOVQ          ldK+40(FP), BX
+	SHLQ          $0x02, BX
+	ADDQ          BX, AX
+	ADDQ          $0x10, CX
+	SUBQ          $0x04, DX
+	JMP           QkRowsE4M3AVX512_r1_k4
+
+QkRowsE4M3AVX512_r1_k4_done:
+QkRowsE4M3AVX512_r1_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE4M3AVX512_r1_k1_done
+	VXORPS Z1, Z1, Z1
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x04, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
+
+QkRowsE4M3AVX512_r1_k1_inner:
+	PREFETCHT2    (R8)
+	VPMOVSXBW     (SI), Y2
+	VPANDD        fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW      fp8Words<>+0(SB), Y3, K1
+	VPSLLW        $0x07, Y2, Y2
+	VPANDD        fp8Words<>+64(SB), Y2, Y2
+	VPADDW        fp8Words<>+32(SB), Y2, K1, Y2
+	VCVTPH2PS     Y2, Z2
+	VMOVUPS       (BX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000040, BX
+	ADDQ          $0x00000010, SI
+	ADDQ          $0x00000010, R8
+	DECQ          DI
+	JNZ           QkRowsE4M3AVX512_r1_k1_inner
+	MOVQ          ldS+8(FP), BX
+	SHLQ          $0x02, BX
+	MOVQ          CX, BX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (BX)
+	MOVQ          ldK+40(FP), BX
+	ADDQ          BX, AX
+	ADDQ          $0x04, CX
+	SUBQ          $0x01, DX
+	JMP           QkRowsE4M3AVX512_r1_k1
+
+QkRowsE4M3AVX512_r1_k1_done:
 	VZEROUPPER
 	RET
 
@@ -7121,7 +8778,6 @@ PvRowsQ8AVX512_r4_full:
 	MOVQ    ldV+40(FP), R10
 	MOVQ    R10, R11
 	SHRQ    $0x03, R11
-	SHLQ    $0x00, R10
 	MOVQ    CX, R12
 	MOVQ    BX, R13
 	MOVQ    ahead+80(FP), R14
@@ -7238,7 +8894,6 @@ PvRowsQ8AVX512_r4_part3:
 	MOVQ    ldV+40(FP), R9
 	MOVQ    R9, R10
 	SHRQ    $0x03, R10
-	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R11
 	MOVQ    R11, R12
@@ -7322,7 +8977,6 @@ PvRowsQ8AVX512_r4_part2:
 	MOVQ    ldV+40(FP), R9
 	MOVQ    R9, R10
 	SHRQ    $0x03, R10
-	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R11
 	MOVQ    R11, R12
@@ -7391,7 +9045,6 @@ PvRowsQ8AVX512_r4_part1:
 	MOVQ    ldV+40(FP), R9
 	MOVQ    R9, R10
 	SHRQ    $0x03, R10
-	SHLQ    $0x00, R9
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R11
 	MOVQ    R11, R12
@@ -7459,7 +9112,6 @@ PvRowsQ8AVX512_r4_tail:
 	MOVQ      ldV+40(FP), R9
 	MOVQ      R9, R10
 	SHRQ      $0x03, R10
-	SHLQ      $0x00, R9
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R11
 	MOVQ      R11, R12
@@ -7526,7 +9178,6 @@ PvRowsQ8AVX512_r4_tail1:
 	MOVQ      ldV+40(FP), R9
 	MOVQ      R9, R10
 	SHRQ      $0x03, R10
-	SHLQ      $0x00, R9
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R11
 	MOVQ      R11, R12
@@ -7608,7 +9259,6 @@ PvRowsQ8AVX512_r4_tail2:
 	MOVQ      ldV+40(FP), R9
 	MOVQ      R9, R10
 	SHRQ      $0x03, R10
-	SHLQ      $0x00, R9
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R11
 	MOVQ      R11, R12
@@ -7705,7 +9355,6 @@ PvRowsQ8AVX512_r4_tail3:
 	MOVQ      ldV+40(FP), R9
 	MOVQ      R9, R10
 	SHRQ      $0x03, R10
-	SHLQ      $0x00, R9
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R11
 	MOVQ      R11, R12
@@ -7813,7 +9462,6 @@ PvRowsQ8AVX512_r3_full:
 	MOVQ    ldV+40(FP), R9
 	MOVQ    R9, R10
 	SHRQ    $0x03, R10
-	SHLQ    $0x00, R9
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    ahead+80(FP), R13
@@ -7916,7 +9564,6 @@ PvRowsQ8AVX512_r3_part3:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -7989,7 +9636,6 @@ PvRowsQ8AVX512_r3_part2:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -8050,7 +9696,6 @@ PvRowsQ8AVX512_r3_part1:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -8112,7 +9757,6 @@ PvRowsQ8AVX512_r3_tail:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8172,7 +9816,6 @@ PvRowsQ8AVX512_r3_tail1:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8244,7 +9887,6 @@ PvRowsQ8AVX512_r3_tail2:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8328,7 +9970,6 @@ PvRowsQ8AVX512_r3_tail3:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8421,7 +10062,6 @@ PvRowsQ8AVX512_r2_full:
 	MOVQ    ldV+40(FP), R9
 	MOVQ    R9, R10
 	SHRQ    $0x03, R10
-	SHLQ    $0x00, R9
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    ahead+80(FP), R13
@@ -8510,7 +10150,6 @@ PvRowsQ8AVX512_r2_part3:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -8572,7 +10211,6 @@ PvRowsQ8AVX512_r2_part2:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -8625,7 +10263,6 @@ PvRowsQ8AVX512_r2_part1:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -8681,7 +10318,6 @@ PvRowsQ8AVX512_r2_tail:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8734,7 +10370,6 @@ PvRowsQ8AVX512_r2_tail1:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8796,7 +10431,6 @@ PvRowsQ8AVX512_r2_tail2:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8867,7 +10501,6 @@ PvRowsQ8AVX512_r2_tail3:
 	MOVQ      ldV+40(FP), R8
 	MOVQ      R8, R9
 	SHRQ      $0x03, R9
-	SHLQ      $0x00, R8
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R10
 	MOVQ      R10, R11
@@ -8945,7 +10578,6 @@ PvRowsQ8AVX512_r1_full:
 	MOVQ    ldV+40(FP), DI
 	MOVQ    DI, R8
 	SHRQ    $0x03, R8
-	SHLQ    $0x00, DI
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    ahead+80(FP), R11
@@ -9020,7 +10652,6 @@ PvRowsQ8AVX512_r1_part3:
 	MOVQ    ldV+40(FP), SI
 	MOVQ    SI, DI
 	SHRQ    $0x03, DI
-	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
 	MOVQ    R8, R9
@@ -9071,7 +10702,6 @@ PvRowsQ8AVX512_r1_part2:
 	MOVQ    ldV+40(FP), SI
 	MOVQ    SI, DI
 	SHRQ    $0x03, DI
-	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
 	MOVQ    R8, R9
@@ -9116,7 +10746,6 @@ PvRowsQ8AVX512_r1_part1:
 	MOVQ    ldV+40(FP), SI
 	MOVQ    SI, DI
 	SHRQ    $0x03, DI
-	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
 	MOVQ    R8, R9
@@ -9166,7 +10795,6 @@ PvRowsQ8AVX512_r1_tail:
 	MOVQ      ldV+40(FP), SI
 	MOVQ      SI, DI
 	SHRQ      $0x03, DI
-	SHLQ      $0x00, SI
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R8
 	MOVQ      R8, R9
@@ -9212,7 +10840,6 @@ PvRowsQ8AVX512_r1_tail1:
 	MOVQ      ldV+40(FP), SI
 	MOVQ      SI, DI
 	SHRQ      $0x03, DI
-	SHLQ      $0x00, SI
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R8
 	MOVQ      R8, R9
@@ -9264,7 +10891,6 @@ PvRowsQ8AVX512_r1_tail2:
 	MOVQ      ldV+40(FP), SI
 	MOVQ      SI, DI
 	SHRQ      $0x03, DI
-	SHLQ      $0x00, SI
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R8
 	MOVQ      R8, R9
@@ -9322,7 +10948,6 @@ PvRowsQ8AVX512_r1_tail3:
 	MOVQ      ldV+40(FP), SI
 	MOVQ      SI, DI
 	SHRQ      $0x03, DI
-	SHLQ      $0x00, SI
 	MOVQ      BX, BX
 	MOVQ      ahead+80(FP), R8
 	MOVQ      R8, R9
@@ -9359,6 +10984,4268 @@ PvRowsQ8AVX512_r1_tail3_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          PvRowsQ8AVX512_r1_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func PvRowsE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·PvRowsE5M2AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+56(FP), AX
+	CMPQ AX, $0x04
+	JEQ  PvRowsE5M2AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  PvRowsE5M2AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  PvRowsE5M2AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsE5M2AVX512_r1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE5M2AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE5M2AVX512_r4_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VMOVUPS 128(SI), Z14
+	VMOVUPS 192(SI), Z15
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R9
+	MOVQ    CX, R10
+	MOVQ    ahead+80(FP), R11
+	ADDQ    R10, R11
+	MOVQ    cols+64(FP), R12
+
+PvRowsE5M2AVX512_r4_full_b:
+	PREFETCHT2   (R11)
+	VPMOVZXBW    (R10), Y16
+	VPSLLW       $0x08, Y16, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVZXBW    16(R10), Y17
+	VPSLLW       $0x08, Y17, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVZXBW    32(R10), Y18
+	VPSLLW       $0x08, Y18, Y18
+	VCVTPH2PS    Y18, Z18
+	VPMOVZXBW    48(R10), Y19
+	VPSLLW       $0x08, Y19, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (SI)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (SI)(DI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (SI)(R8*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, SI
+	ADDQ         R9, R10
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          PvRowsE5M2AVX512_r4_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z12, (SI)
+	VMOVUPS      Z13, 64(SI)
+	VMOVUPS      Z14, 128(SI)
+	VMOVUPS      Z15, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE5M2AVX512_r4_full
+
+PvRowsE5M2AVX512_r4_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE5M2AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE5M2AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE5M2AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE5M2AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), R8
+	MOVQ    ahead+80(FP), R9
+	ADDQ    CX, R9
+	MOVQ    cols+64(FP), R10
+
+PvRowsE5M2AVX512_r4_part3_b:
+	PREFETCHT2   (R9)
+	VPMOVZXBW    (CX), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(CX), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVZXBW    32(CX), Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (BX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (BX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (BX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (BX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE5M2AVX512_r4_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), R8
+	MOVQ    ahead+80(FP), R9
+	ADDQ    CX, R9
+	MOVQ    cols+64(FP), R10
+
+PvRowsE5M2AVX512_r4_part2_b:
+	PREFETCHT2   (R9)
+	VPMOVZXBW    (CX), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVZXBW    16(CX), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (BX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (BX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (BX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE5M2AVX512_r4_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), R8
+	MOVQ    ahead+80(FP), R9
+	ADDQ    CX, R9
+	MOVQ    cols+64(FP), R10
+
+PvRowsE5M2AVX512_r4_part1_b:
+	PREFETCHT2   (R9)
+	VPMOVZXBW    (CX), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (BX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (BX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (BX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE5M2AVX512_r4_part1_b
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE5M2AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE5M2AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE5M2AVX512_r4_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE5M2AVX512_r4_tail0_b:
+	PREFETCHT2   (R9)
+	VMOVDQU8.Z   (CX), K1, X4
+	VPMOVZXBW    X4, Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (BX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (BX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (BX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE5M2AVX512_r4_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE5M2AVX512_r4_tail1_b:
+	PREFETCHT2   (R9)
+	VPMOVZXBW    (CX), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VMOVDQU8.Z   16(CX), K1, X9
+	VPMOVZXBW    X9, Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (BX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (BX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (BX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE5M2AVX512_r4_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE5M2AVX512_r4_tail2_b:
+	PREFETCHT2   (R9)
+	VPMOVZXBW    (CX), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(CX), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMOVDQU8.Z   32(CX), K1, X14
+	VPMOVZXBW    X14, Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (BX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (BX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (BX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (BX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE5M2AVX512_r4_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r4_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE5M2AVX512_r4_tail3_b:
+	PREFETCHT2   (R9)
+	VPMOVZXBW    (CX), Y16
+	VPSLLW       $0x08, Y16, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVZXBW    16(CX), Y17
+	VPSLLW       $0x08, Y17, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVZXBW    32(CX), Y18
+	VPSLLW       $0x08, Y18, Y18
+	VCVTPH2PS    Y18, Z18
+	VMOVDQU8.Z   48(CX), K1, X19
+	VPMOVZXBW    X19, Y19
+	VPSLLW       $0x08, Y19, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE5M2AVX512_r4_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE5M2AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE5M2AVX512_r3_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R8
+	MOVQ    CX, R9
+	MOVQ    ahead+80(FP), R10
+	ADDQ    R9, R10
+	MOVQ    cols+64(FP), R11
+
+PvRowsE5M2AVX512_r3_full_b:
+	PREFETCHT2   (R10)
+	VPMOVZXBW    (R9), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(R9), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVZXBW    32(R9), Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VPMOVZXBW    48(R9), Y15
+	VPSLLW       $0x08, Y15, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (SI), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (SI)(DI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (SI)(DI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, SI
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          PvRowsE5M2AVX512_r3_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE5M2AVX512_r3_full
+
+PvRowsE5M2AVX512_r3_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE5M2AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE5M2AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE5M2AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE5M2AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX512_r3_part3_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    16(CX), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVZXBW    32(CX), Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (BX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r3_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX512_r3_part2_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    16(CX), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (BX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (BX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r3_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX512_r3_part1_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (BX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (BX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r3_part1_b
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE5M2AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE5M2AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE5M2AVX512_r3_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r3_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU8.Z   (CX), K1, X3
+	VPMOVZXBW    X3, Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (BX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (BX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r3_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r3_tail1_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   16(CX), K1, X7
+	VPMOVZXBW    X7, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (BX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (BX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r3_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r3_tail2_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    16(CX), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   32(CX), K1, X11
+	VPMOVZXBW    X11, Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (BX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r3_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r3_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r3_tail3_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(CX), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVZXBW    32(CX), Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VMOVDQU8.Z   48(CX), K1, X15
+	VPMOVZXBW    X15, Y15
+	VPSLLW       $0x08, Y15, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r3_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE5M2AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE5M2AVX512_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R8
+	MOVQ    CX, R9
+	MOVQ    ahead+80(FP), R10
+	ADDQ    R9, R10
+	MOVQ    cols+64(FP), R11
+
+PvRowsE5M2AVX512_r2_full_b:
+	PREFETCHT2   (R10)
+	VPMOVZXBW    (R9), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVZXBW    16(R9), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    32(R9), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVZXBW    48(R9), Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (SI), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (SI)(DI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, SI
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          PvRowsE5M2AVX512_r2_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE5M2AVX512_r2_full
+
+PvRowsE5M2AVX512_r2_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE5M2AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE5M2AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE5M2AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE5M2AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX512_r2_part3_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    16(CX), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VPMOVZXBW    32(CX), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (BX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (BX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r2_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX512_r2_part2_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    16(CX), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (BX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r2_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX512_r2_part1_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (BX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r2_part1_b
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE5M2AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE5M2AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE5M2AVX512_r2_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r2_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU8.Z   (CX), K1, X2
+	VPMOVZXBW    X2, Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (BX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r2_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r2_tail1_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   16(CX), K1, X5
+	VPMOVZXBW    X5, Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (BX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r2_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r2_tail2_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    16(CX), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VMOVDQU8.Z   32(CX), K1, X8
+	VPMOVZXBW    X8, Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (BX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (BX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r2_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r2_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE5M2AVX512_r2_tail3_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVZXBW    16(CX), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    32(CX), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   48(CX), K1, X11
+	VPMOVZXBW    X11, Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r2_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE5M2AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE5M2AVX512_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    ldV+40(FP), SI
+	MOVQ    CX, DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    DI, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX512_r1_full_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (DI), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    16(DI), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBW    32(DI), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    48(DI), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, BX
+	ADDQ         SI, DI
+	ADDQ         SI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX512_r1_full_b
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      Z3, 192(BX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE5M2AVX512_r1_full
+
+PvRowsE5M2AVX512_r1_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE5M2AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE5M2AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE5M2AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE5M2AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE5M2AVX512_r1_part3_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVZXBW    16(CX), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    32(CX), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX512_r1_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE5M2AVX512_r1_part2_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBW    16(CX), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX512_r1_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE5M2AVX512_r1_part1_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), Y1
+	VPSLLW       $0x08, Y1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX512_r1_part1_b
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE5M2AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE5M2AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE5M2AVX512_r1_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE5M2AVX512_r1_tail0_b:
+	PREFETCHT2   (SI)
+	VMOVDQU8.Z   (CX), K1, X1
+	VPMOVZXBW    X1, Y1
+	VPSLLW       $0x08, Y1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX512_r1_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE5M2AVX512_r1_tail1_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMOVDQU8.Z   16(CX), K1, X3
+	VPMOVZXBW    X3, Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX512_r1_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE5M2AVX512_r1_tail2_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVZXBW    16(CX), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   32(CX), K1, X5
+	VPMOVZXBW    X5, Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX512_r1_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX512_r1_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE5M2AVX512_r1_tail3_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    16(CX), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBW    32(CX), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   48(CX), K1, X7
+	VPMOVZXBW    X7, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX512_r1_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func PvRowsE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·PvRowsE4M3AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+56(FP), AX
+	CMPQ AX, $0x04
+	JEQ  PvRowsE4M3AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  PvRowsE4M3AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  PvRowsE4M3AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsE4M3AVX512_r1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE4M3AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE4M3AVX512_r4_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VMOVUPS 128(SI), Z14
+	VMOVUPS 192(SI), Z15
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R9
+	MOVQ    CX, R10
+	MOVQ    ahead+80(FP), R11
+	ADDQ    R10, R11
+	MOVQ    cols+64(FP), R12
+
+PvRowsE4M3AVX512_r4_full_b:
+	PREFETCHT2   (R11)
+	VPMOVSXBW    (R10), Y16
+	VPANDD       fp8Words<>+0(SB), Y16, Y17
+	VPCMPEQW     fp8Words<>+0(SB), Y17, K1
+	VPSLLW       $0x07, Y16, Y16
+	VPANDD       fp8Words<>+64(SB), Y16, Y16
+	VPADDW       fp8Words<>+32(SB), Y16, K1, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVSXBW    16(R10), Y17
+	VPANDD       fp8Words<>+0(SB), Y17, Y18
+	VPCMPEQW     fp8Words<>+0(SB), Y18, K1
+	VPSLLW       $0x07, Y17, Y17
+	VPANDD       fp8Words<>+64(SB), Y17, Y17
+	VPADDW       fp8Words<>+32(SB), Y17, K1, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVSXBW    32(R10), Y18
+	VPANDD       fp8Words<>+0(SB), Y18, Y19
+	VPCMPEQW     fp8Words<>+0(SB), Y19, K1
+	VPSLLW       $0x07, Y18, Y18
+	VPANDD       fp8Words<>+64(SB), Y18, Y18
+	VPADDW       fp8Words<>+32(SB), Y18, K1, Y18
+	VCVTPH2PS    Y18, Z18
+	VPMOVSXBW    48(R10), Y19
+	VPANDD       fp8Words<>+0(SB), Y19, Y20
+	VPCMPEQW     fp8Words<>+0(SB), Y20, K1
+	VPSLLW       $0x07, Y19, Y19
+	VPANDD       fp8Words<>+64(SB), Y19, Y19
+	VPADDW       fp8Words<>+32(SB), Y19, K1, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (SI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (SI)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (SI)(DI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (SI)(R8*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, SI
+	ADDQ         R9, R10
+	ADDQ         R9, R11
+	DECQ         R12
+	JNZ          PvRowsE4M3AVX512_r4_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z12, (SI)
+	VMOVUPS      Z13, 64(SI)
+	VMOVUPS      Z14, 128(SI)
+	VMOVUPS      Z15, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE4M3AVX512_r4_full
+
+PvRowsE4M3AVX512_r4_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE4M3AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE4M3AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE4M3AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE4M3AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), R8
+	MOVQ    ahead+80(FP), R9
+	ADDQ    CX, R9
+	MOVQ    cols+64(FP), R10
+
+PvRowsE4M3AVX512_r4_part3_b:
+	PREFETCHT2   (R9)
+	VPMOVSXBW    (CX), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K1
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K1, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(CX), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K1
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K1, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVSXBW    32(CX), Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K1
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K1, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (BX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (BX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (BX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (BX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE4M3AVX512_r4_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), R8
+	MOVQ    ahead+80(FP), R9
+	ADDQ    CX, R9
+	MOVQ    cols+64(FP), R10
+
+PvRowsE4M3AVX512_r4_part2_b:
+	PREFETCHT2   (R9)
+	VPMOVSXBW    (CX), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K1
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBW    16(CX), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K1
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (BX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (BX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (BX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE4M3AVX512_r4_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), R8
+	MOVQ    ahead+80(FP), R9
+	ADDQ    CX, R9
+	MOVQ    cols+64(FP), R10
+
+PvRowsE4M3AVX512_r4_part1_b:
+	PREFETCHT2   (R9)
+	VPMOVSXBW    (CX), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (BX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (BX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (BX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE4M3AVX512_r4_part1_b
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE4M3AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE4M3AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE4M3AVX512_r4_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE4M3AVX512_r4_tail0_b:
+	PREFETCHT2   (R9)
+	VMOVDQU8.Z   (CX), K1, X4
+	VPMOVSXBW    X4, Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (BX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (BX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (BX)(SI*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (BX)(DI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE4M3AVX512_r4_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE4M3AVX512_r4_tail1_b:
+	PREFETCHT2   (R9)
+	VPMOVSXBW    (CX), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K2
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K2, Y8
+	VCVTPH2PS    Y8, Z8
+	VMOVDQU8.Z   16(CX), K1, X9
+	VPMOVSXBW    X9, Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K2
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K2, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (BX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (BX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (BX)(SI*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (BX)(DI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE4M3AVX512_r4_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE4M3AVX512_r4_tail2_b:
+	PREFETCHT2   (R9)
+	VPMOVSXBW    (CX), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K2
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K2, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(CX), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K2
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K2, Y13
+	VCVTPH2PS    Y13, Z13
+	VMOVDQU8.Z   32(CX), K1, X14
+	VPMOVSXBW    X14, Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K2
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K2, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (BX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (BX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (BX)(SI*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (BX)(DI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE4M3AVX512_r4_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r4_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), R8
+	MOVQ      ahead+80(FP), R9
+	ADDQ      CX, R9
+	MOVQ      cols+64(FP), R10
+
+PvRowsE4M3AVX512_r4_tail3_b:
+	PREFETCHT2   (R9)
+	VPMOVSXBW    (CX), Y16
+	VPANDD       fp8Words<>+0(SB), Y16, Y17
+	VPCMPEQW     fp8Words<>+0(SB), Y17, K2
+	VPSLLW       $0x07, Y16, Y16
+	VPANDD       fp8Words<>+64(SB), Y16, Y16
+	VPADDW       fp8Words<>+32(SB), Y16, K2, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVSXBW    16(CX), Y17
+	VPANDD       fp8Words<>+0(SB), Y17, Y18
+	VPCMPEQW     fp8Words<>+0(SB), Y18, K2
+	VPSLLW       $0x07, Y17, Y17
+	VPANDD       fp8Words<>+64(SB), Y17, Y17
+	VPADDW       fp8Words<>+32(SB), Y17, K2, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVSXBW    32(CX), Y18
+	VPANDD       fp8Words<>+0(SB), Y18, Y19
+	VPCMPEQW     fp8Words<>+0(SB), Y19, K2
+	VPSLLW       $0x07, Y18, Y18
+	VPANDD       fp8Words<>+64(SB), Y18, Y18
+	VPADDW       fp8Words<>+32(SB), Y18, K2, Y18
+	VCVTPH2PS    Y18, Z18
+	VMOVDQU8.Z   48(CX), K1, X19
+	VPMOVSXBW    X19, Y19
+	VPANDD       fp8Words<>+0(SB), Y19, Y20
+	VPCMPEQW     fp8Words<>+0(SB), Y20, K2
+	VPSLLW       $0x07, Y19, Y19
+	VPANDD       fp8Words<>+64(SB), Y19, Y19
+	VPADDW       fp8Words<>+32(SB), Y19, K2, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         R8, CX
+	ADDQ         R8, R9
+	DECQ         R10
+	JNZ          PvRowsE4M3AVX512_r4_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE4M3AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE4M3AVX512_r3_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R8
+	MOVQ    CX, R9
+	MOVQ    ahead+80(FP), R10
+	ADDQ    R9, R10
+	MOVQ    cols+64(FP), R11
+
+PvRowsE4M3AVX512_r3_full_b:
+	PREFETCHT2   (R10)
+	VPMOVSXBW    (R9), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K1
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K1, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(R9), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K1
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K1, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVSXBW    32(R9), Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K1
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K1, Y14
+	VCVTPH2PS    Y14, Z14
+	VPMOVSXBW    48(R9), Y15
+	VPANDD       fp8Words<>+0(SB), Y15, Y16
+	VPCMPEQW     fp8Words<>+0(SB), Y16, K1
+	VPSLLW       $0x07, Y15, Y15
+	VPANDD       fp8Words<>+64(SB), Y15, Y15
+	VPADDW       fp8Words<>+32(SB), Y15, K1, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (SI), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (SI)(DI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (SI)(DI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, SI
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          PvRowsE4M3AVX512_r3_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE4M3AVX512_r3_full
+
+PvRowsE4M3AVX512_r3_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE4M3AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE4M3AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE4M3AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE4M3AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX512_r3_part3_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K1
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    16(CX), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K1
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K1, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVSXBW    32(CX), Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K1
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (BX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r3_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX512_r3_part2_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K1
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    16(CX), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K1
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (BX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (BX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r3_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX512_r3_part1_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K1
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (BX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (BX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r3_part1_b
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE4M3AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE4M3AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE4M3AVX512_r3_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r3_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU8.Z   (CX), K1, X3
+	VPMOVSXBW    X3, Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K2
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K2, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (BX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (BX)(SI*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (BX)(SI*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r3_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r3_tail1_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K2
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K2, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   16(CX), K1, X7
+	VPMOVSXBW    X7, Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K2
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K2, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (BX)(SI*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (BX)(SI*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r3_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r3_tail2_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K2
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K2, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    16(CX), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K2
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K2, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   32(CX), K1, X11
+	VPMOVSXBW    X11, Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K2
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K2, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (BX)(SI*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r3_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r3_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r3_tail3_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K2
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K2, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(CX), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K2
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K2, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVSXBW    32(CX), Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K2
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K2, Y14
+	VCVTPH2PS    Y14, Z14
+	VMOVDQU8.Z   48(CX), K1, X15
+	VPMOVSXBW    X15, Y15
+	VPANDD       fp8Words<>+0(SB), Y15, Y16
+	VPCMPEQW     fp8Words<>+0(SB), Y16, K2
+	VPSLLW       $0x07, Y15, Y15
+	VPANDD       fp8Words<>+64(SB), Y15, Y15
+	VPADDW       fp8Words<>+32(SB), Y15, K2, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r3_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE4M3AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE4M3AVX512_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R8
+	MOVQ    CX, R9
+	MOVQ    ahead+80(FP), R10
+	ADDQ    R9, R10
+	MOVQ    cols+64(FP), R11
+
+PvRowsE4M3AVX512_r2_full_b:
+	PREFETCHT2   (R10)
+	VPMOVSXBW    (R9), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K1
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBW    16(R9), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K1
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    32(R9), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K1
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K1, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVSXBW    48(R9), Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K1
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (SI), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (SI)(DI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, SI
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          PvRowsE4M3AVX512_r2_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE4M3AVX512_r2_full
+
+PvRowsE4M3AVX512_r2_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE4M3AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE4M3AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE4M3AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE4M3AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX512_r2_part3_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K1
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    16(CX), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K1
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VPMOVSXBW    32(CX), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K1
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (BX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (BX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r2_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX512_r2_part2_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    16(CX), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K1
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (BX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r2_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX512_r2_part1_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K1
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K1, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (BX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r2_part1_b
+	VMOVUPS      Z0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE4M3AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE4M3AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE4M3AVX512_r2_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r2_tail0_b:
+	PREFETCHT2   (R8)
+	VMOVDQU8.Z   (CX), K1, X2
+	VPMOVSXBW    X2, Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K2
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K2, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (BX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (BX)(SI*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r2_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r2_tail1_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   16(CX), K1, X5
+	VPMOVSXBW    X5, Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K2
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K2, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (BX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (BX)(SI*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r2_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r2_tail2_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K2
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K2, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    16(CX), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K2
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K2, Y7
+	VCVTPH2PS    Y7, Z7
+	VMOVDQU8.Z   32(CX), K1, X8
+	VPMOVSXBW    X8, Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K2
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K2, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (BX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (BX)(SI*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r2_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r2_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), BX
+	MOVQ      ldP+24(FP), SI
+	SHLQ      $0x02, SI
+	LEAQ      (SI)(SI*2), DI
+	MOVQ      ldV+40(FP), DI
+	MOVQ      ahead+80(FP), R8
+	ADDQ      CX, R8
+	MOVQ      cols+64(FP), R9
+
+PvRowsE4M3AVX512_r2_tail3_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K2
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K2, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBW    16(CX), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K2
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K2, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    32(CX), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K2
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K2, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   48(CX), K1, X11
+	VPMOVSXBW    X11, Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K2
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K2, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r2_tail3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsE4M3AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE4M3AVX512_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    ldV+40(FP), SI
+	MOVQ    CX, DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    DI, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX512_r1_full_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (DI), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    16(DI), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K1
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBW    32(DI), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K1
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    48(DI), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K1
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, BX
+	ADDQ         SI, DI
+	ADDQ         SI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX512_r1_full_b
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      Z3, 192(BX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE4M3AVX512_r1_full
+
+PvRowsE4M3AVX512_r1_part:
+	MOVQ  dv+72(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsE4M3AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsE4M3AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsE4M3AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsE4M3AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE4M3AVX512_r1_part3_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K1
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVSXBW    16(CX), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    32(CX), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K1
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX512_r1_part3_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE4M3AVX512_r1_part2_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K1
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K1, Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVSXBW    16(CX), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K1
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX512_r1_part2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE4M3AVX512_r1_part1_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), Y1
+	VPANDD       fp8Words<>+0(SB), Y1, Y2
+	VPCMPEQW     fp8Words<>+0(SB), Y2, K1
+	VPSLLW       $0x07, Y1, Y1
+	VPANDD       fp8Words<>+64(SB), Y1, Y1
+	VPADDW       fp8Words<>+32(SB), Y1, K1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX512_r1_part1_b
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsE4M3AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsE4M3AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsE4M3AVX512_r1_tail1
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE4M3AVX512_r1_tail0_b:
+	PREFETCHT2   (SI)
+	VMOVDQU8.Z   (CX), K1, X1
+	VPMOVSXBW    X1, Y1
+	VPANDD       fp8Words<>+0(SB), Y1, Y2
+	VPCMPEQW     fp8Words<>+0(SB), Y2, K2
+	VPSLLW       $0x07, Y1, Y1
+	VPANDD       fp8Words<>+64(SB), Y1, Y1
+	VPADDW       fp8Words<>+32(SB), Y1, K2, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX512_r1_tail0_b
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1_tail1:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE4M3AVX512_r1_tail1_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K2
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMOVDQU8.Z   16(CX), K1, X3
+	VPMOVSXBW    X3, Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K2
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K2, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX512_r1_tail1_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1_tail2:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE4M3AVX512_r1_tail2_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K2
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K2, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVSXBW    16(CX), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   32(CX), K1, X5
+	VPMOVSXBW    X5, Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K2
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K2, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX512_r1_tail2_b
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX512_r1_tail3:
+	MOVQ      dv+72(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      ldV+40(FP), BX
+	MOVQ      ahead+80(FP), SI
+	ADDQ      CX, SI
+	MOVQ      cols+64(FP), DI
+
+PvRowsE4M3AVX512_r1_tail3_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    16(CX), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K2
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K2, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBW    32(CX), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K2
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K2, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   48(CX), K1, X7
+	VPMOVSXBW    X7, Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K2
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K2, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX512_r1_tail3_b
 	VMOVUPS      Z0, (AX)
 	VMOVUPS      Z1, 64(AX)
 	VMOVUPS      Z2, 128(AX)
@@ -19333,12 +25220,10 @@ PvRowsGatherQ8AVX512_r4_full_b:
 	MOVQ         R12, R13
 	SHRQ         $0x03, R13
 	PREFETCHT0   (BX)(R13*1)
-	SHLQ         $0x00, R12
 	PREFETCHT2   (CX)(R12*1)
 	MOVQ         (R9), R12
 	MOVQ         R12, R13
 	SHRQ         $0x03, R13
-	SHLQ         $0x00, R12
 	VPMOVSXBD    (CX)(R12*1), Z16
 	VCVTDQ2PS    Z16, Z16
 	VMULPS.BCST  (BX)(R13*1), Z16, Z16
@@ -19449,12 +25334,10 @@ PvRowsGatherQ8AVX512_r4_part3_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (BX)(R12*1), Z12, Z12
@@ -19533,12 +25416,10 @@ PvRowsGatherQ8AVX512_r4_part2_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (BX)(R12*1), Z8, Z8
@@ -19602,12 +25483,10 @@ PvRowsGatherQ8AVX512_r4_part1_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX)(R12*1), Z4, Z4
@@ -19670,12 +25549,10 @@ PvRowsGatherQ8AVX512_r4_tail0_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VMOVDQU8.Z   (CX)(R11*1), K1, X4
 	VPMOVSXBD    X4, Z4
 	VCVTDQ2PS    Z4, Z4
@@ -19737,12 +25614,10 @@ PvRowsGatherQ8AVX512_r4_tail1_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (BX)(R12*1), Z8, Z8
@@ -19819,12 +25694,10 @@ PvRowsGatherQ8AVX512_r4_tail2_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (BX)(R12*1), Z12, Z12
@@ -19916,12 +25789,10 @@ PvRowsGatherQ8AVX512_r4_tail3_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z16
 	VCVTDQ2PS    Z16, Z16
 	VMULPS.BCST  (BX)(R12*1), Z16, Z16
@@ -20024,12 +25895,10 @@ PvRowsGatherQ8AVX512_r3_full_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (BX)(R12*1), Z12, Z12
@@ -20126,12 +25995,10 @@ PvRowsGatherQ8AVX512_r3_part3_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z9
 	VCVTDQ2PS    Z9, Z9
 	VMULPS.BCST  (BX)(R11*1), Z9, Z9
@@ -20199,12 +26066,10 @@ PvRowsGatherQ8AVX512_r3_part2_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX)(R11*1), Z6, Z6
@@ -20260,12 +26125,10 @@ PvRowsGatherQ8AVX512_r3_part1_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS.BCST  (BX)(R11*1), Z3, Z3
@@ -20322,12 +26185,10 @@ PvRowsGatherQ8AVX512_r3_tail0_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VMOVDQU8.Z   (CX)(R10*1), K1, X3
 	VPMOVSXBD    X3, Z3
 	VCVTDQ2PS    Z3, Z3
@@ -20382,12 +26243,10 @@ PvRowsGatherQ8AVX512_r3_tail1_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX)(R11*1), Z6, Z6
@@ -20454,12 +26313,10 @@ PvRowsGatherQ8AVX512_r3_tail2_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z9
 	VCVTDQ2PS    Z9, Z9
 	VMULPS.BCST  (BX)(R11*1), Z9, Z9
@@ -20538,12 +26395,10 @@ PvRowsGatherQ8AVX512_r3_tail3_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z12
 	VCVTDQ2PS    Z12, Z12
 	VMULPS.BCST  (BX)(R11*1), Z12, Z12
@@ -20631,12 +26486,10 @@ PvRowsGatherQ8AVX512_r2_full_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (BX)(R12*1), Z8, Z8
@@ -20719,12 +26572,10 @@ PvRowsGatherQ8AVX512_r2_part3_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX)(R11*1), Z6, Z6
@@ -20781,12 +26632,10 @@ PvRowsGatherQ8AVX512_r2_part2_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX)(R11*1), Z4, Z4
@@ -20834,12 +26683,10 @@ PvRowsGatherQ8AVX512_r2_part1_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z2
 	VCVTDQ2PS    Z2, Z2
 	VMULPS.BCST  (BX)(R11*1), Z2, Z2
@@ -20890,12 +26737,10 @@ PvRowsGatherQ8AVX512_r2_tail0_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VMOVDQU8.Z   (CX)(R10*1), K1, X2
 	VPMOVSXBD    X2, Z2
 	VCVTDQ2PS    Z2, Z2
@@ -20943,12 +26788,10 @@ PvRowsGatherQ8AVX512_r2_tail1_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX)(R11*1), Z4, Z4
@@ -21005,12 +26848,10 @@ PvRowsGatherQ8AVX512_r2_tail2_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z6
 	VCVTDQ2PS    Z6, Z6
 	VMULPS.BCST  (BX)(R11*1), Z6, Z6
@@ -21076,12 +26917,10 @@ PvRowsGatherQ8AVX512_r2_tail3_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z8
 	VCVTDQ2PS    Z8, Z8
 	VMULPS.BCST  (BX)(R11*1), Z8, Z8
@@ -21154,12 +26993,10 @@ PvRowsGatherQ8AVX512_r1_full_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX)(R11*1), Z4, Z4
@@ -21228,12 +27065,10 @@ PvRowsGatherQ8AVX512_r1_part3_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS.BCST  (BX)(R10*1), Z3, Z3
@@ -21279,12 +27114,10 @@ PvRowsGatherQ8AVX512_r1_part2_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Z2
 	VCVTDQ2PS    Z2, Z2
 	VMULPS.BCST  (BX)(R10*1), Z2, Z2
@@ -21324,12 +27157,10 @@ PvRowsGatherQ8AVX512_r1_part1_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Z1
 	VCVTDQ2PS    Z1, Z1
 	VMULPS.BCST  (BX)(R10*1), Z1, Z1
@@ -21374,12 +27205,10 @@ PvRowsGatherQ8AVX512_r1_tail0_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VMOVDQU8.Z   (CX)(R9*1), K1, X1
 	VPMOVSXBD    X1, Z1
 	VCVTDQ2PS    Z1, Z1
@@ -21420,12 +27249,10 @@ PvRowsGatherQ8AVX512_r1_tail1_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Z2
 	VCVTDQ2PS    Z2, Z2
 	VMULPS.BCST  (BX)(R10*1), Z2, Z2
@@ -21472,12 +27299,10 @@ PvRowsGatherQ8AVX512_r1_tail2_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Z3
 	VCVTDQ2PS    Z3, Z3
 	VMULPS.BCST  (BX)(R10*1), Z3, Z3
@@ -21530,12 +27355,10 @@ PvRowsGatherQ8AVX512_r1_tail3_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Z4
 	VCVTDQ2PS    Z4, Z4
 	VMULPS.BCST  (BX)(R10*1), Z4, Z4
@@ -21559,6 +27382,6315 @@ PvRowsGatherQ8AVX512_r1_tail3_b:
 	ADDQ         $0x08, DI
 	DECQ         R8
 	JNZ          PvRowsGatherQ8AVX512_r1_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func QkRowsGatherE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·QkRowsGatherE5M2AVX512(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	MOVQ         ks+56(FP), AX
+	VMOVSS       (AX), X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          QkRowsGatherE5M2AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          QkRowsGatherE5M2AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          QkRowsGatherE5M2AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsGatherE5M2AVX512_r1
+	VZEROUPPER
+	RET
+
+QkRowsGatherE5M2AVX512_r4:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE5M2AVX512_r4_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r4_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r4_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r4_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R9
+	SHRQ       $0x04, R9
+	XORQ       R10, R10
+
+QkRowsGatherE5M2AVX512_r4_k4_inner:
+	VPMOVZXBW     (DX)(R10*1), Y17
+	VPSLLW        $0x08, Y17, Y17
+	VCVTPH2PS     Y17, Z17
+	VPMOVZXBW     (BX)(R10*1), Y18
+	VPSLLW        $0x08, Y18, Y18
+	VCVTPH2PS     Y18, Z18
+	VPMOVZXBW     (SI)(R10*1), Y19
+	VPSLLW        $0x08, Y19, Y19
+	VCVTPH2PS     Y19, Z19
+	VPMOVZXBW     (AX)(R10*1), Y20
+	VPSLLW        $0x08, Y20, Y20
+	VCVTPH2PS     Y20, Z20
+	VMOVUPS       (CX), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (CX)(DI*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (CX)(DI*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (CX)(R8*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R10
+	DECQ          R9
+	JNZ           QkRowsGatherE5M2AVX512_r4_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r4_k4
+
+QkRowsGatherE5M2AVX512_r4_k4_done:
+QkRowsGatherE5M2AVX512_r4_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r4_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r4_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r4_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x04, SI
+	XORQ       DI, DI
+
+QkRowsGatherE5M2AVX512_r4_k1_inner:
+	VPMOVZXBW     (AX)(DI*1), Y5
+	VPSLLW        $0x08, Y5, Y5
+	VCVTPH2PS     Y5, Z5
+	VMOVUPS       (CX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (CX)(DX*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (CX)(DX*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (CX)(BX*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, DI
+	DECQ          SI
+	JNZ           QkRowsGatherE5M2AVX512_r4_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r4_k1
+
+QkRowsGatherE5M2AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE5M2AVX512_r3:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE5M2AVX512_r3_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r3_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r3_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r3_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+QkRowsGatherE5M2AVX512_r3_k4_inner:
+	VPMOVZXBW     (DX)(R9*1), Y13
+	VPSLLW        $0x08, Y13, Y13
+	VCVTPH2PS     Y13, Z13
+	VPMOVZXBW     (BX)(R9*1), Y14
+	VPSLLW        $0x08, Y14, Y14
+	VCVTPH2PS     Y14, Z14
+	VPMOVZXBW     (SI)(R9*1), Y15
+	VPSLLW        $0x08, Y15, Y15
+	VCVTPH2PS     Y15, Z15
+	VPMOVZXBW     (AX)(R9*1), Y16
+	VPSLLW        $0x08, Y16, Y16
+	VCVTPH2PS     Y16, Z16
+	VMOVUPS       (CX), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (CX)(DI*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (CX)(DI*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsGatherE5M2AVX512_r3_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r3_k4
+
+QkRowsGatherE5M2AVX512_r3_k4_done:
+QkRowsGatherE5M2AVX512_r3_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r3_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r3_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r3_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+QkRowsGatherE5M2AVX512_r3_k1_inner:
+	VPMOVZXBW     (AX)(SI*1), Y4
+	VPSLLW        $0x08, Y4, Y4
+	VCVTPH2PS     Y4, Z4
+	VMOVUPS       (CX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (CX)(DX*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (CX)(DX*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, SI
+	DECQ          BX
+	JNZ           QkRowsGatherE5M2AVX512_r3_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r3_k1
+
+QkRowsGatherE5M2AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE5M2AVX512_r2:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE5M2AVX512_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+QkRowsGatherE5M2AVX512_r2_k4_inner:
+	VPMOVZXBW     (DX)(R9*1), Y9
+	VPSLLW        $0x08, Y9, Y9
+	VCVTPH2PS     Y9, Z9
+	VPMOVZXBW     (BX)(R9*1), Y10
+	VPSLLW        $0x08, Y10, Y10
+	VCVTPH2PS     Y10, Z10
+	VPMOVZXBW     (SI)(R9*1), Y11
+	VPSLLW        $0x08, Y11, Y11
+	VCVTPH2PS     Y11, Z11
+	VPMOVZXBW     (AX)(R9*1), Y12
+	VPSLLW        $0x08, Y12, Y12
+	VCVTPH2PS     Y12, Z12
+	VMOVUPS       (CX), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (CX)(DI*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsGatherE5M2AVX512_r2_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r2_k4
+
+QkRowsGatherE5M2AVX512_r2_k4_done:
+QkRowsGatherE5M2AVX512_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+QkRowsGatherE5M2AVX512_r2_k1_inner:
+	VPMOVZXBW     (AX)(SI*1), Y3
+	VPSLLW        $0x08, Y3, Y3
+	VCVTPH2PS     Y3, Z3
+	VMOVUPS       (CX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (CX)(DX*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, SI
+	DECQ          BX
+	JNZ           QkRowsGatherE5M2AVX512_r2_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r2_k1
+
+QkRowsGatherE5M2AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE5M2AVX512_r1:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE5M2AVX512_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x04, DI
+	XORQ       R8, R8
+
+QkRowsGatherE5M2AVX512_r1_k4_inner:
+	VPMOVZXBW     (DX)(R8*1), Y5
+	VPSLLW        $0x08, Y5, Y5
+	VCVTPH2PS     Y5, Z5
+	VPMOVZXBW     (BX)(R8*1), Y6
+	VPSLLW        $0x08, Y6, Y6
+	VCVTPH2PS     Y6, Z6
+	VPMOVZXBW     (SI)(R8*1), Y7
+	VPSLLW        $0x08, Y7, Y7
+	VCVTPH2PS     Y7, Z7
+	VPMOVZXBW     (AX)(R8*1), Y8
+	VPSLLW        $0x08, Y8, Y8
+	VCVTPH2PS     Y8, Z8
+	VMOVUPS       (CX), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R8
+	DECQ          DI
+	JNZ           QkRowsGatherE5M2AVX512_r1_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r1_k4
+
+QkRowsGatherE5M2AVX512_r1_k4_done:
+QkRowsGatherE5M2AVX512_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX512_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX512_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX512_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x04, DX
+	XORQ       BX, BX
+
+QkRowsGatherE5M2AVX512_r1_k1_inner:
+	VPMOVZXBW     (AX)(BX*1), Y2
+	VPSLLW        $0x08, Y2, Y2
+	VCVTPH2PS     Y2, Z2
+	VMOVUPS       (CX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, BX
+	DECQ          DX
+	JNZ           QkRowsGatherE5M2AVX512_r1_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE5M2AVX512_r1_k1
+
+QkRowsGatherE5M2AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func PvRowsGatherE5M2AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·PvRowsGatherE5M2AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x04
+	JEQ  PvRowsGatherE5M2AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  PvRowsGatherE5M2AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  PvRowsGatherE5M2AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsGatherE5M2AVX512_r1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE5M2AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE5M2AVX512_r4_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VMOVUPS 128(SI), Z14
+	VMOVUPS 192(SI), Z15
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+PvRowsGatherE5M2AVX512_r4_full_b:
+	MOVQ         (R9), R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	VPMOVZXBW    (CX)(R11*1), Y16
+	VPSLLW       $0x08, Y16, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVZXBW    16(CX)(R11*1), Y17
+	VPSLLW       $0x08, Y17, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVZXBW    32(CX)(R11*1), Y18
+	VPSLLW       $0x08, Y18, Y18
+	VCVTPH2PS    Y18, Z18
+	VPMOVZXBW    48(CX)(R11*1), Y19
+	VPSLLW       $0x08, Y19, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          PvRowsGatherE5M2AVX512_r4_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z12, (SI)
+	VMOVUPS      Z13, 64(SI)
+	VMOVUPS      Z14, 128(SI)
+	VMOVUPS      Z15, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE5M2AVX512_r4_full
+
+PvRowsGatherE5M2AVX512_r4_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE5M2AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE5M2AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE5M2AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE5M2AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r4_part3_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(CX)(R10*1), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVZXBW    32(CX)(R10*1), Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r4_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r4_part2_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVZXBW    16(CX)(R10*1), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r4_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r4_part1_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r4_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE5M2AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE5M2AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE5M2AVX512_r4_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r4_tail0_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VMOVDQU8.Z   (CX)(R10*1), K1, X4
+	VPMOVZXBW    X4, Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r4_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r4_tail1_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VMOVDQU8.Z   16(CX)(R10*1), K1, X9
+	VPMOVZXBW    X9, Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r4_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r4_tail2_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(CX)(R10*1), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VMOVDQU8.Z   32(CX)(R10*1), K1, X14
+	VPMOVZXBW    X14, Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r4_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r4_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r4_tail3_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y16
+	VPSLLW       $0x08, Y16, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVZXBW    16(CX)(R10*1), Y17
+	VPSLLW       $0x08, Y17, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVZXBW    32(CX)(R10*1), Y18
+	VPSLLW       $0x08, Y18, Y18
+	VCVTPH2PS    Y18, Z18
+	VMOVDQU8.Z   48(CX)(R10*1), K1, X19
+	VPMOVZXBW    X19, Y19
+	VPSLLW       $0x08, Y19, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (DX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (DX)(BX*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (DX)(BX*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (DX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r4_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE5M2AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE5M2AVX512_r3_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r3_full_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(CX)(R10*1), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVZXBW    32(CX)(R10*1), Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VPMOVZXBW    48(CX)(R10*1), Y15
+	VPSLLW       $0x08, Y15, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r3_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE5M2AVX512_r3_full
+
+PvRowsGatherE5M2AVX512_r3_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE5M2AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE5M2AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE5M2AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE5M2AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r3_part3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    16(CX)(R9*1), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVZXBW    32(CX)(R9*1), Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r3_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r3_part2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    16(CX)(R9*1), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r3_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r3_part1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r3_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE5M2AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE5M2AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE5M2AVX512_r3_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r3_tail0_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VMOVDQU8.Z   (CX)(R9*1), K1, X3
+	VPMOVZXBW    X3, Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r3_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r3_tail1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   16(CX)(R9*1), K1, X7
+	VPMOVZXBW    X7, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r3_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r3_tail2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    16(CX)(R9*1), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   32(CX)(R9*1), K1, X11
+	VPMOVZXBW    X11, Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r3_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r3_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r3_tail3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y12
+	VPSLLW       $0x08, Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVZXBW    16(CX)(R9*1), Y13
+	VPSLLW       $0x08, Y13, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVZXBW    32(CX)(R9*1), Y14
+	VPSLLW       $0x08, Y14, Y14
+	VCVTPH2PS    Y14, Z14
+	VMOVDQU8.Z   48(CX)(R9*1), K1, X15
+	VPMOVZXBW    X15, Y15
+	VPSLLW       $0x08, Y15, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (DX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (DX)(BX*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (DX)(BX*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r3_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE5M2AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE5M2AVX512_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE5M2AVX512_r2_full_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVZXBW    16(CX)(R10*1), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    32(CX)(R10*1), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVZXBW    48(CX)(R10*1), Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX512_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE5M2AVX512_r2_full
+
+PvRowsGatherE5M2AVX512_r2_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE5M2AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE5M2AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE5M2AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE5M2AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r2_part3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    16(CX)(R9*1), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VPMOVZXBW    32(CX)(R9*1), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r2_part2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    16(CX)(R9*1), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r2_part1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE5M2AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE5M2AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE5M2AVX512_r2_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r2_tail0_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VMOVDQU8.Z   (CX)(R9*1), K1, X2
+	VPMOVZXBW    X2, Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r2_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r2_tail1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   16(CX)(R9*1), K1, X5
+	VPMOVZXBW    X5, Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r2_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r2_tail2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    16(CX)(R9*1), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VMOVDQU8.Z   32(CX)(R9*1), K1, X8
+	VPMOVZXBW    X8, Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r2_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r2_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r2_tail3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y8
+	VPSLLW       $0x08, Y8, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVZXBW    16(CX)(R9*1), Y9
+	VPSLLW       $0x08, Y9, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVZXBW    32(CX)(R9*1), Y10
+	VPSLLW       $0x08, Y10, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   48(CX)(R9*1), K1, X11
+	VPMOVZXBW    X11, Y11
+	VPSLLW       $0x08, Y11, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r2_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE5M2AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE5M2AVX512_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX512_r1_full_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    16(CX)(R9*1), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBW    32(CX)(R9*1), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVZXBW    48(CX)(R9*1), Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX512_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      Z3, 192(BX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE5M2AVX512_r1_full
+
+PvRowsGatherE5M2AVX512_r1_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE5M2AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE5M2AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE5M2AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE5M2AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE5M2AVX512_r1_part3_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVZXBW    16(CX)(R8*1), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    32(CX)(R8*1), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX512_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE5M2AVX512_r1_part2_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVZXBW    16(CX)(R8*1), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX512_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE5M2AVX512_r1_part1_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), Y1
+	VPSLLW       $0x08, Y1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX512_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE5M2AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE5M2AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE5M2AVX512_r1_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE5M2AVX512_r1_tail0_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VMOVDQU8.Z   (CX)(R8*1), K1, X1
+	VPMOVZXBW    X1, Y1
+	VPSLLW       $0x08, Y1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX512_r1_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE5M2AVX512_r1_tail1_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), Y2
+	VPSLLW       $0x08, Y2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMOVDQU8.Z   16(CX)(R8*1), K1, X3
+	VPMOVZXBW    X3, Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX512_r1_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE5M2AVX512_r1_tail2_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), Y3
+	VPSLLW       $0x08, Y3, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVZXBW    16(CX)(R8*1), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   32(CX)(R8*1), K1, X5
+	VPMOVZXBW    X5, Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX512_r1_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX512_r1_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE5M2AVX512_r1_tail3_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), Y4
+	VPSLLW       $0x08, Y4, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVZXBW    16(CX)(R8*1), Y5
+	VPSLLW       $0x08, Y5, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVZXBW    32(CX)(R8*1), Y6
+	VPSLLW       $0x08, Y6, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   48(CX)(R8*1), K1, X7
+	VPMOVZXBW    X7, Y7
+	VPSLLW       $0x08, Y7, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX512_r1_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func QkRowsGatherE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
+TEXT ·QkRowsGatherE4M3AVX512(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	MOVQ         ks+56(FP), AX
+	VMOVSS       (AX), X1
+	MOVL         $0x43800000, AX
+	VMOVD        AX, X2
+	VMULSS       X2, X1, X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Z0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x04
+	JEQ          QkRowsGatherE4M3AVX512_r4
+	CMPQ         AX, $0x03
+	JEQ          QkRowsGatherE4M3AVX512_r3
+	CMPQ         AX, $0x02
+	JEQ          QkRowsGatherE4M3AVX512_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsGatherE4M3AVX512_r1
+	VZEROUPPER
+	RET
+
+QkRowsGatherE4M3AVX512_r4:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE4M3AVX512_r4_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r4_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r4_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r4_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	VXORPS     Z13, Z13, Z13
+	VXORPS     Z14, Z14, Z14
+	VXORPS     Z15, Z15, Z15
+	VXORPS     Z16, Z16, Z16
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R9
+	SHRQ       $0x04, R9
+	XORQ       R10, R10
+
+QkRowsGatherE4M3AVX512_r4_k4_inner:
+	VPMOVSXBW     (DX)(R10*1), Y17
+	VPANDD        fp8Words<>+0(SB), Y17, Y18
+	VPCMPEQW      fp8Words<>+0(SB), Y18, K1
+	VPSLLW        $0x07, Y17, Y17
+	VPANDD        fp8Words<>+64(SB), Y17, Y17
+	VPADDW        fp8Words<>+32(SB), Y17, K1, Y17
+	VCVTPH2PS     Y17, Z17
+	VPMOVSXBW     (BX)(R10*1), Y18
+	VPANDD        fp8Words<>+0(SB), Y18, Y19
+	VPCMPEQW      fp8Words<>+0(SB), Y19, K1
+	VPSLLW        $0x07, Y18, Y18
+	VPANDD        fp8Words<>+64(SB), Y18, Y18
+	VPADDW        fp8Words<>+32(SB), Y18, K1, Y18
+	VCVTPH2PS     Y18, Z18
+	VPMOVSXBW     (SI)(R10*1), Y19
+	VPANDD        fp8Words<>+0(SB), Y19, Y20
+	VPCMPEQW      fp8Words<>+0(SB), Y20, K1
+	VPSLLW        $0x07, Y19, Y19
+	VPANDD        fp8Words<>+64(SB), Y19, Y19
+	VPADDW        fp8Words<>+32(SB), Y19, K1, Y19
+	VCVTPH2PS     Y19, Z19
+	VPMOVSXBW     (AX)(R10*1), Y20
+	VPANDD        fp8Words<>+0(SB), Y20, Y21
+	VPCMPEQW      fp8Words<>+0(SB), Y21, K1
+	VPSLLW        $0x07, Y20, Y20
+	VPANDD        fp8Words<>+64(SB), Y20, Y20
+	VPADDW        fp8Words<>+32(SB), Y20, K1, Y20
+	VCVTPH2PS     Y20, Z20
+	VMOVUPS       (CX), Z21
+	VFMADD231PS   Z21, Z17, Z1
+	VFMADD231PS   Z21, Z18, Z2
+	VFMADD231PS   Z21, Z19, Z3
+	VFMADD231PS   Z21, Z20, Z4
+	VMOVUPS       (CX)(DI*1), Z21
+	VFMADD231PS   Z21, Z17, Z5
+	VFMADD231PS   Z21, Z18, Z6
+	VFMADD231PS   Z21, Z19, Z7
+	VFMADD231PS   Z21, Z20, Z8
+	VMOVUPS       (CX)(DI*2), Z21
+	VFMADD231PS   Z21, Z17, Z9
+	VFMADD231PS   Z21, Z18, Z10
+	VFMADD231PS   Z21, Z19, Z11
+	VFMADD231PS   Z21, Z20, Z12
+	VMOVUPS       (CX)(R8*1), Z21
+	VFMADD231PS   Z21, Z17, Z13
+	VFMADD231PS   Z21, Z18, Z14
+	VFMADD231PS   Z21, Z19, Z15
+	VFMADD231PS   Z21, Z20, Z16
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R10
+	DECQ          R9
+	JNZ           QkRowsGatherE4M3AVX512_r4_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z17
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z17, Z17
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z17, Z1
+	VUNPCKHPD     Z2, Z17, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z14, Z13, Z1
+	VUNPCKHPS     Z14, Z13, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z16, Z15, Z3
+	VUNPCKHPS     Z16, Z15, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r4_k4
+
+QkRowsGatherE4M3AVX512_r4_k4_done:
+QkRowsGatherE4M3AVX512_r4_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r4_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r4_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r4_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), SI
+	SHRQ       $0x04, SI
+	XORQ       DI, DI
+
+QkRowsGatherE4M3AVX512_r4_k1_inner:
+	VPMOVSXBW     (AX)(DI*1), Y5
+	VPANDD        fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW      fp8Words<>+0(SB), Y6, K1
+	VPSLLW        $0x07, Y5, Y5
+	VPANDD        fp8Words<>+64(SB), Y5, Y5
+	VPADDW        fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS     Y5, Z5
+	VMOVUPS       (CX), Z6
+	VFMADD231PS   Z6, Z5, Z1
+	VMOVUPS       (CX)(DX*1), Z6
+	VFMADD231PS   Z6, Z5, Z2
+	VMOVUPS       (CX)(DX*2), Z6
+	VFMADD231PS   Z6, Z5, Z3
+	VMOVUPS       (CX)(BX*1), Z6
+	VFMADD231PS   Z6, Z5, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, DI
+	DECQ          SI
+	JNZ           QkRowsGatherE4M3AVX512_r4_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z5
+	VADDPS        Z5, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VADDPS        Y5, Y1, Y5
+	VEXTRACTF32X4 $0x01, Y5, X1
+	VADDPS        X1, X5, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VPERMILPS     $0xb1, Z4, Z1
+	VADDPS        Z1, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y1
+	VADDPS        Y1, Y4, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r4_k1
+
+QkRowsGatherE4M3AVX512_r4_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE4M3AVX512_r3:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE4M3AVX512_r3_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r3_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r3_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r3_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	VXORPS     Z9, Z9, Z9
+	VXORPS     Z10, Z10, Z10
+	VXORPS     Z11, Z11, Z11
+	VXORPS     Z12, Z12, Z12
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+QkRowsGatherE4M3AVX512_r3_k4_inner:
+	VPMOVSXBW     (DX)(R9*1), Y13
+	VPANDD        fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW      fp8Words<>+0(SB), Y14, K1
+	VPSLLW        $0x07, Y13, Y13
+	VPANDD        fp8Words<>+64(SB), Y13, Y13
+	VPADDW        fp8Words<>+32(SB), Y13, K1, Y13
+	VCVTPH2PS     Y13, Z13
+	VPMOVSXBW     (BX)(R9*1), Y14
+	VPANDD        fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW      fp8Words<>+0(SB), Y15, K1
+	VPSLLW        $0x07, Y14, Y14
+	VPANDD        fp8Words<>+64(SB), Y14, Y14
+	VPADDW        fp8Words<>+32(SB), Y14, K1, Y14
+	VCVTPH2PS     Y14, Z14
+	VPMOVSXBW     (SI)(R9*1), Y15
+	VPANDD        fp8Words<>+0(SB), Y15, Y16
+	VPCMPEQW      fp8Words<>+0(SB), Y16, K1
+	VPSLLW        $0x07, Y15, Y15
+	VPANDD        fp8Words<>+64(SB), Y15, Y15
+	VPADDW        fp8Words<>+32(SB), Y15, K1, Y15
+	VCVTPH2PS     Y15, Z15
+	VPMOVSXBW     (AX)(R9*1), Y16
+	VPANDD        fp8Words<>+0(SB), Y16, Y17
+	VPCMPEQW      fp8Words<>+0(SB), Y17, K1
+	VPSLLW        $0x07, Y16, Y16
+	VPANDD        fp8Words<>+64(SB), Y16, Y16
+	VPADDW        fp8Words<>+32(SB), Y16, K1, Y16
+	VCVTPH2PS     Y16, Z16
+	VMOVUPS       (CX), Z17
+	VFMADD231PS   Z17, Z13, Z1
+	VFMADD231PS   Z17, Z14, Z2
+	VFMADD231PS   Z17, Z15, Z3
+	VFMADD231PS   Z17, Z16, Z4
+	VMOVUPS       (CX)(DI*1), Z17
+	VFMADD231PS   Z17, Z13, Z5
+	VFMADD231PS   Z17, Z14, Z6
+	VFMADD231PS   Z17, Z15, Z7
+	VFMADD231PS   Z17, Z16, Z8
+	VMOVUPS       (CX)(DI*2), Z17
+	VFMADD231PS   Z17, Z13, Z9
+	VFMADD231PS   Z17, Z14, Z10
+	VFMADD231PS   Z17, Z15, Z11
+	VFMADD231PS   Z17, Z16, Z12
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsGatherE4M3AVX512_r3_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z13
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z13, Z13
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z13, Z1
+	VUNPCKHPD     Z2, Z13, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z10, Z9, Z1
+	VUNPCKHPS     Z10, Z9, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z12, Z11, Z3
+	VUNPCKHPS     Z12, Z11, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r3_k4
+
+QkRowsGatherE4M3AVX512_r3_k4_done:
+QkRowsGatherE4M3AVX512_r3_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r3_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r3_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r3_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+QkRowsGatherE4M3AVX512_r3_k1_inner:
+	VPMOVSXBW     (AX)(SI*1), Y4
+	VPANDD        fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW      fp8Words<>+0(SB), Y5, K1
+	VPSLLW        $0x07, Y4, Y4
+	VPANDD        fp8Words<>+64(SB), Y4, Y4
+	VPADDW        fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS     Y4, Z4
+	VMOVUPS       (CX), Z5
+	VFMADD231PS   Z5, Z4, Z1
+	VMOVUPS       (CX)(DX*1), Z5
+	VFMADD231PS   Z5, Z4, Z2
+	VMOVUPS       (CX)(DX*2), Z5
+	VFMADD231PS   Z5, Z4, Z3
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, SI
+	DECQ          BX
+	JNZ           QkRowsGatherE4M3AVX512_r3_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z4
+	VADDPS        Z4, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y4
+	VEXTRACTF32X4 $0x01, Y4, X1
+	VADDPS        X1, X4, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VPERMILPS     $0xb1, Z3, Z1
+	VADDPS        Z1, Z3, Z3
+	VEXTRACTF64X4 $0x01, Z3, Y1
+	VADDPS        Y1, Y3, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r3_k1
+
+QkRowsGatherE4M3AVX512_r3_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE4M3AVX512_r2:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE4M3AVX512_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	VXORPS     Z5, Z5, Z5
+	VXORPS     Z6, Z6, Z6
+	VXORPS     Z7, Z7, Z7
+	VXORPS     Z8, Z8, Z8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x04, R8
+	XORQ       R9, R9
+
+QkRowsGatherE4M3AVX512_r2_k4_inner:
+	VPMOVSXBW     (DX)(R9*1), Y9
+	VPANDD        fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW      fp8Words<>+0(SB), Y10, K1
+	VPSLLW        $0x07, Y9, Y9
+	VPANDD        fp8Words<>+64(SB), Y9, Y9
+	VPADDW        fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS     Y9, Z9
+	VPMOVSXBW     (BX)(R9*1), Y10
+	VPANDD        fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW      fp8Words<>+0(SB), Y11, K1
+	VPSLLW        $0x07, Y10, Y10
+	VPANDD        fp8Words<>+64(SB), Y10, Y10
+	VPADDW        fp8Words<>+32(SB), Y10, K1, Y10
+	VCVTPH2PS     Y10, Z10
+	VPMOVSXBW     (SI)(R9*1), Y11
+	VPANDD        fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW      fp8Words<>+0(SB), Y12, K1
+	VPSLLW        $0x07, Y11, Y11
+	VPANDD        fp8Words<>+64(SB), Y11, Y11
+	VPADDW        fp8Words<>+32(SB), Y11, K1, Y11
+	VCVTPH2PS     Y11, Z11
+	VPMOVSXBW     (AX)(R9*1), Y12
+	VPANDD        fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW      fp8Words<>+0(SB), Y13, K1
+	VPSLLW        $0x07, Y12, Y12
+	VPANDD        fp8Words<>+64(SB), Y12, Y12
+	VPADDW        fp8Words<>+32(SB), Y12, K1, Y12
+	VCVTPH2PS     Y12, Z12
+	VMOVUPS       (CX), Z13
+	VFMADD231PS   Z13, Z9, Z1
+	VFMADD231PS   Z13, Z10, Z2
+	VFMADD231PS   Z13, Z11, Z3
+	VFMADD231PS   Z13, Z12, Z4
+	VMOVUPS       (CX)(DI*1), Z13
+	VFMADD231PS   Z13, Z9, Z5
+	VFMADD231PS   Z13, Z10, Z6
+	VFMADD231PS   Z13, Z11, Z7
+	VFMADD231PS   Z13, Z12, Z8
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R9
+	DECQ          R8
+	JNZ           QkRowsGatherE4M3AVX512_r2_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z9
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z9, Z9
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z9, Z1
+	VUNPCKHPD     Z2, Z9, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          DX, AX
+	VUNPCKLPS     Z6, Z5, Z1
+	VUNPCKHPS     Z6, Z5, Z2
+	VADDPS        Z2, Z1, Z1
+	VUNPCKLPS     Z8, Z7, Z3
+	VUNPCKHPS     Z8, Z7, Z4
+	VADDPS        Z4, Z3, Z3
+	VUNPCKLPD     Z3, Z1, Z2
+	VUNPCKHPD     Z3, Z1, Z4
+	VADDPS        Z4, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULPS        X0, X2, X2
+	VMOVUPS       X2, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r2_k4
+
+QkRowsGatherE4M3AVX512_r2_k4_done:
+QkRowsGatherE4M3AVX512_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x04, BX
+	XORQ       SI, SI
+
+QkRowsGatherE4M3AVX512_r2_k1_inner:
+	VPMOVSXBW     (AX)(SI*1), Y3
+	VPANDD        fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW      fp8Words<>+0(SB), Y4, K1
+	VPSLLW        $0x07, Y3, Y3
+	VPANDD        fp8Words<>+64(SB), Y3, Y3
+	VPADDW        fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS     Y3, Z3
+	VMOVUPS       (CX), Z4
+	VFMADD231PS   Z4, Z3, Z1
+	VMOVUPS       (CX)(DX*1), Z4
+	VFMADD231PS   Z4, Z3, Z2
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, SI
+	DECQ          BX
+	JNZ           QkRowsGatherE4M3AVX512_r2_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y3
+	VADDPS        Y3, Y1, Y3
+	VEXTRACTF32X4 $0x01, Y3, X1
+	VADDPS        X1, X3, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          DX, AX
+	VPERMILPS     $0x4e, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VPERMILPS     $0xb1, Z2, Z1
+	VADDPS        Z1, Z2, Z2
+	VEXTRACTF64X4 $0x01, Z2, Y1
+	VADDPS        Y1, Y2, Y1
+	VEXTRACTF32X4 $0x01, Y1, X2
+	VADDPS        X2, X1, X2
+	VMULSS        X0, X2, X2
+	VMOVSS        X2, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r2_k1
+
+QkRowsGatherE4M3AVX512_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE4M3AVX512_r1:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE4M3AVX512_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	VXORPS     Z2, Z2, Z2
+	VXORPS     Z3, Z3, Z3
+	VXORPS     Z4, Z4, Z4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x04, DI
+	XORQ       R8, R8
+
+QkRowsGatherE4M3AVX512_r1_k4_inner:
+	VPMOVSXBW     (DX)(R8*1), Y5
+	VPANDD        fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW      fp8Words<>+0(SB), Y6, K1
+	VPSLLW        $0x07, Y5, Y5
+	VPANDD        fp8Words<>+64(SB), Y5, Y5
+	VPADDW        fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS     Y5, Z5
+	VPMOVSXBW     (BX)(R8*1), Y6
+	VPANDD        fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW      fp8Words<>+0(SB), Y7, K1
+	VPSLLW        $0x07, Y6, Y6
+	VPANDD        fp8Words<>+64(SB), Y6, Y6
+	VPADDW        fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS     Y6, Z6
+	VPMOVSXBW     (SI)(R8*1), Y7
+	VPANDD        fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW      fp8Words<>+0(SB), Y8, K1
+	VPSLLW        $0x07, Y7, Y7
+	VPANDD        fp8Words<>+64(SB), Y7, Y7
+	VPADDW        fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS     Y7, Z7
+	VPMOVSXBW     (AX)(R8*1), Y8
+	VPANDD        fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW      fp8Words<>+0(SB), Y9, K1
+	VPSLLW        $0x07, Y8, Y8
+	VPANDD        fp8Words<>+64(SB), Y8, Y8
+	VPADDW        fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS     Y8, Z8
+	VMOVUPS       (CX), Z9
+	VFMADD231PS   Z9, Z5, Z1
+	VFMADD231PS   Z9, Z6, Z2
+	VFMADD231PS   Z9, Z7, Z3
+	VFMADD231PS   Z9, Z8, Z4
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, R8
+	DECQ          DI
+	JNZ           QkRowsGatherE4M3AVX512_r1_k4_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VUNPCKLPS     Z2, Z1, Z5
+	VUNPCKHPS     Z2, Z1, Z1
+	VADDPS        Z1, Z5, Z5
+	VUNPCKLPS     Z4, Z3, Z2
+	VUNPCKHPS     Z4, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VUNPCKLPD     Z2, Z5, Z1
+	VUNPCKHPD     Z2, Z5, Z3
+	VADDPS        Z3, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULPS        X0, X1, X1
+	VMOVUPS       X1, (AX)
+	ADDQ          $0x04, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r1_k4
+
+QkRowsGatherE4M3AVX512_r1_k4_done:
+QkRowsGatherE4M3AVX512_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX512_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX512_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX512_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Z1, Z1, Z1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x04, DX
+	XORQ       BX, BX
+
+QkRowsGatherE4M3AVX512_r1_k1_inner:
+	VPMOVSXBW     (AX)(BX*1), Y2
+	VPANDD        fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW      fp8Words<>+0(SB), Y3, K1
+	VPSLLW        $0x07, Y2, Y2
+	VPANDD        fp8Words<>+64(SB), Y2, Y2
+	VPADDW        fp8Words<>+32(SB), Y2, K1, Y2
+	VCVTPH2PS     Y2, Z2
+	VMOVUPS       (CX), Z3
+	VFMADD231PS   Z3, Z2, Z1
+	ADDQ          $0x00000040, CX
+	ADDQ          $0x00000010, BX
+	DECQ          DX
+	JNZ           QkRowsGatherE4M3AVX512_r1_k1_inner
+	MOVQ          s+0(FP), AX
+	MOVQ          (SP), CX
+	LEAQ          (AX)(CX*4), AX
+	MOVQ          ldS+8(FP), DX
+	SHLQ          $0x02, DX
+	VPERMILPS     $0x4e, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VPERMILPS     $0xb1, Z1, Z2
+	VADDPS        Z2, Z1, Z1
+	VEXTRACTF64X4 $0x01, Z1, Y2
+	VADDPS        Y2, Y1, Y2
+	VEXTRACTF32X4 $0x01, Y2, X1
+	VADDPS        X1, X2, X1
+	VMULSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          $0x01, CX
+	MOVQ          CX, (SP)
+	JMP           QkRowsGatherE4M3AVX512_r1_k1
+
+QkRowsGatherE4M3AVX512_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func PvRowsGatherE4M3AVX512(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·PvRowsGatherE4M3AVX512(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x04
+	JEQ  PvRowsGatherE4M3AVX512_r4
+	CMPQ AX, $0x03
+	JEQ  PvRowsGatherE4M3AVX512_r3
+	CMPQ AX, $0x02
+	JEQ  PvRowsGatherE4M3AVX512_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsGatherE4M3AVX512_r1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE4M3AVX512_r4_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE4M3AVX512_r4_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z12
+	VMOVUPS 64(SI), Z13
+	VMOVUPS 128(SI), Z14
+	VMOVUPS 192(SI), Z15
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), R8
+	MOVQ    pfo+48(FP), R9
+	MOVQ    cols+72(FP), R10
+
+PvRowsGatherE4M3AVX512_r4_full_b:
+	MOVQ         (R9), R11
+	PREFETCHT2   (CX)(R11*1)
+	MOVQ         (R8), R11
+	VPMOVSXBW    (CX)(R11*1), Y16
+	VPANDD       fp8Words<>+0(SB), Y16, Y17
+	VPCMPEQW     fp8Words<>+0(SB), Y17, K1
+	VPSLLW       $0x07, Y16, Y16
+	VPANDD       fp8Words<>+64(SB), Y16, Y16
+	VPADDW       fp8Words<>+32(SB), Y16, K1, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVSXBW    16(CX)(R11*1), Y17
+	VPANDD       fp8Words<>+0(SB), Y17, Y18
+	VPCMPEQW     fp8Words<>+0(SB), Y18, K1
+	VPSLLW       $0x07, Y17, Y17
+	VPANDD       fp8Words<>+64(SB), Y17, Y17
+	VPADDW       fp8Words<>+32(SB), Y17, K1, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVSXBW    32(CX)(R11*1), Y18
+	VPANDD       fp8Words<>+0(SB), Y18, Y19
+	VPCMPEQW     fp8Words<>+0(SB), Y19, K1
+	VPSLLW       $0x07, Y18, Y18
+	VPANDD       fp8Words<>+64(SB), Y18, Y18
+	VPADDW       fp8Words<>+32(SB), Y18, K1, Y18
+	VCVTPH2PS    Y18, Z18
+	VPMOVSXBW    48(CX)(R11*1), Y19
+	VPANDD       fp8Words<>+0(SB), Y19, Y20
+	VPCMPEQW     fp8Words<>+0(SB), Y20, K1
+	VPSLLW       $0x07, Y19, Y19
+	VPANDD       fp8Words<>+64(SB), Y19, Y19
+	VPADDW       fp8Words<>+32(SB), Y19, K1, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (BX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (BX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (BX)(SI*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (BX)(DI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, R8
+	ADDQ         $0x08, R9
+	DECQ         R10
+	JNZ          PvRowsGatherE4M3AVX512_r4_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z12, (SI)
+	VMOVUPS      Z13, 64(SI)
+	VMOVUPS      Z14, 128(SI)
+	VMOVUPS      Z15, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE4M3AVX512_r4_full
+
+PvRowsGatherE4M3AVX512_r4_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE4M3AVX512_r4_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE4M3AVX512_r4_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE4M3AVX512_r4_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE4M3AVX512_r4_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z9
+	VMOVUPS 64(BX), Z10
+	VMOVUPS 128(BX), Z11
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r4_part3_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K1
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K1, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(CX)(R10*1), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K1
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K1, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVSXBW    32(CX)(R10*1), Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K1
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K1, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r4_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r4_part2_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K1
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBW    16(CX)(R10*1), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K1
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r4_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r4_part1_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r4_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE4M3AVX512_r4_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE4M3AVX512_r4_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE4M3AVX512_r4_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r4_tail0_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VMOVDQU8.Z   (CX)(R10*1), K1, X4
+	VPMOVSXBW    X4, Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VBROADCASTSS (DX), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	VBROADCASTSS (DX)(BX*1), Z5
+	VFMADD231PS  Z5, Z4, Z1
+	VBROADCASTSS (DX)(BX*2), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	VBROADCASTSS (DX)(SI*1), Z5
+	VFMADD231PS  Z5, Z4, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r4_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS.Z 64(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r4_tail1_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K2
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K2, Y8
+	VCVTPH2PS    Y8, Z8
+	VMOVDQU8.Z   16(CX)(R10*1), K1, X9
+	VPMOVSXBW    X9, Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K2
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K2, Y9
+	VCVTPH2PS    Y9, Z9
+	VBROADCASTSS (DX), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	VBROADCASTSS (DX)(BX*1), Z10
+	VFMADD231PS  Z10, Z8, Z2
+	VFMADD231PS  Z10, Z9, Z3
+	VBROADCASTSS (DX)(BX*2), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	VBROADCASTSS (DX)(SI*1), Z10
+	VFMADD231PS  Z10, Z8, Z6
+	VFMADD231PS  Z10, Z9, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r4_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z9
+	VMOVUPS   64(BX), Z10
+	VMOVUPS.Z 128(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r4_tail2_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K2
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K2, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(CX)(R10*1), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K2
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K2, Y13
+	VCVTPH2PS    Y13, Z13
+	VMOVDQU8.Z   32(CX)(R10*1), K1, X14
+	VPMOVSXBW    X14, Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K2
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K2, Y14
+	VCVTPH2PS    Y14, Z14
+	VBROADCASTSS (DX), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	VBROADCASTSS (DX)(BX*1), Z15
+	VFMADD231PS  Z15, Z12, Z3
+	VFMADD231PS  Z15, Z13, Z4
+	VFMADD231PS  Z15, Z14, Z5
+	VBROADCASTSS (DX)(BX*2), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	VBROADCASTSS (DX)(SI*1), Z15
+	VFMADD231PS  Z15, Z12, Z9
+	VFMADD231PS  Z15, Z13, Z10
+	VFMADD231PS  Z15, Z14, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r4_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z9, (AX)
+	VMOVUPS      Z10, 64(AX)
+	VMOVUPS      Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r4_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z12
+	VMOVUPS   64(BX), Z13
+	VMOVUPS   128(BX), Z14
+	VMOVUPS.Z 192(BX), K1, Z15
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), DI
+	MOVQ      pfo+48(FP), R8
+	MOVQ      cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r4_tail3_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y16
+	VPANDD       fp8Words<>+0(SB), Y16, Y17
+	VPCMPEQW     fp8Words<>+0(SB), Y17, K2
+	VPSLLW       $0x07, Y16, Y16
+	VPANDD       fp8Words<>+64(SB), Y16, Y16
+	VPADDW       fp8Words<>+32(SB), Y16, K2, Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVSXBW    16(CX)(R10*1), Y17
+	VPANDD       fp8Words<>+0(SB), Y17, Y18
+	VPCMPEQW     fp8Words<>+0(SB), Y18, K2
+	VPSLLW       $0x07, Y17, Y17
+	VPANDD       fp8Words<>+64(SB), Y17, Y17
+	VPADDW       fp8Words<>+32(SB), Y17, K2, Y17
+	VCVTPH2PS    Y17, Z17
+	VPMOVSXBW    32(CX)(R10*1), Y18
+	VPANDD       fp8Words<>+0(SB), Y18, Y19
+	VPCMPEQW     fp8Words<>+0(SB), Y19, K2
+	VPSLLW       $0x07, Y18, Y18
+	VPANDD       fp8Words<>+64(SB), Y18, Y18
+	VPADDW       fp8Words<>+32(SB), Y18, K2, Y18
+	VCVTPH2PS    Y18, Z18
+	VMOVDQU8.Z   48(CX)(R10*1), K1, X19
+	VPMOVSXBW    X19, Y19
+	VPANDD       fp8Words<>+0(SB), Y19, Y20
+	VPCMPEQW     fp8Words<>+0(SB), Y20, K2
+	VPSLLW       $0x07, Y19, Y19
+	VPANDD       fp8Words<>+64(SB), Y19, Y19
+	VPADDW       fp8Words<>+32(SB), Y19, K2, Y19
+	VCVTPH2PS    Y19, Z19
+	VBROADCASTSS (DX), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	VBROADCASTSS (DX)(BX*1), Z20
+	VFMADD231PS  Z20, Z16, Z4
+	VFMADD231PS  Z20, Z17, Z5
+	VFMADD231PS  Z20, Z18, Z6
+	VFMADD231PS  Z20, Z19, Z7
+	VBROADCASTSS (DX)(BX*2), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	VBROADCASTSS (DX)(SI*1), Z20
+	VFMADD231PS  Z20, Z16, Z12
+	VFMADD231PS  Z20, Z17, Z13
+	VFMADD231PS  Z20, Z18, Z14
+	VFMADD231PS  Z20, Z19, Z15
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r4_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z12, (AX)
+	VMOVUPS      Z13, 64(AX)
+	VMOVUPS      Z14, 128(AX)
+	VMOVUPS      Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE4M3AVX512_r3_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE4M3AVX512_r3_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z8
+	VMOVUPS 64(SI), Z9
+	VMOVUPS 128(SI), Z10
+	VMOVUPS 192(SI), Z11
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r3_full_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K1
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K1, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(CX)(R10*1), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K1
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K1, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVSXBW    32(CX)(R10*1), Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K1
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K1, Y14
+	VCVTPH2PS    Y14, Z14
+	VPMOVSXBW    48(CX)(R10*1), Y15
+	VPANDD       fp8Words<>+0(SB), Y15, Y16
+	VPCMPEQW     fp8Words<>+0(SB), Y16, K1
+	VPSLLW       $0x07, Y15, Y15
+	VPANDD       fp8Words<>+64(SB), Y15, Y15
+	VPADDW       fp8Words<>+32(SB), Y15, K1, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (BX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (BX)(SI*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (BX)(SI*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r3_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z8, (SI)
+	VMOVUPS      Z9, 64(SI)
+	VMOVUPS      Z10, 128(SI)
+	VMOVUPS      Z11, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE4M3AVX512_r3_full
+
+PvRowsGatherE4M3AVX512_r3_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE4M3AVX512_r3_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE4M3AVX512_r3_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE4M3AVX512_r3_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE4M3AVX512_r3_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z6
+	VMOVUPS 64(BX), Z7
+	VMOVUPS 128(BX), Z8
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r3_part3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K1
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    16(CX)(R9*1), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K1
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K1, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVSXBW    32(CX)(R9*1), Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K1
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r3_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z4
+	VMOVUPS 64(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r3_part2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K1
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    16(CX)(R9*1), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K1
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r3_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r3_part1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K1
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r3_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE4M3AVX512_r3_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE4M3AVX512_r3_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE4M3AVX512_r3_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r3_tail0_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VMOVDQU8.Z   (CX)(R9*1), K1, X3
+	VPMOVSXBW    X3, Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K2
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K2, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	VBROADCASTSS (DX)(BX*1), Z4
+	VFMADD231PS  Z4, Z3, Z1
+	VBROADCASTSS (DX)(BX*2), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r3_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS.Z 64(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r3_tail1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K2
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K2, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   16(CX)(R9*1), K1, X7
+	VPMOVSXBW    X7, Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K2
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K2, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	VBROADCASTSS (DX)(BX*1), Z8
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	VBROADCASTSS (DX)(BX*2), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r3_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z6
+	VMOVUPS   64(BX), Z7
+	VMOVUPS.Z 128(BX), K1, Z8
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r3_tail2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K2
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K2, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    16(CX)(R9*1), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K2
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K2, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   32(CX)(R9*1), K1, X11
+	VPMOVSXBW    X11, Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K2
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K2, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z9, Z3
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	VBROADCASTSS (DX)(BX*2), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r3_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z6, (AX)
+	VMOVUPS      Z7, 64(AX)
+	VMOVUPS      Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r3_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z8
+	VMOVUPS   64(BX), Z9
+	VMOVUPS   128(BX), Z10
+	VMOVUPS.Z 192(BX), K1, Z11
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r3_tail3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y12
+	VPANDD       fp8Words<>+0(SB), Y12, Y13
+	VPCMPEQW     fp8Words<>+0(SB), Y13, K2
+	VPSLLW       $0x07, Y12, Y12
+	VPANDD       fp8Words<>+64(SB), Y12, Y12
+	VPADDW       fp8Words<>+32(SB), Y12, K2, Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBW    16(CX)(R9*1), Y13
+	VPANDD       fp8Words<>+0(SB), Y13, Y14
+	VPCMPEQW     fp8Words<>+0(SB), Y14, K2
+	VPSLLW       $0x07, Y13, Y13
+	VPANDD       fp8Words<>+64(SB), Y13, Y13
+	VPADDW       fp8Words<>+32(SB), Y13, K2, Y13
+	VCVTPH2PS    Y13, Z13
+	VPMOVSXBW    32(CX)(R9*1), Y14
+	VPANDD       fp8Words<>+0(SB), Y14, Y15
+	VPCMPEQW     fp8Words<>+0(SB), Y15, K2
+	VPSLLW       $0x07, Y14, Y14
+	VPANDD       fp8Words<>+64(SB), Y14, Y14
+	VPADDW       fp8Words<>+32(SB), Y14, K2, Y14
+	VCVTPH2PS    Y14, Z14
+	VMOVDQU8.Z   48(CX)(R9*1), K1, X15
+	VPMOVSXBW    X15, Y15
+	VPANDD       fp8Words<>+0(SB), Y15, Y16
+	VPCMPEQW     fp8Words<>+0(SB), Y16, K2
+	VPSLLW       $0x07, Y15, Y15
+	VPANDD       fp8Words<>+64(SB), Y15, Y15
+	VPADDW       fp8Words<>+32(SB), Y15, K2, Y15
+	VCVTPH2PS    Y15, Z15
+	VBROADCASTSS (DX), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	VBROADCASTSS (DX)(BX*1), Z16
+	VFMADD231PS  Z16, Z12, Z4
+	VFMADD231PS  Z16, Z13, Z5
+	VFMADD231PS  Z16, Z14, Z6
+	VFMADD231PS  Z16, Z15, Z7
+	VBROADCASTSS (DX)(BX*2), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r3_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z8, (AX)
+	VMOVUPS      Z9, 64(AX)
+	VMOVUPS      Z10, 128(AX)
+	VMOVUPS      Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE4M3AVX512_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE4M3AVX512_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	VMOVUPS 128(SI), Z6
+	VMOVUPS 192(SI), Z7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE4M3AVX512_r2_full_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K1
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBW    16(CX)(R10*1), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K1
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K1, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    32(CX)(R10*1), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K1
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K1, Y10
+	VCVTPH2PS    Y10, Z10
+	VPMOVSXBW    48(CX)(R10*1), Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K1
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K1, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (BX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (BX)(SI*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX512_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Z0, (SI)
+	VMOVUPS      Z1, 64(SI)
+	VMOVUPS      Z2, 128(SI)
+	VMOVUPS      Z3, 192(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Z4, (SI)
+	VMOVUPS      Z5, 64(SI)
+	VMOVUPS      Z6, 128(SI)
+	VMOVUPS      Z7, 192(SI)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE4M3AVX512_r2_full
+
+PvRowsGatherE4M3AVX512_r2_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE4M3AVX512_r2_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE4M3AVX512_r2_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE4M3AVX512_r2_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE4M3AVX512_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z3
+	VMOVUPS 64(BX), Z4
+	VMOVUPS 128(BX), Z5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r2_part3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K1
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    16(CX)(R9*1), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K1
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VPMOVSXBW    32(CX)(R9*1), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K1
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K1, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z2
+	VMOVUPS 64(BX), Z3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r2_part2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    16(CX)(R9*1), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K1
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r2_part1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K1
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K1, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE4M3AVX512_r2_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE4M3AVX512_r2_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE4M3AVX512_r2_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS.Z (BX), K1, Z0
+	ADDQ      DX, BX
+	VMOVUPS.Z (BX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r2_tail0_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VMOVDQU8.Z   (CX)(R9*1), K1, X2
+	VPMOVSXBW    X2, Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K2
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K2, Y2
+	VCVTPH2PS    Y2, Z2
+	VBROADCASTSS (DX), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	VBROADCASTSS (DX)(BX*1), Z3
+	VFMADD231PS  Z3, Z2, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r2_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS.Z 64(BX), K1, Z1
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z2
+	VMOVUPS.Z 64(BX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r2_tail1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   16(CX)(R9*1), K1, X5
+	VPMOVSXBW    X5, Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K2
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K2, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	VBROADCASTSS (DX)(BX*1), Z6
+	VFMADD231PS  Z6, Z4, Z2
+	VFMADD231PS  Z6, Z5, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r2_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z2, (AX)
+	VMOVUPS      Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS.Z 128(BX), K1, Z2
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z3
+	VMOVUPS   64(BX), Z4
+	VMOVUPS.Z 128(BX), K1, Z5
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r2_tail2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K2
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K2, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    16(CX)(R9*1), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K2
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K2, Y7
+	VCVTPH2PS    Y7, Z7
+	VMOVDQU8.Z   32(CX)(R9*1), K1, X8
+	VPMOVSXBW    X8, Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K2
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K2, Y8
+	VCVTPH2PS    Y8, Z8
+	VBROADCASTSS (DX), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	VBROADCASTSS (DX)(BX*1), Z9
+	VFMADD231PS  Z9, Z6, Z3
+	VFMADD231PS  Z9, Z7, Z4
+	VFMADD231PS  Z9, Z8, Z5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r2_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z3, (AX)
+	VMOVUPS      Z4, 64(AX)
+	VMOVUPS      Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r2_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, BX
+	VMOVUPS   (BX), Z0
+	VMOVUPS   64(BX), Z1
+	VMOVUPS   128(BX), Z2
+	VMOVUPS.Z 192(BX), K1, Z3
+	ADDQ      DX, BX
+	VMOVUPS   (BX), Z4
+	VMOVUPS   64(BX), Z5
+	VMOVUPS   128(BX), Z6
+	VMOVUPS.Z 192(BX), K1, Z7
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), SI
+	MOVQ      off+40(FP), SI
+	MOVQ      pfo+48(FP), DI
+	MOVQ      cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r2_tail3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y8
+	VPANDD       fp8Words<>+0(SB), Y8, Y9
+	VPCMPEQW     fp8Words<>+0(SB), Y9, K2
+	VPSLLW       $0x07, Y8, Y8
+	VPANDD       fp8Words<>+64(SB), Y8, Y8
+	VPADDW       fp8Words<>+32(SB), Y8, K2, Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBW    16(CX)(R9*1), Y9
+	VPANDD       fp8Words<>+0(SB), Y9, Y10
+	VPCMPEQW     fp8Words<>+0(SB), Y10, K2
+	VPSLLW       $0x07, Y9, Y9
+	VPANDD       fp8Words<>+64(SB), Y9, Y9
+	VPADDW       fp8Words<>+32(SB), Y9, K2, Y9
+	VCVTPH2PS    Y9, Z9
+	VPMOVSXBW    32(CX)(R9*1), Y10
+	VPANDD       fp8Words<>+0(SB), Y10, Y11
+	VPCMPEQW     fp8Words<>+0(SB), Y11, K2
+	VPSLLW       $0x07, Y10, Y10
+	VPANDD       fp8Words<>+64(SB), Y10, Y10
+	VPADDW       fp8Words<>+32(SB), Y10, K2, Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU8.Z   48(CX)(R9*1), K1, X11
+	VPMOVSXBW    X11, Y11
+	VPANDD       fp8Words<>+0(SB), Y11, Y12
+	VPCMPEQW     fp8Words<>+0(SB), Y12, K2
+	VPSLLW       $0x07, Y11, Y11
+	VPANDD       fp8Words<>+64(SB), Y11, Y11
+	VPADDW       fp8Words<>+32(SB), Y11, K2, Y11
+	VCVTPH2PS    Y11, Z11
+	VBROADCASTSS (DX), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	VBROADCASTSS (DX)(BX*1), Z12
+	VFMADD231PS  Z12, Z8, Z4
+	VFMADD231PS  Z12, Z9, Z5
+	VFMADD231PS  Z12, Z10, Z6
+	VFMADD231PS  Z12, Z11, Z7
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r2_tail3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VMOVUPS      Z3, K1, 192(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Z4, (AX)
+	VMOVUPS      Z5, 64(AX)
+	VMOVUPS      Z6, 128(AX)
+	VMOVUPS      Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x04, DX
+
+PvRowsGatherE4M3AVX512_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE4M3AVX512_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+	VMOVUPS 128(BX), Z2
+	VMOVUPS 192(BX), Z3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX512_r1_full_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    16(CX)(R9*1), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K1
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBW    32(CX)(R9*1), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K1
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K1, Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBW    48(CX)(R9*1), Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K1
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K1, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (BX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX512_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Z0, (BX)
+	VMOVUPS      Z1, 64(BX)
+	VMOVUPS      Z2, 128(BX)
+	VMOVUPS      Z3, 192(BX)
+	ADDQ         $0x00000100, AX
+	ADDQ         $0x00000040, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE4M3AVX512_r1_full
+
+PvRowsGatherE4M3AVX512_r1_part:
+	MOVQ  dv+80(FP), BX
+	TESTQ $0x0000000f, BX
+	JNZ   PvRowsGatherE4M3AVX512_r1_tail
+	CMPQ  DX, $0x03
+	JEQ   PvRowsGatherE4M3AVX512_r1_part3
+	CMPQ  DX, $0x02
+	JEQ   PvRowsGatherE4M3AVX512_r1_part2
+	CMPQ  DX, $0x01
+	JEQ   PvRowsGatherE4M3AVX512_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	VMOVUPS 128(DX), Z2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE4M3AVX512_r1_part3_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K1
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVSXBW    16(CX)(R8*1), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K1
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K1, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    32(CX)(R8*1), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K1
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K1, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX512_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	VMOVUPS 64(DX), Z1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE4M3AVX512_r1_part2_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K1
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K1, Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVSXBW    16(CX)(R8*1), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K1
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K1, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX512_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Z0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE4M3AVX512_r1_part1_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), Y1
+	VPANDD       fp8Words<>+0(SB), Y1, Y2
+	VPCMPEQW     fp8Words<>+0(SB), Y2, K1
+	VPSLLW       $0x07, Y1, Y1
+	VPANDD       fp8Words<>+64(SB), Y1, Y1
+	VPADDW       fp8Words<>+32(SB), Y1, K1, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX512_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1_tail:
+	CMPQ      DX, $0x03
+	JEQ       PvRowsGatherE4M3AVX512_r1_tail3
+	CMPQ      DX, $0x02
+	JEQ       PvRowsGatherE4M3AVX512_r1_tail2
+	CMPQ      DX, $0x01
+	JEQ       PvRowsGatherE4M3AVX512_r1_tail1
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z0
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE4M3AVX512_r1_tail0_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VMOVDQU8.Z   (CX)(R8*1), K1, X1
+	VPMOVSXBW    X1, Y1
+	VPANDD       fp8Words<>+0(SB), Y1, Y2
+	VPCMPEQW     fp8Words<>+0(SB), Y2, K2
+	VPSLLW       $0x07, Y1, Y1
+	VPANDD       fp8Words<>+64(SB), Y1, Y1
+	VPADDW       fp8Words<>+32(SB), Y1, K2, Y1
+	VCVTPH2PS    Y1, Z1
+	VBROADCASTSS (DX), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX512_r1_tail0_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1_tail1:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS.Z 64(DX), K1, Z1
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE4M3AVX512_r1_tail1_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), Y2
+	VPANDD       fp8Words<>+0(SB), Y2, Y3
+	VPCMPEQW     fp8Words<>+0(SB), Y3, K2
+	VPSLLW       $0x07, Y2, Y2
+	VPANDD       fp8Words<>+64(SB), Y2, Y2
+	VPADDW       fp8Words<>+32(SB), Y2, K2, Y2
+	VCVTPH2PS    Y2, Z2
+	VMOVDQU8.Z   16(CX)(R8*1), K1, X3
+	VPMOVSXBW    X3, Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K2
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K2, Y3
+	VCVTPH2PS    Y3, Z3
+	VBROADCASTSS (DX), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX512_r1_tail1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1_tail2:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS.Z 128(DX), K1, Z2
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE4M3AVX512_r1_tail2_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), Y3
+	VPANDD       fp8Words<>+0(SB), Y3, Y4
+	VPCMPEQW     fp8Words<>+0(SB), Y4, K2
+	VPSLLW       $0x07, Y3, Y3
+	VPANDD       fp8Words<>+64(SB), Y3, Y3
+	VPADDW       fp8Words<>+32(SB), Y3, K2, Y3
+	VCVTPH2PS    Y3, Z3
+	VPMOVSXBW    16(CX)(R8*1), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU8.Z   32(CX)(R8*1), K1, X5
+	VPMOVSXBW    X5, Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K2
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K2, Y5
+	VCVTPH2PS    Y5, Z5
+	VBROADCASTSS (DX), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX512_r1_tail2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Z0, (AX)
+	VMOVUPS      Z1, 64(AX)
+	VMOVUPS      Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX512_r1_tail3:
+	MOVQ      dv+80(FP), DX
+	ANDQ      $0x0f, DX
+	LEAQ      rowsMask16<>+0(SB), BX
+	KMOVW     (BX)(DX*2), K1
+	MOVQ      ldO+8(FP), DX
+	SHLQ      $0x02, DX
+	MOVQ      AX, DX
+	VMOVUPS   (DX), Z0
+	VMOVUPS   64(DX), Z1
+	VMOVUPS   128(DX), Z2
+	VMOVUPS.Z 192(DX), K1, Z3
+	MOVQ      p+16(FP), DX
+	MOVQ      ldP+24(FP), BX
+	SHLQ      $0x02, BX
+	LEAQ      (BX)(BX*2), BX
+	MOVQ      off+40(FP), BX
+	MOVQ      pfo+48(FP), SI
+	MOVQ      cols+72(FP), DI
+
+PvRowsGatherE4M3AVX512_r1_tail3_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), Y4
+	VPANDD       fp8Words<>+0(SB), Y4, Y5
+	VPCMPEQW     fp8Words<>+0(SB), Y5, K2
+	VPSLLW       $0x07, Y4, Y4
+	VPANDD       fp8Words<>+64(SB), Y4, Y4
+	VPADDW       fp8Words<>+32(SB), Y4, K2, Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBW    16(CX)(R8*1), Y5
+	VPANDD       fp8Words<>+0(SB), Y5, Y6
+	VPCMPEQW     fp8Words<>+0(SB), Y6, K2
+	VPSLLW       $0x07, Y5, Y5
+	VPANDD       fp8Words<>+64(SB), Y5, Y5
+	VPADDW       fp8Words<>+32(SB), Y5, K2, Y5
+	VCVTPH2PS    Y5, Z5
+	VPMOVSXBW    32(CX)(R8*1), Y6
+	VPANDD       fp8Words<>+0(SB), Y6, Y7
+	VPCMPEQW     fp8Words<>+0(SB), Y7, K2
+	VPSLLW       $0x07, Y6, Y6
+	VPANDD       fp8Words<>+64(SB), Y6, Y6
+	VPADDW       fp8Words<>+32(SB), Y6, K2, Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU8.Z   48(CX)(R8*1), K1, X7
+	VPMOVSXBW    X7, Y7
+	VPANDD       fp8Words<>+0(SB), Y7, Y8
+	VPCMPEQW     fp8Words<>+0(SB), Y8, K2
+	VPSLLW       $0x07, Y7, Y7
+	VPANDD       fp8Words<>+64(SB), Y7, Y7
+	VPADDW       fp8Words<>+32(SB), Y7, K2, Y7
+	VCVTPH2PS    Y7, Z7
+	VBROADCASTSS (DX), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX512_r1_tail3_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
 	VMOVUPS      Z0, (AX)
@@ -22631,7 +34763,6 @@ QkRowsQ8AVX2_r2_k4_inner:
 	SHRQ         $0x03, R10
 	SHLQ         $0x02, R10
 	ADDQ         R10, BX
-	SHLQ         $0x00, SI
 	SHLQ         $0x02, SI
 	ADDQ         SI, AX
 	ADDQ         $0x10, CX
@@ -22728,7 +34859,6 @@ QkRowsQ8AVX2_r2_k1_inner:
 	MOVQ         SI, R9
 	SHRQ         $0x03, R9
 	ADDQ         R9, BX
-	SHLQ         $0x00, SI
 	ADDQ         SI, AX
 	ADDQ         $0x04, CX
 	SUBQ         $0x01, DX
@@ -22888,7 +35018,6 @@ QkRowsQ8AVX2_r1_k4_inner:
 	SHRQ         $0x03, R9
 	SHLQ         $0x02, R9
 	ADDQ         R9, BX
-	SHLQ         $0x00, SI
 	SHLQ         $0x02, SI
 	ADDQ         SI, AX
 	ADDQ         $0x10, CX
@@ -22967,13 +35096,663 @@ QkRowsQ8AVX2_r1_k1_inner:
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ADDQ         R8, BX
-	SHLQ         $0x00, SI
 	ADDQ         SI, AX
 	ADDQ         $0x04, CX
 	SUBQ         $0x01, DX
 	JMP          QkRowsQ8AVX2_r1_k1
 
 QkRowsQ8AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func QkRowsE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·QkRowsE5M2AVX2(SB), NOSPLIT, $0-96
+	MOVSS        scale+80(FP), X0
+	MOVQ         ks+48(FP), AX
+	VMOVSS       (AX), X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+56(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          QkRowsE5M2AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsE5M2AVX2_r1
+	VZEROUPPER
+	RET
+
+QkRowsE5M2AVX2_r2:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE5M2AVX2_r2_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE5M2AVX2_r2_k4_done
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   AX, R9
+	MOVQ   dv+72(FP), R10
+	SHRQ   $0x03, R10
+	MOVQ   ahead+88(FP), R11
+	ADDQ   R9, R11
+
+QkRowsE5M2AVX2_r2_k4_inner:
+	PREFETCHT2   (R11)
+	PREFETCHT2   (R11)(DI*1)
+	PREFETCHT2   (R11)(DI*2)
+	PREFETCHT2   (R11)(R8*1)
+	VPMOVZXBW    (R9), X9
+	VPSLLW       $0x08, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVZXBW    (R9)(DI*1), X10
+	VPSLLW       $0x08, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVZXBW    (R9)(DI*2), X11
+	VPSLLW       $0x08, X11, X11
+	VCVTPH2PS    X11, Y11
+	VPMOVZXBW    (R9)(R8*1), X12
+	VPSLLW       $0x08, X12, X12
+	VCVTPH2PS    X12, Y12
+	VMOVUPS      (BX), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (BX)(SI*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, R9
+	ADDQ         $0x00000008, R11
+	DECQ         R10
+	JNZ          QkRowsE5M2AVX2_r2_k4_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, SI
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (SI)
+	ADDQ         BX, SI
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (SI)
+	MOVQ         ldK+40(FP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, AX
+	ADDQ         $0x10, CX
+	SUBQ         $0x04, DX
+	JMP          QkRowsE5M2AVX2_r2_k4
+
+QkRowsE5M2AVX2_r2_k4_done:
+QkRowsE5M2AVX2_r2_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE5M2AVX2_r2_k1_done
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
+
+QkRowsE5M2AVX2_r2_k1_inner:
+	PREFETCHT2   (R9)
+	VPMOVZXBW    (DI), X3
+	VPSLLW       $0x08, X3, X3
+	VCVTPH2PS    X3, Y3
+	VMOVUPS      (BX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (BX)(SI*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000008, R9
+	DECQ         R8
+	JNZ          QkRowsE5M2AVX2_r2_k1_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, SI
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         ldK+40(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, CX
+	SUBQ         $0x01, DX
+	JMP          QkRowsE5M2AVX2_r2_k1
+
+QkRowsE5M2AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE5M2AVX2_r1:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE5M2AVX2_r1_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE5M2AVX2_r1_k4_done
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x03, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
+
+QkRowsE5M2AVX2_r1_k4_inner:
+	PREFETCHT2   (R10)
+	PREFETCHT2   (R10)(SI*1)
+	PREFETCHT2   (R10)(SI*2)
+	PREFETCHT2   (R10)(DI*1)
+	VPMOVZXBW    (R8), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVZXBW    (R8)(SI*1), X6
+	VPSLLW       $0x08, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVZXBW    (R8)(SI*2), X7
+	VPSLLW       $0x08, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVZXBW    (R8)(DI*1), X8
+	VPSLLW       $0x08, X8, X8
+	VCVTPH2PS    X8, Y8
+	VMOVUPS      (BX), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, R8
+	ADDQ         $0x00000008, R10
+	DECQ         R9
+	JNZ          QkRowsE5M2AVX2_r1_k4_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, BX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (BX)
+	MOVQ         ldK+40(FP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, AX
+	ADDQ         $0x10, CX
+	SUBQ         $0x04, DX
+	JMP          QkRowsE5M2AVX2_r1_k4
+
+QkRowsE5M2AVX2_r1_k4_done:
+QkRowsE5M2AVX2_r1_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE5M2AVX2_r1_k1_done
+	VXORPS Y1, Y1, Y1
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x03, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
+
+QkRowsE5M2AVX2_r1_k1_inner:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (SI), X2
+	VPSLLW       $0x08, X2, X2
+	VCVTPH2PS    X2, Y2
+	VMOVUPS      (BX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, SI
+	ADDQ         $0x00000008, R8
+	DECQ         DI
+	JNZ          QkRowsE5M2AVX2_r1_k1_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, BX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (BX)
+	MOVQ         ldK+40(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, CX
+	SUBQ         $0x01, DX
+	JMP          QkRowsE5M2AVX2_r1_k1
+
+QkRowsE5M2AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func QkRowsE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, ldK int, ks *float32, rows int, cols int, dv int, scale float32, ahead int)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·QkRowsE4M3AVX2(SB), NOSPLIT, $0-96
+	MOVSS        scale+80(FP), X0
+	MOVQ         ks+48(FP), AX
+	VMOVSS       (AX), X1
+	MOVL         $0x43800000, AX
+	VMOVD        AX, X2
+	VMULSS       X2, X1, X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+56(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          QkRowsE4M3AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsE4M3AVX2_r1
+	VZEROUPPER
+	RET
+
+QkRowsE4M3AVX2_r2:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE4M3AVX2_r2_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE4M3AVX2_r2_k4_done
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   AX, R9
+	MOVQ   dv+72(FP), R10
+	SHRQ   $0x03, R10
+	MOVQ   ahead+88(FP), R11
+	ADDQ   R9, R11
+
+QkRowsE4M3AVX2_r2_k4_inner:
+	PREFETCHT2   (R11)
+	PREFETCHT2   (R11)(DI*1)
+	PREFETCHT2   (R11)(DI*2)
+	PREFETCHT2   (R11)(R8*1)
+	VPMOVSXBW    (R9), X9
+	VPAND        fp8Words<>+0(SB), X9, X10
+	VPCMPEQW     fp8Words<>+0(SB), X10, X10
+	VPAND        fp8Words<>+32(SB), X10, X10
+	VPSLLW       $0x07, X9, X9
+	VPAND        fp8Words<>+64(SB), X9, X9
+	VPADDW       X10, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVSXBW    (R9)(DI*1), X10
+	VPAND        fp8Words<>+0(SB), X10, X11
+	VPCMPEQW     fp8Words<>+0(SB), X11, X11
+	VPAND        fp8Words<>+32(SB), X11, X11
+	VPSLLW       $0x07, X10, X10
+	VPAND        fp8Words<>+64(SB), X10, X10
+	VPADDW       X11, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVSXBW    (R9)(DI*2), X11
+	VPAND        fp8Words<>+0(SB), X11, X12
+	VPCMPEQW     fp8Words<>+0(SB), X12, X12
+	VPAND        fp8Words<>+32(SB), X12, X12
+	VPSLLW       $0x07, X11, X11
+	VPAND        fp8Words<>+64(SB), X11, X11
+	VPADDW       X12, X11, X11
+	VCVTPH2PS    X11, Y11
+	VPMOVSXBW    (R9)(R8*1), X12
+	VPAND        fp8Words<>+0(SB), X12, X13
+	VPCMPEQW     fp8Words<>+0(SB), X13, X13
+	VPAND        fp8Words<>+32(SB), X13, X13
+	VPSLLW       $0x07, X12, X12
+	VPAND        fp8Words<>+64(SB), X12, X12
+	VPADDW       X13, X12, X12
+	VCVTPH2PS    X12, Y12
+	VMOVUPS      (BX), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (BX)(SI*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, R9
+	ADDQ         $0x00000008, R11
+	DECQ         R10
+	JNZ          QkRowsE4M3AVX2_r2_k4_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, SI
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (SI)
+	ADDQ         BX, SI
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (SI)
+	MOVQ         ldK+40(FP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, AX
+	ADDQ         $0x10, CX
+	SUBQ         $0x04, DX
+	JMP          QkRowsE4M3AVX2_r2_k4
+
+QkRowsE4M3AVX2_r2_k4_done:
+QkRowsE4M3AVX2_r2_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE4M3AVX2_r2_k1_done
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   ldK+40(FP), DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   AX, DI
+	MOVQ   dv+72(FP), R8
+	SHRQ   $0x03, R8
+	MOVQ   ahead+88(FP), R9
+	ADDQ   DI, R9
+
+QkRowsE4M3AVX2_r2_k1_inner:
+	PREFETCHT2   (R9)
+	VPMOVSXBW    (DI), X3
+	VPAND        fp8Words<>+0(SB), X3, X4
+	VPCMPEQW     fp8Words<>+0(SB), X4, X4
+	VPAND        fp8Words<>+32(SB), X4, X4
+	VPSLLW       $0x07, X3, X3
+	VPAND        fp8Words<>+64(SB), X3, X3
+	VPADDW       X4, X3, X3
+	VCVTPH2PS    X3, Y3
+	VMOVUPS      (BX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (BX)(SI*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, DI
+	ADDQ         $0x00000008, R9
+	DECQ         R8
+	JNZ          QkRowsE4M3AVX2_r2_k1_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, SI
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (SI)
+	ADDQ         BX, SI
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (SI)
+	MOVQ         ldK+40(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, CX
+	SUBQ         $0x01, DX
+	JMP          QkRowsE4M3AVX2_r2_k1
+
+QkRowsE4M3AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsE4M3AVX2_r1:
+	MOVQ k+32(FP), AX
+	MOVQ s+0(FP), CX
+	MOVQ cols+64(FP), DX
+
+QkRowsE4M3AVX2_r1_k4:
+	CMPQ   DX, $0x04
+	JL     QkRowsE4M3AVX2_r1_k4_done
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	MOVQ   AX, R8
+	MOVQ   dv+72(FP), R9
+	SHRQ   $0x03, R9
+	MOVQ   ahead+88(FP), R10
+	ADDQ   R8, R10
+
+QkRowsE4M3AVX2_r1_k4_inner:
+	PREFETCHT2   (R10)
+	PREFETCHT2   (R10)(SI*1)
+	PREFETCHT2   (R10)(SI*2)
+	PREFETCHT2   (R10)(DI*1)
+	VPMOVSXBW    (R8), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVSXBW    (R8)(SI*1), X6
+	VPAND        fp8Words<>+0(SB), X6, X7
+	VPCMPEQW     fp8Words<>+0(SB), X7, X7
+	VPAND        fp8Words<>+32(SB), X7, X7
+	VPSLLW       $0x07, X6, X6
+	VPAND        fp8Words<>+64(SB), X6, X6
+	VPADDW       X7, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVSXBW    (R8)(SI*2), X7
+	VPAND        fp8Words<>+0(SB), X7, X8
+	VPCMPEQW     fp8Words<>+0(SB), X8, X8
+	VPAND        fp8Words<>+32(SB), X8, X8
+	VPSLLW       $0x07, X7, X7
+	VPAND        fp8Words<>+64(SB), X7, X7
+	VPADDW       X8, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVSXBW    (R8)(DI*1), X8
+	VPAND        fp8Words<>+0(SB), X8, X9
+	VPCMPEQW     fp8Words<>+0(SB), X9, X9
+	VPAND        fp8Words<>+32(SB), X9, X9
+	VPSLLW       $0x07, X8, X8
+	VPAND        fp8Words<>+64(SB), X8, X8
+	VPADDW       X9, X8, X8
+	VCVTPH2PS    X8, Y8
+	VMOVUPS      (BX), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, R8
+	ADDQ         $0x00000008, R10
+	DECQ         R9
+	JNZ          QkRowsE4M3AVX2_r1_k4_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, BX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (BX)
+	MOVQ         ldK+40(FP), BX
+	SHLQ         $0x02, BX
+	ADDQ         BX, AX
+	ADDQ         $0x10, CX
+	SUBQ         $0x04, DX
+	JMP          QkRowsE4M3AVX2_r1_k4
+
+QkRowsE4M3AVX2_r1_k4_done:
+QkRowsE4M3AVX2_r1_k1:
+	CMPQ   DX, $0x01
+	JL     QkRowsE4M3AVX2_r1_k1_done
+	VXORPS Y1, Y1, Y1
+	MOVQ   q+16(FP), BX
+	MOVQ   ldQ+24(FP), SI
+	SHLQ   $0x02, SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   ldK+40(FP), SI
+	LEAQ   (SI)(SI*2), SI
+	MOVQ   AX, SI
+	MOVQ   dv+72(FP), DI
+	SHRQ   $0x03, DI
+	MOVQ   ahead+88(FP), R8
+	ADDQ   SI, R8
+
+QkRowsE4M3AVX2_r1_k1_inner:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (SI), X2
+	VPAND        fp8Words<>+0(SB), X2, X3
+	VPCMPEQW     fp8Words<>+0(SB), X3, X3
+	VPAND        fp8Words<>+32(SB), X3, X3
+	VPSLLW       $0x07, X2, X2
+	VPAND        fp8Words<>+64(SB), X2, X2
+	VPADDW       X3, X2, X2
+	VCVTPH2PS    X2, Y2
+	VMOVUPS      (BX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000008, SI
+	ADDQ         $0x00000008, R8
+	DECQ         DI
+	JNZ          QkRowsE4M3AVX2_r1_k1_inner
+	MOVQ         ldS+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         CX, BX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (BX)
+	MOVQ         ldK+40(FP), BX
+	ADDQ         BX, AX
+	ADDQ         $0x04, CX
+	SUBQ         $0x01, DX
+	JMP          QkRowsE4M3AVX2_r1_k1
+
+QkRowsE4M3AVX2_r1_k1_done:
 	VZEROUPPER
 	RET
 
@@ -23791,7 +36570,6 @@ PvRowsQ8AVX2_r2_full:
 	MOVQ    ldV+40(FP), R9
 	MOVQ    R9, R10
 	SHRQ    $0x03, R10
-	SHLQ    $0x00, R9
 	MOVQ    CX, R11
 	MOVQ    BX, R12
 	MOVQ    ahead+80(FP), R13
@@ -23881,7 +36659,6 @@ PvRowsQ8AVX2_r2_part3:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -23946,7 +36723,6 @@ PvRowsQ8AVX2_r2_part2:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -24001,7 +36777,6 @@ PvRowsQ8AVX2_r2_part1:
 	MOVQ    ldV+40(FP), R8
 	MOVQ    R8, R9
 	SHRQ    $0x03, R9
-	SHLQ    $0x00, R8
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R10
 	MOVQ    R10, R11
@@ -24058,7 +36833,6 @@ PvRowsQ8AVX2_r1_full:
 	MOVQ    ldV+40(FP), DI
 	MOVQ    DI, R8
 	SHRQ    $0x03, R8
-	SHLQ    $0x00, DI
 	MOVQ    CX, R9
 	MOVQ    BX, R10
 	MOVQ    ahead+80(FP), R11
@@ -24134,7 +36908,6 @@ PvRowsQ8AVX2_r1_part3:
 	MOVQ    ldV+40(FP), SI
 	MOVQ    SI, DI
 	SHRQ    $0x03, DI
-	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
 	MOVQ    R8, R9
@@ -24188,7 +36961,6 @@ PvRowsQ8AVX2_r1_part2:
 	MOVQ    ldV+40(FP), SI
 	MOVQ    SI, DI
 	SHRQ    $0x03, DI
-	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
 	MOVQ    R8, R9
@@ -24235,7 +37007,6 @@ PvRowsQ8AVX2_r1_part1:
 	MOVQ    ldV+40(FP), SI
 	MOVQ    SI, DI
 	SHRQ    $0x03, DI
-	SHLQ    $0x00, SI
 	MOVQ    BX, BX
 	MOVQ    ahead+80(FP), R8
 	MOVQ    R8, R9
@@ -24260,6 +37031,924 @@ PvRowsQ8AVX2_r1_part1_b:
 	ADDQ         DI, R9
 	DECQ         R10
 	JNZ          PvRowsQ8AVX2_r1_part1_b
+	VMOVUPS      Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func PvRowsE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·PvRowsE5M2AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+56(FP), AX
+	CMPQ AX, $0x02
+	JEQ  PvRowsE5M2AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsE5M2AVX2_r1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsE5M2AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE5M2AVX2_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R8
+	MOVQ    CX, R9
+	MOVQ    ahead+80(FP), R10
+	ADDQ    R9, R10
+	MOVQ    cols+64(FP), R11
+
+PvRowsE5M2AVX2_r2_full_b:
+	PREFETCHT2   (R10)
+	VPMOVZXBW    (R9), X8
+	VPSLLW       $0x08, X8, X8
+	VCVTPH2PS    X8, Y8
+	VPMOVZXBW    8(R9), X9
+	VPSLLW       $0x08, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVZXBW    16(R9), X10
+	VPSLLW       $0x08, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVZXBW    24(R9), X11
+	VPSLLW       $0x08, X11, X11
+	VCVTPH2PS    X11, Y11
+	VBROADCASTSS (SI), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (SI)(DI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, SI
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          PvRowsE5M2AVX2_r2_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE5M2AVX2_r2_full
+
+PvRowsE5M2AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsE5M2AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsE5M2AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsE5M2AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y3
+	VMOVUPS 32(BX), Y4
+	VMOVUPS 64(BX), Y5
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX2_r2_part3_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), X6
+	VPSLLW       $0x08, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVZXBW    8(CX), X7
+	VPSLLW       $0x08, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVZXBW    16(CX), X8
+	VPSLLW       $0x08, X8, X8
+	VCVTPH2PS    X8, Y8
+	VBROADCASTSS (BX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (BX)(SI*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX2_r2_part3_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX2_r2_part2_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), X4
+	VPSLLW       $0x08, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVZXBW    8(CX), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (BX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (BX)(SI*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX2_r2_part2_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y1
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX2_r2_part1_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (CX), X2
+	VPSLLW       $0x08, X2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS (BX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (BX)(SI*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX2_r2_part1_b
+	VMOVUPS      Y0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsE5M2AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE5M2AVX2_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    ldV+40(FP), SI
+	MOVQ    CX, DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    DI, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE5M2AVX2_r1_full_b:
+	PREFETCHT2   (R8)
+	VPMOVZXBW    (DI), X4
+	VPSLLW       $0x08, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVZXBW    8(DI), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVZXBW    16(DI), X6
+	VPSLLW       $0x08, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVZXBW    24(DI), X7
+	VPSLLW       $0x08, X7, X7
+	VCVTPH2PS    X7, Y7
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, BX
+	ADDQ         SI, DI
+	ADDQ         SI, R8
+	DECQ         R9
+	JNZ          PvRowsE5M2AVX2_r1_full_b
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	VMOVUPS      Y3, 96(BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE5M2AVX2_r1_full
+
+PvRowsE5M2AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsE5M2AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsE5M2AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsE5M2AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE5M2AVX2_r1_part3_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), X3
+	VPSLLW       $0x08, X3, X3
+	VCVTPH2PS    X3, Y3
+	VPMOVZXBW    8(CX), X4
+	VPSLLW       $0x08, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVZXBW    16(CX), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX2_r1_part3_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE5M2AVX2_r1_part2_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), X2
+	VPSLLW       $0x08, X2, X2
+	VCVTPH2PS    X2, Y2
+	VPMOVZXBW    8(CX), X3
+	VPSLLW       $0x08, X3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX2_r1_part2_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE5M2AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE5M2AVX2_r1_part1_b:
+	PREFETCHT2   (SI)
+	VPMOVZXBW    (CX), X1
+	VPSLLW       $0x08, X1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE5M2AVX2_r1_part1_b
+	VMOVUPS      Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func PvRowsE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, ldV int, vs *float32, rows int, cols int, dv int, ahead int)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·PvRowsE4M3AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+56(FP), AX
+	CMPQ AX, $0x02
+	JEQ  PvRowsE4M3AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsE4M3AVX2_r1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsE4M3AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE4M3AVX2_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	MOVQ    p+16(FP), SI
+	MOVQ    ldP+24(FP), DI
+	SHLQ    $0x02, DI
+	LEAQ    (DI)(DI*2), R8
+	MOVQ    ldV+40(FP), R8
+	MOVQ    CX, R9
+	MOVQ    ahead+80(FP), R10
+	ADDQ    R9, R10
+	MOVQ    cols+64(FP), R11
+
+PvRowsE4M3AVX2_r2_full_b:
+	PREFETCHT2   (R10)
+	VPMOVSXBW    (R9), X8
+	VPAND        fp8Words<>+0(SB), X8, X9
+	VPCMPEQW     fp8Words<>+0(SB), X9, X9
+	VPAND        fp8Words<>+32(SB), X9, X9
+	VPSLLW       $0x07, X8, X8
+	VPAND        fp8Words<>+64(SB), X8, X8
+	VPADDW       X9, X8, X8
+	VCVTPH2PS    X8, Y8
+	VPMOVSXBW    8(R9), X9
+	VPAND        fp8Words<>+0(SB), X9, X10
+	VPCMPEQW     fp8Words<>+0(SB), X10, X10
+	VPAND        fp8Words<>+32(SB), X10, X10
+	VPSLLW       $0x07, X9, X9
+	VPAND        fp8Words<>+64(SB), X9, X9
+	VPADDW       X10, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVSXBW    16(R9), X10
+	VPAND        fp8Words<>+0(SB), X10, X11
+	VPCMPEQW     fp8Words<>+0(SB), X11, X11
+	VPAND        fp8Words<>+32(SB), X11, X11
+	VPSLLW       $0x07, X10, X10
+	VPAND        fp8Words<>+64(SB), X10, X10
+	VPADDW       X11, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVSXBW    24(R9), X11
+	VPAND        fp8Words<>+0(SB), X11, X12
+	VPCMPEQW     fp8Words<>+0(SB), X12, X12
+	VPAND        fp8Words<>+32(SB), X12, X12
+	VPSLLW       $0x07, X11, X11
+	VPAND        fp8Words<>+64(SB), X11, X11
+	VPADDW       X12, X11, X11
+	VCVTPH2PS    X11, Y11
+	VBROADCASTSS (SI), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (SI)(DI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, SI
+	ADDQ         R8, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          PvRowsE4M3AVX2_r2_full_b
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE4M3AVX2_r2_full
+
+PvRowsE4M3AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsE4M3AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsE4M3AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsE4M3AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y3
+	VMOVUPS 32(BX), Y4
+	VMOVUPS 64(BX), Y5
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX2_r2_part3_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), X6
+	VPAND        fp8Words<>+0(SB), X6, X7
+	VPCMPEQW     fp8Words<>+0(SB), X7, X7
+	VPAND        fp8Words<>+32(SB), X7, X7
+	VPSLLW       $0x07, X6, X6
+	VPAND        fp8Words<>+64(SB), X6, X6
+	VPADDW       X7, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVSXBW    8(CX), X7
+	VPAND        fp8Words<>+0(SB), X7, X8
+	VPCMPEQW     fp8Words<>+0(SB), X8, X8
+	VPAND        fp8Words<>+32(SB), X8, X8
+	VPSLLW       $0x07, X7, X7
+	VPAND        fp8Words<>+64(SB), X7, X7
+	VPADDW       X8, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVSXBW    16(CX), X8
+	VPAND        fp8Words<>+0(SB), X8, X9
+	VPCMPEQW     fp8Words<>+0(SB), X9, X9
+	VPAND        fp8Words<>+32(SB), X9, X9
+	VPSLLW       $0x07, X8, X8
+	VPAND        fp8Words<>+64(SB), X8, X8
+	VPADDW       X9, X8, X8
+	VCVTPH2PS    X8, Y8
+	VBROADCASTSS (BX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (BX)(SI*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX2_r2_part3_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX2_r2_part2_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), X4
+	VPAND        fp8Words<>+0(SB), X4, X5
+	VPCMPEQW     fp8Words<>+0(SB), X5, X5
+	VPAND        fp8Words<>+32(SB), X5, X5
+	VPSLLW       $0x07, X4, X4
+	VPAND        fp8Words<>+64(SB), X4, X4
+	VPADDW       X5, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBW    8(CX), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (BX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (BX)(SI*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX2_r2_part2_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y1
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    ldV+40(FP), DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    CX, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX2_r2_part1_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (CX), X2
+	VPAND        fp8Words<>+0(SB), X2, X3
+	VPCMPEQW     fp8Words<>+0(SB), X3, X3
+	VPAND        fp8Words<>+32(SB), X3, X3
+	VPSLLW       $0x07, X2, X2
+	VPAND        fp8Words<>+64(SB), X2, X2
+	VPADDW       X3, X2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS (BX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (BX)(SI*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, BX
+	ADDQ         DI, CX
+	ADDQ         DI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX2_r2_part1_b
+	VMOVUPS      Y0, (AX)
+	ADDQ         DX, AX
+	VMOVUPS      Y1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+72(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsE4M3AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsE4M3AVX2_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    ldV+40(FP), SI
+	MOVQ    CX, DI
+	MOVQ    ahead+80(FP), R8
+	ADDQ    DI, R8
+	MOVQ    cols+64(FP), R9
+
+PvRowsE4M3AVX2_r1_full_b:
+	PREFETCHT2   (R8)
+	VPMOVSXBW    (DI), X4
+	VPAND        fp8Words<>+0(SB), X4, X5
+	VPCMPEQW     fp8Words<>+0(SB), X5, X5
+	VPAND        fp8Words<>+32(SB), X5, X5
+	VPSLLW       $0x07, X4, X4
+	VPAND        fp8Words<>+64(SB), X4, X4
+	VPADDW       X5, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBW    8(DI), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVSXBW    16(DI), X6
+	VPAND        fp8Words<>+0(SB), X6, X7
+	VPCMPEQW     fp8Words<>+0(SB), X7, X7
+	VPAND        fp8Words<>+32(SB), X7, X7
+	VPSLLW       $0x07, X6, X6
+	VPAND        fp8Words<>+64(SB), X6, X6
+	VPADDW       X7, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVSXBW    24(DI), X7
+	VPAND        fp8Words<>+0(SB), X7, X8
+	VPCMPEQW     fp8Words<>+0(SB), X8, X8
+	VPAND        fp8Words<>+32(SB), X8, X8
+	VPSLLW       $0x07, X7, X7
+	VPAND        fp8Words<>+64(SB), X7, X7
+	VPADDW       X8, X7, X7
+	VCVTPH2PS    X7, Y7
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, BX
+	ADDQ         SI, DI
+	ADDQ         SI, R8
+	DECQ         R9
+	JNZ          PvRowsE4M3AVX2_r1_full_b
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	VMOVUPS      Y3, 96(BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsE4M3AVX2_r1_full
+
+PvRowsE4M3AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsE4M3AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsE4M3AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsE4M3AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE4M3AVX2_r1_part3_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), X3
+	VPAND        fp8Words<>+0(SB), X3, X4
+	VPCMPEQW     fp8Words<>+0(SB), X4, X4
+	VPAND        fp8Words<>+32(SB), X4, X4
+	VPSLLW       $0x07, X3, X3
+	VPAND        fp8Words<>+64(SB), X3, X3
+	VPADDW       X4, X3, X3
+	VCVTPH2PS    X3, Y3
+	VPMOVSXBW    8(CX), X4
+	VPAND        fp8Words<>+0(SB), X4, X5
+	VPCMPEQW     fp8Words<>+0(SB), X5, X5
+	VPAND        fp8Words<>+32(SB), X5, X5
+	VPSLLW       $0x07, X4, X4
+	VPAND        fp8Words<>+64(SB), X4, X4
+	VPADDW       X5, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBW    16(CX), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX2_r1_part3_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE4M3AVX2_r1_part2_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), X2
+	VPAND        fp8Words<>+0(SB), X2, X3
+	VPCMPEQW     fp8Words<>+0(SB), X3, X3
+	VPAND        fp8Words<>+32(SB), X3, X3
+	VPSLLW       $0x07, X2, X2
+	VPAND        fp8Words<>+64(SB), X2, X2
+	VPADDW       X3, X2, X2
+	VCVTPH2PS    X2, Y2
+	VPMOVSXBW    8(CX), X3
+	VPAND        fp8Words<>+0(SB), X3, X4
+	VPCMPEQW     fp8Words<>+0(SB), X4, X4
+	VPAND        fp8Words<>+32(SB), X4, X4
+	VPSLLW       $0x07, X3, X3
+	VPAND        fp8Words<>+64(SB), X3, X3
+	VPADDW       X4, X3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX2_r1_part2_b
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsE4M3AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    ldV+40(FP), BX
+	MOVQ    ahead+80(FP), SI
+	ADDQ    CX, SI
+	MOVQ    cols+64(FP), DI
+
+PvRowsE4M3AVX2_r1_part1_b:
+	PREFETCHT2   (SI)
+	VPMOVSXBW    (CX), X1
+	VPAND        fp8Words<>+0(SB), X1, X2
+	VPCMPEQW     fp8Words<>+0(SB), X2, X2
+	VPAND        fp8Words<>+32(SB), X2, X2
+	VPSLLW       $0x07, X1, X1
+	VPAND        fp8Words<>+64(SB), X1, X1
+	VPADDW       X2, X1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         BX, CX
+	ADDQ         BX, SI
+	DECQ         DI
+	JNZ          PvRowsE4M3AVX2_r1_part1_b
 	VMOVUPS      Y0, (AX)
 	VZEROUPPER
 	RET
@@ -27272,12 +40961,10 @@ PvRowsGatherQ8AVX2_r2_full_b:
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
 	PREFETCHT0   (BX)(R12*1)
-	SHLQ         $0x00, R11
 	PREFETCHT2   (CX)(R11*1)
 	MOVQ         (R8), R11
 	MOVQ         R11, R12
 	SHRQ         $0x03, R12
-	SHLQ         $0x00, R11
 	VPMOVSXBD    (CX)(R11*1), Y8
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS (BX)(R12*1), Y9
@@ -27361,12 +41048,10 @@ PvRowsGatherQ8AVX2_r2_part3_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Y6
 	VCVTDQ2PS    Y6, Y6
 	VBROADCASTSS (BX)(R11*1), Y7
@@ -27426,12 +41111,10 @@ PvRowsGatherQ8AVX2_r2_part2_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Y4
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (BX)(R11*1), Y5
@@ -27481,12 +41164,10 @@ PvRowsGatherQ8AVX2_r2_part1_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (BX)(R11*1), Y3
@@ -27538,12 +41219,10 @@ PvRowsGatherQ8AVX2_r1_full_b:
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
 	PREFETCHT0   (BX)(R11*1)
-	SHLQ         $0x00, R10
 	PREFETCHT2   (CX)(R10*1)
 	MOVQ         (DI), R10
 	MOVQ         R10, R11
 	SHRQ         $0x03, R11
-	SHLQ         $0x00, R10
 	VPMOVSXBD    (CX)(R10*1), Y4
 	VCVTDQ2PS    Y4, Y4
 	VBROADCASTSS (BX)(R11*1), Y5
@@ -27613,12 +41292,10 @@ PvRowsGatherQ8AVX2_r1_part3_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (BX)(R10*1), Y4
@@ -27667,12 +41344,10 @@ PvRowsGatherQ8AVX2_r1_part2_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (BX)(R10*1), Y3
@@ -27714,12 +41389,10 @@ PvRowsGatherQ8AVX2_r1_part1_b:
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
 	PREFETCHT0   (BX)(R10*1)
-	SHLQ         $0x00, R9
 	PREFETCHT2   (CX)(R9*1)
 	MOVQ         (SI), R9
 	MOVQ         R9, R10
 	SHRQ         $0x03, R10
-	SHLQ         $0x00, R9
 	VPMOVSXBD    (CX)(R9*1), Y1
 	VCVTDQ2PS    Y1, Y1
 	VBROADCASTSS (BX)(R10*1), Y2
@@ -27731,6 +41404,1743 @@ PvRowsGatherQ8AVX2_r1_part1_b:
 	ADDQ         $0x08, DI
 	DECQ         R8
 	JNZ          PvRowsGatherQ8AVX2_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func QkRowsGatherE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·QkRowsGatherE5M2AVX2(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	MOVQ         ks+56(FP), AX
+	VMOVSS       (AX), X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          QkRowsGatherE5M2AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsGatherE5M2AVX2_r1
+	VZEROUPPER
+	RET
+
+QkRowsGatherE5M2AVX2_r2:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE5M2AVX2_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX2_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX2_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX2_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x03, R8
+	XORQ       R9, R9
+
+QkRowsGatherE5M2AVX2_r2_k4_inner:
+	VPMOVZXBW    (DX)(R9*1), X9
+	VPSLLW       $0x08, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVZXBW    (BX)(R9*1), X10
+	VPSLLW       $0x08, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVZXBW    (SI)(R9*1), X11
+	VPSLLW       $0x08, X11, X11
+	VCVTPH2PS    X11, Y11
+	VPMOVZXBW    (AX)(R9*1), X12
+	VPSLLW       $0x08, X12, X12
+	VCVTPH2PS    X12, Y12
+	VMOVUPS      (CX), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (CX)(DI*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, R9
+	DECQ         R8
+	JNZ          QkRowsGatherE5M2AVX2_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE5M2AVX2_r2_k4
+
+QkRowsGatherE5M2AVX2_r2_k4_done:
+QkRowsGatherE5M2AVX2_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX2_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX2_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX2_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x03, BX
+	XORQ       SI, SI
+
+QkRowsGatherE5M2AVX2_r2_k1_inner:
+	VPMOVZXBW    (AX)(SI*1), X3
+	VPSLLW       $0x08, X3, X3
+	VCVTPH2PS    X3, Y3
+	VMOVUPS      (CX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (CX)(DX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, SI
+	DECQ         BX
+	JNZ          QkRowsGatherE5M2AVX2_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE5M2AVX2_r2_k1
+
+QkRowsGatherE5M2AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE5M2AVX2_r1:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE5M2AVX2_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX2_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX2_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX2_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x03, DI
+	XORQ       R8, R8
+
+QkRowsGatherE5M2AVX2_r1_k4_inner:
+	VPMOVZXBW    (DX)(R8*1), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVZXBW    (BX)(R8*1), X6
+	VPSLLW       $0x08, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVZXBW    (SI)(R8*1), X7
+	VPSLLW       $0x08, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVZXBW    (AX)(R8*1), X8
+	VPSLLW       $0x08, X8, X8
+	VCVTPH2PS    X8, Y8
+	VMOVUPS      (CX), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, R8
+	DECQ         DI
+	JNZ          QkRowsGatherE5M2AVX2_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE5M2AVX2_r1_k4
+
+QkRowsGatherE5M2AVX2_r1_k4_done:
+QkRowsGatherE5M2AVX2_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE5M2AVX2_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE5M2AVX2_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE5M2AVX2_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x03, DX
+	XORQ       BX, BX
+
+QkRowsGatherE5M2AVX2_r1_k1_inner:
+	VPMOVZXBW    (AX)(BX*1), X2
+	VPSLLW       $0x08, X2, X2
+	VCVTPH2PS    X2, Y2
+	VMOVUPS      (CX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, BX
+	DECQ         DX
+	JNZ          QkRowsGatherE5M2AVX2_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE5M2AVX2_r1_k1
+
+QkRowsGatherE5M2AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func PvRowsGatherE5M2AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·PvRowsGatherE5M2AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x02
+	JEQ  PvRowsGatherE5M2AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsGatherE5M2AVX2_r1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsGatherE5M2AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE5M2AVX2_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE5M2AVX2_r2_full_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVZXBW    (CX)(R10*1), X8
+	VPSLLW       $0x08, X8, X8
+	VCVTPH2PS    X8, Y8
+	VPMOVZXBW    8(CX)(R10*1), X9
+	VPSLLW       $0x08, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVZXBW    16(CX)(R10*1), X10
+	VPSLLW       $0x08, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVZXBW    24(CX)(R10*1), X11
+	VPSLLW       $0x08, X11, X11
+	VCVTPH2PS    X11, Y11
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (BX)(SI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE5M2AVX2_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE5M2AVX2_r2_full
+
+PvRowsGatherE5M2AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsGatherE5M2AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsGatherE5M2AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsGatherE5M2AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y3
+	VMOVUPS 32(BX), Y4
+	VMOVUPS 64(BX), Y5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX2_r2_part3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), X6
+	VPSLLW       $0x08, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVZXBW    8(CX)(R9*1), X7
+	VPSLLW       $0x08, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVZXBW    16(CX)(R9*1), X8
+	VPSLLW       $0x08, X8, X8
+	VCVTPH2PS    X8, Y8
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (DX)(BX*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX2_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX2_r2_part2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), X4
+	VPSLLW       $0x08, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVZXBW    8(CX)(R9*1), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (DX)(BX*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX2_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX2_r2_part1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), X2
+	VPSLLW       $0x08, X2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS (DX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (DX)(BX*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX2_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsGatherE5M2AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE5M2AVX2_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE5M2AVX2_r1_full_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVZXBW    (CX)(R9*1), X4
+	VPSLLW       $0x08, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVZXBW    8(CX)(R9*1), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVZXBW    16(CX)(R9*1), X6
+	VPSLLW       $0x08, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVZXBW    24(CX)(R9*1), X7
+	VPSLLW       $0x08, X7, X7
+	VCVTPH2PS    X7, Y7
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE5M2AVX2_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	VMOVUPS      Y3, 96(BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE5M2AVX2_r1_full
+
+PvRowsGatherE5M2AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsGatherE5M2AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsGatherE5M2AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsGatherE5M2AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE5M2AVX2_r1_part3_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), X3
+	VPSLLW       $0x08, X3, X3
+	VCVTPH2PS    X3, Y3
+	VPMOVZXBW    8(CX)(R8*1), X4
+	VPSLLW       $0x08, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVZXBW    16(CX)(R8*1), X5
+	VPSLLW       $0x08, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX2_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE5M2AVX2_r1_part2_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), X2
+	VPSLLW       $0x08, X2, X2
+	VCVTPH2PS    X2, Y2
+	VPMOVZXBW    8(CX)(R8*1), X3
+	VPSLLW       $0x08, X3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX2_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE5M2AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE5M2AVX2_r1_part1_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVZXBW    (CX)(R8*1), X1
+	VPSLLW       $0x08, X1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE5M2AVX2_r1_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func QkRowsGatherE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
+TEXT ·QkRowsGatherE4M3AVX2(SB), NOSPLIT, $8-92
+	MOVSS        scale+88(FP), X0
+	MOVQ         ks+56(FP), AX
+	VMOVSS       (AX), X1
+	MOVL         $0x43800000, AX
+	VMOVD        AX, X2
+	VMULSS       X2, X1, X1
+	VMULSS       X1, X0, X0
+	VBROADCASTSS X0, Y0
+	MOVQ         rows+64(FP), AX
+	CMPQ         AX, $0x02
+	JEQ          QkRowsGatherE4M3AVX2_r2
+	CMPQ         AX, $0x01
+	JEQ          QkRowsGatherE4M3AVX2_r1
+	VZEROUPPER
+	RET
+
+QkRowsGatherE4M3AVX2_r2:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE4M3AVX2_r2_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX2_r2_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX2_r2_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX2_r2_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), R8
+	MOVQ       dv+80(FP), R8
+	SHRQ       $0x03, R8
+	XORQ       R9, R9
+
+QkRowsGatherE4M3AVX2_r2_k4_inner:
+	VPMOVSXBW    (DX)(R9*1), X9
+	VPAND        fp8Words<>+0(SB), X9, X10
+	VPCMPEQW     fp8Words<>+0(SB), X10, X10
+	VPAND        fp8Words<>+32(SB), X10, X10
+	VPSLLW       $0x07, X9, X9
+	VPAND        fp8Words<>+64(SB), X9, X9
+	VPADDW       X10, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVSXBW    (BX)(R9*1), X10
+	VPAND        fp8Words<>+0(SB), X10, X11
+	VPCMPEQW     fp8Words<>+0(SB), X11, X11
+	VPAND        fp8Words<>+32(SB), X11, X11
+	VPSLLW       $0x07, X10, X10
+	VPAND        fp8Words<>+64(SB), X10, X10
+	VPADDW       X11, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVSXBW    (SI)(R9*1), X11
+	VPAND        fp8Words<>+0(SB), X11, X12
+	VPCMPEQW     fp8Words<>+0(SB), X12, X12
+	VPAND        fp8Words<>+32(SB), X12, X12
+	VPSLLW       $0x07, X11, X11
+	VPAND        fp8Words<>+64(SB), X11, X11
+	VPADDW       X12, X11, X11
+	VCVTPH2PS    X11, Y11
+	VPMOVSXBW    (AX)(R9*1), X12
+	VPAND        fp8Words<>+0(SB), X12, X13
+	VPCMPEQW     fp8Words<>+0(SB), X13, X13
+	VPAND        fp8Words<>+32(SB), X13, X13
+	VPSLLW       $0x07, X12, X12
+	VPAND        fp8Words<>+64(SB), X12, X12
+	VPADDW       X13, X12, X12
+	VCVTPH2PS    X12, Y12
+	VMOVUPS      (CX), Y13
+	VFMADD231PS  Y13, Y9, Y1
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VFMADD231PS  Y13, Y12, Y4
+	VMOVUPS      (CX)(DI*1), Y13
+	VFMADD231PS  Y13, Y9, Y5
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VFMADD231PS  Y13, Y12, Y8
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, R9
+	DECQ         R8
+	JNZ          QkRowsGatherE4M3AVX2_r2_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y9, Y9
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y9, Y1
+	VUNPCKHPD    Y2, Y9, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         DX, AX
+	VUNPCKLPS    Y6, Y5, Y1
+	VUNPCKHPS    Y6, Y5, Y2
+	VADDPS       Y2, Y1, Y1
+	VUNPCKLPS    Y8, Y7, Y3
+	VUNPCKHPS    Y8, Y7, Y4
+	VADDPS       Y4, Y3, Y3
+	VUNPCKLPD    Y3, Y1, Y2
+	VUNPCKHPD    Y3, Y1, Y4
+	VADDPS       Y4, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULPS       X0, X1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE4M3AVX2_r2_k4
+
+QkRowsGatherE4M3AVX2_r2_k4_done:
+QkRowsGatherE4M3AVX2_r2_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX2_r2_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX2_r2_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX2_r2_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), BX
+	MOVQ       dv+80(FP), BX
+	SHRQ       $0x03, BX
+	XORQ       SI, SI
+
+QkRowsGatherE4M3AVX2_r2_k1_inner:
+	VPMOVSXBW    (AX)(SI*1), X3
+	VPAND        fp8Words<>+0(SB), X3, X4
+	VPCMPEQW     fp8Words<>+0(SB), X4, X4
+	VPAND        fp8Words<>+32(SB), X4, X4
+	VPSLLW       $0x07, X3, X3
+	VPAND        fp8Words<>+64(SB), X3, X3
+	VPADDW       X4, X3, X3
+	VCVTPH2PS    X3, Y3
+	VMOVUPS      (CX), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVUPS      (CX)(DX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, SI
+	DECQ         BX
+	JNZ          QkRowsGatherE4M3AVX2_r2_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X3, X1, X3
+	VMULSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         DX, AX
+	VPERMILPS    $0x4e, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VPERMILPS    $0xb1, Y2, Y1
+	VADDPS       Y1, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X1, X2, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE4M3AVX2_r2_k1
+
+QkRowsGatherE4M3AVX2_r2_k1_done:
+	VZEROUPPER
+	RET
+
+QkRowsGatherE4M3AVX2_r1:
+	MOVQ $0x00000000, (SP)
+
+QkRowsGatherE4M3AVX2_r1_k4:
+	MOVQ (SP), AX
+	LEAQ 4(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX2_r1_k4_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), SI
+	ADDQ CX, SI
+	MOVQ 8(DX)(AX*8), DI
+	ADDQ CX, DI
+	MOVQ 16(DX)(AX*8), R8
+	ADDQ CX, R8
+	MOVQ 24(DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX2_r1_k4_pf:
+	PREFETCHT2 (SI)(CX*1)
+	PREFETCHT2 (DI)(CX*1)
+	PREFETCHT2 (R8)(CX*1)
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX2_r1_k4_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), DX
+	ADDQ       k+32(FP), DX
+	MOVQ       8(CX)(AX*8), BX
+	ADDQ       k+32(FP), BX
+	MOVQ       16(CX)(AX*8), SI
+	ADDQ       k+32(FP), SI
+	MOVQ       24(CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DI
+	SHLQ       $0x02, DI
+	LEAQ       (DI)(DI*2), DI
+	MOVQ       dv+80(FP), DI
+	SHRQ       $0x03, DI
+	XORQ       R8, R8
+
+QkRowsGatherE4M3AVX2_r1_k4_inner:
+	VPMOVSXBW    (DX)(R8*1), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVSXBW    (BX)(R8*1), X6
+	VPAND        fp8Words<>+0(SB), X6, X7
+	VPCMPEQW     fp8Words<>+0(SB), X7, X7
+	VPAND        fp8Words<>+32(SB), X7, X7
+	VPSLLW       $0x07, X6, X6
+	VPAND        fp8Words<>+64(SB), X6, X6
+	VPADDW       X7, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVSXBW    (SI)(R8*1), X7
+	VPAND        fp8Words<>+0(SB), X7, X8
+	VPCMPEQW     fp8Words<>+0(SB), X8, X8
+	VPAND        fp8Words<>+32(SB), X8, X8
+	VPSLLW       $0x07, X7, X7
+	VPAND        fp8Words<>+64(SB), X7, X7
+	VPADDW       X8, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVSXBW    (AX)(R8*1), X8
+	VPAND        fp8Words<>+0(SB), X8, X9
+	VPCMPEQW     fp8Words<>+0(SB), X9, X9
+	VPAND        fp8Words<>+32(SB), X9, X9
+	VPSLLW       $0x07, X8, X8
+	VPAND        fp8Words<>+64(SB), X8, X8
+	VPADDW       X9, X8, X8
+	VCVTPH2PS    X8, Y8
+	VMOVUPS      (CX), Y9
+	VFMADD231PS  Y9, Y5, Y1
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, R8
+	DECQ         DI
+	JNZ          QkRowsGatherE4M3AVX2_r1_k4_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VUNPCKLPS    Y2, Y1, Y5
+	VUNPCKHPS    Y2, Y1, Y1
+	VADDPS       Y1, Y5, Y5
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VADDPS       Y3, Y2, Y2
+	VUNPCKLPD    Y2, Y5, Y1
+	VUNPCKHPD    Y2, Y5, Y3
+	VADDPS       Y3, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULPS       X0, X2, X2
+	VMOVUPS      X2, (AX)
+	ADDQ         $0x04, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE4M3AVX2_r1_k4
+
+QkRowsGatherE4M3AVX2_r1_k4_done:
+QkRowsGatherE4M3AVX2_r1_k1:
+	MOVQ (SP), AX
+	LEAQ 1(AX), CX
+	CMPQ CX, cols+72(FP)
+	JG   QkRowsGatherE4M3AVX2_r1_k1_done
+	MOVQ k+32(FP), CX
+	MOVQ pfo+48(FP), DX
+	MOVQ dv+80(FP), BX
+	MOVQ (DX)(AX*8), DX
+	ADDQ CX, DX
+	XORQ CX, CX
+
+QkRowsGatherE4M3AVX2_r1_k1_pf:
+	PREFETCHT2 (DX)(CX*1)
+	ADDQ       $0x40, CX
+	CMPQ       CX, BX
+	JL         QkRowsGatherE4M3AVX2_r1_k1_pf
+	MOVQ       off+40(FP), CX
+	MOVQ       (CX)(AX*8), AX
+	ADDQ       k+32(FP), AX
+	VXORPS     Y1, Y1, Y1
+	MOVQ       q+16(FP), CX
+	MOVQ       ldQ+24(FP), DX
+	SHLQ       $0x02, DX
+	LEAQ       (DX)(DX*2), DX
+	MOVQ       dv+80(FP), DX
+	SHRQ       $0x03, DX
+	XORQ       BX, BX
+
+QkRowsGatherE4M3AVX2_r1_k1_inner:
+	VPMOVSXBW    (AX)(BX*1), X2
+	VPAND        fp8Words<>+0(SB), X2, X3
+	VPCMPEQW     fp8Words<>+0(SB), X3, X3
+	VPAND        fp8Words<>+32(SB), X3, X3
+	VPSLLW       $0x07, X2, X2
+	VPAND        fp8Words<>+64(SB), X2, X2
+	VPADDW       X3, X2, X2
+	VCVTPH2PS    X2, Y2
+	VMOVUPS      (CX), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, BX
+	DECQ         DX
+	JNZ          QkRowsGatherE4M3AVX2_r1_k1_inner
+	MOVQ         s+0(FP), AX
+	MOVQ         (SP), CX
+	LEAQ         (AX)(CX*4), AX
+	MOVQ         ldS+8(FP), DX
+	SHLQ         $0x02, DX
+	VPERMILPS    $0x4e, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VPERMILPS    $0xb1, Y1, Y2
+	VADDPS       Y2, Y1, Y1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMULSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         $0x01, CX
+	MOVQ         CX, (SP)
+	JMP          QkRowsGatherE4M3AVX2_r1_k1
+
+QkRowsGatherE4M3AVX2_r1_k1_done:
+	VZEROUPPER
+	RET
+
+// func PvRowsGatherE4M3AVX2(o *float32, ldO int, p *float32, ldP int, v *uint8, off *int, pfo *int, vs *float32, rows int, cols int, dv int)
+// Requires: AVX, F16C, FMA3, MMX+
+TEXT ·PvRowsGatherE4M3AVX2(SB), NOSPLIT, $0-88
+	MOVQ rows+64(FP), AX
+	CMPQ AX, $0x02
+	JEQ  PvRowsGatherE4M3AVX2_r2
+	CMPQ AX, $0x01
+	JEQ  PvRowsGatherE4M3AVX2_r1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r2:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsGatherE4M3AVX2_r2_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE4M3AVX2_r2_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, SI
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	ADDQ    BX, SI
+	VMOVUPS (SI), Y4
+	VMOVUPS 32(SI), Y5
+	VMOVUPS 64(SI), Y6
+	VMOVUPS 96(SI), Y7
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), DI
+	MOVQ    off+40(FP), DI
+	MOVQ    pfo+48(FP), R8
+	MOVQ    cols+72(FP), R9
+
+PvRowsGatherE4M3AVX2_r2_full_b:
+	MOVQ         (R8), R10
+	PREFETCHT2   (CX)(R10*1)
+	MOVQ         (DI), R10
+	VPMOVSXBW    (CX)(R10*1), X8
+	VPAND        fp8Words<>+0(SB), X8, X9
+	VPCMPEQW     fp8Words<>+0(SB), X9, X9
+	VPAND        fp8Words<>+32(SB), X9, X9
+	VPSLLW       $0x07, X8, X8
+	VPAND        fp8Words<>+64(SB), X8, X8
+	VPADDW       X9, X8, X8
+	VCVTPH2PS    X8, Y8
+	VPMOVSXBW    8(CX)(R10*1), X9
+	VPAND        fp8Words<>+0(SB), X9, X10
+	VPCMPEQW     fp8Words<>+0(SB), X10, X10
+	VPAND        fp8Words<>+32(SB), X10, X10
+	VPSLLW       $0x07, X9, X9
+	VPAND        fp8Words<>+64(SB), X9, X9
+	VPADDW       X10, X9, X9
+	VCVTPH2PS    X9, Y9
+	VPMOVSXBW    16(CX)(R10*1), X10
+	VPAND        fp8Words<>+0(SB), X10, X11
+	VPCMPEQW     fp8Words<>+0(SB), X11, X11
+	VPAND        fp8Words<>+32(SB), X11, X11
+	VPSLLW       $0x07, X10, X10
+	VPAND        fp8Words<>+64(SB), X10, X10
+	VPADDW       X11, X10, X10
+	VCVTPH2PS    X10, Y10
+	VPMOVSXBW    24(CX)(R10*1), X11
+	VPAND        fp8Words<>+0(SB), X11, X12
+	VPCMPEQW     fp8Words<>+0(SB), X12, X12
+	VPAND        fp8Words<>+32(SB), X12, X12
+	VPSLLW       $0x07, X11, X11
+	VPAND        fp8Words<>+64(SB), X11, X11
+	VPADDW       X12, X11, X11
+	VCVTPH2PS    X11, Y11
+	VBROADCASTSS (BX), Y12
+	VFMADD231PS  Y12, Y8, Y0
+	VFMADD231PS  Y12, Y9, Y1
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	VBROADCASTSS (BX)(SI*1), Y12
+	VFMADD231PS  Y12, Y8, Y4
+	VFMADD231PS  Y12, Y9, Y5
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, DI
+	ADDQ         $0x08, R8
+	DECQ         R9
+	JNZ          PvRowsGatherE4M3AVX2_r2_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, SI
+	VMOVUPS      Y0, (SI)
+	VMOVUPS      Y1, 32(SI)
+	VMOVUPS      Y2, 64(SI)
+	VMOVUPS      Y3, 96(SI)
+	ADDQ         BX, SI
+	VMOVUPS      Y4, (SI)
+	VMOVUPS      Y5, 32(SI)
+	VMOVUPS      Y6, 64(SI)
+	VMOVUPS      Y7, 96(SI)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE4M3AVX2_r2_full
+
+PvRowsGatherE4M3AVX2_r2_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsGatherE4M3AVX2_r2_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsGatherE4M3AVX2_r2_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsGatherE4M3AVX2_r2_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r2_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y3
+	VMOVUPS 32(BX), Y4
+	VMOVUPS 64(BX), Y5
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX2_r2_part3_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), X6
+	VPAND        fp8Words<>+0(SB), X6, X7
+	VPCMPEQW     fp8Words<>+0(SB), X7, X7
+	VPAND        fp8Words<>+32(SB), X7, X7
+	VPSLLW       $0x07, X6, X6
+	VPAND        fp8Words<>+64(SB), X6, X6
+	VPADDW       X7, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVSXBW    8(CX)(R9*1), X7
+	VPAND        fp8Words<>+0(SB), X7, X8
+	VPCMPEQW     fp8Words<>+0(SB), X8, X8
+	VPAND        fp8Words<>+32(SB), X8, X8
+	VPSLLW       $0x07, X7, X7
+	VPAND        fp8Words<>+64(SB), X7, X7
+	VPADDW       X8, X7, X7
+	VCVTPH2PS    X7, Y7
+	VPMOVSXBW    16(CX)(R9*1), X8
+	VPAND        fp8Words<>+0(SB), X8, X9
+	VPCMPEQW     fp8Words<>+0(SB), X9, X9
+	VPAND        fp8Words<>+32(SB), X9, X9
+	VPSLLW       $0x07, X8, X8
+	VPAND        fp8Words<>+64(SB), X8, X8
+	VPADDW       X9, X8, X8
+	VCVTPH2PS    X8, Y8
+	VBROADCASTSS (DX), Y9
+	VFMADD231PS  Y9, Y6, Y0
+	VFMADD231PS  Y9, Y7, Y1
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (DX)(BX*1), Y9
+	VFMADD231PS  Y9, Y6, Y3
+	VFMADD231PS  Y9, Y7, Y4
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX2_r2_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	VMOVUPS      Y4, 32(AX)
+	VMOVUPS      Y5, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r2_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y2
+	VMOVUPS 32(BX), Y3
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX2_r2_part2_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), X4
+	VPAND        fp8Words<>+0(SB), X4, X5
+	VPCMPEQW     fp8Words<>+0(SB), X5, X5
+	VPAND        fp8Words<>+32(SB), X5, X5
+	VPSLLW       $0x07, X4, X4
+	VPAND        fp8Words<>+64(SB), X4, X4
+	VPADDW       X5, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBW    8(CX)(R9*1), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (DX)(BX*1), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX2_r2_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	VMOVUPS      Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r2_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	ADDQ    DX, BX
+	VMOVUPS (BX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX2_r2_part1_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), X2
+	VPAND        fp8Words<>+0(SB), X2, X3
+	VPCMPEQW     fp8Words<>+0(SB), X3, X3
+	VPAND        fp8Words<>+32(SB), X3, X3
+	VPSLLW       $0x07, X2, X2
+	VPAND        fp8Words<>+64(SB), X2, X2
+	VPADDW       X3, X2, X2
+	VCVTPH2PS    X2, Y2
+	VBROADCASTSS (DX), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (DX)(BX*1), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX2_r2_part1_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r1:
+	MOVQ o+0(FP), AX
+	MOVQ v+32(FP), CX
+	MOVQ dv+80(FP), DX
+	SHRQ $0x03, DX
+
+PvRowsGatherE4M3AVX2_r1_full:
+	CMPQ    DX, $0x04
+	JL      PvRowsGatherE4M3AVX2_r1_part
+	MOVQ    ldO+8(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    AX, BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	MOVQ    p+16(FP), BX
+	MOVQ    ldP+24(FP), SI
+	SHLQ    $0x02, SI
+	LEAQ    (SI)(SI*2), SI
+	MOVQ    off+40(FP), SI
+	MOVQ    pfo+48(FP), DI
+	MOVQ    cols+72(FP), R8
+
+PvRowsGatherE4M3AVX2_r1_full_b:
+	MOVQ         (DI), R9
+	PREFETCHT2   (CX)(R9*1)
+	MOVQ         (SI), R9
+	VPMOVSXBW    (CX)(R9*1), X4
+	VPAND        fp8Words<>+0(SB), X4, X5
+	VPCMPEQW     fp8Words<>+0(SB), X5, X5
+	VPAND        fp8Words<>+32(SB), X5, X5
+	VPSLLW       $0x07, X4, X4
+	VPAND        fp8Words<>+64(SB), X4, X4
+	VPADDW       X5, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBW    8(CX)(R9*1), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VPMOVSXBW    16(CX)(R9*1), X6
+	VPAND        fp8Words<>+0(SB), X6, X7
+	VPCMPEQW     fp8Words<>+0(SB), X7, X7
+	VPAND        fp8Words<>+32(SB), X7, X7
+	VPSLLW       $0x07, X6, X6
+	VPAND        fp8Words<>+64(SB), X6, X6
+	VPADDW       X7, X6, X6
+	VCVTPH2PS    X6, Y6
+	VPMOVSXBW    24(CX)(R9*1), X7
+	VPAND        fp8Words<>+0(SB), X7, X8
+	VPCMPEQW     fp8Words<>+0(SB), X8, X8
+	VPAND        fp8Words<>+32(SB), X8, X8
+	VPSLLW       $0x07, X7, X7
+	VPAND        fp8Words<>+64(SB), X7, X7
+	VPADDW       X8, X7, X7
+	VCVTPH2PS    X7, Y7
+	VBROADCASTSS (BX), Y8
+	VFMADD231PS  Y8, Y4, Y0
+	VFMADD231PS  Y8, Y5, Y1
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         $0x04, BX
+	ADDQ         $0x08, SI
+	ADDQ         $0x08, DI
+	DECQ         R8
+	JNZ          PvRowsGatherE4M3AVX2_r1_full_b
+	MOVQ         ldO+8(FP), BX
+	SHLQ         $0x02, BX
+	MOVQ         AX, BX
+	VMOVUPS      Y0, (BX)
+	VMOVUPS      Y1, 32(BX)
+	VMOVUPS      Y2, 64(BX)
+	VMOVUPS      Y3, 96(BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	SUBQ         $0x04, DX
+	JMP          PvRowsGatherE4M3AVX2_r1_full
+
+PvRowsGatherE4M3AVX2_r1_part:
+	CMPQ DX, $0x03
+	JEQ  PvRowsGatherE4M3AVX2_r1_part3
+	CMPQ DX, $0x02
+	JEQ  PvRowsGatherE4M3AVX2_r1_part2
+	CMPQ DX, $0x01
+	JEQ  PvRowsGatherE4M3AVX2_r1_part1
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r1_part3:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	VMOVUPS 64(DX), Y2
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE4M3AVX2_r1_part3_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), X3
+	VPAND        fp8Words<>+0(SB), X3, X4
+	VPCMPEQW     fp8Words<>+0(SB), X4, X4
+	VPAND        fp8Words<>+32(SB), X4, X4
+	VPSLLW       $0x07, X3, X3
+	VPAND        fp8Words<>+64(SB), X3, X3
+	VPADDW       X4, X3, X3
+	VCVTPH2PS    X3, Y3
+	VPMOVSXBW    8(CX)(R8*1), X4
+	VPAND        fp8Words<>+0(SB), X4, X5
+	VPCMPEQW     fp8Words<>+0(SB), X5, X5
+	VPAND        fp8Words<>+32(SB), X5, X5
+	VPSLLW       $0x07, X4, X4
+	VPAND        fp8Words<>+64(SB), X4, X4
+	VPADDW       X5, X4, X4
+	VCVTPH2PS    X4, Y4
+	VPMOVSXBW    16(CX)(R8*1), X5
+	VPAND        fp8Words<>+0(SB), X5, X6
+	VPCMPEQW     fp8Words<>+0(SB), X6, X6
+	VPAND        fp8Words<>+32(SB), X6, X6
+	VPSLLW       $0x07, X5, X5
+	VPAND        fp8Words<>+64(SB), X5, X5
+	VPADDW       X6, X5, X5
+	VCVTPH2PS    X5, Y5
+	VBROADCASTSS (DX), Y6
+	VFMADD231PS  Y6, Y3, Y0
+	VFMADD231PS  Y6, Y4, Y1
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX2_r1_part3_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VMOVUPS      Y2, 64(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r1_part2:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	VMOVUPS 32(DX), Y1
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE4M3AVX2_r1_part2_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), X2
+	VPAND        fp8Words<>+0(SB), X2, X3
+	VPCMPEQW     fp8Words<>+0(SB), X3, X3
+	VPAND        fp8Words<>+32(SB), X3, X3
+	VPSLLW       $0x07, X2, X2
+	VPAND        fp8Words<>+64(SB), X2, X2
+	VPADDW       X3, X2, X2
+	VCVTPH2PS    X2, Y2
+	VPMOVSXBW    8(CX)(R8*1), X3
+	VPAND        fp8Words<>+0(SB), X3, X4
+	VPCMPEQW     fp8Words<>+0(SB), X4, X4
+	VPAND        fp8Words<>+32(SB), X4, X4
+	VPSLLW       $0x07, X3, X3
+	VPAND        fp8Words<>+64(SB), X3, X3
+	VPADDW       X4, X3, X3
+	VCVTPH2PS    X3, Y3
+	VBROADCASTSS (DX), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX2_r1_part2_b
+	MOVQ         ldO+8(FP), CX
+	SHLQ         $0x02, CX
+	VMOVUPS      Y0, (AX)
+	VMOVUPS      Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+PvRowsGatherE4M3AVX2_r1_part1:
+	MOVQ    ldO+8(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    AX, DX
+	VMOVUPS (DX), Y0
+	MOVQ    p+16(FP), DX
+	MOVQ    ldP+24(FP), BX
+	SHLQ    $0x02, BX
+	LEAQ    (BX)(BX*2), BX
+	MOVQ    off+40(FP), BX
+	MOVQ    pfo+48(FP), SI
+	MOVQ    cols+72(FP), DI
+
+PvRowsGatherE4M3AVX2_r1_part1_b:
+	MOVQ         (SI), R8
+	PREFETCHT2   (CX)(R8*1)
+	MOVQ         (BX), R8
+	VPMOVSXBW    (CX)(R8*1), X1
+	VPAND        fp8Words<>+0(SB), X1, X2
+	VPCMPEQW     fp8Words<>+0(SB), X2, X2
+	VPAND        fp8Words<>+32(SB), X2, X2
+	VPSLLW       $0x07, X1, X1
+	VPAND        fp8Words<>+64(SB), X1, X1
+	VPADDW       X2, X1, X1
+	VCVTPH2PS    X1, Y1
+	VBROADCASTSS (DX), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         $0x04, DX
+	ADDQ         $0x08, BX
+	ADDQ         $0x08, SI
+	DECQ         DI
+	JNZ          PvRowsGatherE4M3AVX2_r1_part1_b
 	MOVQ         ldO+8(FP), CX
 	SHLQ         $0x02, CX
 	VMOVUPS      Y0, (AX)
