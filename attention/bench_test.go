@@ -111,29 +111,41 @@ func BenchmarkBF16(b *testing.B) {
 			for _, bkv := range []int{64, 128, 256} {
 				b.Run(fmt.Sprintf("%s/blockq=%d/blockkv=%d", s.name, bq, bkv), func(b *testing.B) {
 					p := s.p
-					rng := rand.New(rand.NewPCG(1, 1))
-					q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
-					kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
-					k := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-					v := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-					out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+					q, k, v, out := bf16Inputs(p)
 					e := mustEngine(b, attention.Config{BlockQ: bq, BlockKV: bkv})
-					opts := attention.Options{Causal: p.Causal, Precision: attention.PrecisionBFloat16}
-					if err := e.Forward(out, q, k, v, opts); err != nil {
-						b.Fatal(err)
-					}
-					b.ReportAllocs()
-					b.ResetTimer()
-					for range b.N {
-						if err := e.Forward(out, q, k, v, opts); err != nil {
-							b.Fatal(err)
-						}
-					}
-					b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					timeForward(b, e, out, q, k, v, attention.Options{Causal: p.Causal, Precision: attention.PrecisionBFloat16}, p.FLOPs())
 				})
 			}
 		}
 	}
+}
+
+// bf16Inputs returns random queries, bf16 K and V and a float32 output for
+// the batch-1 problem p.
+func bf16Inputs(p reference.Params) (q, k, v, out attention.Tensor) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	q = attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
+	kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
+	k = attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+	v = attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
+	out = attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+	return q, k, v, out
+}
+
+// timeForward times e.Forward after one warm-up call and reports
+// allocations and effective GFLOP/s for a problem of flops FLOPs.
+func timeForward(b *testing.B, e *attention.Engine, out, q, k, v attention.Tensor, opts attention.Options, flops float64) {
+	if err := e.Forward(out, q, k, v, opts); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := e.Forward(out, q, k, v, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 // BenchmarkBF16Prepack compares the three ways a bf16 prefill gets its
@@ -144,12 +156,7 @@ func BenchmarkBF16(b *testing.B) {
 func BenchmarkBF16Prepack(b *testing.B) {
 	for _, s := range []int{0, 2} {
 		p := benchShapes[s].p
-		rng := rand.New(rand.NewPCG(1, 1))
-		q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
-		kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
-		k := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-		v := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-		out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+		q, k, v, out := bf16Inputs(p)
 		opts := attention.Options{Causal: p.Causal, Precision: attention.PrecisionBFloat16}
 		for _, mode := range []string{"tiles", "slots=2", "whole"} {
 			b.Run(fmt.Sprintf("%s/%s", benchShapes[s].name, mode), func(b *testing.B) {
@@ -157,18 +164,7 @@ func BenchmarkBF16Prepack(b *testing.B) {
 				if mode == "slots=2" {
 					defer attention.SetPrepackBytes(2 * attention.PrepackSlotBytes(p.SeqKV, p.Dim, p.Dim))()
 				}
-				e := mustEngine(b, attention.Config{})
-				if err := e.Forward(out, q, k, v, opts); err != nil {
-					b.Fatal(err)
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for range b.N {
-					if err := e.Forward(out, q, k, v, opts); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(p.FLOPs()*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				timeForward(b, mustEngine(b, attention.Config{}), out, q, k, v, opts, p.FLOPs())
 			})
 		}
 	}
@@ -183,12 +179,7 @@ func BenchmarkBF16Prepack(b *testing.B) {
 func BenchmarkEngineMemory(b *testing.B) {
 	for _, n := range []int{8192, 32768} {
 		p := reference.Params{Batch: 1, HeadsQ: 32, HeadsKV: 8, SeqQ: n, SeqKV: n, Dim: 128, Causal: true}
-		rng := rand.New(rand.NewPCG(1, 1))
-		q := attention.F32Tensor(randn(rng, p.QLen()), attention.BHSD(1, p.HeadsQ, p.SeqQ, p.Dim))
-		kvl := attention.BHSD(1, p.HeadsKV, p.SeqKV, p.Dim)
-		k := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-		v := attention.BF16Tensor(fp16.BFloat16s(randn(rng, p.KVLen())), kvl)
-		out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
+		q, k, v, out := bf16Inputs(p)
 		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
 			b.Run(fmt.Sprintf("N=%d/%v", n, prec), func(b *testing.B) {
 				opts := attention.Options{Causal: true, Precision: prec}

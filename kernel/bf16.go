@@ -570,15 +570,7 @@ func softmaxBF16Base2(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, co
 	for i := range rows {
 		row := s[i*ldS:][:cols]
 		prow := p[i*ldP:][:cols]
-		mNew := m[i]
-		for _, x := range row {
-			x *= scale
-			if x != x {
-				mNew = x
-				break
-			}
-			mNew = max(mNew, x)
-		}
+		mNew := scaledMax(row, scale, m[i])
 		if mNew == negInf {
 			clear(prow)
 			alpha[i] = 1
@@ -597,19 +589,24 @@ func softmaxBF16Base2(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, co
 	}
 }
 
+// scaledMax returns max(m, scale·x for x in row), or the first scaled
+// score that is NaN: the new running maximum of OnlineSoftmaxBF16.
+func scaledMax(row []float32, scale, m float32) float32 {
+	for _, x := range row {
+		x *= scale
+		if x != x {
+			return x
+		}
+		m = max(m, x)
+	}
+	return m
+}
+
 func softmaxBF16Generic(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
 	for i := range rows {
 		row := s[i*ldS:][:cols]
 		prow := p[i*ldP:][:cols]
-		mNew := m[i]
-		for _, x := range row {
-			x *= scale
-			if x != x {
-				mNew = x
-				break
-			}
-			mNew = max(mNew, x)
-		}
+		mNew := scaledMax(row, scale, m[i])
 		if mNew == negInf {
 			clear(prow)
 			alpha[i] = 1
