@@ -17,18 +17,7 @@ func benchCall(b *testing.B, p reference.Params, opts attention.Options, flops f
 	k := attention.F32Tensor(randn(rng, p.KVLen()), kvl)
 	v := attention.F32Tensor(randn(rng, p.KVLen()), kvl)
 	out := attention.F32Tensor(make([]float32, p.QLen()), q.Layout)
-	e := mustEngine(b, attention.Config{})
-	if err := e.Forward(out, q, k, v, opts); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if err := e.Forward(out, q, k, v, opts); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	timeForward(b, mustEngine(b, attention.Config{}), out, q, k, v, opts, flops)
 }
 
 // BenchmarkWindow runs P3 (Hq 32, Hkv 8, d 128, Nq = Nkv = 4096) with a

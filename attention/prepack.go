@@ -189,38 +189,13 @@ func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32,
 	return k, v, bad, nil
 }
 
-// packStrip packs keys [j0, j1) of (batch b, K/V head hk) into the panels
-// k and v and sets bad[j+1], for j in [j0, j1), to the number of keys of
-// [j0, j] whose V row holds a NaN or ±Inf (bad[0] = 0 with the first
-// strip).
+// packStrip packs keys [j0, j1) of (batch b, K/V head hk), j0 even, into
+// the panels k and v and sets bad[j+1], for j in [j0, j1), to the number
+// of keys of [j0, j] whose V row holds a NaN or ±Inf (packPanels).
 func (p *prepack) packStrip(c *task, b, hk int, k, v []fp16.BFloat16, bad []int32, j0, j1 int) error {
-	n := j1 - j0
 	src := c.source(b, hk, seg{nk: c.k.Seq})
-	r := src.run(j0, j1) // a tensor view: one run
-	if err := src.kOps.packKPairs(k[2*j0:], p.ldK, src.k, src.hk, r.kOff, n, c.q.Dim); err != nil {
-		return err
-	}
-	finite, err := src.vOps.packVPairs(v[(j0/2)*p.ldV:], p.ldV, src.v, src.hk, r.vOff, n, c.dv)
-	if err != nil {
-		return err
-	}
-	if j0 == 0 {
-		bad[0] = 0
-	}
-	var count int32
-	for j := j0; j < j1; j++ {
-		if !finite {
-			row := v[(j/2)*p.ldV+j%2:]
-			for col := range c.dv {
-				if row[2*col]&0x7f80 == 0x7f80 {
-					count++
-					break
-				}
-			}
-		}
-		bad[j+1] = count
-	}
-	return nil
+	// A tensor view is one run from an even key: no odd pair row to stage.
+	return packPanels(&src, k, v, bad, p.ldK, p.ldV, j0, j1, c.q.Dim, c.dv, nil)
 }
 
 // done records that a block of (batch b, K/V head hk) that took its
@@ -237,18 +212,20 @@ func (p *prepack) done(c *task, b, hk int) {
 	sl.mu.Unlock()
 }
 
-// packPanels packs the nk keys and values of src into the whole-sequence
-// pair panels k (leading dimension ldK) and v (ldV), run by run, and fills
-// bad with the prefix counts of the keys whose V rows hold a NaN or ±Inf.
+// packPanels packs keys [j0, j1) of src (j0 even) into the whole-sequence
+// pair panels k (leading dimension ldK) and v (ldV), run by run, and sets
+// bad[j+1], for j in [j0, j1), to the number of keys of [j0, j] whose V
+// row holds a NaN or ±Inf (and bad[0] = 0 when j0 = 0): over [0, nk) the
+// prefix counts of the whole sequence.
 // A run that starts at an odd key (a paged pool of odd block size) shares
 // its first pair row with the run before: its first value row is packed
 // alone into row (one pair row of ldV bfloat16s, allocated when nil) and
 // moved from there into the odd slots. The kernels are those of the
 // per-tile packs, so the panels hold the same bits.
-func packPanels(src *kvSource, k, v []fp16.BFloat16, bad []int32, ldK, ldV, nk, d, dv int, row []fp16.BFloat16) error {
+func packPanels(src *kvSource, k, v []fp16.BFloat16, bad []int32, ldK, ldV, j0, j1, d, dv int, row []fp16.BFloat16) error {
 	finite := true
-	for j := 0; j < nk; {
-		r := src.run(j, nk)
+	for j := j0; j < j1; {
+		r := src.run(j, j1)
 		if err := src.kOps.packKPairs(k[2*j:], ldK, src.k, src.hk, r.kOff, r.n, d); err != nil {
 			return err
 		}
@@ -277,9 +254,11 @@ func packPanels(src *kvSource, k, v []fp16.BFloat16, bad []int32, ldK, ldV, nk, 
 		}
 		j += r.n
 	}
-	bad[0] = 0
-	for j := range nk {
-		n := bad[j]
+	if j0 == 0 {
+		bad[0] = 0
+	}
+	var n int32
+	for j := j0; j < j1; j++ {
 		if !finite {
 			row := v[(j/2)*ldV+j%2:]
 			for col := range dv {

@@ -119,7 +119,7 @@ func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv
 		src.kOps, src.vOps = kOps, vOps
 		k, v := pre.k[hk*pre.kLen:][:pre.kLen], pre.v[hk*pre.vLen:][:pre.vLen]
 		bad := pre.bad[hk*(nk+1):][:nk+1]
-		if err := packPanels(&src, k, v, bad, pre.ldK, pre.ldV, nk, d, dv, p.row[:pre.ldV]); err != nil {
+		if err := packPanels(&src, k, v, bad, pre.ldK, pre.ldV, 0, nk, d, dv, p.row[:pre.ldV]); err != nil {
 			return err
 		}
 	}

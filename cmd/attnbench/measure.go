@@ -280,23 +280,9 @@ func storeKV(x []float32, dt attention.DType, l attention.Layout) (kvData, error
 			return attention.Q8Tensor(slices.Clone(q), slices.Clone(sc), l)
 		}}, nil
 	case attention.FP8E4M3:
-		sc := fp8Scale(dt)
-		h := make([]fp16.Float8E4M3, len(x))
-		r := make([]float32, len(x))
-		for i, v := range x {
-			h[i] = fp16.Float8E4M3FromFloat32(v / sc[0])
-			r[i] = h[i].Float32() * sc[0]
-		}
-		return kvData{attention.FP8E4M3Tensor(h, sc, l), r, func() attention.Tensor { return attention.FP8E4M3Tensor(slices.Clone(h), sc, l) }}, nil
+		return fp8Data(x, fp8Scale(dt), l, fp16.Float8E4M3FromFloat32, fp16.Float8E4M3.Float32, attention.FP8E4M3Tensor), nil
 	case attention.FP8E5M2:
-		sc := fp8Scale(dt)
-		h := make([]fp16.Float8E5M2, len(x))
-		r := make([]float32, len(x))
-		for i, v := range x {
-			h[i] = fp16.Float8E5M2FromFloat32(v / sc[0])
-			r[i] = h[i].Float32() * sc[0]
-		}
-		return kvData{attention.FP8E5M2Tensor(h, sc, l), r, func() attention.Tensor { return attention.FP8E5M2Tensor(slices.Clone(h), sc, l) }}, nil
+		return fp8Data(x, fp8Scale(dt), l, fp16.Float8E5M2FromFloat32, fp16.Float8E5M2.Float32, attention.FP8E5M2Tensor), nil
 	}
 	return kvData{attention.F32Tensor(x, l), x, func() attention.Tensor { return attention.F32Tensor(slices.Clone(x), l) }}, nil
 }
@@ -398,4 +384,17 @@ func chunk(x []float32, s shape, p0, m int) []float32 {
 		out = append(out, x[(h*s.nkv+p0)*s.dim:(h*s.nkv+p0+m)*s.dim]...)
 	}
 	return out
+}
+
+// fp8Data quantises x to an fp8 type with the one scale sc[0] (encode of
+// x/scale), the dequantised values (decode·scale) being the oracle's.
+func fp8Data[T any](x, sc []float32, l attention.Layout, encode func(float32) T, decode func(T) float32,
+	tensor func([]T, []float32, attention.Layout) attention.Tensor) kvData {
+	h := make([]T, len(x))
+	r := make([]float32, len(x))
+	for i, v := range x {
+		h[i] = encode(v / sc[0])
+		r[i] = decode(h[i]) * sc[0]
+	}
+	return kvData{tensor(h, sc, l), r, func() attention.Tensor { return tensor(slices.Clone(h), sc, l) }}
 }
