@@ -13,7 +13,8 @@ import (
 // allocates nothing after the first of its shape, for every entry point
 // (with and without Options.CuSeqQ where it is accepted, with and without
 // a packed prefix), every K/V element type and both precisions, on every
-// implementation. The shapes are small: two sequences of 40 and 70
+// implementation; and that PackedPrefix.Pack allocates nothing when it
+// reuses its memory. The shapes are small: two sequences of 40 and 70
 // positions, 2 query heads on 1 K/V head of dim 32, one query each (the
 // row kernels), or 1 and 9 (the packed tiles) with CuSeqQ.
 func TestNoAllocationsEveryEntryPoint(t *testing.T) {
@@ -84,6 +85,7 @@ func testNoAllocationsEveryEntryPoint(t *testing.T, dt attention.DType) {
 			{"ForwardSharedPrefixLSE", func() error { return e.ForwardSharedPrefixLSE(o, lse, qt, shared.kv, opts) }},
 			{"ForwardSharedPrefix+Packed", func() error { return e.ForwardSharedPrefix(o, qt, packed, opts) }},
 			{"ForwardSharedPrefixLSE+Packed", func() error { return e.ForwardSharedPrefixLSE(o, lse, qt, packed, opts) }},
+			{"PackedPrefix.Pack", func() error { return packed.Packed.Pack(packed.Prefix, prec) }},
 		}
 		for _, c := range calls {
 			require.NoError(t, c.call(), "%v %s", prec, c.name)
