@@ -30,11 +30,12 @@ type PackedPrefix struct {
 	prec   Precision
 	packed bool
 	// What the panels were packed from, which a call checks its prefix
-	// against: the pools' element types, layouts and first bytes, the
-	// length and a copy of the block table.
+	// against: the pools' element types, layouts and first bytes, their
+	// scales, the length and a copy of the block table.
 	kType, vType DType
 	kL, vL       Layout
 	kAddr, vAddr uintptr
+	kSc, vSc     packedScales
 	n            int
 	blocks       []int32
 	row          []fp16.BFloat16 // packPanels' scratch for a run that starts at an odd key
@@ -54,7 +55,8 @@ const packFn = "attention: PackedPrefix.Pack: "
 // prefix's keys and values do not change while p is used with it: the
 // calls read the panels, not the pools, and check only that the prefix is
 // the one p was packed from (the same pools, layouts, length and block
-// table), not its contents.
+// table, and the same scale slices of Q8 or fp8 pools, holding for fp8 the
+// same values), not its keys and values.
 func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	if precision != PrecisionFloat32 && precision != PrecisionBFloat16 {
 		return fmt.Errorf("%sprecision is %v; want PrecisionFloat32 or PrecisionBFloat16", packFn, precision)
@@ -92,6 +94,8 @@ func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	p.kL, p.vL = prefix.K.Layout, prefix.V.Layout
 	p.kAddr, _ = prefix.K.byteRange()
 	p.vAddr, _ = prefix.V.byteRange()
+	p.kSc.set(&prefix.K)
+	p.vSc.set(&prefix.V)
 	p.n = nk
 	bs := prefix.K.Seq
 	p.blocks = append(p.blocks[:0], prefix.BlockTable[:(nk+bs-1)/bs]...)
@@ -183,10 +187,33 @@ func (p *PackedPrefix) matches(prefix *PagedKV) error {
 	case prefix.K.dtype != p.kType || prefix.V.dtype != p.vType || prefix.K.Layout != p.kL || prefix.V.Layout != p.vL ||
 		kAddr != p.kAddr || vAddr != p.vAddr:
 		return fmt.Errorf("%swas packed from other pools than kv.Prefix's; want the prefix it was packed from", fn)
+	case !p.kSc.matches(&prefix.K) || !p.vSc.matches(&prefix.V):
+		return fmt.Errorf("%swas packed with other scales than kv.Prefix's; want the prefix it was packed from, packed again after its scales change", fn)
 	}
 	bs := prefix.K.Seq
 	if !slices.Equal(p.blocks, prefix.BlockTable[:(n+bs-1)/bs]) {
 		return fmt.Errorf("%swas packed from another block table than kv.Prefix's; want the prefix it was packed from", fn)
 	}
 	return nil
+}
+
+// packedScales is what a call checks of the scales of a pool a
+// PackedPrefix was packed from, since the panels hold the values times
+// them: where the Q8 or fp8 scales lie and, for fp8 (one scale, or one
+// per head: cheap to compare), their values, so that a scale changed in
+// place is caught too. Q8's scales, one per block of 32 values, are the
+// pool's contents as much as its values are, and are not compared.
+type packedScales struct {
+	lo, hi uintptr
+	fp8    []float32
+}
+
+func (s *packedScales) set(t *Tensor) {
+	s.lo, s.hi = t.scaleRange()
+	s.fp8 = append(s.fp8[:0], t.FP8Scales()...)
+}
+
+func (s *packedScales) matches(t *Tensor) bool {
+	lo, hi := t.scaleRange()
+	return lo == s.lo && hi == s.hi && slices.Equal(s.fp8, t.FP8Scales())
 }
