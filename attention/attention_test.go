@@ -11,6 +11,8 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/impltest"
 )
 
 var (
@@ -254,6 +256,51 @@ func testLargeLogits(t *testing.T) {
 		assert.Less(t, le.MaxRel, 1e-6, "%v: lse %v", pr, le)
 		assert.Greater(t, math.Abs(wantLSE[0]), 100.0, "the logits are not large")
 	}
+}
+
+// TestHugeLogits checks the package's promise that logits of any finite
+// magnitude are safe, in both precisions at every level (the fused bf16
+// softmax of AVX512-BF16 and AMX among them): 32 query rows of [1], enough
+// for bf16 precision to compute in bfloat16, against one bfloat16 key of a
+// magnitude from 5.7·10⁴ to 3·10³⁸ of either sign with the value [3], or
+// two such keys with the values [3] and [5], under scales 1 and 0.3. The
+// maximum's weight is 1 exactly, so the output is 3 (4) exactly and the
+// log-sum-exp scale·k (plus ln 2).
+func TestHugeLogits(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		const rows = 32
+		ql := attention.BHSD(1, 1, rows, 1)
+		q := attention.F32Tensor(impltest.Filled(rows, float32(1)), ql)
+		e := mustEngine(t, attention.Config{})
+		for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+			require.Equal(t, prec, attention.ComputedPrecision(attention.Options{Precision: prec}, 1, 1, rows))
+			for _, mag := range []float32{5.7e4, 1e6, 1.5e9, 3e9, 1e10, 1e20, 3e38} {
+				for _, sign := range []float32{1, -1} {
+					for _, scale := range []float32{1, 0.3} {
+						for _, n := range []int{1, 2} {
+							k := fp16.BFloat16FromFloat32(sign * mag)
+							keys := []fp16.BFloat16{k, k}[:n]
+							vals := []fp16.BFloat16{fp16.BFloat16FromFloat32(3), fp16.BFloat16FromFloat32(5)}[:n]
+							kvl := attention.BHSD(1, 1, n, 1)
+							out, lse := make([]float32, rows), make([]float32, rows)
+							require.NoError(t, e.ForwardLSE(attention.F32Tensor(out, ql), lse, q, attention.BF16Tensor(keys, kvl), attention.BF16Tensor(vals, kvl),
+								attention.Options{Scale: scale, Precision: prec}))
+							logit := scale * k.Float32()
+							wantOut, wantLSE := float32(3), float64(logit)
+							if n == 2 {
+								wantOut, wantLSE = 4, wantLSE+math.Ln2
+							}
+							ulp := float64(math.Nextafter32(float32(math.Abs(float64(logit))), float32(math.Inf(1)))) - math.Abs(float64(logit))
+							for r := range rows {
+								require.Equal(t, wantOut, out[r], "%v: %d key(s) of %v, scale %v: out[%d]", prec, n, k.Float32(), scale, r)
+								require.InDelta(t, wantLSE, float64(lse[r]), ulp, "%v: %d key(s) of %v, scale %v: lse[%d]", prec, n, k.Float32(), scale, r)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
 }
 
 // TestNaNReachesOnlyItsRows puts a NaN in one query, one key and one value

@@ -321,8 +321,8 @@ func TestFP8Errors(t *testing.T) {
 	require.Equal(t, 1, attention.FP8E5M2.Size())
 }
 
-// TestFP8AppendSaturates checks Append's quantisation: x / scale rounded
-// to nearest even, beyond the range the largest finite value of the sign,
+// TestFP8AppendSaturates checks Append's quantisation: float32(x / scale)
+// rounded to nearest even, beyond the range the largest finite value of the sign,
 // ±Inf too, and NaN kept.
 func TestFP8AppendSaturates(t *testing.T) {
 	e := mustEngine(t, attention.Config{})
@@ -345,6 +345,57 @@ func TestFP8AppendSaturates(t *testing.T) {
 		}
 		want := []float32{maxv * sc, -maxv * sc, maxv * sc, -maxv * sc, fp8Round(dt, 0.3, sc), fp8Round(dt, -0.3, sc), fp8Round(dt, 1e-6, sc), 0}
 		require.Equal(t, want, out, "%v", dt)
+	}
+}
+
+// TestFP8AppendRoundsFloat32Quotient checks the rounding NewKVCacheFP8
+// documents: Append stores the fp8 value nearest float32(x / scale), the
+// quotient rounded to float32 first, as vLLM's cache writes do. At the
+// two quotients below the float32 rounding lands on a midpoint of the
+// format (1.0625 for E4M3, 1.125 for E5M2) that the exact quotient lies
+// just above, so the stored value is 1 (the tie to even), not the fp8
+// value nearest the exact quotient (1.125, 1.25). Both caches' Append,
+// and a row of random values and scales, are checked against
+// fp16's conversion of the float32 quotient.
+func TestFP8AppendRoundsFloat32Quotient(t *testing.T) {
+	e := mustEngine(t, attention.Config{})
+	rng := rand.New(rand.NewPCG(207, 208))
+	const d = 64
+	for _, c := range []struct {
+		dt    attention.DType
+		x, sc float32
+	}{
+		{attention.FP8E4M3, 0.018381251, 0.0173},
+		{attention.FP8E5M2, 0.0562500022, 0.05},
+	} {
+		x := make([]float32, d)
+		x[0] = c.x
+		for i := 1; i < d; i++ {
+			x[i] = float32(rng.NormFloat64()) * c.sc * 8
+		}
+		want := make([]float32, d)
+		for i, xi := range x {
+			want[i] = fp8Round(c.dt, xi, c.sc)
+		}
+		require.Equal(t, c.sc, want[0], "%v: the test's quotient does not round to 1", c.dt)
+		row := attention.F32Tensor(x, attention.BHSD(1, 1, 1, d))
+		ql := attention.BHSD(1, 1, 1, d)
+		q := attention.F32Tensor(make([]float32, d), ql)
+		// Read the values back through attention: one key, so the output
+		// is V's row (times the weight 1, exactly).
+		kc, err := attention.NewKVCacheFP8(c.dt, 1, 1, d, []float32{c.sc}, []float32{c.sc})
+		require.NoError(t, err)
+		require.NoError(t, kc.Append(row, row))
+		out := make([]float32, d)
+		require.NoError(t, e.Forward(attention.F32Tensor(out, ql), q, kc.K(), kc.V(), attention.Options{}))
+		require.Equal(t, want, out, "%v: KVCache.Append", c.dt)
+		pc, err := attention.NewPagedCacheFP8(c.dt, 1, d, 4, 1, []float32{c.sc}, []float32{c.sc})
+		require.NoError(t, err)
+		id := pc.NewSequence()
+		require.NoError(t, pc.Append(id, row, row))
+		clear(out)
+		require.NoError(t, e.ForwardPaged(attention.F32Tensor(out, ql), q, pc, []attention.SeqID{id}, attention.Options{}))
+		require.Equal(t, want, out, "%v: PagedCache.Append", c.dt)
 	}
 }
 

@@ -56,11 +56,16 @@ func NewKVCache(dtype DType, heads, capacity, dim int) (*KVCache, error) {
 // FP8E4M3 or FP8E5M2 with the scales kScales of the keys and vScales of
 // the values: one each for the whole cache, or one per head (vLLM's
 // k_scale and v_scale, per layer or per head). The cache keeps copies of
-// them. Append quantises each new value x of head h to the fp8 value
-// nearest x / scale[h] (ties to even), saturating: a quotient beyond the
-// format's largest finite value, ±Inf included, is stored as that value
-// (±448 for E4M3FN, ±57344 for E5M2); NaN stays NaN. K and V read as
-// x.Float32() · scale[h].
+// them. Append quantises each new value x of head h as vLLM's cache
+// writes do: it divides in float32, q = float32(x / scale[h]), and stores
+// the fp8 value nearest q (ties to even), saturating: a quotient beyond
+// the format's largest finite value, ±Inf included, is stored as that
+// value (±448 for E4M3FN, ±57344 for E5M2); NaN stays NaN. The quotient
+// is rounded twice, so where float32 rounds it onto a midpoint of the
+// format the tie decides, which is not always the fp8 value nearest the
+// exact x / scale[h] (E4M3, x = 0.018381251, scale 0.0173: q is the
+// midpoint 1.0625, stored as 1, though the exact quotient lies above it).
+// K and V read as x.Float32() · scale[h].
 func NewKVCacheFP8(dtype DType, heads, capacity, dim int, kScales, vScales []float32) (*KVCache, error) {
 	if !dtype.isFP8() {
 		return nil, fmt.Errorf("attention: NewKVCacheFP8: element type %v; want fp8e4m3 or fp8e5m2", dtype)
@@ -325,9 +330,9 @@ func storeRow(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 
 // quantizeFP8Row writes d elements of src at soff (F32, F16, BF16 or fp8)
 // into the fp8 tensor dst at doff, a row of head h: each value divided by
-// dst's scale of head h and rounded to nearest even, saturating
-// (fp16.Float8E4M3FromFloat32). It widens the row a stack chunk at a
-// time, so it does not allocate.
+// dst's scale of head h in float32, then rounded to nearest even,
+// saturating (fp16.Float8E4M3FromFloat32), as NewKVCacheFP8 documents. It
+// widens the row a stack chunk at a time, so it does not allocate.
 func quantizeFP8Row(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 	sc := dst.fp8Scale(h)[0]
 	var buf [64]float32

@@ -23,8 +23,9 @@ type SharedPrefixKV struct {
 	// product of few rows, which reads K and V rows where they lie; see
 	// ComputedPrecision) it is not read, but checked all the same: it must
 	// have been packed from Prefix (the same pools, layouts, length and
-	// block table), whose keys and values must not have changed since
-	// (which no call can check).
+	// block table, and the same scale slices of Q8 or fp8 pools, holding
+	// for fp8 the same values), whose keys and values must not have
+	// changed since (which no call can check).
 	Packed *PackedPrefix
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
+	"github.com/flashgo/flashgo/fp16"
 	"github.com/flashgo/flashgo/internal/impltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -344,6 +345,73 @@ func TestSharedPrefixPackedErrors(t *testing.T) {
 	two.SeqLens = []int32{100, 100}
 	require.ErrorContains(t, new(attention.PackedPrefix).Pack(two, attention.PrecisionFloat32), "PackedPrefix.Pack: prefix.SeqLens has 2 lengths")
 	require.ErrorContains(t, new(attention.PackedPrefix).Pack(fx.kv.Prefix, 7), "PackedPrefix.Pack: precision is Precision(7); want PrecisionFloat32 or PrecisionBFloat16")
+}
+
+// TestSharedPrefixPackedScales checks that panels packed from Q8 or fp8
+// keys under one set of scales are refused for a prefix whose keys have
+// other scales (another slice, or for fp8 the same slice holding another
+// value), with stacked rows enough (5 sequences × 8 query heads) for the
+// panels to be read; and that the prefix packed again under the new
+// scales gives the bits of the call without panels.
+func TestSharedPrefixPackedScales(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(165, 166))
+		const hkv, d, bs, hq, B = 1, 32, 16, 8, 5
+		q := randn(rng, B*hq*d)
+		l := attention.BHSD(B, hq, 1, d)
+		e := mustEngine(t, attention.Config{})
+		for _, dt := range []attention.DType{attention.Q8, attention.FP8E4M3, attention.FP8E5M2} {
+			fx := newSharedFixture(t, rng, dt, hkv, d, bs, 100, []int{5, 7, 1, 3, 2})
+			pl := fx.kv.Prefix.K.Layout
+			var keys func(scales []float32) attention.Tensor // the prefix's keys under scales
+			scales := []float32{1}
+			switch dt {
+			case attention.Q8:
+				data := make([]int8, len(fx.kf))
+				scales = make([]float32, len(fx.kf)/attention.Q8Block)
+				require.NoError(t, attention.QuantizeQ8(data, scales, fx.kf))
+				keys = func(s []float32) attention.Tensor { return attention.Q8Tensor(data, s, pl) }
+			case attention.FP8E4M3:
+				data := fp16.Float8E4M3s(fx.kf)
+				keys = func(s []float32) attention.Tensor { return attention.FP8E4M3Tensor(data, s, pl) }
+			case attention.FP8E5M2:
+				data := fp16.Float8E5M2s(fx.kf)
+				keys = func(s []float32) attention.Tensor { return attention.FP8E5M2Tensor(data, s, pl) }
+			}
+			quarter := make([]float32, len(scales))
+			for i, x := range scales {
+				quarter[i] = x / 4
+			}
+			for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
+				run := func(kv attention.SharedPrefixKV) ([]float32, error) {
+					out := make([]float32, len(q))
+					err := e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv, attention.Options{Causal: true, Precision: prec})
+					return out, err
+				}
+				kv := fx.kv
+				kv.Prefix.K = keys(scales)
+				kv.Packed = new(attention.PackedPrefix)
+				require.NoError(t, kv.Packed.Pack(kv.Prefix, prec))
+				stale := kv
+				stale.Prefix.K = keys(quarter)
+				_, err := run(stale)
+				require.ErrorContains(t, err, "kv.Packed: was packed with other scales than kv.Prefix's", "%v %v: other scales", dt, prec)
+				if len(scales) == 1 {
+					scales[0] = 0.25
+					_, err = run(kv)
+					scales[0] = 1
+					require.ErrorContains(t, err, "kv.Packed: was packed with other scales than kv.Prefix's", "%v %v: the scale changed in place", dt, prec)
+				}
+				require.NoError(t, stale.Packed.Pack(stale.Prefix, prec))
+				got, err := run(stale)
+				require.NoError(t, err)
+				stale.Packed = nil
+				want, err := run(stale)
+				require.NoError(t, err)
+				requireSameBits(t, got, want, "%v %v: packed again", dt, prec)
+			}
+		}
+	})
 }
 
 // TestSharedPrefixPackedNoAllocations checks that a warm call with the

@@ -30,14 +30,20 @@ type PackedPrefix struct {
 	prec   Precision
 	packed bool
 	// What the panels were packed from, which a call checks its prefix
-	// against: the pools' element types, layouts and first bytes, the
-	// length and a copy of the block table.
+	// against: the pools' element types, layouts and first bytes, their
+	// scales, the length and a copy of the block table.
 	kType, vType DType
 	kL, vL       Layout
 	kAddr, vAddr uintptr
+	kSc, vSc     packedScales
 	n            int
 	blocks       []int32
 	row          []fp16.BFloat16 // packPanels' scratch for a run that starts at an odd key
+	// read is the validated prefix's paged store while Pack runs, held
+	// here so that the sources the packs read through it point into p,
+	// not into Pack's frame, which would then be allocated on every call;
+	// Pack clears it, so that p keeps no reference to the pools.
+	read pagedRead
 }
 
 const packFn = "attention: PackedPrefix.Pack: "
@@ -49,7 +55,8 @@ const packFn = "attention: PackedPrefix.Pack: "
 // prefix's keys and values do not change while p is used with it: the
 // calls read the panels, not the pools, and check only that the prefix is
 // the one p was packed from (the same pools, layouts, length and block
-// table), not its contents.
+// table, and the same scale slices of Q8 or fp8 pools, holding for fp8 the
+// same values), not its keys and values.
 func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	if precision != PrecisionFloat32 && precision != PrecisionBFloat16 {
 		return fmt.Errorf("%sprecision is %v; want PrecisionFloat32 or PrecisionBFloat16", packFn, precision)
@@ -72,11 +79,13 @@ func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	p.packed = false
 	nk, dv := int(prefix.SeqLens[0]), c.dv
 	kOps, vOps := &kvKernels[prefix.K.dtype], &kvKernels[prefix.V.dtype]
+	p.read = c.paged
 	if precision == PrecisionFloat32 {
-		err = p.packF32(&c, kOps, vOps, hkv, nk, d, dv)
+		err = p.packF32(kOps, vOps, hkv, nk, d, dv)
 	} else {
-		err = p.packBF16(&c, kOps, vOps, hkv, nk, d, dv)
+		err = p.packBF16(kOps, vOps, hkv, nk, d, dv)
 	}
+	p.read = pagedRead{}
 	if err != nil {
 		return fmt.Errorf("%s%w", packFn, err)
 	}
@@ -85,6 +94,8 @@ func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	p.kL, p.vL = prefix.K.Layout, prefix.V.Layout
 	p.kAddr, _ = prefix.K.byteRange()
 	p.vAddr, _ = prefix.V.byteRange()
+	p.kSc.set(&prefix.K)
+	p.vSc.set(&prefix.V)
 	p.n = nk
 	bs := prefix.K.Seq
 	p.blocks = append(p.blocks[:0], prefix.BlockTable[:(nk+bs-1)/bs]...)
@@ -92,9 +103,9 @@ func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	return nil
 }
 
-// packBF16 packs the prefix of validated call c into bfloat16 pair
-// panels, laid out as prepack.setup lays out a prefill's.
-func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
+// packBF16 packs the validated prefix p.read into bfloat16 pair panels,
+// laid out as prepack.setup lays out a prefill's.
+func (p *PackedPrefix) packBF16(kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
 	pre := &p.pre
 	pre.on, pre.ready, pre.f32 = true, true, false
 	pre.ldK = 2*roundUp(nk, 16) + panelPad // see bf16Strides
@@ -115,7 +126,7 @@ func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv
 	}
 	pre.k, pre.v, pre.bad = pre.k[:cap(pre.k)], pre.v[:cap(pre.v)], pre.bad[:cap(pre.bad)]
 	for hk := range hkv {
-		src := c.paged.source(0, hk, seg{nk: nk})
+		src := p.read.source(0, hk, seg{nk: nk})
 		src.kOps, src.vOps = kOps, vOps
 		k, v := pre.k[hk*pre.kLen:][:pre.kLen], pre.v[hk*pre.vLen:][:pre.vLen]
 		bad := pre.bad[hk*(nk+1):][:nk+1]
@@ -126,12 +137,12 @@ func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv
 	return nil
 }
 
-// packF32 packs the prefix of validated call c into float32 panels: each
+// packF32 packs the validated prefix p.read into float32 panels: each
 // head's keys transposed as packK lays out a tile, with a leading
 // dimension padded past a multiple of 1 KiB (the product reads a strip of
 // keys from every component row, and rows a power of two apart would
 // crowd into a few sets of the L1 cache), and its values as rows of dv.
-func (p *PackedPrefix) packF32(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
+func (p *PackedPrefix) packF32(kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
 	pre := &p.pre
 	pre.on, pre.ready, pre.f32 = true, true, true
 	pre.ldKF = roundUp(nk, 16) + 16
@@ -144,7 +155,7 @@ func (p *PackedPrefix) packF32(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv 
 	}
 	pre.kf, pre.vf = pre.kf[:cap(pre.kf)], pre.vf[:cap(pre.vf)]
 	for hk := range hkv {
-		src := c.paged.source(0, hk, seg{nk: nk})
+		src := p.read.source(0, hk, seg{nk: nk})
 		kt, v := pre.kf[hk*pre.kfLen:][:pre.kfLen], pre.vf[hk*pre.vfLen:][:pre.vfLen]
 		for j := 0; j < nk; {
 			r := src.run(j, nk)
@@ -176,10 +187,33 @@ func (p *PackedPrefix) matches(prefix *PagedKV) error {
 	case prefix.K.dtype != p.kType || prefix.V.dtype != p.vType || prefix.K.Layout != p.kL || prefix.V.Layout != p.vL ||
 		kAddr != p.kAddr || vAddr != p.vAddr:
 		return fmt.Errorf("%swas packed from other pools than kv.Prefix's; want the prefix it was packed from", fn)
+	case !p.kSc.matches(&prefix.K) || !p.vSc.matches(&prefix.V):
+		return fmt.Errorf("%swas packed with other scales than kv.Prefix's; want the prefix it was packed from, packed again after its scales change", fn)
 	}
 	bs := prefix.K.Seq
 	if !slices.Equal(p.blocks, prefix.BlockTable[:(n+bs-1)/bs]) {
 		return fmt.Errorf("%swas packed from another block table than kv.Prefix's; want the prefix it was packed from", fn)
 	}
 	return nil
+}
+
+// packedScales is what a call checks of the scales of a pool a
+// PackedPrefix was packed from, since the panels hold the values times
+// them: where the Q8 or fp8 scales lie and, for fp8 (one scale, or one
+// per head: cheap to compare), their values, so that a scale changed in
+// place is caught too. Q8's scales, one per block of 32 values, are the
+// pool's contents as much as its values are, and are not compared.
+type packedScales struct {
+	lo, hi uintptr
+	fp8    []float32
+}
+
+func (s *packedScales) set(t *Tensor) {
+	s.lo, s.hi = t.scaleRange()
+	s.fp8 = append(s.fp8[:0], t.FP8Scales()...)
+}
+
+func (s *packedScales) matches(t *Tensor) bool {
+	lo, hi := t.scaleRange()
+	return lo == s.lo && hi == s.hi && slices.Equal(s.fp8, t.FP8Scales())
 }

@@ -422,12 +422,15 @@ func checkOutputShape(prefix string, out Tensor, lse []float32, q Tensor, dv int
 }
 
 // input is one buffer a call reads, for the overlap checks: its name in an
-// error message (name, name[index] when index >= 0, followed by part) and
-// the addresses [lo, hi) it spans.
+// error message (name, name[index] when index >= 0, followed by part, and
+// " scales" for the scales of a Q8 or fp8 tensor) and the addresses
+// [lo, hi) it spans. The name is put together only when an error is
+// reported: a call that succeeds builds no string.
 type input struct {
 	name   string
 	index  int
 	part   string
+	scales bool
 	lo, hi uintptr
 }
 
@@ -435,6 +438,9 @@ func (in input) String() string {
 	s := in.name
 	if in.index >= 0 {
 		s = fmt.Sprintf("%s[%d]", s, in.index)
+	}
+	if in.scales {
+		return s + in.part + " scales"
 	}
 	return s + in.part
 }
@@ -470,16 +476,16 @@ func (r *request) checkOverlaps(opts *Options) error {
 func (r *request) eachInput(opts *Options, f func(input) error) error {
 	tensor := func(name string, index int, part string, t *Tensor) error {
 		lo, hi := t.byteRange()
-		if err := f(input{name, index, part, lo, hi}); err != nil {
+		if err := f(input{name, index, part, false, lo, hi}); err != nil {
 			return err
 		}
 		if !t.dtype.scaled() {
 			return nil
 		}
 		lo, hi = t.scaleRange()
-		return f(input{name, index, part + " scales", lo, hi})
+		return f(input{name, index, part, true, lo, hi})
 	}
-	slice := func(name string, s span) error { return f(input{name, -1, "", s.lo, s.hi}) }
+	slice := func(name string, s span) error { return f(input{name, -1, "", false, s.lo, s.hi}) }
 	if err := tensor("q", -1, "", &r.q); err != nil {
 		return err
 	}

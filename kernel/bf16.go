@@ -529,18 +529,18 @@ func pvBF16Generic(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.B
 // contract.
 //
 // Where the level has the fused kernel (AVX-512 with AVX512-BF16, and
-// AMX), a positive finite scale and log2(e) are folded into one constant
-// and the exponentials are base 2, one FMA and the exponential per score
-// (softmaxBF16Base2):
+// AMX), for a positive finite scale, the exponentials are base 2 of the
+// same differences, each operation rounded to float32 (softmaxBF16Base2):
 //
-//	c := float32(scale·log2e);  mb := float32(mNew·log2e)
-//	alpha[i] = Exp2(float32(m[i]·log2e) − mb)
-//	e := Exp2(FMA(x, c, −mb))
+//	alpha[i] = Exp2((m[i] − mNew)·log2e)
+//	e := Exp2((scale·x − mNew)·log2e)
 //
-// which is e^(scale·x − mNew) times a factor 2^(mNew·log2e − mb) common to
-// the row's weights and its alpha (|mNew|·2⁻²⁴ relative at most), which
-// the output's division by z cancels; the log-sum-exp keeps it (about
-// |mNew|·10⁻⁷ absolute).
+// scale·x is rounded as the maximum was, so the maximum's difference is 0
+// and its weight 1 exactly, whatever the magnitude of the scores. The
+// other weights are e^(scale·x − mNew), scale·x rounded, to within a
+// relative 2⁻²³·|t| for the exponent t (the roundings of the difference,
+// of log2e and of the product; 1.5·10⁻⁵ at t = −126, below which the
+// weight is 0) and the exponential's 3 ulp.
 func OnlineSoftmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) error {
 	if err := checkDims("OnlineSoftmaxBF16", rows, cols, 0); err != nil {
 		return err
@@ -563,10 +563,14 @@ func OnlineSoftmaxBF16(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, c
 
 // softmaxBF16Base2 is the fused kernel's softmax (OnlineSoftmaxBF16's
 // base-2 form) for a positive finite scale, the twin of SoftmaxBF16AVX512:
-// each row's maximum and special cases as in softmaxBF16Generic, then the
-// exponentials of its arguments folded into one FMA.
+// each row's maximum and special cases as in softmaxBF16Generic, then each
+// exponent as three float32 operations, the scaled score (the product the
+// maximum was rounded from), its difference from the maximum, that times
+// log2e, and the base-2 exponential. No FMA may join the first two: the
+// maximum's difference would then be the product's rounding error, up to
+// half an ulp of mNew (over 100 from |mNew| = 2³¹ on), and its weight
+// 2^±100 or worse instead of 1.
 func softmaxBF16Base2(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
-	c := scale * expLog2e
 	for i := range rows {
 		row := s[i*ldS:][:cols]
 		prow := p[i*ldP:][:cols]
@@ -576,15 +580,15 @@ func softmaxBF16Base2(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, co
 			alpha[i] = 1
 			continue
 		}
-		mb := mNew * expLog2e
-		alpha[i] = exp2Softmax(float32(m[i]*expLog2e) - mb) // rounded before the subtraction, as the kernel does
+		alpha[i] = exp2Softmax(float32(m[i]-mNew) * expLog2e)
 		var sum float32
 		for j, x := range row {
-			e := exp2Softmax(fma32(x, c, -mb))
+			y := float32(scale * x) // the conversion keeps the product out of an FMA
+			e := exp2Softmax(float32(y-mNew) * expLog2e)
 			sum += e
 			prow[j] = RoundBF16(e)
 		}
-		z[i] = alpha[i]*z[i] + sum
+		z[i] = float32(alpha[i]*z[i]) + sum // rounded twice, as the kernel does
 		m[i] = mNew
 	}
 }
@@ -615,7 +619,10 @@ func softmaxBF16Generic(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, 
 		alpha[i] = Exp(m[i] - mNew)
 		var sum float32
 		for j, x := range row {
-			e := Exp(scale*x - mNew)
+			// The product rounded as the maximum was: an FMA (which Go
+			// may form, and does on arm64) would leave its rounding error,
+			// up to half an ulp of mNew, in the maximum's exponent.
+			e := Exp(float32(scale*x) - mNew)
 			sum += e
 			prow[j] = RoundBF16(e)
 		}

@@ -301,15 +301,15 @@ func testOnlineSoftmaxBF16(t *testing.T) {
 				require.InDelta(t, mx, float64(m[i]), 1e-6*math.Abs(mx)+1e-30, "rows %d cols %d row %d: m", rows, cols, i)
 				// The exact exponentials of the arguments the level forms:
 				// e^(m0 − m) and e^(scale·x − m), or with the fused kernel
-				// 2^(m0·log2e − mb) and 2^(x·c − mb), the arguments rounded
-				// to float32 as softmaxBF16Base2 rounds them (alpha's wholly:
-				// an ulp of an argument near 10 is 4·10⁻⁷ of the result).
+				// 2^((m0 − m)·log2e) and 2^((scale·x − m)·log2e), the
+				// arguments rounded to float32 as softmaxBF16Base2 rounds
+				// them (alpha's wholly: an ulp of an argument near 10 is
+				// 4·10⁻⁷ of the result).
 				exp := func(x float32) float64 { return math.Exp(float64(scale*x) - float64(m[i])) }
 				a := math.Exp(float64(m0[i]) - float64(m[i]))
 				if cur.bf16.softmax != nil && cols > 0 {
-					c, mb := float64(float32(scale*expLog2e)), float64(m[i]*expLog2e)
-					exp = func(x float32) float64 { return math.Exp2(float64(x)*c - mb) }
-					a = math.Exp2(float64(m0[i]*expLog2e - m[i]*expLog2e))
+					exp = func(x float32) float64 { return math.Exp2(float64(float32(float32(scale*x)-m[i]) * expLog2e)) }
+					a = math.Exp2(float64(float32(m0[i]-m[i]) * expLog2e))
 				}
 				require.InDelta(t, a, float64(alpha[i]), 4e-7*a+1e-30, "alpha")
 				sum := a * float64(z0[i])
@@ -425,6 +425,66 @@ func TestSoftmaxBF16MatchesGeneric(t *testing.T) {
 			}
 		}
 	})
+}
+
+// bf16SoftmaxFunc is the signature of OnlineSoftmaxBF16's loops.
+type bf16SoftmaxFunc func(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32)
+
+// TestSoftmaxBF16HugeLogits checks that the maximum of a row gets the
+// weight 1 exactly, and the row's sum and rescale factor are what the
+// scores say, whatever their magnitude (the doc's promise: logits of any
+// finite magnitude are safe): scaled maxima from 10³ to float32's largest,
+// of both signs, under several scales, in the fused kernel's Go twin
+// (softmaxBF16Base2, which the levels with the fused kernel are checked
+// against) and in every implementation's OnlineSoftmaxBF16. Each row holds
+// its maximum twice and keys below it, and the tile is folded twice, so
+// that the second fold meets its maximum as the running one (alpha 1).
+func TestSoftmaxBF16HugeLogits(t *testing.T) {
+	checkHugeLogits(t, "softmaxBF16Base2", softmaxBF16Base2)
+	testAllImpls(t, func(t *testing.T) {
+		checkHugeLogits(t, "OnlineSoftmaxBF16", func(s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols int, scale float32, m, z, alpha []float32) {
+			require.NoError(t, OnlineSoftmaxBF16(s, ldS, p, ldP, rows, cols, scale, m, z, alpha))
+		})
+	})
+}
+
+func checkHugeLogits(t *testing.T, name string, softmax bf16SoftmaxFunc) {
+	t.Helper()
+	const cols = 37 // two vectors and a tail
+	for _, mag := range []float32{1e3, 5.7e4, 3e5, 1e6, 1.5e9, 2e9, 3e9, 1e10, 1e20, math.MaxFloat32} {
+		for _, sign := range []float32{1, -1} {
+			for _, scale := range []float32{1, 0.125, 0.3} {
+				x := sign * mag
+				s := make([]float32, cols)
+				want := 2.0 // the two maxima; the others below
+				mx := float64(scale * x)
+				for j := range s {
+					// Keys below x by j·2⁻¹² of its magnitude: their weights
+					// are 0 but for the smallest magnitudes.
+					s[j] = x - float32(j)*mag/4096
+					want += math.Exp(float64(scale*s[j]) - mx)
+				}
+				want -= 1 // s[0] = x, counted in the two
+				s[cols-1] = x
+				want -= math.Exp(float64(scale*(x-float32(cols-1)*mag/4096)) - mx)
+				p := make([]fp16.BFloat16, cols)
+				m, z, alpha := []float32{negInf}, []float32{0}, []float32{0}
+				what := fmt.Sprintf("%s: logit %v (score %v, scale %v)", name, scale*x, x, scale)
+				for fold := 1; fold <= 2; fold++ {
+					softmax(s, cols, p, cols, 1, cols, scale, m, z, alpha)
+					require.Equal(t, scale*x, m[0], "%s, fold %d: m", what, fold)
+					require.Equal(t, fp16.BFloat16(0x3f80), p[0], "%s, fold %d: the maximum's probability is %v; want 1", what, fold, p[0].Float32())
+					require.Equal(t, fp16.BFloat16(0x3f80), p[cols-1], "%s, fold %d: the maximum's probability", what, fold)
+					if fold == 1 {
+						require.Zero(t, alpha[0], "%s: alpha of a row that had seen nothing", what)
+					} else {
+						require.Equal(t, float32(1), alpha[0], "%s: alpha under the same maximum", what)
+					}
+					require.InDelta(t, float64(fold)*want, float64(z[0]), 4e-6*want*float64(fold), "%s, fold %d: z", what, fold)
+				}
+			}
+		}
+	}
 }
 
 // TestSoftmaxBF16NaN checks the special rows of the fused softmax of every

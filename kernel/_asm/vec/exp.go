@@ -96,31 +96,35 @@ func (e *exp512) exp(v VecVirtual, tail Register) VecVirtual {
 }
 
 // exp2t512 holds the zmm constants of the base-2 exponential of the
-// softmax of bf16 precision, whose arguments t = s·c − mb carry the scale
-// and log2(e) in c = scale·log2e and the row maximum in mb = m·log2e:
+// softmax of bf16 precision, whose arguments are t = (s·scale − m)·log2e
+// for the scores s and the row maximum m, each operation rounded:
 //
 //	n = roundToEven(t);  f = t − n   (exact, |f| <= 1/2)
 //	p = 1 + f·(C1 + f·(C2 + f·(C3 + f·(C4 + f·C5))))   (FMA)
 //	result = p·2^n, 0 where t < −126 (−Inf included), NaN for NaN
 type exp2t512 struct {
-	c, mb, min, one VecVirtual
-	p               [5]VecVirtual // C5, C4, …, C1
+	scale, m, log2e, min, one VecVirtual
+	p                         [5]VecVirtual // C5, C4, …, C1
 }
 
-func newExp2t512(c, mb VecVirtual) *exp2t512 {
-	e := &exp2t512{c: c, mb: mb, min: broadcast512(cExp2Min), one: broadcast512(cOne)}
+func newExp2t512(scale, m, log2e VecVirtual) *exp2t512 {
+	e := &exp2t512{scale: scale, m: m, log2e: log2e, min: broadcast512(cExp2Min), one: broadcast512(cOne)}
 	for i := range e.p {
 		e.p[i] = broadcast512(cExp2C5 - i)
 	}
 	return e
 }
 
-// of returns 2^(s·c − mb) for the scores s (memory, or a register whose
-// lanes outside tail are anything: they come out 0).
+// of returns 2^((s·scale − m)·log2e) for the scores s (memory, or a
+// register whose lanes outside tail are anything: they come out 0). The
+// product s·scale is rounded before the subtraction, as the maximum m
+// was rounded from it, so that the maximum's t is 0 exactly: an FMA
+// would leave the product's rounding error, up to half an ulp of m, in t.
 func (e *exp2t512) of(s Op, tail Register) VecVirtual {
 	t := ZMM()
-	VMOVAPS(e.mb, t)
-	VFMSUB231PS(s, e.c, t) // t = c·s − mb
+	VMULPS(s, e.scale, t) // s·scale
+	VSUBPS(e.m, t, t)     // − m
+	VMULPS(e.log2e, t, t) // ·log2e
 	return e.exp2(t, tail)
 }
 

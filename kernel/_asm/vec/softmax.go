@@ -9,11 +9,10 @@ import (
 )
 
 const softmaxBF16Doc = `SoftmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
-whole tile, with AVX-512 and AVX512-BF16, its exponentials base 2 with
-the scale and log2(e) folded into one constant c (rows, cols >= 1,
-finite scale > 0, leading dimensions in elements, p bfloat16):
+whole tile, with AVX-512 and AVX512-BF16, its exponentials base 2
+(rows, cols >= 1, finite scale > 0, leading dimensions in elements, p
+bfloat16):
 
-	c := scale·log2e
 	for i := 0; i < rows; i++ {
 		row := s[i*ldS : i*ldS+cols]
 		mNew := max(m[i], scale*Max(row))   // NaN if any score is NaN
@@ -22,11 +21,10 @@ finite scale > 0, leading dimensions in elements, p bfloat16):
 			alpha[i] = 1
 			continue
 		}
-		mb := mNew·log2e
-		alpha[i] = Exp2(m[i]·log2e − mb)
+		alpha[i] = Exp2((m[i] − mNew)·log2e)
 		var sum float32
 		for j, x := range row {
-			e := Exp2(FMA(x, c, −mb))
+			e := Exp2((scale·x − mNew)·log2e)
 			sum += e
 			p[i*ldP+j] = RoundBF16(e)
 		}
@@ -34,8 +32,10 @@ finite scale > 0, leading dimensions in elements, p bfloat16):
 		m[i] = mNew
 	}
 
-(every product rounded to float32; Exp2 is the kernel package's
-exp2Softmax, and the loop its softmaxBF16Base2). Each row takes two
+(every operation rounded to float32, none fused: scale·x is rounded as
+the maximum was, so that the maximum's exponent is 0 exactly whatever
+its magnitude; Exp2 is the kernel package's exp2Softmax, and the loop
+its softmaxBF16Base2). Each row takes two
 passes over its scores: their maximum, then the exponentials. The first
 pass is VMAXPS of the unscaled scores alone, scaled once at the end (the
 same value as the maximum of the scaled scores: rounding is monotonic and
@@ -47,7 +47,7 @@ scalar scan for the first NaN, which scaled is the row's new maximum.
 The second pass takes the exponentials, their sum, and their rounding to
 bfloat16 (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic
 for it) stored straight into p. alpha's exponential is the same vector
-exponential of m[i]·log2e − mb broadcast. The last partial vector of a
+exponential of (m[i] − mNew)·log2e broadcast. The last partial vector of a
 row is read and written through an opmask, so nothing past cols is
 touched. The order of the additions of the sum differs from the loop.`
 
@@ -76,13 +76,11 @@ func genSoftmaxBF16AVX512() {
 	sc := ZMM()
 	VBROADCASTSS(scx, sc)
 	negInf := broadcast512(cNegInf)
-	// The exponentials are base 2 (exp2t512): c = scale·log2e once, and
-	// per row mb = mNew·log2e.
+	// The exponentials are base 2 (exp2t512) of (scale·x − mNew)·log2e,
+	// mNew broadcast into vm per row.
 	log2e := broadcast512(cLog2e)
-	c := ZMM()
-	VMULPS(log2e, sc, c)
-	vmb := ZMM()
-	e := newExp2t512(c, vmb)
+	vm := ZMM()
+	e := newExp2t512(sc, vm, log2e)
 
 	// The opmask of the last partial vector of a row, the same for every
 	// row: cols mod 16 lanes (none when cols is a multiple of 16).
@@ -233,14 +231,12 @@ func genSoftmaxBF16AVX512() {
 
 		Label(L("live"))
 		VMOVSS(mNew, Mem{Base: m})
-		VBROADCASTSS(mNew, vmb)
-		VMULPS(log2e, vmb, vmb)
-		// alpha = 2^(m[i]·log2e − mb), the products rounded as the rows'
-		// mb are, of m[i] broadcast.
+		VBROADCASTSS(mNew, vm)
+		// alpha = 2^((m[i] − mNew)·log2e), of m[i] broadcast.
 		vo := ZMM()
 		VBROADCASTSS(mOld, vo)
+		VSUBPS(vm, vo, vo)
 		VMULPS(log2e, vo, vo)
-		VSUBPS(vmb, vo, vo)
 		VMOVSS(e.exp2(vo, nil).AsX(), Mem{Base: alpha})
 
 		// Pass 2: exponentials, their sum, and their rounding into p.

@@ -137,11 +137,10 @@ func SoftCapAVX512(dst *float32, src *float32, n int, c float32, inv float32)
 func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 
 // SoftmaxBF16AVX512 is OnlineSoftmaxBF16 in one call for a
-// whole tile, with AVX-512 and AVX512-BF16, its exponentials base 2 with
-// the scale and log2(e) folded into one constant c (rows, cols >= 1,
-// finite scale > 0, leading dimensions in elements, p bfloat16):
+// whole tile, with AVX-512 and AVX512-BF16, its exponentials base 2
+// (rows, cols >= 1, finite scale > 0, leading dimensions in elements, p
+// bfloat16):
 //
-//	c := scale·log2e
 //	for i := 0; i < rows; i++ {
 //		row := s[i*ldS : i*ldS+cols]
 //		mNew := max(m[i], scale*Max(row))   // NaN if any score is NaN
@@ -150,11 +149,10 @@ func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 //			alpha[i] = 1
 //			continue
 //		}
-//		mb := mNew·log2e
-//		alpha[i] = Exp2(m[i]·log2e − mb)
+//		alpha[i] = Exp2((m[i] − mNew)·log2e)
 //		var sum float32
 //		for j, x := range row {
-//			e := Exp2(FMA(x, c, −mb))
+//			e := Exp2((scale·x − mNew)·log2e)
 //			sum += e
 //			p[i*ldP+j] = RoundBF16(e)
 //		}
@@ -162,8 +160,10 @@ func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 //		m[i] = mNew
 //	}
 //
-// (every product rounded to float32; Exp2 is the kernel package's
-// exp2Softmax, and the loop its softmaxBF16Base2). Each row takes two
+// (every operation rounded to float32, none fused: scale·x is rounded as
+// the maximum was, so that the maximum's exponent is 0 exactly whatever
+// its magnitude; Exp2 is the kernel package's exp2Softmax, and the loop
+// its softmaxBF16Base2). Each row takes two
 // passes over its scores: their maximum, then the exponentials. The first
 // pass is VMAXPS of the unscaled scores alone, scaled once at the end (the
 // same value as the maximum of the scaled scores: rounding is monotonic and
@@ -175,7 +175,7 @@ func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 // The second pass takes the exponentials, their sum, and their rounding to
 // bfloat16 (VCVTNEPS2BF16, emitted as bytes: Go's assembler has no mnemonic
 // for it) stored straight into p. alpha's exponential is the same vector
-// exponential of m[i]·log2e − mb broadcast. The last partial vector of a
+// exponential of (m[i] − mNew)·log2e broadcast. The last partial vector of a
 // row is read and written through an opmask, so nothing past cols is
 // touched. The order of the additions of the sum differs from the loop.
 //
