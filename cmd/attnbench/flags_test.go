@@ -270,3 +270,19 @@ func TestNaiveQueries(t *testing.T) {
 	}
 	assert.NotEqual(t, q, got, "the queries were not rounded")
 }
+
+// TestSweepDescription: a swept decode shape is described without the
+// suite's context length, which the sweep replaces (the plot's title is
+// its description).
+func TestSweepDescription(t *testing.T) {
+	for _, name := range []string{"D1", "D2"} {
+		s, err := lookupShape(name)
+		require.NoError(t, err)
+		d := s.withSeq(4096).describe()
+		assert.NotContains(t, d, "context", "%s swept: %s", name, d)
+		assert.Contains(t, d, "(decode)")
+	}
+	s, err := lookupShape("P3")
+	require.NoError(t, err)
+	assert.Contains(t, s.withSeq(512).describe(), "(long prefill)")
+}
