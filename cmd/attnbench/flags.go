@@ -128,6 +128,7 @@ var (
 const usageHead = `usage: attnbench [flags]
        attnbench check [-short] [-kernel NAMES] [-precision LIST] [-threads N] [-v]
        attnbench generate -model FILE [flags]
+       attnbench compare [-rounds N] [-python CMD] [-out FILE] [flags]
 
 attnbench measures flashgo's fused attention engine: for each shape, K/V
 storage type and thread count it prints the median time over -reps runs
@@ -171,6 +172,9 @@ case is less accurate than the project's rule allows (max abs error <=
 docs/math.md); "attnbench check -h" says more.
 "attnbench generate" runs a GGUF model with the engine and reports its
 prefill and decode rates; "attnbench generate -h" says more.
+"attnbench compare" times the same cases with PyTorch's
+scaled_dot_product_attention in interleaved rounds and prints the ratios;
+"attnbench compare -h" says more.
 
 Examples:
   attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
@@ -269,7 +273,7 @@ func parse(args []string, help io.Writer) (config, error) {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q (flags come before arguments; the subcommands are check and generate, given first)", fs.Arg(0))
+		return config{}, fmt.Errorf("unexpected argument %q (flags come before arguments; the subcommands are check, generate and compare, given first)", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
