@@ -17,7 +17,7 @@ func BenchmarkStoriesDecode(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			f, err := gguf.Open(storiesPath)
 			if err != nil {
-				b.Skipf("test model %s not available (%v); README.md (\"The test model\") says where to get it", storiesPath, err)
+				b.Skipf("test model %s not available (%v); set FLASHGO_MODEL to its path, or README.md (\"The test model\") says how to download it", storiesPath, err)
 			}
 			defer f.Close()
 			m, err := Load(f)
@@ -50,7 +50,7 @@ func BenchmarkStoriesDecode(b *testing.B) {
 func BenchmarkStoriesPrefill(b *testing.B) {
 	f, err := gguf.Open(storiesPath)
 	if err != nil {
-		b.Skipf("test model %s not available (%v); README.md (\"The test model\") says where to get it", storiesPath, err)
+		b.Skipf("test model %s not available (%v); set FLASHGO_MODEL to its path, or README.md (\"The test model\") says how to download it", storiesPath, err)
 	}
 	defer f.Close()
 	m, err := Load(f)

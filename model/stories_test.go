@@ -4,26 +4,27 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/flashgo/flashgo/internal/testmodel"
 	"github.com/flashgo/flashgo/model/gguf"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// storiesPath is the shared test model (README.md, "The test model", says where to get it):
+// storiesPath is the test model ($FLASHGO_MODEL, else ../shared/models/;
+// README.md, "The test model", says how to download it):
 // Karpathy's TinyStories stories260K converted to GGUF v3 by llama.cpp.
-var storiesPath = filepath.Join("..", "..", "shared", "models", "stories260K.gguf")
+var storiesPath = testmodel.Candidate()
 
 // openStories opens the shared test model, or skips the test without it.
 func openStories(t *testing.T) *gguf.File {
 	t.Helper()
 	f, err := gguf.Open(storiesPath)
 	if err != nil {
-		t.Skipf("test model %s not available (%v); it lives outside the repository: README.md (\"The test model\") says where to get it and its sha256", storiesPath, err)
+		t.Skipf("test model %s not available (%v); it lives outside the repository: set FLASHGO_MODEL to its path, or README.md (\"The test model\") says how to download it", storiesPath, err)
 	}
 	t.Cleanup(func() { f.Close() })
 	return f

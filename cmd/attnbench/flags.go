@@ -128,6 +128,7 @@ var (
 const usageHead = `usage: attnbench [flags]
        attnbench check [-short] [-kernel NAMES] [-precision LIST] [-threads N] [-v]
        attnbench generate -model FILE [flags]
+       attnbench compare [-rounds N] [-python CMD] [-out FILE] [flags]
 
 attnbench measures flashgo's fused attention engine: for each shape, K/V
 storage type and thread count it prints the median time over -reps runs
@@ -158,8 +159,10 @@ cores.
 
 -shared-prefix PREFIX[,SUFFIX[,SEQS]] replaces the shapes by one decode
 step of SEQS sequences (default 16) sharing a prefix of PREFIX positions,
-SUFFIX (default 256) of their own each: ForwardSharedPrefix (and, in bf16
-precision, the same with the prefix packed once beforehand) against
+SUFFIX (default 256) of their own each: ForwardSharedPrefix, and the same
+with the prefix packed once beforehand (PackedPrefix, in the precision of
+the step, where its prefix product packs tiles at all: not where it
+stacks 16 rows or fewer a K/V head, which read K and V in place), against
 ForwardPagedKV over each whole sequence, timed in turn, with the ratio.
 
 "attnbench check" runs a grid of shapes, masks, K/V types and every kernel
@@ -169,6 +172,9 @@ case is less accurate than the project's rule allows (max abs error <=
 docs/math.md); "attnbench check -h" says more.
 "attnbench generate" runs a GGUF model with the engine and reports its
 prefill and decode rates; "attnbench generate -h" says more.
+"attnbench compare" times the same cases with PyTorch's
+scaled_dot_product_attention in interleaved rounds and prints the ratios;
+"attnbench compare -h" says more.
 
 Examples:
   attnbench -shape P1 -threads 1,2 -kv f32,f16,bf16
@@ -209,8 +215,8 @@ func parse(args []string, help io.Writer) (config, error) {
 	causal := fs.Bool("causal", true, "custom shape: causal mask, aligned to the bottom right (query i sees key j iff j <= i + Nkv - Nq)")
 	kvList := fs.String("kv", "", "comma-separated storage `types` of K and V: f32, f16, bf16, q8 (int8 with a float32 scale per\n"+
 		"32 values of a row; the head dim must be a multiple of 32), fp8e4m3 and fp8e5m2 (OCP 8-bit floats with\n"+
-		"one float32 scale per tensor, as vLLM's fp8 caches: 0.02 and 0.0003, x/scale rounded to nearest even,\n"+
-		"saturating) (default "+defaultKV+", and "+defaultDecodeKV+" for\n"+
+		"one float32 scale per tensor, as vLLM's fp8 caches; attnbench's K and V both use 0.02 for E4M3 and\n"+
+		"0.0003 for E5M2, x/scale rounded to nearest even, saturating) (default "+defaultKV+", and "+defaultDecodeKV+" for\n"+
 		"decode shapes, less q8 where the head dim is not a multiple of 32)")
 	warm := fs.Bool("warm", false, "decode: time every run on the same K/V cache, which may stay in the last-level cache,\n"+
 		"instead of rotating over copies that together exceed 2 × that cache")
@@ -267,7 +273,7 @@ func parse(args []string, help io.Writer) (config, error) {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q (flags come before arguments; the subcommands are check and generate, given first)", fs.Arg(0))
+		return config{}, fmt.Errorf("unexpected argument %q (flags come before arguments; the subcommands are check, generate and compare, given first)", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -298,7 +304,7 @@ func parse(args []string, help io.Writer) (config, error) {
 		c.kv, _ = parseDTypes(defaultKV)
 		c.decodeKV, _ = parseDTypes(defaultDecodeKV)
 	}
-	if c.precisions, err = parsePrecisions(*precList); err != nil {
+	if c.precisions, err = parsePrecisions(*precList, true); err != nil {
 		return config{}, err
 	}
 	if c.threads, err = parseThreads(*threadList, maxThreads); err != nil {
@@ -390,6 +396,9 @@ func parse(args []string, help io.Writer) (config, error) {
 				return config{}, fmt.Errorf("-kv q8 needs a head dim that is a multiple of %d; shape %s has d %d", attention.Q8Block, s.name, s.dim)
 			}
 		}
+	}
+	if err := checkQ8Query(c); err != nil {
+		return config{}, err
 	}
 	c.llc = lastLevelCache(sysfsCPU)
 	c.avail, c.availSource = availableMemory()
@@ -486,8 +495,12 @@ func checkWritable(path string) error {
 // parseThreads reads a comma-separated list of thread counts; "max" stands
 // for GOMAXPROCS. Repeats are dropped.
 func parseThreads(s string, maxThreads int) ([]int, error) {
+	fields, err := splitFlag("-threads", s)
+	if err != nil {
+		return nil, err
+	}
 	var out []int
-	for _, f := range splitList(s) {
+	for _, f := range fields {
 		n := maxThreads
 		if f != "max" {
 			var err error
@@ -511,8 +524,12 @@ func parseThreads(s string, maxThreads int) ([]int, error) {
 
 // parseInts reads a comma-separated list of distinct positive integers.
 func parseInts(flagName, s string) ([]int, error) {
+	fields, err := splitFlag(flagName, s)
+	if err != nil {
+		return nil, err
+	}
 	var out []int
-	for _, f := range splitList(s) {
+	for _, f := range fields {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("%s has %q; want positive integers separated by commas", flagName, f)
@@ -534,7 +551,10 @@ func parseInts(flagName, s string) ([]int, error) {
 // (or, for -batch, -nq and -nkv, no preset) is asked for. Every shape is
 // validated.
 func resolveShapes(list string, custom shape, presets []shape, set map[string]bool) ([]shape, error) {
-	names := splitList(list)
+	names, err := splitFlag("-shape", list)
+	if err != nil {
+		return nil, err
+	}
 	if len(names) == 0 && len(presets) == 0 {
 		return nil, fmt.Errorf("-shape is empty")
 	}
@@ -626,11 +646,22 @@ func sweepShapes(shapes []shape, lengths []int) ([]shape, error) {
 	return out, nil
 }
 
-// parsePrecisions reads a comma-separated list of compute precisions: f32
-// (or float32) and bf16 (or bfloat16), each at most once.
-func parsePrecisions(list string) ([]attention.Precision, error) {
+// parsePrecisions reads the comma-separated value of a -precision flag,
+// each precision at most once: f32 (or float32) and bf16 (or bfloat16),
+// and where q8q is true also q8q (attnbench's float32 with quantised
+// queries, which only the benchmark runs). Its errors list what the
+// command takes.
+func parsePrecisions(list string, q8q bool) ([]attention.Precision, error) {
+	want := "f32 or bf16"
+	if q8q {
+		want = "f32, bf16 or q8q"
+	}
+	fields, err := splitFlag("-precision", list)
+	if err != nil {
+		return nil, err
+	}
 	var ps []attention.Precision
-	for _, name := range splitList(list) {
+	for _, name := range fields {
 		var p attention.Precision
 		switch strings.ToLower(name) {
 		case "f32", "float32":
@@ -638,9 +669,12 @@ func parsePrecisions(list string) ([]attention.Precision, error) {
 		case "bf16", "bfloat16":
 			p = attention.PrecisionBFloat16
 		case "q8q":
+			if !q8q {
+				return nil, fmt.Errorf("-precision has q8q, which only the benchmark runs (with -kv q8); want %s", want)
+			}
 			p = precQ8Query
 		default:
-			return nil, fmt.Errorf("-precision has %q; want f32, bf16 or q8q", name)
+			return nil, fmt.Errorf("-precision has %q; want %s", name, want)
 		}
 		if slices.Contains(ps, p) {
 			return nil, fmt.Errorf("-precision names %s twice", precName(p))
@@ -648,7 +682,7 @@ func parsePrecisions(list string) ([]attention.Precision, error) {
 		ps = append(ps, p)
 	}
 	if len(ps) == 0 {
-		return nil, fmt.Errorf("-precision is empty; want f32, bf16 or both")
+		return nil, fmt.Errorf("-precision is empty; want %s, separated by commas", want)
 	}
 	return ps, nil
 }
@@ -676,6 +710,24 @@ func setPrecision(o *attention.Options, p attention.Precision) {
 	if p == precQ8Query {
 		o.Precision, o.QuantizeQuery = attention.PrecisionFloat32, true
 	}
+}
+
+// checkQ8Query refuses a run that asks for q8q where no case has Q8 keys:
+// every q8q row would be dropped (runsWith), leaving an empty table.
+func checkQ8Query(c config) error {
+	if !slices.Contains(c.precisions, precQ8Query) {
+		return nil
+	}
+	for _, s := range c.shapes {
+		if slices.Contains(c.kvFor(s), attention.Q8) {
+			return nil
+		}
+	}
+	var kv []string
+	for _, dt := range c.kv {
+		kv = append(kv, dt.String())
+	}
+	return fmt.Errorf("-precision q8q quantises the queries against Q8 keys, and no case here has them (K/V %s); add q8 to -kv", strings.Join(kv, ", "))
 }
 
 // runsWith reports whether precision p runs with K/V type dt.

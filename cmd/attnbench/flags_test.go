@@ -128,7 +128,15 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-paged", "-1"}, "-paged is -1; want a block size >= 1, or 0"},
 		{[]string{"-reps", "x"}, "-reps"},
 		{[]string{"-kv", "f8"}, `-kv has "f8"`},
-		{[]string{"-kv", ","}, "-kv is empty"},
+		{[]string{"-kv", ","}, `-kv is ",", which has an empty entry`},
+		{[]string{"-kv", ""}, "-kv is empty"},
+		{[]string{"-threads", "1,,2"}, `-threads is "1,,2", which has an empty entry`},
+		{[]string{"-threads", "1,"}, `-threads is "1,", which has an empty entry`},
+		{[]string{"-shape", "P1,,P2"}, `-shape is "P1,,P2", which has an empty entry`},
+		{[]string{"-precision", "f32,"}, `-precision is "f32,", which has an empty entry`},
+		{[]string{"-sweep", ",128"}, `-sweep is ",128", which has an empty entry`},
+		{[]string{"-precision", "q8q", "-kv", "f16", "-shape", "P2"}, "-precision q8q quantises the queries against Q8 keys, and no case here has them (K/V f16)"},
+		{[]string{"-precision", "q8q", "-shape", "P2"}, "no case here has them (K/V f32, f16)"},
 		{[]string{"-threads", "0"}, `-threads has "0"`},
 		{[]string{"-threads", "two"}, `-threads has "two"`},
 		{[]string{"-format", "xml"}, `-format is "xml"`},
@@ -163,7 +171,9 @@ func TestRunBadFlags(t *testing.T) {
 		{[]string{"-kvlayout", "sbhd"}, `-kvlayout is "sbhd"; want bhsd or bshd`},
 		{[]string{"-kvlayout", "bshd", "-paged", "16"}, "-kvlayout bshd and -paged 16"},
 		{[]string{"-precision", "q4"}, `-precision has "q4"; want f32, bf16 or q8q`},
-		{[]string{"check", "-precision", "q8q"}, "-precision has q8q; the check grid has no Q8 keys"},
+		{[]string{"check", "-precision", "q8q"}, "-precision has q8q, which only the benchmark runs (with -kv q8); want f32 or bf16"},
+		{[]string{"check", "-precision", "q4"}, `-precision has "q4"; want f32 or bf16`},
+		{[]string{"generate", "-model", "m.gguf", "-precision", "q8q"}, "-precision has q8q, which only the benchmark runs (with -kv q8); want f32 or bf16"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -259,4 +269,20 @@ func TestNaiveQueries(t *testing.T) {
 		assert.Equal(t, want, got[b:b+32], "block at %d", b)
 	}
 	assert.NotEqual(t, q, got, "the queries were not rounded")
+}
+
+// TestSweepDescription: a swept decode shape is described without the
+// suite's context length, which the sweep replaces (the plot's title is
+// its description).
+func TestSweepDescription(t *testing.T) {
+	for _, name := range []string{"D1", "D2"} {
+		s, err := lookupShape(name)
+		require.NoError(t, err)
+		d := s.withSeq(4096).describe()
+		assert.NotContains(t, d, "context", "%s swept: %s", name, d)
+		assert.Contains(t, d, "(decode)")
+	}
+	s, err := lookupShape("P3")
+	require.NoError(t, err)
+	assert.Contains(t, s.withSeq(512).describe(), "(long prefill)")
 }

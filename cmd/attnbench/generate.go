@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flashgo/flashgo/attention"
+	"github.com/flashgo/flashgo/internal/testmodel"
 	"github.com/flashgo/flashgo/model"
 	"github.com/flashgo/flashgo/model/gguf"
 )
@@ -51,7 +52,7 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	var c generateConfig
-	fs.StringVar(&c.model, "model", "", "GGUF model file (required)")
+	fs.StringVar(&c.model, "model", os.Getenv(testmodel.Env), "GGUF model `file` (default $"+testmodel.Env+", the path of the test model, README.md's \"The test model\")")
 	fs.StringVar(&c.prompt, "prompt", "", "text to continue (empty: start from BOS alone)")
 	fs.IntVar(&c.n, "n", 128, "most tokens to generate")
 	temp := fs.Float64("temp", 0, "sampling temperature (0: greedy)")
@@ -74,7 +75,7 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case c.model == "":
-		return c, errors.New("-model is required")
+		return c, errors.New("-model is required (or set " + testmodel.Env + " to a model's path)")
 	case c.n < 0:
 		return c, fmt.Errorf("-n is %d; want >= 0", c.n)
 	case c.session.Threads < 0:
@@ -82,7 +83,7 @@ func parseGenerate(args []string, stdout io.Writer) (generateConfig, error) {
 	case c.session.MaxContext < 0:
 		return c, fmt.Errorf("-ctx is %d; want >= 0", c.session.MaxContext)
 	}
-	ps, err := parsePrecisions(*prec)
+	ps, err := parsePrecisions(*prec, false)
 	if err != nil {
 		return c, err
 	}

@@ -12,15 +12,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/internal/testmodel"
 )
 
 // storiesModel is the shared test model (README.md, "The test model").
-var storiesModel = filepath.Join("..", "..", "..", "shared", "models", "stories260K.gguf")
+var storiesModel = testmodel.Candidate()
 
 func needStories(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(storiesModel); err != nil {
-		t.Skipf("test model %s not available (%v); it lives outside the repository: README.md (\"The test model\") says where to get it and its sha256", storiesModel, err)
+		t.Skipf("test model %s not available (%v); it lives outside the repository: set FLASHGO_MODEL to its path, or README.md (\"The test model\") says how to download it", storiesModel, err)
 	}
 }
 

@@ -26,12 +26,8 @@ func oracle(t *testing.T, p reference.Params, q, k, v []float32) []float32 {
 	return o
 }
 
-func TestProgressOnlyOnTerminals(t *testing.T) {
+func TestProgressOnlyOnFiles(t *testing.T) {
 	assert.Nil(t, newProgress(&bytes.Buffer{}))
-	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	require.NoError(t, err)
-	defer f.Close()
-	assert.Nil(t, newProgress(f), "a regular file is not a terminal")
 	var p *progress // a nil bar ignores everything
 	p.setTotal(3)
 	p.phase("x")
@@ -40,6 +36,34 @@ func TestProgressOnlyOnTerminals(t *testing.T) {
 	p.tick()
 	p.done()
 	p.stop()
+}
+
+// TestProgressLines: on a file that is not a terminal (stderr sent to a
+// log), a line per finished case, and nothing else.
+func TestProgressLines(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "stderr")
+	f, err := os.Create(name)
+	require.NoError(t, err)
+	defer f.Close()
+	p := newProgress(f)
+	require.NotNil(t, p)
+	p.setTotal(2)
+	p.phase("measuring the FMA peak")
+	p.beginCase(1)
+	p.start("shared prefix f16 f32, 1 thread", 3)
+	p.tick()
+	p.done()
+	p.beginCase(1)
+	p.start("shared prefix f16 bf16, 1 thread", 3)
+	p.done()
+	p.stop()
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	require.Len(t, lines, 2, "%q", b)
+	assert.Contains(t, lines[0], "1/2 done: shared prefix f16 f32, 1 thread")
+	assert.Contains(t, lines[1], "2/2 done: shared prefix f16 bf16, 1 thread")
+	assert.NotContains(t, string(b), "\r")
 }
 
 func TestProgressDraw(t *testing.T) {

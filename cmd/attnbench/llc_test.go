@@ -203,8 +203,8 @@ func TestRunDecodeQ8(t *testing.T) {
 	assert.Equal(t, "q8", q8["kv"])
 	assert.Equal(t, "decode", q8["mode"])
 	assert.Equal(t, 2.0*2*640*32*(1+4.0/32), q8["kv_bytes"], "q8 bytes count the scales")
-	assert.Equal(t, 6.0, q8["kv_caches"])
-	assert.Equal(t, 4.0, f16["kv_caches"])
+	assert.Equal(t, 6.0, q8["kv_copies"])
+	assert.Equal(t, 4.0, f16["kv_copies"])
 	for _, r := range doc.Results {
 		check := r["check"].(map[string]any)
 		assert.Equal(t, true, check["pass"], "%v", r["kv"])
@@ -226,7 +226,7 @@ func TestRunDecodeQ8(t *testing.T) {
 	require.Len(t, lines, 3)
 	col := -1
 	for i, h := range strings.Split(lines[0], ",") {
-		if h == "kv_caches" {
+		if h == "kv_copies" {
 			col = i
 		}
 	}

@@ -86,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "generate" {
 		return runGenerate(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "compare" {
+		return runCompare(args[1:], stdout, stderr)
+	}
 	c, err := parse(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

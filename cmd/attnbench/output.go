@@ -63,7 +63,7 @@ func (rep *report) legend(c config) []string {
 		ls = append(ls, fmt.Sprintf("-paged %d: K and V are read through an attention.PagedCache of %d-position blocks (Engine.ForwardPaged), a sequence per batch entry, no two of whose blocks are neighbours in the pool", c.paged, c.paged))
 	}
 	if hasDecode(c.shapes) {
-		l := "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size; 1.125 bytes for q8, its scales included) over the median time; %BW: over the streaming-read bandwidth measured with as many threads"
+		l := "GB/s: bytes of K and V read (2·B·Hkv·Nkv·d·element size; 1.125 bytes for q8, its scales included) over the median time; %BW: over the streaming-read bandwidth measured with as many threads at start (one read loop a thread over buffers of 4 × the last-level cache: a figure above 100 says that loop ran slow, on a machine busy with other work at start, or that part of the K/V copies stayed cached)"
 		if c.warm {
 			l += "; -warm: every run reads the same K/V, which may be served from the cache"
 		} else {
@@ -122,6 +122,7 @@ func (rep *report) legend(c config) []string {
 		} else {
 			l += "; every row is within the project's tolerance (2 × the naive baseline's error on the same rows + 1e-6, + 2·E_b in bf16)"
 		}
+		l += "; max rel divides each error by its element's |value|, floored at 1e-3 × the largest: an output near 0 (they are averages of signed values) makes it large where max abs is small"
 		ls = append(ls, l)
 	} else {
 		ls = append(ls, "accuracy not checked (-check=off)")
@@ -520,7 +521,7 @@ type (
 		KVBytes      float64    `json:"kv_bytes"`
 		GBps         *float64   `json:"gbps"`
 		PctBandwidth *float64   `json:"pct_bandwidth"`
-		KVCaches     int        `json:"kv_caches"` // K/V caches the timed runs rotate over; 1 for prefill and under -warm
+		KVCopies     int        `json:"kv_copies"` // copies of K/V the timed runs rotate over; 1 for prefill and under -warm
 		Naive        *jsonNaive `json:"naive"`
 		Check        *jsonCheck `json:"check"`
 	}
@@ -578,7 +579,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 			Shape: s.name, Description: s.what, Mode: s.mode(), Scaled: s.scaled,
 			Batch: s.batch, Heads: s.heads, KVHeads: s.kvHeads, Dim: s.dim, Nq: s.nq, Nkv: s.nkv, Causal: s.causal,
 			KV: r.kv.String(), Precision: precName(r.prec), Threads: r.threads, Kernel: r.kernel, Time: jsonTime(r.flash),
-			FLOPs: s.flops(), GFLOPs: r.gflops(), KVBytes: s.kvBytes(r.kv), KVCaches: r.caches,
+			FLOPs: s.flops(), GFLOPs: r.gflops(), KVBytes: s.kvBytes(r.kv), KVCopies: r.caches,
 		}
 		if s.window > 0 {
 			jr.Window = &s.window
@@ -611,7 +612,7 @@ func writeJSON(c config, rep *report, w io.Writer) error {
 // csvHeader names the CSV columns; empty cells mean "does not apply".
 var csvHeader = []string{
 	"shape", "mode", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv", "precision", "threads", "kernel",
-	"median_ms", "min_ms", "max_ms", "runs", "gflops", "pct_peak", "gbps", "pct_bandwidth", "kv_caches",
+	"median_ms", "min_ms", "max_ms", "runs", "gflops", "pct_peak", "gbps", "pct_bandwidth", "kv_copies",
 	"naive_median_ms", "naive_runs", "speedup", "max_abs", "max_rel", "rms", "tolerance", "pass",
 }
 

@@ -218,8 +218,12 @@ const (
 // soft-cap and scale of its layer 0 (modelPreset.AttentionOptions), with
 // the batch and sequence lengths given. Repeats are dropped.
 func presetShapes(list string, batch, nq, nkv int) ([]shape, error) {
+	names, err := splitFlag("-preset", list)
+	if err != nil {
+		return nil, err
+	}
 	var out []shape
-	for _, name := range splitList(list) {
+	for _, name := range names {
 		p, ok := lookupPreset(name)
 		if !ok {
 			return nil, fmt.Errorf("unknown preset %q; want one of %s (attnbench -h describes them)", name, strings.Join(presetNames(), ", "))

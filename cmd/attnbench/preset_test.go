@@ -73,7 +73,7 @@ func TestRunBadPresetAndWindow(t *testing.T) {
 		want string
 	}{
 		{[]string{"-preset", "llama9"}, `unknown preset "llama9"; want one of llama3-8b, llama3-70b,`},
-		{[]string{"-preset", " , "}, "-preset is empty"},
+		{[]string{"-preset", " , "}, `-preset is " , ", which has an empty entry`},
 		{[]string{"-preset", "gpt2", "-heads", "4"}, "-heads describes a custom shape"},
 		{[]string{"-preset", "gpt2", "-causal=false"}, "-causal describes a custom shape"},
 		{[]string{"-preset", "gpt2", "-mode", "decode", "-nq", "4"}, "leaves none of the shapes gpt2"},
@@ -301,7 +301,7 @@ func TestPresetAttentionOptions(t *testing.T) {
 func TestStoriesPreset(t *testing.T) {
 	f, err := gguf.Open(storiesModel)
 	if err != nil {
-		t.Skipf("test model %s not available (%v); it lives outside the repository: README.md (\"The test model\") says where to get it and its sha256", storiesModel, err)
+		t.Skipf("test model %s not available (%v); it lives outside the repository: set FLASHGO_MODEL to its path, or README.md (\"The test model\") says how to download it", storiesModel, err)
 	}
 	defer f.Close()
 	c, err := model.ReadConfig(f)

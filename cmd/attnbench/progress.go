@@ -25,6 +25,7 @@ type progress struct {
 
 	mu       sync.Mutex
 	stopped  bool // stop has run; draw does nothing
+	lines    bool // a line per finished case rather than a bar (w is not a terminal)
 	shown    bool // the line is on the screen
 	total    int  // cases in the run
 	finished int  // cases finished
@@ -41,18 +42,26 @@ const (
 	barWidth    = 30
 )
 
-// newProgress returns a progress bar on w if w is a terminal, else nil.
-// The caller must call stop.
+// newProgress returns a progress bar on w if w is a terminal; if w is
+// another file (stderr sent to a log or a pipe), a progress that writes a
+// line per finished case there instead, since a bar redrawn in place
+// would fill a log with carriage returns, and no output at all for
+// minutes reads as a hang; else (w is not a file) nil. The caller must
+// call stop.
 func newProgress(w io.Writer) *progress {
 	f, ok := w.(*os.File)
 	if !ok {
 		return nil
 	}
 	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+	if err != nil {
 		return nil
 	}
 	p := &progress{w: w, begin: time.Now(), quit: make(chan struct{})}
+	if fi.Mode()&os.ModeCharDevice == 0 {
+		p.lines = true
+		return p
+	}
 	go p.tickle(p.quit)
 	return p
 }
@@ -135,6 +144,12 @@ func (p *progress) done() {
 	defer p.mu.Unlock()
 	p.finished++
 	p.parts, p.part, p.steps, p.stepped = 0, 0, 0, 0
+	if p.lines {
+		if !p.stopped {
+			fmt.Fprintf(p.w, "attnbench: %d/%d done: %s (%s)\n", p.finished, p.total, p.label, time.Since(p.begin).Truncate(time.Second))
+		}
+		return
+	}
 	p.draw()
 }
 
@@ -176,7 +191,7 @@ func (p *progress) fraction() float64 {
 
 // draw redraws the bar; p.mu is held.
 func (p *progress) draw() {
-	if p.stopped {
+	if p.stopped || p.lines {
 		return
 	}
 	elapsed := time.Since(p.begin)

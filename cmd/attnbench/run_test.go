@@ -108,7 +108,7 @@ func TestRunJSONSchema(t *testing.T) {
 	results := doc["results"].([]any)
 	require.Len(t, results, 8)
 	keys := []string{"shape", "description", "mode", "scaled", "batch", "heads", "kv_heads", "dim", "nq", "nkv", "causal", "window", "softcap", "kv",
-		"precision", "threads", "kernel", "time_ms", "flops", "gflops", "pct_peak", "kv_bytes", "gbps", "pct_bandwidth", "kv_caches", "naive", "check"}
+		"precision", "threads", "kernel", "time_ms", "flops", "gflops", "pct_peak", "kv_bytes", "gbps", "pct_bandwidth", "kv_copies", "naive", "check"}
 	for _, r := range results {
 		r := r.(map[string]any)
 		for _, k := range keys {
@@ -134,7 +134,7 @@ func TestRunJSONSchema(t *testing.T) {
 			assert.IsType(t, float64(0), r["pct_peak"])
 			assert.Nil(t, r["gbps"])
 			assert.Nil(t, r["pct_bandwidth"])
-			assert.Equal(t, 1.0, r["kv_caches"])
+			assert.Equal(t, 1.0, r["kv_copies"])
 			assert.Equal(t, 4.0*4*33*47*16/2, r["flops"])
 		case "decode":
 			assert.Equal(t, "D1/64", r["shape"])
@@ -144,7 +144,7 @@ func TestRunJSONSchema(t *testing.T) {
 			assert.Greater(t, r["gbps"].(float64), 0.0)
 			assert.Greater(t, r["pct_bandwidth"].(float64), 0.0)
 			// A cache of 2·8·128·128 values, 1 MiB in f32 and 512 KiB in bf16: 2 copies exceed 2 × 256 KiB.
-			assert.Equal(t, 2.0, r["kv_caches"])
+			assert.Equal(t, 2.0, r["kv_copies"])
 		default:
 			t.Errorf("mode %v", r["mode"])
 		}
@@ -292,12 +292,13 @@ func TestCheckFailsOnBrokenKernel(t *testing.T) {
 	assert.Equal(t, 1, code)
 	out := stdout.String()
 	assert.Contains(t, out, "check FAILED: 18 of 90 cases outside the tolerance")
-	// Each failure names the case (implementation, K/V type, shape) and says by how much it failed.
-	assert.Contains(t, out, "FAIL generic f16 f32 B1 Hq8 Hkv2 d8 Nq1 Nkv77 full: max abs 1.00e-03, tolerance")
+	// Each failure names the case (implementation, K/V type, precision,
+	// shape), saying which is which, and by how much it failed.
+	assert.Contains(t, out, "FAIL generic, K/V f16, precision f32: B1 Hq8 Hkv2 d8 Nq1 Nkv77 full: max abs 1.00e-03, tolerance")
 	assert.Contains(t, out, "× the tolerance)")
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "FAIL") {
-			assert.Contains(t, l, " f16 ")
+			assert.Contains(t, l, " K/V f16,")
 		}
 	}
 }
@@ -323,7 +324,7 @@ func TestCheckFailsOnBrokenBF16(t *testing.T) {
 	assert.Contains(t, out, "check FAILED: 90 of 180 cases outside the tolerance")
 	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "FAIL") {
-			assert.Contains(t, l, " bf16 B1 ")
+			assert.Contains(t, l, ", precision bf16: ")
 		}
 	}
 }

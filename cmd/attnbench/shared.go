@@ -302,11 +302,7 @@ func benchShared(c config, prog *progress) (*sharedReport, error) {
 	}
 	rep.kernel = kernel.Implementation()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	n := 0
-	for range c.kv {
-		n += len(c.precisions) * len(c.threads)
-	}
-	prog.setTotal(n)
+	prog.setTotal(len(c.kv) * len(c.precisions) * len(c.threads))
 	rng := rand.New(rand.NewPCG(1, 2))
 	l := attention.BSHD(s.poolBlocks(), s.block, s.kvHeads, s.dim)
 	k32, v32 := randn(rng, l.Span()), randn(rng, l.Span())
@@ -332,13 +328,15 @@ func benchShared(c config, prog *progress) (*sharedReport, error) {
 		}
 		for _, prec := range c.precisions {
 			for _, threads := range c.threads {
-				prog.phase(fmt.Sprintf("shared prefix %v %s, %d thread%s", dt, precName(prec), threads, plural(threads)))
+				label := fmt.Sprintf("shared prefix %v %s, %d thread%s", dt, precName(prec), threads, plural(threads))
+				prog.beginCase(1)
+				prog.start(label, 1+c.reps)
 				r, err := s.benchCase(c, pools, q, ql, dt, prec, threads, or, prog)
 				if err != nil {
 					return nil, fmt.Errorf("shared prefix %v %s %d threads: %w", dt, precName(prec), threads, err)
 				}
 				rep.results = append(rep.results, r)
-				prog.tick()
+				prog.done()
 			}
 		}
 	}
@@ -394,15 +392,20 @@ func (s *sharedSpec) benchCase(c config, pools []*sharedPools, q []float32, ql a
 	// in bf16.
 	packs := attention.ComputedPrecision(attention.Options{Precision: attention.PrecisionBFloat16}, s.heads, s.kvHeads, s.seqs) == attention.PrecisionBFloat16
 	if packs {
-		for i, p := range pools {
-			t0 := time.Now()
+		for _, p := range pools {
 			if err := p.packed.Pack(p.shared.Prefix, prec); err != nil {
 				return r, err
 			}
-			if i == 0 {
-				r.pack = time.Since(t0)
-			}
 		}
+		// The time of a pack is that of packing again into the memory the
+		// first pack allocated: what a runtime pays per prefix once its
+		// PackedPrefix is warm, without the first touch of fresh pages
+		// (which made the first case's figure 20 times the others').
+		t0 := time.Now()
+		if err := pools[0].packed.Pack(pools[0].shared.Prefix, prec); err != nil {
+			return r, err
+		}
+		r.pack = time.Since(t0)
 	}
 	qT := attention.F32Tensor(q, ql)
 	outs := [3][]float32{make([]float32, ql.Span()), make([]float32, ql.Span()), make([]float32, ql.Span())}
@@ -435,6 +438,7 @@ func (s *sharedSpec) benchCase(c config, pools []*sharedPools, q []float32, ql a
 				times[i] = append(times[i], time.Since(t0))
 			}
 		}
+		prog.tick() // a round of every step
 	}
 	r.shared, r.unshared = summarize(times[0]), summarize(times[1])
 	if packs {
