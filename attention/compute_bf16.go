@@ -114,8 +114,8 @@ func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 // tiles, whose scores (64 KiB with 256 keys) and probabilities stay in
 // the core's L2 cache, mostly in L1, between the product that writes them
 // and the next that reads them. On the 16-core Xeon (P1 and P3 in bf16,
-// one thread) 64 rows were 0–25 % faster than 32 and 10–45 % faster than
-// the unfused fold's 256 (docs/benchmarks.md).
+// one thread, 2026-11-27) 64 rows were 0–25 % faster than 32 and 10–45 %
+// faster than the unfused fold's 256.
 var fuseRows = 64
 
 // foldTile folds a tile of bc keys from key j0 into the block: −Inf for
