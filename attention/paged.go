@@ -222,8 +222,7 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 
 // Append copies the keys k and values v of m new positions to the end of
 // sequence id. k and v are [1, Hkv, m, Dim] views in any layout, of element
-// type F32 (converted, rounding to nearest even) or of the cache's type
-// (copied); an fp8 cache also takes F16 and BF16 and quantises as
+// type F32, F16, BF16 or the cache's own, converted or copied as
 // KVCache.Append does. A shared last block is copied first; new blocks
 // come from the free list. An unknown sequence, a mismatched shape or
 // type, or too few free blocks is an error and changes nothing. Append
