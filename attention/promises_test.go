@@ -36,7 +36,9 @@ import (
 //
 // Merge, MergeN, KVCache.Append and PagedCache.Append have the first two
 // rows in TestPromisesMergeAppend; their outputs are not computed per
-// thread. TestDimVMatchesEqualDims and the view-of-K tests check the last
+// thread. PagedKV.Write, PagedKV.SlotMapping, KVCache.Read and
+// PagedCache.Read have them, with no allocation once warm, in
+// TestPromisesWriteRead (kvio_test.go), on every storage type. TestDimVMatchesEqualDims and the view-of-K tests check the last
 // row in more shapes.
 var promiseTable = []struct {
 	promise string
