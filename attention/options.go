@@ -118,8 +118,15 @@ type Options struct {
 	// sequence s's CuSeqQ[s+1]−CuSeqQ[s] queries (0 allowed) are its
 	// newest positions: query i of a sequence of nq queries and n keys is
 	// at position n−nq+i, where the bottom-right causal mask, the window
-	// and ALiBi measure from. A sequence with more queries than keys is an
-	// error. The log-sum-exps are laid out [1, Hq, totalQ]. Each
+	// and ALiBi measure from. A sequence may have more queries than keys
+	// (n = 0 included), as a batch entry of the uniform form may: its
+	// first nq−n queries lie before its first position, so with Causal
+	// they see no key and give zero rows and −Inf log-sum-exps (or their
+	// sink's), and without it every query sees all n keys. One rule for
+	// both forms, because a batch entry with fewer keys than queries is
+	// legitimate there (an empty or padding sequence, a shared-prefix
+	// suffix of no keys) and the packed form computes each sequence as
+	// that call for it alone. The log-sum-exps are laid out [1, Hq, totalQ]. Each
 	// sequence's rows are bitwise those of the same entry point called
 	// for that sequence alone (batch 1, Nq its query count) on the same
 	// engine: it is computed in its own precision (ComputedPrecision of

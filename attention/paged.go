@@ -354,8 +354,9 @@ func (c *PagedCache) Check() error {
 // its own length. Options.CuSeqQ gives each sequence a query count of
 // its own: q and out are then [1, Hq, totalQ, Dim], the packed queries of
 // every sequence, CuSeqQ has len(seqs)+1 offsets from 0 to totalQ, never
-// decreasing, and sequence b's CuSeqQ[b+1]−CuSeqQ[b] queries (0 allowed,
-// at most Len(seqs[b])) are its newest positions, so that one call
+// decreasing, and sequence b's CuSeqQ[b+1]−CuSeqQ[b] queries (0 allowed;
+// more than Len(seqs[b]) as Options.CuSeqQ says) are its newest
+// positions, so that one call
 // serves sequences decoding and others prefilling a chunk; each
 // sequence's rows are bitwise those of this call for it alone (batch 1,
 // Nq its query count) on the same engine (Options.CuSeqQ).

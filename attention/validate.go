@@ -65,22 +65,6 @@ func (r *request) keysText(s int) string {
 	return fmt.Sprintf("caches[%d] holds %d positions", s, n)
 }
 
-// checkSeqQ checks that with Options.CuSeqQ no sequence has more queries
-// than keys: its queries are its newest positions, which its keys include.
-func (r *request) checkSeqQ() error {
-	if r.seqQ == nil {
-		return nil
-	}
-	for s := range r.sequences() {
-		nq := r.seqQ[s+1] - r.seqQ[s]
-		if nq > r.keysOf(s) {
-			return fmt.Errorf("%sOptions.CuSeqQ gives sequence %d %d queries (CuSeqQ[%d] − CuSeqQ[%d]) and %s; want at most as many queries as keys (the queries are the sequence's newest positions)",
-				r.fn, s, nq, s+1, s, r.keysText(s))
-		}
-	}
-	return nil
-}
-
 // sourceKind says where a request's keys and values lie.
 type sourceKind uint8
 
@@ -167,9 +151,6 @@ func validateRequest(r *request, opts *Options) (call, error) {
 		return call{}, fmt.Errorf("%sq has %d heads and %s %d; want a multiple (grouped-query attention)", fn, q.Heads, r.kvName(), kv.heads)
 	}
 	if err := checkOutputShape(fn, r.out, r.lse, q, kv.dimV); err != nil {
-		return call{}, err
-	}
-	if err := r.checkSeqQ(); err != nil {
 		return call{}, err
 	}
 	scale, err := callScale(fn, opts.Scale, q.Dim)
