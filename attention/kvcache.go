@@ -60,10 +60,12 @@ func NewKVCache(dtype DType, heads, capacity, dim int) (*KVCache, error) {
 // nearest x / scale[h] (ties to even), saturating: a quotient beyond the
 // format's largest finite value, ±Inf included, is stored as that value
 // (±448 for E4M3FN, ±57344 for E5M2); NaN stays NaN. K and V read as
-// x.Float32() · scale[h].
+// x.Float32() · scale[h]. Nil scales are an error, not a default: a
+// caller who means scale 1 says so ([]float32{1}), or uses NewKVCache,
+// whose fp8 caches have scale 1.
 func NewKVCacheFP8(dtype DType, heads, capacity, dim int, kScales, vScales []float32) (*KVCache, error) {
-	if !dtype.isFP8() {
-		return nil, fmt.Errorf("attention: NewKVCacheFP8: element type %v; want fp8e4m3 or fp8e5m2", dtype)
+	if err := checkFP8Args("NewKVCacheFP8", dtype, heads, kScales, vScales); err != nil {
+		return nil, err
 	}
 	return newKVCache("NewKVCacheFP8", dtype, heads, capacity, dim, kScales, vScales)
 }
@@ -90,6 +92,23 @@ func newKVCache(fn string, dtype DType, heads, capacity, dim int, kScales, vScal
 	c.k = newStorage(dtype, l, ks)
 	c.v = newStorage(dtype, l, vs)
 	return c, nil
+}
+
+// checkFP8Args checks the element type and that both scale slices are
+// given, for the constructors that take fp8 scales.
+func checkFP8Args(fn string, dtype DType, heads int, kScales, vScales []float32) error {
+	if !dtype.isFP8() {
+		return fmt.Errorf("attention: %s: element type %v; want fp8e4m3 or fp8e5m2", fn, dtype)
+	}
+	for _, x := range [...]struct {
+		name string
+		s    []float32
+	}{{"kScales", kScales}, {"vScales", vScales}} {
+		if x.s == nil {
+			return fmt.Errorf("attention: %s: %s is nil; want 1 scale (per cache) or %d (per head), []float32{1} for scale 1", fn, x.name, heads)
+		}
+	}
+	return nil
 }
 
 // cacheScales checks the fp8 scales of a new cache of heads heads and

@@ -143,7 +143,7 @@ func ExampleEngine_ForwardPagedKV() {
 	fmt.Println(err)
 	// Output:
 	// <nil>
-	// attention: ForwardPagedKV: kv.SeqLens[1] is 80; want 0 to MaxBlocks·BlockSize = 64
+	// attention: ForwardPagedKV: kv.SeqLens[1] is 80, more than kv.MaxBlocks·BlockSize = 4·16 = 64 positions; want kv.MaxBlocks >= 5 (the table's entries per sequence)
 }
 
 // A continuous-batching step in one call: six sequences decode a token

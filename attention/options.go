@@ -132,6 +132,13 @@ type Options struct {
 	// engine: it is computed in its own precision (ComputedPrecision of
 	// its query count), with its own split of the keys (Config.KVSplits),
 	// as that call would be.
+	//
+	// The offsets are ints, while PagedKV's BlockTable and SeqLens are
+	// int32: offsets count positions of the caller's own Go slices of
+	// packed queries, keys and outputs, which Go indexes with ints (as
+	// Layout.Offset does), whereas a block table and lengths are read in
+	// place from a runtime's arrays, which vLLM and FlashInfer keep as
+	// int32 tensors. PagedKV.SlotMapping takes the same []int offsets.
 	CuSeqQ, CuSeqKV []int
 	// Precision is the arithmetic of the products Q·Kᵀ and P·V:
 	// PrecisionFloat32 (the zero value) or PrecisionBFloat16, several

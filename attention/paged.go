@@ -57,10 +57,10 @@ func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCac
 // NewPagedCacheFP8 returns an empty cache as NewPagedCache does, stored as
 // dtype FP8E4M3 or FP8E5M2 with the key scales kScales and value scales
 // vScales (one each, or one per head), which Append quantises with as
-// NewKVCacheFP8 says.
+// NewKVCacheFP8 says. Nil scales are an error, as there.
 func NewPagedCacheFP8(dtype DType, heads, dim, blockSize, numBlocks int, kScales, vScales []float32) (*PagedCache, error) {
-	if !dtype.isFP8() {
-		return nil, fmt.Errorf("attention: NewPagedCacheFP8: element type %v; want fp8e4m3 or fp8e5m2", dtype)
+	if err := checkFP8Args("NewPagedCacheFP8", dtype, heads, kScales, vScales); err != nil {
+		return nil, err
 	}
 	return newPagedCache("NewPagedCacheFP8", dtype, heads, dim, blockSize, numBlocks, kScales, vScales)
 }

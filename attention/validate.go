@@ -289,8 +289,12 @@ func (r *request) poolShape() (kvShape, error) {
 	maxLen := 0
 	for b, n32 := range kv.SeqLens {
 		n := int(n32)
-		if n < 0 || n > maxKeys {
-			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d; want 0 to MaxBlocks·BlockSize = %d", fn, b, n, maxKeys)
+		if n < 0 {
+			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d; want >= 0", fn, b, n)
+		}
+		if n > maxKeys { // the table's fault as much as the length's: name both
+			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d, more than kv.MaxBlocks·BlockSize = %d·%d = %d positions; want kv.MaxBlocks >= %d (the table's entries per sequence)",
+				fn, b, n, kv.MaxBlocks, bs, maxKeys, ceilDiv(n, bs))
 		}
 		for i, id := range kv.BlockTable[b*kv.MaxBlocks:][:ceilDiv(n, bs)] {
 			if id < 0 || int(id) >= nBlocks {
