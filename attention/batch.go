@@ -29,8 +29,9 @@ import "fmt"
 // of −Inf, or their sink's). With Options.CuSeqQ each request has a query
 // count of its own, as in ForwardPaged: q and out are [1, Hq, totalQ,
 // Dim], CuSeqQ has len(caches)+1 offsets, and request b's
-// CuSeqQ[b+1]−CuSeqQ[b] queries (at most caches[b].Len()) are its newest
-// positions; each request's rows are bitwise those of this call for its
+// CuSeqQ[b+1]−CuSeqQ[b] queries are its newest positions (more queries
+// than the cache holds give the rows before its first position zeros, as
+// an empty cache does; Options.CuSeqQ); each request's rows are bitwise those of this call for its
 // cache alone (batch 1, Nq its query count) on the same engine.
 //
 // The output of each entry is bitwise that of Forward over the cache's

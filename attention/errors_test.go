@@ -70,7 +70,7 @@ func TestErrors(t *testing.T) {
 		{"lse overlaps k", out, kbuf, q, k, v, attention.Options{}, "lse overlaps k"},
 		{"scale NaN", out, lse, q, k, v, attention.Options{Scale: float32(math.NaN())}, "Options.Scale is NaN"},
 		{"scale Inf", out, lse, q, k, v, attention.Options{Scale: float32(math.Inf(1))}, "Options.Scale is +Inf"},
-		{"huge layout", out, lse, q, attention.F32Tensor(kbuf, attention.Layout{Batch: 3, Heads: 2, Seq: 6, Dim: 8, BatchStride: math.MaxInt / 2, HeadStride: 48, SeqStride: 8}), v, attention.Options{}, "spans more elements than an int can index"},
+		{"huge layout", out, lse, q, attention.F32Tensor(kbuf, attention.Layout{Batch: 3, Heads: 2, Seq: 6, Dim: 8, BatchStride: math.MaxInt / 2, HeadStride: 48, SeqStride: 8}), v, attention.Options{}, "layout of shape [3 2 6 8] with strides [4611686018427387903 48 8 1] spans more elements than an int can index"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

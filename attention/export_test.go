@@ -100,3 +100,11 @@ func memoryOf[T any](s []T) []byte {
 	var z T
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
+
+// PoolRow returns row (block, head, pos) of a pool view widened to
+// float32 as the engine reads it, for tests of what PagedKV.Write stored.
+func PoolRow(t Tensor, blk, h, pos int) []float32 {
+	row := make([]float32, t.Dim)
+	loadRow(row, &t, t.Offset(blk, h, pos), h)
+	return row
+}

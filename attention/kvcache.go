@@ -65,10 +65,12 @@ func NewKVCache(dtype DType, heads, capacity, dim int) (*KVCache, error) {
 // format the tie decides, which is not always the fp8 value nearest the
 // exact x / scale[h] (E4M3, x = 0.018381251, scale 0.0173: q is the
 // midpoint 1.0625, stored as 1, though the exact quotient lies above it).
-// K and V read as x.Float32() · scale[h].
+// K and V read as x.Float32() · scale[h]. Nil scales are an error, not a
+// default: a caller who means scale 1 says so ([]float32{1}), or uses
+// NewKVCache, whose fp8 caches have scale 1.
 func NewKVCacheFP8(dtype DType, heads, capacity, dim int, kScales, vScales []float32) (*KVCache, error) {
-	if !dtype.isFP8() {
-		return nil, fmt.Errorf("attention: NewKVCacheFP8: element type %v; want fp8e4m3 or fp8e5m2", dtype)
+	if err := checkFP8Args("NewKVCacheFP8", dtype, heads, kScales, vScales); err != nil {
+		return nil, err
 	}
 	return newKVCache("NewKVCacheFP8", dtype, heads, capacity, dim, kScales, vScales)
 }
@@ -95,6 +97,23 @@ func newKVCache(fn string, dtype DType, heads, capacity, dim int, kScales, vScal
 	c.k = newStorage(dtype, l, ks)
 	c.v = newStorage(dtype, l, vs)
 	return c, nil
+}
+
+// checkFP8Args checks the element type and that both scale slices are
+// given, for the constructors that take fp8 scales.
+func checkFP8Args(fn string, dtype DType, heads int, kScales, vScales []float32) error {
+	if !dtype.isFP8() {
+		return fmt.Errorf("attention: %s: element type %v; want fp8e4m3 or fp8e5m2", fn, dtype)
+	}
+	for _, x := range [...]struct {
+		name string
+		s    []float32
+	}{{"kScales", kScales}, {"vScales", vScales}} {
+		if x.s == nil {
+			return fmt.Errorf("attention: %s: %s is nil; want 1 scale (per cache) or %d (per head), []float32{1} for scale 1", fn, x.name, heads)
+		}
+	}
+	return nil
 }
 
 // cacheScales checks the fp8 scales of a new cache of heads heads and
@@ -204,10 +223,11 @@ func (c *KVCache) view(t Tensor) Tensor {
 
 // Append copies the keys k and values v of n new positions to the end of
 // the cache. k and v are [1, Hkv, n, Dim] views in any layout, of element
-// type F32 (converted, rounding to nearest even) or of the cache's own
-// type (copied). An fp8 cache also takes F16 and BF16, and quantises as
-// NewKVCacheFP8 says; fp8 views of its own type are copied where their
-// scale is the cache's, and re-quantised from their values otherwise.
+// type F32, F16 or BF16 (converted: rounded to nearest even for F16 and
+// BF16 storage, quantised for Q8 as QuantizeQ8 and for fp8 as
+// NewKVCacheFP8 say) or of the cache's own type (copied; fp8 views are
+// copied where their scale is the cache's, and re-quantised from their
+// values otherwise), so that what Read gives appends back bit for bit.
 // Appending past Cap, a mismatched shape or type, or k or v sharing
 // memory with the cache's own storage (a view of K() or V()), is an error
 // and leaves the cache unchanged. Append does not allocate.
@@ -249,12 +269,8 @@ func checkAppend(fn string, k, v Tensor, ck, cv *Tensor, heads, dim int) error {
 		if err := t.t.Validate(); err != nil {
 			return fmt.Errorf("attention: %s: %s: %w", fn, t.name, err)
 		}
-		if dtype.isFP8() {
-			if t.t.dtype != F32 && t.t.dtype != F16 && t.t.dtype != BF16 && t.t.dtype != dtype {
-				return fmt.Errorf("attention: %s: %s has element type %v; want f32, f16, bf16 or the cache's %v", fn, t.name, t.t.dtype, dtype)
-			}
-		} else if t.t.dtype != F32 && t.t.dtype != dtype {
-			return fmt.Errorf("attention: %s: %s has element type %v; want f32 or the cache's %v", fn, t.name, t.t.dtype, dtype)
+		if t.t.dtype != F32 && t.t.dtype != F16 && t.t.dtype != BF16 && t.t.dtype != dtype {
+			return fmt.Errorf("attention: %s: %s has element type %v; want f32, f16, bf16 or the cache's %v", fn, t.name, t.t.dtype, dtype)
 		}
 		if t.t.Batch != 1 || t.t.Heads != heads || t.t.Dim != dim {
 			return fmt.Errorf("attention: %s: %s has shape [%d %d %d %d]; want [1 %d n %d]",
@@ -306,25 +322,48 @@ func copyElems(dst *Tensor, doff int, src *Tensor, soff, n int) {
 }
 
 // storeRow writes d elements of src at soff, a row of head h, into dst at
-// doff, converting float32 to dst's type or copying a row of the same type
-// (for fp8, of the same scale; checkAppend has checked the types).
+// doff, in dst's type: copied where the types agree (for fp8, and the
+// scales of head h), otherwise widened to float32 (exactly) and rounded to
+// dst's type: to nearest even for F16 and BF16, per block for Q8
+// (QuantizeQ8), divided by the scale and saturated for fp8. The callers
+// have checked the types (checkAppend, checkRows): one of them is F32, F16,
+// BF16 or the other's type.
 func storeRow(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
-	if src.dtype == dst.dtype && (!dst.dtype.isFP8() || src.fp8Scale(h)[0] == dst.fp8Scale(h)[0]) {
+	switch {
+	case src.dtype == dst.dtype && (!dst.dtype.isFP8() || src.fp8Scale(h)[0] == dst.fp8Scale(h)[0]):
 		copyElems(dst, doff, src, soff, d)
-		return
-	}
-	if dst.dtype.isFP8() {
+	case dst.dtype.isFP8():
 		quantizeFP8Row(dst, doff, src, soff, h, d)
-		return
+	case src.dtype == F32:
+		encodeRow(dst, doff, src.f32[soff:soff+d])
+	case dst.dtype == F32:
+		widenRow(dst.f32[doff:doff+d], src, soff, h)
+	default:
+		// Through float32 a stack chunk at a time: no allocation. The
+		// chunk is a whole number of Q8 blocks, so a Q8 row is quantised
+		// block by block as in one call.
+		var buf [64]float32
+		for c0 := 0; c0 < d; c0 += len(buf) {
+			w := buf[:min(len(buf), d-c0)]
+			loadRow(w, src, soff+c0, h)
+			encodeRow(dst, doff+c0, w)
+		}
 	}
-	// src is F32 (checkAppend).
+}
+
+// encodeRow writes x to dst at doff, rounded to dst's type (F32, F16,
+// BF16 or Q8, len(x) then a whole number of blocks from a block start).
+func encodeRow(dst *Tensor, doff int, x []float32) {
+	d := len(x)
 	switch dst.dtype {
+	case F32:
+		copy(dst.f32[doff:doff+d], x)
 	case F16:
-		fp16.EncodeFloat16(dst.f16[doff:doff+d], src.f32[soff:soff+d])
+		fp16.EncodeFloat16(dst.f16[doff:doff+d], x)
 	case BF16:
-		fp16.EncodeBFloat16(dst.bf16[doff:doff+d], src.f32[soff:soff+d])
+		fp16.EncodeBFloat16(dst.bf16[doff:doff+d], x)
 	case Q8:
-		_ = kernel.QuantizeQ8(dst.i8[doff:doff+d], dst.q8s[doff/Q8Block:(doff+d)/Q8Block], src.f32[soff:soff+d])
+		_ = kernel.QuantizeQ8(dst.i8[doff:doff+d], dst.q8s[doff/Q8Block:(doff+d)/Q8Block], x)
 	}
 }
 
@@ -353,7 +392,11 @@ func quantizeFP8Row(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 }
 
 // loadRow widens the len(dst) elements of src from off on, a row of head
-// h, to float32: exactly for F32, F16 and BF16, times the scale for fp8.
+// h, to float32: exactly for F32, F16 and BF16, times the scales for Q8
+// (off and len(dst) whole blocks) and fp8. It is for the stack chunks of
+// storeRow and quantizeFP8Row, which the vector kernels' function values
+// would move to the heap (an allocation per row); widenRow writes rows
+// that lie elsewhere with them.
 func loadRow(dst []float32, src *Tensor, off, h int) {
 	n := len(dst)
 	switch src.dtype {
@@ -363,9 +406,31 @@ func loadRow(dst []float32, src *Tensor, off, h int) {
 		fp16.DecodeFloat16(dst, src.f16[off:off+n])
 	case BF16:
 		fp16.DecodeBFloat16(dst, src.bf16[off:off+n])
+	case Q8:
+		for g, sc := range src.q8s[off/Q8Block : (off+n)/Q8Block] {
+			for i, x := range src.i8[off+g*Q8Block:][:Q8Block] {
+				dst[g*Q8Block+i] = float32(x) * sc
+			}
+		}
 	case FP8E4M3:
 		_ = kernel.PackFloat8(dst, n, src.e4m3[off:off+n], src.fp8Scale(h)[0], n, 1, n)
 	case FP8E5M2:
 		_ = kernel.PackFloat8(dst, n, src.e5m2[off:off+n], src.fp8Scale(h)[0], n, 1, n)
+	}
+}
+
+// widenRow is loadRow with the decode kernels (vector code where the
+// implementation has it), for a dst that is not on the stack.
+func widenRow(dst []float32, src *Tensor, off, h int) {
+	n := len(dst)
+	switch src.dtype {
+	case F16:
+		_ = kernel.PackFloat16(dst, n, src.f16[off:off+n], n, 1, n)
+	case BF16:
+		_ = kernel.PackBFloat16(dst, n, src.bf16[off:off+n], n, 1, n)
+	case Q8:
+		_ = kernel.PackQ8(dst, n, src.i8[off:off+n], src.q8s[off/Q8Block:(off+n)/Q8Block], n, 1, n)
+	default:
+		loadRow(dst, src, off, h)
 	}
 }

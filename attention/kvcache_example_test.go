@@ -143,7 +143,7 @@ func ExampleEngine_ForwardPagedKV() {
 	fmt.Println(err)
 	// Output:
 	// <nil>
-	// attention: ForwardPagedKV: kv.SeqLens[1] is 80; want 0 to MaxBlocks·BlockSize = 64
+	// attention: ForwardPagedKV: kv.SeqLens[1] is 80, more than kv.MaxBlocks·BlockSize = 4·16 = 64 positions; want kv.MaxBlocks >= 5 (the table's entries per sequence)
 }
 
 // A continuous-batching step in one call: six sequences decode a token
@@ -207,8 +207,8 @@ func ExampleEngine_ForwardPagedKV_mixedBatch() {
 		fmt.Printf("sequence %d: %d new of %d, out %.3f\n", s, newTokens[s], lens[s], out[last])
 	}
 
-	// More new tokens than a sequence holds is an error that names it.
-	bad := []int{0, 1, 2, 3, 23, 24, 25, 537, tokens}
+	// Offsets that do not end at the queries' count are an error.
+	bad := []int{0, 1, 2, 3, 4, 5, 6, 518, tokens - 1}
 	err = e.ForwardPagedKV(attention.F32Tensor(out, qLayout), attention.F32Tensor(q, qLayout), kv,
 		attention.Options{Causal: true, CuSeqQ: bad})
 	fmt.Println(err)
@@ -222,7 +222,7 @@ func ExampleEngine_ForwardPagedKV_mixedBatch() {
 	// sequence 5: 1 new of 129, out 6.000
 	// sequence 6: 512 new of 512, out 7.000
 	// sequence 7: 512 new of 1024, out 8.000
-	// attention: ForwardPagedKV: Options.CuSeqQ gives sequence 3 20 queries (CuSeqQ[4] − CuSeqQ[3]) and kv.SeqLens[3] is 18; want at most as many queries as keys (the queries are the sequence's newest positions)
+	// attention: ForwardPagedKV: Options.CuSeqQ[8] is 1029; want Nq = 1030 (the packed length)
 }
 
 // ForwardPagedKV reads an MLA cache (DeepSeek's absorbed decode) from a

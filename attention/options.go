@@ -118,13 +118,27 @@ type Options struct {
 	// sequence s's CuSeqQ[s+1]−CuSeqQ[s] queries (0 allowed) are its
 	// newest positions: query i of a sequence of nq queries and n keys is
 	// at position n−nq+i, where the bottom-right causal mask, the window
-	// and ALiBi measure from. A sequence with more queries than keys is an
-	// error. The log-sum-exps are laid out [1, Hq, totalQ]. Each
+	// and ALiBi measure from. A sequence may have more queries than keys
+	// (n = 0 included), as a batch entry of the uniform form may: its
+	// first nq−n queries lie before its first position, so with Causal
+	// they see no key and give zero rows and −Inf log-sum-exps (or their
+	// sink's), and without it every query sees all n keys. One rule for
+	// both forms, because a batch entry with fewer keys than queries is
+	// legitimate there (an empty or padding sequence, a shared-prefix
+	// suffix of no keys) and the packed form computes each sequence as
+	// that call for it alone. The log-sum-exps are laid out [1, Hq, totalQ]. Each
 	// sequence's rows are bitwise those of the same entry point called
 	// for that sequence alone (batch 1, Nq its query count) on the same
 	// engine: it is computed in its own precision (ComputedPrecision of
 	// its query count), with its own split of the keys (Config.KVSplits),
 	// as that call would be.
+	//
+	// The offsets are ints, while PagedKV's BlockTable and SeqLens are
+	// int32: offsets count positions of the caller's own Go slices of
+	// packed queries, keys and outputs, which Go indexes with ints (as
+	// Layout.Offset does), whereas a block table and lengths are read in
+	// place from a runtime's arrays, which vLLM and FlashInfer keep as
+	// int32 tensors. PagedKV.SlotMapping takes the same []int offsets.
 	CuSeqQ, CuSeqKV []int
 	// Precision is the arithmetic of the products Q·Kᵀ and P·V:
 	// PrecisionFloat32 (the zero value) or PrecisionBFloat16, several

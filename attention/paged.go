@@ -57,10 +57,10 @@ func NewPagedCache(dtype DType, heads, dim, blockSize, numBlocks int) (*PagedCac
 // NewPagedCacheFP8 returns an empty cache as NewPagedCache does, stored as
 // dtype FP8E4M3 or FP8E5M2 with the key scales kScales and value scales
 // vScales (one each, or one per head), which Append quantises with as
-// NewKVCacheFP8 says.
+// NewKVCacheFP8 says. Nil scales are an error, as there.
 func NewPagedCacheFP8(dtype DType, heads, dim, blockSize, numBlocks int, kScales, vScales []float32) (*PagedCache, error) {
-	if !dtype.isFP8() {
-		return nil, fmt.Errorf("attention: NewPagedCacheFP8: element type %v; want fp8e4m3 or fp8e5m2", dtype)
+	if err := checkFP8Args("NewPagedCacheFP8", dtype, heads, kScales, vScales); err != nil {
+		return nil, err
 	}
 	return newPagedCache("NewPagedCacheFP8", dtype, heads, dim, blockSize, numBlocks, kScales, vScales)
 }
@@ -222,8 +222,7 @@ func (c *PagedCache) Truncate(id SeqID, n int) error {
 
 // Append copies the keys k and values v of m new positions to the end of
 // sequence id. k and v are [1, Hkv, m, Dim] views in any layout, of element
-// type F32 (converted, rounding to nearest even) or of the cache's type
-// (copied); an fp8 cache also takes F16 and BF16 and quantises as
+// type F32, F16, BF16 or the cache's own, converted or copied as
 // KVCache.Append does. A shared last block is copied first; new blocks
 // come from the free list. An unknown sequence, a mismatched shape or
 // type, or too few free blocks is an error and changes nothing. Append
@@ -355,8 +354,9 @@ func (c *PagedCache) Check() error {
 // its own length. Options.CuSeqQ gives each sequence a query count of
 // its own: q and out are then [1, Hq, totalQ, Dim], the packed queries of
 // every sequence, CuSeqQ has len(seqs)+1 offsets from 0 to totalQ, never
-// decreasing, and sequence b's CuSeqQ[b+1]−CuSeqQ[b] queries (0 allowed,
-// at most Len(seqs[b])) are its newest positions, so that one call
+// decreasing, and sequence b's CuSeqQ[b+1]−CuSeqQ[b] queries (0 allowed;
+// more than Len(seqs[b]) as Options.CuSeqQ says) are its newest
+// positions, so that one call
 // serves sequences decoding and others prefilling a chunk; each
 // sequence's rows are bitwise those of this call for it alone (batch 1,
 // Nq its query count) on the same engine (Options.CuSeqQ).

@@ -52,8 +52,8 @@ type PagedKV struct {
 // one token, others prefilling a chunk; ExampleEngine_ForwardPagedKV_mixedBatch):
 // q and out are [1, Hq, totalQ, Dim], the packed queries of every
 // sequence, CuSeqQ has len(kv.SeqLens)+1 offsets from 0 to totalQ, never
-// decreasing, and sequence s's CuSeqQ[s+1]−CuSeqQ[s] queries (0 allowed,
-// at most SeqLens[s]) are its newest positions. Each sequence's rows and
+// decreasing, and sequence s's CuSeqQ[s+1]−CuSeqQ[s] queries (0 allowed;
+// more than SeqLens[s] as Options.CuSeqQ says) are its newest positions. Each sequence's rows and
 // log-sum-exps are bitwise those of this call for that sequence alone
 // (batch 1, Nq its query count, its table row and length) on the same
 // engine; Options.CuSeqQ describes the rest.
@@ -63,7 +63,7 @@ type PagedKV struct {
 // length beyond MaxBlocks·BlockSize or negative, or a table shorter than
 // sequences·MaxBlocks is an error that names the entry, and nothing is
 // written; so are offsets of Options.CuSeqQ that do not match q or the
-// lengths, and a sequence given more queries than it has keys. So is an out or lse that shares memory with anything the call
+// lengths. So is an out or lse that shares memory with anything the call
 // reads: q, the pools and their Q8 or fp8 scales, the table, the lengths, the
 // options' slices, CuSeqQ included (a serving loop that carves caches and
 // outputs from one arena gets an error, never a cache overwritten). After

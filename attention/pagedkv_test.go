@@ -456,9 +456,6 @@ func fuzzMixedPagedKV(t *testing.T, r *fuzzReader, e *attention.Engine, kv atten
 	opts.CuSeqQ = nil
 	for s := range B {
 		nq := cu[s+1] - cu[s]
-		if nq > int(kv.SeqLens[s]) {
-			t.Fatalf("CuSeqQ %v: sequence %d has %d queries and %d keys, and the call succeeded", cu, s, nq, kv.SeqLens[s])
-		}
 		if nq == 0 {
 			continue
 		}

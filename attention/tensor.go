@@ -144,7 +144,8 @@ func (l Layout) Validate() error {
 		hi, lo := bits.Mul64(uint64(p[0]-1), uint64(p[1]))
 		span += lo
 		if hi != 0 || lo > math.MaxInt || span > math.MaxInt {
-			return fmt.Errorf("layout %v spans more elements than an int can index", l)
+			return fmt.Errorf("layout of shape [%d %d %d %d] with strides [%d %d %d 1] spans more elements than an int can index; want a smaller shape or strides",
+				l.Batch, l.Heads, l.Seq, l.Dim, l.BatchStride, l.HeadStride, l.SeqStride)
 		}
 	}
 	return nil

@@ -65,22 +65,6 @@ func (r *request) keysText(s int) string {
 	return fmt.Sprintf("caches[%d] holds %d positions", s, n)
 }
 
-// checkSeqQ checks that with Options.CuSeqQ no sequence has more queries
-// than keys: its queries are its newest positions, which its keys include.
-func (r *request) checkSeqQ() error {
-	if r.seqQ == nil {
-		return nil
-	}
-	for s := range r.sequences() {
-		nq := r.seqQ[s+1] - r.seqQ[s]
-		if nq > r.keysOf(s) {
-			return fmt.Errorf("%sOptions.CuSeqQ gives sequence %d %d queries (CuSeqQ[%d] − CuSeqQ[%d]) and %s; want at most as many queries as keys (the queries are the sequence's newest positions)",
-				r.fn, s, nq, s+1, s, r.keysText(s))
-		}
-	}
-	return nil
-}
-
 // sourceKind says where a request's keys and values lie.
 type sourceKind uint8
 
@@ -167,9 +151,6 @@ func validateRequest(r *request, opts *Options) (call, error) {
 		return call{}, fmt.Errorf("%sq has %d heads and %s %d; want a multiple (grouped-query attention)", fn, q.Heads, r.kvName(), kv.heads)
 	}
 	if err := checkOutputShape(fn, r.out, r.lse, q, kv.dimV); err != nil {
-		return call{}, err
-	}
-	if err := r.checkSeqQ(); err != nil {
 		return call{}, err
 	}
 	scale, err := callScale(fn, opts.Scale, q.Dim)
@@ -308,8 +289,12 @@ func (r *request) poolShape() (kvShape, error) {
 	maxLen := 0
 	for b, n32 := range kv.SeqLens {
 		n := int(n32)
-		if n < 0 || n > maxKeys {
-			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d; want 0 to MaxBlocks·BlockSize = %d", fn, b, n, maxKeys)
+		if n < 0 {
+			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d; want >= 0", fn, b, n)
+		}
+		if n > maxKeys { // the table's fault as much as the length's: name both
+			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d, more than kv.MaxBlocks·BlockSize = %d·%d = %d positions; want kv.MaxBlocks >= %d (the table's entries per sequence)",
+				fn, b, n, kv.MaxBlocks, bs, maxKeys, ceilDiv(n, bs))
 		}
 		for i, id := range kv.BlockTable[b*kv.MaxBlocks:][:ceilDiv(n, bs)] {
 			if id < 0 || int(id) >= nBlocks {

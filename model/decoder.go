@@ -494,13 +494,22 @@ type SessionOptions struct {
 	// long one its prefill kernels).
 	Batch int
 	// KVType is the element type in which the KV cache stores keys and
-	// values: attention.F32, F16, BF16 or Q8; 0 (the zero value) means
+	// values: attention.F32, F16, BF16, Q8 or FP8E4M3; 0 (the zero value) means
 	// F32. Keys (after RoPE) and values are computed in float32 and
 	// rounded to this type as they are appended (see
 	// attention.KVCache.Append), so F16 and BF16 halve the cache and Q8
 	// (int8 with a float32 scale per attention.Q8Block values, which needs
 	// a head dimension that is a multiple of attention.Q8Block) cuts it to
-	// about 28%, at the price of that rounding in the logits. Projections,
+	// about 28%, at the price of that rounding in the logits. FP8E4M3
+	// (8-bit floats with a scale per K/V head, as vLLM's fp8 caches) cuts
+	// it to a quarter; its scales are calibrated, per block and head, from
+	// the first pass's rows: the largest |x| of that head's keys (values)
+	// over fp8Headroom, so that the first pass's largest value lands a
+	// quarter of the way below E4M3's largest, 448, later values up to four
+	// times larger still fit (larger ones saturate), and the 3 mantissa
+	// bits cover the head's range. They are kept for the session's life,
+	// Reset and Truncate included; a prompt run in chunks calibrates on its
+	// first chunk. Projections,
 	// queries and the attention arithmetic stay float32 (but see
 	// Precision).
 	KVType attention.DType
@@ -535,7 +544,10 @@ type Session struct {
 	rows     int // the rows the scratch holds, at most batch
 
 	caches []*attention.KVCache // per block; all hold the same positions
-	rope   rope                 // for the positions the caches have room for
+	// calibrated: per block, whether an fp8 cache has its scales (set by
+	// the first Append into it; see SessionOptions.KVType).
+	calibrated []bool
+	rope       rope // for the positions the caches have room for
 
 	// Scratch, rows rows each.
 	x   []float32 // residual stream [n][dim]
@@ -569,8 +581,8 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 		return nil, fmt.Errorf("model: SessionOptions.Threads is %d; want >= 1, or 0 for GOMAXPROCS", opts.Threads)
 	case opts.Batch < 0:
 		return nil, fmt.Errorf("model: SessionOptions.Batch is %d; want >= 1, or 0 for %d", opts.Batch, DefaultBatch)
-	case kvType != attention.F32 && kvType != attention.F16 && kvType != attention.BF16 && kvType != attention.Q8:
-		return nil, fmt.Errorf("model: SessionOptions.KVType is %v; want attention.F32, F16, BF16 or Q8, or 0 for F32", kvType)
+	case kvType != attention.F32 && kvType != attention.F16 && kvType != attention.BF16 && kvType != attention.Q8 && kvType != attention.FP8E4M3:
+		return nil, fmt.Errorf("model: SessionOptions.KVType is %v; want attention.F32, F16, BF16, Q8 or FP8E4M3, or 0 for F32", kvType)
 	case opts.Precision != attention.PrecisionFloat32 && opts.Precision != attention.PrecisionBFloat16:
 		return nil, fmt.Errorf("model: SessionOptions.Precision is %v; want attention.PrecisionFloat32 or PrecisionBFloat16", opts.Precision)
 	case kvType == attention.Q8 && c.HeadDim%attention.Q8Block != 0:
@@ -602,6 +614,7 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	perPosition := 2 * c.BlockCount * c.HeadCountKV * c.HeadDim * kvType.Size()
 	s.minGrow = max(1, minCacheBytes/perPosition)
 	s.caches = make([]*attention.KVCache, c.BlockCount)
+	s.calibrated = make([]bool, c.BlockCount)
 	for l := range s.caches {
 		if s.caches[l], err = attention.NewKVCache(kvType, c.HeadCountKV, 0, c.HeadDim); err != nil {
 			return nil, fmt.Errorf("model: the %v KV cache of block %d (%d heads × head dimension %d): %w",
@@ -611,6 +624,51 @@ func (m *Model) NewSession(opts SessionOptions) (*Session, error) {
 	s.rope = newRope(m.rope, 0)
 	s.e = make([]float32, c.FeedForwardLength)
 	return s, nil
+}
+
+// fp8Headroom is the quotient of a head's largest |x| in the first pass
+// and its fp8 scale: E4M3's largest value, 448, over 4, so that values up
+// to four times the first pass's largest are stored without saturating.
+const fp8Headroom = 448.0 / 4
+
+// newCacheLike returns an empty cache of old's type, heads, dim and fp8
+// scales, with room for capacity positions.
+func newCacheLike(old *attention.KVCache, capacity int) (*attention.KVCache, error) {
+	if ks := old.K().FP8Scales(); ks != nil {
+		return attention.NewKVCacheFP8(old.DType(), old.Heads(), capacity, old.Dim(), ks, old.V().FP8Scales())
+	}
+	return attention.NewKVCache(old.DType(), old.Heads(), capacity, old.Dim())
+}
+
+// calibrate gives block l's fp8 cache (empty) its per-head scales from the
+// first rows appended to it, k and v: each head's largest |x| over
+// fp8Headroom (1 for a head of zeros or of non-finite values).
+func (s *Session) calibrate(l int, k, v *attention.Tensor) error {
+	old := s.caches[l]
+	hkv, d := old.Heads(), old.Dim()
+	scales := make([]float32, 2*hkv)
+	for i, t := range []*attention.Tensor{k, v} {
+		x := t.Float32s()
+		for h := range hkv {
+			var amax float32
+			for p := range t.Seq {
+				for _, e := range x[t.Offset(0, h, p):][:d] {
+					amax = max(amax, float32(math.Abs(float64(e))))
+				}
+			}
+			sc := amax / fp8Headroom
+			if !(sc > 0 && sc <= math.MaxFloat32) {
+				sc = 1
+			}
+			scales[i*hkv+h] = sc
+		}
+	}
+	c, err := attention.NewKVCacheFP8(attention.FP8E4M3, hkv, old.Cap(), d, scales[:hkv], scales[hkv:])
+	if err != nil {
+		return fmt.Errorf("model: block %d fp8 KV cache: %w", l, err)
+	}
+	s.caches[l], s.calibrated[l] = c, true
+	return nil
 }
 
 // minCacheBytes is the least memory that a Session's KV caches grow to,
@@ -626,7 +684,7 @@ func (s *Session) reserve(positions, rows int) error {
 	if have := s.caches[0].Cap(); positions > have {
 		grown := min(s.capacity, max(positions, 2*have, s.minGrow))
 		for l, old := range s.caches {
-			c, err := attention.NewKVCache(old.DType(), old.Heads(), grown, old.Dim())
+			c, err := newCacheLike(old, grown)
 			if err == nil && old.Len() > 0 {
 				err = c.Append(old.K(), old.V())
 			}
@@ -885,6 +943,11 @@ func (s *Session) pass(tokens []int, logits []float32, all bool) error {
 			p := pos + t
 			s.rope.apply(row[:qDim], hq, d, p)
 			s.rope.apply(row[qDim:qDim+kvDim], hkv, d, p)
+		}
+		if s.caches[l].DType() == attention.FP8E4M3 && !s.calibrated[l] {
+			if err := s.calibrate(l, &kNew, &vNew); err != nil {
+				return err
+			}
 		}
 		cache := s.caches[l]
 		if err := cache.Append(kNew, vNew); err != nil {

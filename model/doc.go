@@ -36,7 +36,7 @@
 // one GEMM (the kernel package's SIMD kernel.MatMul), its output columns split
 // across threads. A [Session] owns one contiguous
 // [attention.KVCache] per layer, holding keys and values as float32 or, with
-// [SessionOptions].KVType, as fp16, bfloat16 or 8-bit (Q8), grown by
+// [SessionOptions].KVType, as fp16, bfloat16, 8-bit (Q8) or fp8 (E4M3, per-head scales), grown by
 // doubling as tokens arrive, so that a Session's memory follows what it
 // runs rather than the context length a file claims; each layer
 // appends the new tokens' keys and values to its cache, and its attention
