@@ -402,7 +402,7 @@ func TestPagedErrors(t *testing.T) {
 	}
 	// Mismatched type and head dim.
 	bf := make([]float32, hkv*d)
-	require.ErrorContains(t, pc.Append(a, attention.BF16Tensor(make([]fp16.BFloat16, hkv*d), attention.BHSD(1, hkv, 1, d)),
+	require.ErrorContains(t, pc.Append(a, attention.FP8E4M3Tensor(make([]fp16.Float8E4M3, hkv*d), []float32{1}, attention.BHSD(1, hkv, 1, d)),
 		chunkTensor(bf, hkv, 1, d)), "element type")
 	require.ErrorContains(t, pc.Append(a, attention.F32Tensor(bf, attention.BHSD(1, hkv, 1, d/2)),
 		attention.F32Tensor(bf, attention.BHSD(1, hkv, 1, d/2))), "shape")
