@@ -28,24 +28,15 @@ type call struct {
 	// seqQ, for a batch of caches or paged sequences with Options.CuSeqQ,
 	// holds the offsets of each sequence's queries, packed along q's
 	// sequence axis (batch 1); sequence s's keys are batch entry s of the
-	// store. Each sequence is planned as its own call would be (mixedPlan).
+	// origin. Each sequence is planned as its own call would be (mixedPlan).
 	seqQ      []int
 	terms     bool // softCap, slopes or a mask: the score tile needs a per-element pass
 	trim      bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
 	gridTiles bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
 
-	// paged, when on, is where K and V live (paged pools: ForwardPagedKV,
-	// ForwardPaged), and caches, when non-nil, holds batch entry b's in
-	// caches[b] (ForwardKVCaches): k and v then carry the shape only, Seq
-	// being the longest sequence.
-	paged  pagedRead
-	caches []*KVCache
-
-	// packed, when not nil, holds K and V packed once for many calls in
-	// the call's precision (ForwardSharedPrefix's prefix product with
-	// SharedPrefixKV.Packed): the tile loop reads them instead of packing
-	// the tiles.
-	packed *PackedPrefix
+	// kv is where the keys and values lie (source.go); k and v carry
+	// their shape, Seq being the longest sequence's keys.
+	kv kvOrigin
 }
 
 // wsDim is the widest head dim of the call, which sizes the scratch rows:
@@ -57,7 +48,7 @@ func (c *call) wsDim() int { return max(c.q.Dim, c.dv) }
 // whole batch entry.
 type seg struct {
 	q0, nq, kv0, nk int
-	// seq is the batch entry of the store that holds the sequence's keys
+	// seq is the batch entry of the origin that holds the sequence's keys
 	// when the call has per-sequence query counts (call.seqQ), whose q has
 	// one batch entry for all of them; otherwise the block's batch entry
 	// is.

@@ -77,7 +77,7 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 		// they lie, whatever the number of rows: there is no float32
 		// panel to reuse.
 		k := src.k
-		if src.gathers() {
+		if c.gather {
 			return kernel.QKRowsQ8DotGather(ws.s, bl.ldS, &ws.q8, k.i8, k.q8s, keyOffsets(ws, j0, bc), bc, c.scale)
 		}
 		off := src.keyRow(j0)
@@ -108,7 +108,7 @@ func (f32Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
 		if err := softmaxWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS); err != nil {
 			return err
 		}
-		return valuesInPlace(ws, j0, bc)
+		return valuesInPlace(ws, c, j0, bc)
 	}
 	vt, ldV, err := valuesF32(ws, j0, bc)
 	if err != nil {
@@ -179,7 +179,7 @@ const gatherAhead = 64
 func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
-	if src.gathers() {
+	if c.gather {
 		return src.kOps.qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.hk, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
 	}
 	return src.kOps.qkDirect(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.hk, src.keyRow(j0), bc, bl.rows, bl.d, c.scale)
@@ -188,10 +188,10 @@ func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 // valuesInPlace adds the block's probabilities of tile [j0, j0+bc) times
 // the V rows, read where they lie, to the accumulators, as scoresInPlace
 // reads the K rows.
-func valuesInPlace(ws *workspace, j0, bc int) error {
+func valuesInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
-	if src.gathers() {
+	if c.gather {
 		return src.vOps.pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.hk, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
 	}
 	return src.vOps.pvDirect(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.hk, src.valueRow(j0), bc, bl.rows, bl.dv)

@@ -178,14 +178,17 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if err := e.usable(); err != nil {
 		return err
 	}
-	c, err := validateRequest(&request{fn: "attention: ", src: fromTensors, out: out, lse: lse, q: q, k: k, v: v}, &opts)
+	j := e.getJob()
+	defer e.putJob(j)
+	j.origins.views = viewOrigin{k: k, v: v}
+	c, err := validateRequest(&request{fn: "attention: ", kv: &j.origins.views, out: out, lse: lse, q: q}, &opts)
 	if err != nil {
 		return err
 	}
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.compute(&c)
+	return e.compute(j, &c)
 }
 
 // positionsPerBlock returns how many query positions a block covers:

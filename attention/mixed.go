@@ -37,7 +37,7 @@ import (
 // seqWork is the plan of one sequence of a call with per-sequence query
 // counts.
 type seqWork struct {
-	seq    int  // the sequence: batch entry of the store
+	seq    int  // the sequence: batch entry of the origin
 	q0, nq int  // its queries: packed positions [q0, q0+nq) of q
 	nk     int  // its keys
 	direct bool // its own call reads K and V rows in place (j.rows)
@@ -55,11 +55,11 @@ type seqWork struct {
 // sequence (call.seqQ), as the calls of its sequences alone would be
 // planned: the two tasks, each sequence's blocks and parts, the work
 // items, the parts' buffers and the scratch of a worker.
-func (e *Engine) mixedPlan(j *job, src kvStore) {
+func (e *Engine) mixedPlan(j *job) {
 	j.mixed = true
 	c := &j.t.call
 	heads, g := c.k.Heads, c.group
-	j.t.plan = basePlan(c, src)
+	j.t.plan = basePlan(c)
 	_, j.t.bkv = e.blockShape(c.precision, g, c.q.Seq, c.k.Seq)
 	// A sequence of few rows is computed in float32 (Precision's doc),
 	// with the rows read in place: its own call demotes its precision.
@@ -67,7 +67,7 @@ func (e *Engine) mixedPlan(j *job, src kvStore) {
 	rc := &j.rows.call
 	rc.precision = PrecisionFloat32
 	rc.gridTiles, rc.trim = false, false
-	j.rows.plan = basePlan(rc, src)
+	j.rows.plan = basePlan(rc)
 	j.rows.direct = true
 	_, j.rows.bkv = e.blockShape(rc.precision, g, c.q.Seq, c.k.Seq)
 
@@ -82,7 +82,7 @@ func (e *Engine) mixedPlan(j *job, src kvStore) {
 		if nq == 0 {
 			continue
 		}
-		w := seqWork{seq: s, q0: c.seqQ[s], nq: nq, nk: src.keys(s), direct: readsRows(g, nq), splits: 1}
+		w := seqWork{seq: s, q0: c.seqQ[s], nq: nq, nk: c.kv.keys(s), direct: readsRows(g, nq), splits: 1}
 		t := j.taskOf(&w)
 		if np0, _ := e.blockShape(t.precision, g, nq, w.nk); nq <= np0 {
 			// Its queries fit one block: its own call splits its keys
@@ -138,7 +138,7 @@ func (e *Engine) mixedPlan(j *job, src kvStore) {
 		}
 		// A sequence read in place in one block folds its heads together
 		// where their rows lie together, as its own call does.
-		w.fused = w.direct && w.nBlk == 1 && src.interleaved(heads)
+		w.fused = w.direct && w.nBlk == 1 && c.kv.interleaved(heads)
 		if w.fused {
 			fusible += w.splits
 		}

@@ -18,9 +18,9 @@ type plan struct {
 	fuse   int  // K/V heads one work item folds together (fused decode over interleaved heads); 1: none
 	direct bool // read K and V rows in place with the row kernels (few query rows; see directRows)
 
-	math tileMath // how the tiles' products are computed: float32 or bfloat16
-	pre  *prepack // bf16 K/V packed once per call, or nil
-	src  kvStore  // where the keys and values lie
+	math   tileMath // how the tiles' products are computed: float32 or bfloat16
+	pre    *prepack // bf16 K/V packed once per call, or nil
+	gather bool     // the row kernels read K and V through tables of row offsets (kvOrigin.gathers)
 
 	// The kernels of the call's element types, looked up once: K's and
 	// V's rows, the queries' and outputs' rows, the additive mask's
@@ -30,12 +30,10 @@ type plan struct {
 	maskOps    *maskKernels
 }
 
-// makePlan returns the plan of c for this engine. src is where c's keys
-// and values lie; it must stay valid for the whole call (the job's own
-// storage). The prepacked panels are set up by the caller, which owns
-// their buffers.
-func (e *Engine) makePlan(c *call, src kvStore) plan {
-	p := basePlan(c, src)
+// makePlan returns the plan of c for this engine. The prepacked panels
+// are set up by the caller, which owns their buffers.
+func (e *Engine) makePlan(c *call) plan {
+	p := basePlan(c)
 	p.np = e.positionsPerBlock(c, &p)
 	p.direct = readsRows(c.group, c.q.Seq)
 	p.nBlk = (c.q.Seq + p.np - 1) / p.np
@@ -44,17 +42,17 @@ func (e *Engine) makePlan(c *call, src kvStore) plan {
 		p.splits = e.splitCount(c, &p)
 	}
 	p.fuse = 1
-	if p.direct && c.cuQ == nil && p.nBlk == 1 && src.interleaved(c.k.Heads) {
+	if p.direct && c.cuQ == nil && p.nBlk == 1 && c.kv.interleaved(c.k.Heads) {
 		p.fuse = fuseGroup(c.k.Heads, c.q.Batch*p.splits, e.threadCount())
 	}
 	return p
 }
 
 // basePlan returns the part of c's plan that follows from its types and
-// precision alone: the store, the arithmetic and the kernels, with no
+// precision alone: the arithmetic and the kernels, with no
 // split and no fused heads.
-func basePlan(c *call, src kvStore) plan {
-	p := plan{src: src, math: f32Math{}, splits: 1, fuse: 1,
+func basePlan(c *call) plan {
+	p := plan{math: f32Math{}, splits: 1, fuse: 1, gather: c.kv.gathers(),
 		kOps: &kvKernels[c.k.dtype], vOps: &kvKernels[c.v.dtype], qIO: &activationIO[c.q.dtype], outIO: &activationIO[c.out.dtype]}
 	if c.mask.dtype != 0 {
 		p.maskOps = &maskTypes[c.mask.dtype]

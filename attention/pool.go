@@ -34,11 +34,11 @@ import (
 
 // job is one call's share-out of blocks.
 type job struct {
-	e      *Engine
-	t      task   // by value: the job is pooled, so the call does not escape
-	stores stores // the values t.src points to
-	total  int    // blocks in all
-	next   atomic.Int64
+	e       *Engine
+	t       task    // by value: the job is pooled, so the call does not escape
+	origins origins // the value the call's kv points to
+	total   int     // blocks in all
+	next    atomic.Int64
 
 	// Split-KV decoding (t.splits > 1): block i is part i%splits of
 	// (batch, K/V head) i/splits, and its accumulators go to the part
@@ -152,17 +152,18 @@ func (e *Engine) threadCount() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// compute computes every block of c, spreading them over the pool.
-func (e *Engine) compute(c *call) error {
-	j := e.getJob()
+// compute computes every block of c, spreading them over the pool. j is
+// the job the entry point took before validation, since c's origin lies
+// in it (origins); the entry point gives it back.
+func (e *Engine) compute(j *job, c *call) error {
 	j.e, j.t.call = e, *c
-	// From here on c is the job's copy, as the store must be: a pointer
-	// into the caller's call would make it escape (and allocate).
+	// From here on c is the job's copy: a pointer into the caller's call
+	// would make it escape (and allocate).
 	jc := &j.t.call
 	if jc.seqQ != nil {
-		e.mixedPlan(j, j.stores.resolve(jc))
+		e.mixedPlan(j)
 	} else {
-		e.callPlan(j, j.stores.resolve(jc))
+		e.callPlan(j)
 	}
 	c, p := jc, &j.t.plan
 	j.next.Store(0)
@@ -193,17 +194,15 @@ func (e *Engine) compute(c *call) error {
 			e.mergeParts(j)
 		}
 	}
-	err := j.err
-	e.putJob(j)
-	return err
+	return j.err
 }
 
 // callPlan plans the job's call (one without per-sequence query counts):
 // its plan, its blocks, the split parts' buffers, the prepacked panels
 // and the scratch of a worker.
-func (e *Engine) callPlan(j *job, src kvStore) {
+func (e *Engine) callPlan(j *job) {
 	j.mixed = false
-	j.t.plan = e.makePlan(&j.t.call, src)
+	j.t.plan = e.makePlan(&j.t.call)
 	c, p := &j.t.call, &j.t.plan
 	j.total = c.q.Batch * c.k.Heads * p.nBlk
 	if c.cuQ != nil {
@@ -217,10 +216,10 @@ func (e *Engine) callPlan(j *job, src kvStore) {
 		j.parts.ensure(c.q.Batch*c.k.Heads*p.splits, c.group*c.q.Seq, c.wsDim())
 	}
 	j.total /= p.fuse
-	if c.packed != nil && !p.direct {
+	if pre := c.kv.packed(c.precision); pre != nil && !p.direct {
 		// Packed once for many calls: read only, never packed here, and
 		// the job's own panels are off (headMajor asks them).
-		p.pre = &c.packed.pre
+		p.pre = pre
 		j.pre.on = false
 	} else if j.pre.setup(&j.t, p.nBlk, p.bkv); j.pre.on {
 		p.pre = &j.pre
@@ -236,7 +235,7 @@ func (e *Engine) callPlan(j *job, src kvStore) {
 func (e *Engine) splitCount(c *call, p *plan) int {
 	nk := 0
 	for b := range c.q.Batch {
-		nk = max(nk, p.src.keys(b))
+		nk = max(nk, c.kv.keys(b))
 	}
 	return e.splitFor(c.q.Batch*c.k.Heads, nk, p.bkv)
 }
@@ -337,7 +336,7 @@ func (e *Engine) getJob() *job {
 }
 
 func (e *Engine) putJob(j *job) {
-	j.e, j.t, j.rows, j.stores = nil, task{}, task{}, stores{}
+	j.e, j.t, j.rows, j.origins = nil, task{}, task{}, origins{}
 	clear(j.seqs)
 	j.seqs = j.seqs[:0]
 	giveFree(&e.mu, &e.freeJobs, j)

@@ -92,7 +92,7 @@ var maxPrepackBytes = 64 << 20
 func (p *prepack) setup(c *task, nBlk, blockKV int) {
 	p.ready = false
 	p.on = prepackEnabled && c.precision == PrecisionBFloat16 && nBlk >= 2 && !c.direct && c.cuQ == nil &&
-		c.src.whole() && blockKV%2 == 0 && c.k.Seq > 0
+		c.kv.whole() && blockKV%2 == 0 && c.k.Seq > 0
 	if !p.on {
 		return
 	}

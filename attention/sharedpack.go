@@ -38,6 +38,9 @@ type PackedPrefix struct {
 	n            int
 	blocks       []int32
 	row          []fp16.BFloat16 // packPanels' scratch for a run that starts at an odd key
+	// origin is the prefix being packed, during Pack: here, not on the
+	// stack, where validation would make it escape.
+	origin poolOrigin
 }
 
 const packFn = "attention: PackedPrefix.Pack: "
@@ -64,8 +67,10 @@ func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	// The pools, the table and the length are checked as a call checks
 	// them, with a query of the prefix's heads and no positions.
 	var opts Options
-	c, err := validateRequest(&request{fn: packFn, src: fromPool, out: F32Tensor(nil, BHSD(1, hkv, 0, prefix.V.Dim)),
-		q: F32Tensor(nil, BHSD(1, hkv, 0, d)), pool: prefix}, &opts)
+	p.origin = poolOrigin{kv: prefix}
+	defer func() { p.origin = poolOrigin{} }() // keep no caller's pools alive
+	c, err := validateRequest(&request{fn: packFn, kv: &p.origin, out: F32Tensor(nil, BHSD(1, hkv, 0, prefix.V.Dim)),
+		q: F32Tensor(nil, BHSD(1, hkv, 0, d))}, &opts)
 	if err != nil {
 		return err
 	}
@@ -115,7 +120,7 @@ func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv
 	}
 	pre.k, pre.v, pre.bad = pre.k[:cap(pre.k)], pre.v[:cap(pre.v)], pre.bad[:cap(pre.bad)]
 	for hk := range hkv {
-		src := c.paged.source(0, hk, seg{nk: nk})
+		src := c.kv.source(0, hk, seg{nk: nk})
 		src.kOps, src.vOps = kOps, vOps
 		k, v := pre.k[hk*pre.kLen:][:pre.kLen], pre.v[hk*pre.vLen:][:pre.vLen]
 		bad := pre.bad[hk*(nk+1):][:nk+1]
@@ -144,7 +149,7 @@ func (p *PackedPrefix) packF32(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv 
 	}
 	pre.kf, pre.vf = pre.kf[:cap(pre.kf)], pre.vf[:cap(pre.vf)]
 	for hk := range hkv {
-		src := c.paged.source(0, hk, seg{nk: nk})
+		src := c.kv.source(0, hk, seg{nk: nk})
 		kt, v := pre.kf[hk*pre.kfLen:][:pre.kfLen], pre.vf[hk*pre.vfLen:][:pre.vfLen]
 		for j := 0; j < nk; {
 			r := src.run(j, nk)
