@@ -126,7 +126,7 @@ func validateRequest(r *request, opts *Options) (call, error) {
 	}
 	shape := Tensor{Layout: Layout{Batch: kv.batch, Heads: kv.heads, Seq: kv.seq, Dim: kv.dim}, dtype: kv.dtype}
 	c := call{out: r.out, q: q, k: shape, v: shape, lse: r.lse, scale: scale, causal: opts.Causal,
-		group: q.Heads / kv.heads, dv: kv.dimV, kv: r.kv, seqQ: r.seqQ}
+		group: q.Heads / kv.heads, dv: kv.dimV, kv: r.kv, cuQ: r.seqQ}
 	c.v.Dim, c.v.dtype = kv.dimV, kv.dtypeV
 	if err := validateOptions(&c, opts); err != nil {
 		return call{}, err
