@@ -130,21 +130,21 @@ func (e *Engine) makePlan(j *job) {
 	switch {
 	case c.cuQ == nil:
 		// A uniform batch: one plan for all of it, from its shape.
-		j.addSeq(e, seqPlan{s0: 0, n: c.q.Batch, nq: c.q.Seq, nk: c.k.Seq}, readsRows(g, c.q.Seq), true)
+		e.addSeq(j, seqPlan{s0: 0, n: c.q.Batch, nq: c.q.Seq, nk: c.k.Seq}, readsRows(g, c.q.Seq), true)
 	case c.cuKV != nil:
 		// Forward's variable lengths: the path of the packed shape, and no
 		// split.
 		direct := readsRows(g, c.q.Seq)
 		for s := range c.sequences() {
 			if _, sg := c.sequence(s); sg.nq > 0 {
-				j.addSeq(e, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, direct, false)
+				e.addSeq(j, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, direct, false)
 			}
 		}
 	default:
 		// Per-sequence query counts: each sequence as a call for it alone.
 		for s := range c.sequences() {
 			if _, sg := c.sequence(s); sg.nq > 0 {
-				j.addSeq(e, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, readsRows(g, sg.nq), true)
+				e.addSeq(j, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, readsRows(g, sg.nq), true)
 			}
 		}
 	}
@@ -260,7 +260,7 @@ func (e *Engine) makePlan(j *job) {
 // split over its keys when its shape asks for it (maySplit): it stays one
 // block whatever the thread count, so that the thread count never decides
 // whether it is split.
-func (j *job) addSeq(e *Engine, sp seqPlan, direct, maySplit bool) {
+func (e *Engine) addSeq(j *job, sp seqPlan, direct, maySplit bool) {
 	sp.t, sp.splits = &j.packs, 1
 	if direct {
 		sp.t = &j.rows

@@ -67,9 +67,9 @@ func (j *job) workItem(wss []*workspace, sp *seqPlan, li int) error {
 		// their heads.
 		groups := heads / j.fuse
 		grp, part := li/sp.splits, li%sp.splits
-		e, hk0 := grp/groups, grp%groups*j.fuse
-		b, seq := c.sequence(sp.s0 + e)
-		return j.foldHeads(wss, c, b, hk0, seq.q0, seq, part, sp.splits, sp.slot0+e*heads*sp.splits+part)
+		s, hk0 := grp/groups, grp%groups*j.fuse
+		b, seq := c.sequence(sp.s0 + s)
+		return j.foldHeads(wss, c, b, hk0, seq.q0, seq, part, sp.splits, sp.slot0+s*heads*sp.splits+part)
 	case sp.splits > 1:
 		// Part li%splits of (sequence, K/V head) li/splits, whose slot is
 		// li after the plan's first.
