@@ -60,12 +60,15 @@ func (e *Engine) forwardKVCaches(out Tensor, lse []float32, q Tensor, caches []*
 	if err := e.usable(); err != nil {
 		return err
 	}
-	c, err := validateRequest(&request{fn: "attention: ForwardKVCaches: ", src: fromCaches, out: out, lse: lse, q: q, caches: caches}, &opts)
+	j := e.getJob()
+	defer e.putJob(j)
+	j.origins.caches = cacheOrigin{caches: caches}
+	c, err := validateRequest(&request{fn: "attention: ForwardKVCaches: ", kv: &j.origins.caches, out: out, lse: lse, q: q}, &opts)
 	if err != nil {
 		return err
 	}
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.compute(&c)
+	return e.compute(j, &c)
 }

@@ -11,10 +11,10 @@ type call struct {
 	lse          []float32
 	scale        float32
 	causal       bool
-	group        int // query heads per K/V head
-	dv           int // head dim of V and of the output (q's and k's is q.Dim)
-	precision    Precision
-	q8Query      bool // Options.QuantizeQuery: Q·Kᵀ from Q8 query rows (ws.q8) in integers
+	group        int       // query heads per K/V head
+	dv           int       // head dim of V and of the output (q's and k's is q.Dim)
+	asked        Precision // Options.Precision; each path of the plan computes in its own (plan.precision)
+	q8Query      bool      // Options.QuantizeQuery: Q·Kᵀ from Q8 query rows (ws.q8) in integers
 
 	topLeft    bool
 	window     bool
@@ -24,28 +24,17 @@ type call struct {
 	sinks      []float32
 	mask       Tensor // dtype 0: none
 	bmask      BoolMask
-	cuQ, cuKV  []int
-	// seqQ, for a batch of caches or paged sequences with Options.CuSeqQ,
-	// holds the offsets of each sequence's queries, packed along q's
-	// sequence axis (batch 1); sequence s's keys are batch entry s of the
-	// store. Each sequence is planned as its own call would be (mixedPlan).
-	seqQ      []int
+	// cuQ, with Options.CuSeqQ, holds the offsets of each sequence's
+	// queries, packed along q's sequence axis (batch 1), and cuKV, with
+	// Forward's Options.CuSeqKV, those of its keys; without cuKV sequence
+	// s's keys are batch entry s of the origin (a batch of caches or
+	// paged sequences). call.sequence reads them.
+	cuQ, cuKV []int
 	terms     bool // softCap, slopes or a mask: the score tile needs a per-element pass
-	trim      bool // a crossing tile stops after the last key any of its rows sees (foldTiles)
-	gridTiles bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTiles)
 
-	// paged, when on, is where K and V live (paged pools: ForwardPagedKV,
-	// ForwardPaged), and caches, when non-nil, holds batch entry b's in
-	// caches[b] (ForwardKVCaches): k and v then carry the shape only, Seq
-	// being the longest sequence.
-	paged  pagedRead
-	caches []*KVCache
-
-	// packed, when not nil, holds K and V packed once for many calls in
-	// the call's precision (ForwardSharedPrefix's prefix product with
-	// SharedPrefixKV.Packed): the tile loop reads them instead of packing
-	// the tiles.
-	packed *PackedPrefix
+	// kv is where the keys and values lie (source.go); k and v carry
+	// their shape, Seq being the longest sequence's keys.
+	kv kvOrigin
 }
 
 // wsDim is the widest head dim of the call, which sizes the scratch rows:
@@ -57,10 +46,10 @@ func (c *call) wsDim() int { return max(c.q.Dim, c.dv) }
 // whole batch entry.
 type seg struct {
 	q0, nq, kv0, nk int
-	// seq is the batch entry of the store that holds the sequence's keys
-	// when the call has per-sequence query counts (call.seqQ), whose q has
-	// one batch entry for all of them; otherwise the block's batch entry
-	// is.
+	// seq is the batch entry of the origin that holds the sequence's
+	// keys: the block's batch entry, or with Options.CuSeqQ over caches or
+	// paged sequences (whose q has one batch entry for all of them) the
+	// sequence's number.
 	seq int
 }
 
@@ -99,7 +88,7 @@ func validateOptions(c *call, opts *Options) error {
 	q := &c.q
 	switch opts.Precision {
 	case PrecisionFloat32, PrecisionBFloat16:
-		c.precision = opts.Precision
+		c.asked = opts.Precision
 	default:
 		return fmt.Errorf("attention: Options.Precision is %v; want PrecisionFloat32 or PrecisionBFloat16", opts.Precision)
 	}
@@ -107,8 +96,8 @@ func validateOptions(c *call, opts *Options) error {
 		if c.k.dtype != Q8 {
 			return fmt.Errorf("attention: Options.QuantizeQuery needs Q8 keys; the keys are %v", c.k.dtype)
 		}
-		if c.precision != PrecisionFloat32 {
-			return fmt.Errorf("attention: Options.QuantizeQuery needs PrecisionFloat32; Options.Precision is %v", c.precision)
+		if c.asked != PrecisionFloat32 {
+			return fmt.Errorf("attention: Options.QuantizeQuery needs PrecisionFloat32; Options.Precision is %v", c.asked)
 		}
 		c.q8Query = true
 	}
@@ -197,13 +186,6 @@ func validateOptions(c *call, opts *Options) error {
 		return err
 	}
 	c.terms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
-	if c.precision == PrecisionBFloat16 && c.seqQ == nil && readsRows(c.group, q.Seq) {
-		// A call of few rows is computed in float32 (Precision's doc); with
-		// per-sequence query counts each sequence of few rows is (mixedPlan).
-		c.precision = PrecisionFloat32
-	}
-	c.gridTiles = c.precision == PrecisionBFloat16
-	c.trim = !c.terms && c.gridTiles
 	return nil
 }
 
@@ -226,7 +208,7 @@ func checkMaskLayout(name string, l Layout, c *call) error {
 // checkVarlen validates the cumulative sequence offsets.
 func checkVarlen(c *call, opts *Options) error {
 	cq, ck := opts.CuSeqQ, opts.CuSeqKV
-	if (cq == nil && ck == nil) || c.seqQ != nil {
+	if (cq == nil && ck == nil) || c.cuQ != nil {
 		return nil // none, or per-sequence query counts, checked by validateRequest
 	}
 	if cq == nil || ck == nil {

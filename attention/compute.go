@@ -37,11 +37,10 @@ type block struct {
 	scaled      bool     // bf16Math: ws.s holds scale·Q·Kᵀ (else Q·Kᵀ, scaled by the softmax)
 	offTile     int      // j0+1 when ws.off holds the K row offsets of the tile at j0 (scoresInPlace), else 0
 
-	// bf16Math: the product of the tile is left to the fold (fused), which
-	// computes it chunk by chunk from the K pair panel kp.
-	fused bool
-	kp    []fp16.BFloat16
-	ldK   int
+	// bf16Math, chunked: the product of the tile is left to the fold,
+	// which computes it chunk by chunk from the K pair panel kp.
+	kp  []fp16.BFloat16
+	ldK int
 
 	// bf16Math with c.pre: the whole sequence's pair panels and the
 	// finiteness of each V tile.
@@ -77,7 +76,7 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 		// they lie, whatever the number of rows: there is no float32
 		// panel to reuse.
 		k := src.k
-		if src.gathers() {
+		if c.gather {
 			return kernel.QKRowsQ8DotGather(ws.s, bl.ldS, &ws.q8, k.i8, k.q8s, keyOffsets(ws, j0, bc), bc, c.scale)
 		}
 		off := src.keyRow(j0)
@@ -108,7 +107,7 @@ func (f32Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
 		if err := softmaxWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS); err != nil {
 			return err
 		}
-		return valuesInPlace(ws, j0, bc)
+		return valuesInPlace(ws, c, j0, bc)
 	}
 	vt, ldV, err := valuesF32(ws, j0, bc)
 	if err != nil {
@@ -151,21 +150,6 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 	return ws.v, bl.ld, nil
 }
 
-// directRows is the most rows (query heads of a group × query positions of
-// the call, c.direct) for which a call reads K and V rows in place with
-// kernel.QKRows and kernel.PVRows rather than packing each tile for QKT and
-// PV (where kernel.Current says the row kernels are SIMD): the row kernels
-// re-read a tile's rows for every few query rows, the packed kernels reuse
-// a packed tile across all of them.
-const directRows = 16
-
-// readsRows reports whether a call of group query heads per K/V head and
-// nq query positions reads K and V rows in place (plan.direct): at most
-// directRows rows, and SIMD row kernels.
-func readsRows(group, nq int) bool {
-	return nq <= directRows && group*nq <= directRows && kernel.Current().RowKernels
-}
-
 // gatherAhead is how many keys after a tile a paged tile's offset table
 // also holds: the gathering kernels prefetch the rows of the keys the
 // table lists after the tile, up to their own distance (64 keys).
@@ -179,7 +163,7 @@ const gatherAhead = 64
 func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
-	if src.gathers() {
+	if c.gather {
 		return src.kOps.qkGather(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.hk, keyOffsets(ws, j0, bc), bl.rows, bc, bl.d, c.scale)
 	}
 	return src.kOps.qkDirect(ws.s, bl.ldS, ws.q, bl.ld, src.k, src.hk, src.keyRow(j0), bc, bl.rows, bl.d, c.scale)
@@ -188,10 +172,10 @@ func scoresInPlace(ws *workspace, c *task, j0, bc int) error {
 // valuesInPlace adds the block's probabilities of tile [j0, j0+bc) times
 // the V rows, read where they lie, to the accumulators, as scoresInPlace
 // reads the K rows.
-func valuesInPlace(ws *workspace, j0, bc int) error {
+func valuesInPlace(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
 	src := &bl.src
-	if src.gathers() {
+	if c.gather {
 		return src.vOps.pvGather(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.hk, valueOffsets(ws, j0, bc), bl.rows, bc, bl.dv)
 	}
 	return src.vOps.pvDirect(ws.o, bl.ld, ws.s, bl.ldS, src.v, src.hk, src.valueRow(j0), bc, bl.rows, bl.dv)
@@ -251,7 +235,7 @@ func softmaxWholeTile(ws *workspace, rows, bc, d, ld, ldS int) error {
 // set to 0 and, when every value of the tile is finite, one P·V over the
 // whole tile serves all rows, as for a whole tile. So a row's sums run over
 // the same keys in the same order whichever rows share its block, and the
-// block, which shrinks as threads are added (positionsPerBlock), cannot
+// block, which shrinks as threads are added (makePlan), cannot
 // change a bit (0·v adds nothing). If the tile holds a value that is not
 // finite, each row multiplies its own range only, so that such a value
 // never reaches a row that cannot see it (0·NaN would).

@@ -79,7 +79,6 @@ func (bf16Math) loadQ(ws *workspace, c *task, b, hk, p0, np int) {
 
 func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 	bl := &ws.blk
-	bl.fused = false
 	src := &bl.src
 	ldQ, ldK, _, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	kp := ws.kp
@@ -100,10 +99,10 @@ func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 	// foldCrossing's −Inf for hidden keys stays −Inf only under a positive
 	// finite scale: otherwise the product applies it.
 	bl.scaled = c.terms || !(c.scale > 0 && c.scale <= math.MaxFloat32)
-	// Without per-element terms nothing reads the whole tile's scores
-	// between the product and the softmax: the fold computes them chunk
-	// by chunk (foldTile).
-	if bl.fused = !c.terms && bl.rows > fuseRows; bl.fused {
+	// Chunked (the plan's choice: without per-element terms nothing reads
+	// the whole tile's scores between the product and the softmax), the
+	// fold computes them chunk by chunk (foldTile).
+	if c.chunked {
 		bl.kp, bl.ldK = kp, ldK
 		return nil
 	}
@@ -119,8 +118,8 @@ func (bf16Math) scores(ws *workspace, c *task, j0, bc int) error {
 var fuseRows = 64
 
 // foldTile folds a tile of bc keys from key j0 into the block: −Inf for
-// the keys outside each row's range (crossing), softmax, P·V. With
-// bl.fused it takes the rows fuseRows at a time and computes each chunk's
+// the keys outside each row's range (crossing), softmax, P·V. Chunked
+// (c.chunked) it takes the rows fuseRows at a time and computes each chunk's
 // scores first, so that a chunk's scores and probabilities are written
 // and read again while cached, in the first rows of ws.s and ws.pb; row
 // by row that is what one pass over every row computes, in the same
@@ -136,12 +135,12 @@ func foldTile(ws *workspace, c *task, j0, bc int, crossing bool) error {
 	ldQ, _, ldP, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	d, ld := bl.d, bl.ld
 	step := bl.rows
-	if bl.fused {
+	if c.chunked {
 		step = fuseRows
 	}
 	for r0 := 0; r0 < bl.rows; r0 += step {
 		nr := min(step, bl.rows-r0)
-		if bl.fused {
+		if c.chunked {
 			if err := kernel.QKTBF16(ws.s, bl.ldS, ws.qb[r0*ldQ:], ldQ, bl.kp, bl.ldK, nr, bc, d+d%2, productScale(c, bl)); err != nil {
 				return err
 			}

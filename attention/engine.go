@@ -178,69 +178,15 @@ func (e *Engine) forward(out Tensor, lse []float32, q, k, v Tensor, opts Options
 	if err := e.usable(); err != nil {
 		return err
 	}
-	c, err := validateRequest(&request{fn: "attention: ", src: fromTensors, out: out, lse: lse, q: q, k: k, v: v}, &opts)
+	j := e.getJob()
+	defer e.putJob(j)
+	j.origins.views = viewOrigin{k: k, v: v}
+	c, err := validateRequest(&request{fn: "attention: ", kv: &j.origins.views, out: out, lse: lse, q: q}, &opts)
 	if err != nil {
 		return err
 	}
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.compute(&c)
-}
-
-// positionsPerBlock returns how many query positions a block covers:
-// BlockQ rows shared among the group's heads. Big blocks amortise the
-// packing of each K/V tile over more rows, but a call must also have enough
-// blocks to keep every thread busy to the end under a causal mask, so the
-// block shrinks (down to 16 positions) until there are at least 8 per
-// thread. It also sets p.bkv, the keys of a tile. The block size may
-// depend on the thread count; no rounding does (see foldTiles).
-func (e *Engine) positionsPerBlock(c *call, p *plan) int {
-	var np int
-	np, p.bkv = e.blockShape(c.precision, c.group, c.q.Seq, c.k.Seq)
-	// A call whose queries fit one block of the configured size is split
-	// over its keys when the shape asks for it (splitCount depends only on
-	// the shape and Config): it stays one block whatever the thread
-	// count, so that the thread count never decides whether it is split.
-	if c.cuQ == nil && c.q.Seq <= np && e.splitCount(c, p) > 1 {
-		return max(1, c.q.Seq)
-	}
-	return e.shrinkBlock(np, c.q.Batch*c.k.Heads, c.q.Seq)
-}
-
-// blockShape returns the query positions of a block before the thread
-// count shrinks it (shrinkBlock) and the keys of a tile, for a call of
-// precision prec with group query heads per K/V head, nq query positions
-// and nk keys (the longest sequence's).
-func (e *Engine) blockShape(prec Precision, group, nq, nk int) (np, bkv int) {
-	bq := e.blockQ
-	if prec == PrecisionBFloat16 && !e.blockQSet {
-		bq = DefaultBlockQBF16
-	}
-	np = max(1, bq/group)
-	// A block bigger than the defaults shrinks to the queries there are
-	// (halving keeps it a single block, as it was), so that a large BlockQ
-	// never sizes the scratch past the problem.
-	for np > max(DefaultBlockQ, DefaultBlockQBF16) && np/2 >= nq {
-		np /= 2
-	}
-	bkv = e.blockKV
-	if prec == PrecisionBFloat16 && !e.blockKVSet {
-		bkv = DefaultBlockKVBF16
-	}
-	// Likewise a tile bigger than the defaults never exceeds the keys
-	// there are: a problem of fewer keys has one tile either way.
-	bkv = min(bkv, max(DefaultBlockKV, DefaultBlockKVBF16, nk))
-	return np, bkv
-}
-
-// shrinkBlock halves a block of np query positions (down to 16) until the
-// rows sets of nq positions (each cut into blocks) give at least 8 blocks
-// per thread.
-func (e *Engine) shrinkBlock(np, sets, nq int) int {
-	threads := e.threadCount()
-	for np > 16 && sets*((nq+np-1)/np) < 8*threads {
-		np /= 2
-	}
-	return np
+	return e.compute(j, &c)
 }

@@ -46,8 +46,9 @@ func PagedStorage(c *PagedCache) (k, v []float32) {
 	return c.k.f32, c.v.f32
 }
 
-// SetFuseRows sets the rows of a chunk of the bf16 fused fold (0: never
-// fuse), for tests that compare chunk sizes, and returns the function
+// SetFuseRows sets the rows of a chunk of the bf16 chunked fold (0: a
+// block's rows in one chunk, which computes what the fold of a whole tile
+// does), for tests that compare chunk sizes, and returns the function
 // that restores the setting.
 func SetFuseRows(n int) (restore func()) {
 	prev := fuseRows

@@ -165,11 +165,7 @@ type tileSpan struct {
 // tiles of part part of parts that foldTiles folds.
 func (e *Engine) beginTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, part, parts int) (tileSpan, error) {
 	np := p1 - p0
-	kb := b
-	if c.seqQ != nil {
-		kb = sg.seq // q's one batch entry packs every sequence's queries
-	}
-	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(kb, hk, sg)}
+	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(sg.seq, hk, sg)}
 	switch {
 	case c.pre != nil && c.pre.f32:
 		ws.blk.preKT, ws.blk.preVF = c.pre.panelsF32(c, b, hk)
@@ -199,7 +195,7 @@ func (e *Engine) beginTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, p
 	// Tiles start on multiples of the tile width, whatever the block's
 	// first visible key: a row's scores are folded in the same tiles, so
 	// in the same order, whichever block holds it, and blocks shrink with
-	// the thread count (positionsPerBlock). The keys before a row's range
+	// the thread count (makePlan). The keys before a row's range
 	// in the first tile are hidden as at any crossing edge.
 	kBeg -= kBeg % c.bkv
 	// Keys [allLo, allHi) are visible to every row of the block.

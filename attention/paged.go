@@ -396,12 +396,15 @@ func (e *Engine) forwardPaged(out Tensor, lse []float32, q Tensor, cache *PagedC
 	}
 	cache.mu.RLock()
 	defer cache.mu.RUnlock()
-	c, err := validateRequest(&request{fn: "attention: ForwardPaged: ", src: fromPagedCache, out: out, lse: lse, q: q, cache: cache, seqs: seqs}, &opts)
+	j := e.getJob()
+	defer e.putJob(j)
+	j.origins.cache = pagedCacheOrigin{cache: cache, seqs: seqs}
+	c, err := validateRequest(&request{fn: "attention: ForwardPaged: ", kv: &j.origins.cache, out: out, lse: lse, q: q}, &opts)
 	if err != nil {
 		return err
 	}
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.compute(&c)
+	return e.compute(j, &c)
 }

@@ -88,65 +88,15 @@ func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV
 	if err := e.usable(); err != nil {
 		return err
 	}
-	c, err := validateRequest(&request{fn: "attention: ForwardPagedKV: ", src: fromPool, out: out, lse: lse, q: q, pool: *kv}, &opts)
+	j := e.getJob()
+	defer e.putJob(j)
+	j.origins.pool = poolOrigin{kv: *kv}
+	c, err := validateRequest(&request{fn: "attention: ForwardPagedKV: ", kv: &j.origins.pool, out: out, lse: lse, q: q}, &opts)
 	if err != nil {
 		return err
 	}
 	if q.Batch == 0 || q.Seq == 0 {
 		return nil
 	}
-	return e.compute(&c)
-}
-
-// pagedRead is what the tile loop needs to read a call's K/V from paged
-// pools: the pools, their block size, and where the block tables and
-// lengths are, a PagedCache's sequences (set up under its read lock) or a
-// caller's PagedKV.
-type pagedRead struct {
-	cache *PagedCache // ForwardPaged: the cache, whose tables seqs name
-	seqs  []SeqID
-	pool  PagedKV // ForwardPagedKV: the caller's pools, tables and lengths
-	bs    int     // positions per block
-	// merge: the first row of a block follows the last of the block
-	// before it in the pool, in K and in V, so that consecutive blocks in
-	// a table are one run of rows.
-	merge bool
-}
-
-// on reports whether the call reads paged pools.
-func (p *pagedRead) on() bool { return p.bs > 0 }
-
-// pools returns the K and V pools, [blocks, heads, block size, dim].
-func (p *pagedRead) pools() (k, v *Tensor) {
-	if p.cache != nil {
-		return &p.cache.k, &p.cache.v
-	}
-	return &p.pool.K, &p.pool.V
-}
-
-// table returns the block table and length of batch entry b.
-func (p *pagedRead) table(b int) ([]int32, int) {
-	if p.cache != nil {
-		s := p.cache.seqs[p.seqs[b]]
-		return s.blocks, s.n
-	}
-	n := int(p.pool.SeqLens[b])
-	return p.pool.BlockTable[b*p.pool.MaxBlocks:][:(n+p.bs-1)/p.bs], n
-}
-
-// run returns where position j of a sequence with block table blocks lies
-// (block blk, position pos in it) and how many positions n from j up to end
-// follow it at consecutive rows of every head: the rest of its block and,
-// where the pools' blocks follow each other, of each next block of the
-// table that is the next block of the pool.
-func (p *pagedRead) run(blocks []int32, j, end int) (blk, pos, n int) {
-	bs := p.bs
-	i := j / bs
-	blk, pos = int(blocks[i]), j-i*bs
-	n = bs - pos
-	for p.merge && j+n < end && i+1 < len(blocks) && blocks[i+1] == blocks[i]+1 {
-		i++
-		n += bs
-	}
-	return blk, pos, min(n, end-j)
+	return e.compute(j, &c)
 }

@@ -84,18 +84,13 @@ var prepackEnabled = true
 // head) would need more packs tile by tile instead.
 var maxPrepackBytes = 64 << 20
 
-// setup decides whether call c packs its K and V once, and sizes the
-// buffers (allocating only when a call needs more than any before it on
-// this pooled job). It needs query blocks that share the tiles (nBlk >= 2),
-// tensor views without variable lengths, the packed path (not the row
-// kernels of decode) and tiles that start on even keys.
-func (p *prepack) setup(c *task, nBlk, blockKV int) {
-	p.ready = false
-	p.on = prepackEnabled && c.precision == PrecisionBFloat16 && nBlk >= 2 && !c.direct && c.cuQ == nil &&
-		c.src.whole() && blockKV%2 == 0 && c.k.Seq > 0
-	if !p.on {
-		return
-	}
+// setup sizes the panels of call c, whose (batch entry, K/V head)s have
+// nBlk query blocks each (makePlan decides that it packs them once), and
+// reports whether the panels of one (batch entry, K/V head) fit
+// maxPrepackBytes, which the call needs to pack them. It allocates only
+// when a call needs more than any before it on this pooled job.
+func (p *prepack) setup(c *call, nBlk int) bool {
+	p.ready, p.on = false, true
 	nk, d := c.k.Seq, c.q.Dim
 	p.ldK = 2*roundUp(nk, 16) + panelPad // see bf16Strides
 	p.ldV = 2*roundUp(c.dv, 16) + panelPad
@@ -106,7 +101,7 @@ func (p *prepack) setup(c *task, nBlk, blockKV int) {
 	p.slots = min(bh, maxPrepackBytes/(2*(p.kLen+p.vLen)+4*(nk+1)))
 	if p.slots == 0 {
 		p.on = false
-		return
+		return false
 	}
 	if n := p.slots * p.kLen; cap(p.k) < n {
 		p.k = alignedBF16(n)
@@ -125,6 +120,7 @@ func (p *prepack) setup(c *task, nBlk, blockKV int) {
 		sl.cond.L = &sl.mu
 		sl.head, sl.left = -1, 0
 	}
+	return true
 }
 
 // headMajor reports whether the call's blocks are handed out head by head

@@ -110,7 +110,10 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 	}
 	// The suffixes, validated against the caller's outputs: q, out, lse,
 	// the suffix pools and the options, and every overlap among them.
-	cs, err := validateRequest(&request{fn: sharedFn + "suffixes: ", src: fromPool, out: out, lse: lse, q: q, pool: kv.Suffix}, &opts)
+	js := e.getJob()
+	defer e.putJob(js)
+	js.origins.pool = poolOrigin{kv: kv.Suffix}
+	cs, err := validateRequest(&request{fn: sharedFn + "suffixes: ", kv: &js.origins.pool, out: out, lse: lse, q: q}, &opts)
 	if err != nil {
 		return err
 	}
@@ -124,8 +127,18 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 	s.lseP, s.outS, s.lseS = grow(s.lseP, rows), grow(s.outS, rows*dv), grow(s.lseS, rows)
 	// The prefix: every row of every sequence sees all of it.
 	popts := Options{Scale: opts.Scale, SoftCap: opts.SoftCap, Sinks: opts.Sinks, Precision: opts.Precision}
-	cp, err := validateRequest(&request{fn: sharedFn + "prefix: ", src: fromPool,
-		out: F32Tensor(s.outP, BHSD(1, hq, B*nq, dv)), lse: s.lseP, q: F32Tensor(s.q, stacked), pool: kv.Prefix}, &popts)
+	// Its pools, read through the panels packed once where there are some
+	// (for the call's precision).
+	jp := e.getJob()
+	defer e.putJob(jp)
+	var prefix kvOrigin = &jp.origins.pool
+	jp.origins.pool = poolOrigin{kv: kv.Prefix}
+	if kv.Packed != nil {
+		jp.origins.packed = packedOrigin{poolOrigin: poolOrigin{kv: kv.Prefix}, pp: kv.Packed}
+		prefix = &jp.origins.packed
+	}
+	cp, err := validateRequest(&request{fn: sharedFn + "prefix: ", kv: prefix,
+		out: F32Tensor(s.outP, BHSD(1, hq, B*nq, dv)), lse: s.lseP, q: F32Tensor(s.q, stacked)}, &popts)
 	if err != nil {
 		return err
 	}
@@ -135,12 +148,9 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 		if err := kv.Packed.matches(&kv.Prefix); err != nil {
 			return err
 		}
-		if cp.precision == kv.Packed.prec {
-			cp.packed = kv.Packed
-		}
 	}
 	// The prefix's buffers against the caller's outputs.
-	rp := request{fn: sharedFn + "prefix: ", src: fromPool, out: out, lse: lse, q: q, pool: kv.Prefix}
+	rp := request{fn: sharedFn + "prefix: ", kv: prefix, out: out, lse: lse, q: q}
 	if err := rp.checkOverlaps(&popts); err != nil {
 		return err
 	}
@@ -157,13 +167,13 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 			}
 		}
 	}
-	if err := e.compute(&cp); err != nil {
+	if err := e.compute(jp, &cp); err != nil {
 		return err
 	}
 	// The suffixes into scratch, without the sinks (the prefix's part has
 	// them: they count once).
 	cs.out, cs.lse, cs.sinks = F32Tensor(s.outS, BHSD(B, hq, nq, dv)), s.lseS, nil
-	if err := e.compute(&cs); err != nil {
+	if err := e.compute(js, &cs); err != nil {
 		return err
 	}
 	store := activationIO[out.dtype].store

@@ -39,11 +39,9 @@ type PackedPrefix struct {
 	n            int
 	blocks       []int32
 	row          []fp16.BFloat16 // packPanels' scratch for a run that starts at an odd key
-	// read is the validated prefix's paged store while Pack runs, held
-	// here so that the sources the packs read through it point into p,
-	// not into Pack's frame, which would then be allocated on every call;
-	// Pack clears it, so that p keeps no reference to the pools.
-	read pagedRead
+	// origin is the prefix being packed, during Pack: here, not on the
+	// stack, where validation would make it escape.
+	origin poolOrigin
 }
 
 const packFn = "attention: PackedPrefix.Pack: "
@@ -71,21 +69,21 @@ func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	// The pools, the table and the length are checked as a call checks
 	// them, with a query of the prefix's heads and no positions.
 	var opts Options
-	c, err := validateRequest(&request{fn: packFn, src: fromPool, out: F32Tensor(nil, BHSD(1, hkv, 0, prefix.V.Dim)),
-		q: F32Tensor(nil, BHSD(1, hkv, 0, d)), pool: prefix}, &opts)
+	p.origin = poolOrigin{kv: prefix}
+	defer func() { p.origin = poolOrigin{} }() // keep no caller's pools alive
+	c, err := validateRequest(&request{fn: packFn, kv: &p.origin, out: F32Tensor(nil, BHSD(1, hkv, 0, prefix.V.Dim)),
+		q: F32Tensor(nil, BHSD(1, hkv, 0, d))}, &opts)
 	if err != nil {
 		return err
 	}
 	p.packed = false
 	nk, dv := int(prefix.SeqLens[0]), c.dv
 	kOps, vOps := &kvKernels[prefix.K.dtype], &kvKernels[prefix.V.dtype]
-	p.read = c.paged
 	if precision == PrecisionFloat32 {
-		err = p.packF32(kOps, vOps, hkv, nk, d, dv)
+		err = p.packF32(&c, kOps, vOps, hkv, nk, d, dv)
 	} else {
-		err = p.packBF16(kOps, vOps, hkv, nk, d, dv)
+		err = p.packBF16(&c, kOps, vOps, hkv, nk, d, dv)
 	}
-	p.read = pagedRead{}
 	if err != nil {
 		return fmt.Errorf("%s%w", packFn, err)
 	}
@@ -103,9 +101,9 @@ func (p *PackedPrefix) Pack(prefix PagedKV, precision Precision) error {
 	return nil
 }
 
-// packBF16 packs the validated prefix p.read into bfloat16 pair panels,
-// laid out as prepack.setup lays out a prefill's.
-func (p *PackedPrefix) packBF16(kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
+// packBF16 packs the prefix of validated call c into bfloat16 pair
+// panels, laid out as prepack.setup lays out a prefill's.
+func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
 	pre := &p.pre
 	pre.on, pre.ready, pre.f32 = true, true, false
 	pre.ldK = 2*roundUp(nk, 16) + panelPad // see bf16Strides
@@ -126,7 +124,7 @@ func (p *PackedPrefix) packBF16(kOps, vOps *elemKernels, hkv, nk, d, dv int) err
 	}
 	pre.k, pre.v, pre.bad = pre.k[:cap(pre.k)], pre.v[:cap(pre.v)], pre.bad[:cap(pre.bad)]
 	for hk := range hkv {
-		src := p.read.source(0, hk, seg{nk: nk})
+		src := c.kv.source(0, hk, seg{nk: nk})
 		src.kOps, src.vOps = kOps, vOps
 		k, v := pre.k[hk*pre.kLen:][:pre.kLen], pre.v[hk*pre.vLen:][:pre.vLen]
 		bad := pre.bad[hk*(nk+1):][:nk+1]
@@ -137,12 +135,12 @@ func (p *PackedPrefix) packBF16(kOps, vOps *elemKernels, hkv, nk, d, dv int) err
 	return nil
 }
 
-// packF32 packs the validated prefix p.read into float32 panels: each
+// packF32 packs the prefix of validated call c into float32 panels: each
 // head's keys transposed as packK lays out a tile, with a leading
 // dimension padded past a multiple of 1 KiB (the product reads a strip of
 // keys from every component row, and rows a power of two apart would
 // crowd into a few sets of the L1 cache), and its values as rows of dv.
-func (p *PackedPrefix) packF32(kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
+func (p *PackedPrefix) packF32(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
 	pre := &p.pre
 	pre.on, pre.ready, pre.f32 = true, true, true
 	pre.ldKF = roundUp(nk, 16) + 16
@@ -155,7 +153,7 @@ func (p *PackedPrefix) packF32(kOps, vOps *elemKernels, hkv, nk, d, dv int) erro
 	}
 	pre.kf, pre.vf = pre.kf[:cap(pre.kf)], pre.vf[:cap(pre.vf)]
 	for hk := range hkv {
-		src := p.read.source(0, hk, seg{nk: nk})
+		src := c.kv.source(0, hk, seg{nk: nk})
 		kt, v := pre.kf[hk*pre.kfLen:][:pre.kfLen], pre.vf[hk*pre.vfLen:][:pre.vfLen]
 		for j := 0; j < nk; {
 			r := src.run(j, nk)

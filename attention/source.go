@@ -1,18 +1,48 @@
 package attention
 
+import "fmt"
+
 // The first seam of the tile loop: where K and V rows come from. A call
 // reads them from tensor views (Forward), from a contiguous cache per
-// batch entry (ForwardKVCaches) or through the block tables of paged pools
-// (ForwardPagedKV over a caller's, ForwardPaged over a PagedCache's). Each
-// is a kvStore, resolved once per call (stores.resolve); the loop sees none
-// of them, only the kvSource a store hands out for one (batch entry, K/V
-// head), which gives the keys of a tile as runs of rows lying one after
-// the other in memory. A contiguous view is one run; a paged sequence is a
-// run per stretch of consecutive blocks. This file is the only place that
-// tells the stores apart.
+// batch entry (ForwardKVCaches), through the block tables of paged pools
+// (ForwardPagedKV over a caller's, ForwardPaged over a PagedCache's), or
+// from a shared prefix whose panels were packed once (the prefix product
+// of ForwardSharedPrefix with SharedPrefixKV.Packed). Each is a type of
+// its own that implements kvOrigin and carries everything in which they
+// differ: its part of the validation (shapes, lengths, tables), the
+// memory a call reads from it (for the overlap checks) and its reads. The
+// entry point picks the origin; validation, the planner and the tile loop
+// see only the interface, and the tile loop only the kvSource an origin
+// hands out for one (batch entry, K/V head), which gives the keys of a
+// tile as runs of rows lying one after the other in memory. A contiguous
+// view is one run; a paged sequence is a run per stretch of consecutive
+// blocks. This file is the only place that tells the origins apart.
+//
+// The origins of a call live in its pooled job (origins), so that an
+// entry point picks one without allocating.
 
-// kvStore is where a call's keys and values lie.
-type kvStore interface {
+// kvOrigin is where a call's keys and values lie.
+type kvOrigin interface {
+	// check checks the origin against what the queries ask of it and
+	// returns the shape of its keys and values. It reads bookkeeping
+	// (shapes, tables, lengths), never values.
+	check(a kvAsk) (kvShape, error)
+	// batch names a batch of caches or paged sequences in error messages
+	// ("caches", "sequences"), or is "" for tensor views, which are none.
+	batch() string
+	// subject names the origin as the subject of a count in error
+	// messages: "q has 4 heads and k has 3", "... and the caches 3".
+	subject() string
+	// dimError is the error of keys of head dim d for queries of head
+	// dim qd.
+	dimError(fn string, qd, d int) error
+	// keysText names the length of sequence s in an error message.
+	keysText(s int) string
+	// overlap returns the first buffer of the origin that a call reads
+	// and that shares memory with out or lse, in the order in which
+	// overlaps are reported.
+	overlap(out, lse span) (input, bool)
+
 	// keys returns the number of keys of batch entry b.
 	keys(b int) int
 	// source returns where the keys of sequence sg of batch entry b, K/V
@@ -26,56 +56,351 @@ type kvStore interface {
 	// one strided matrix of the call's own views, which a bf16 prefill
 	// may pack once for all its query blocks.
 	whole() bool
+	// gathers reports whether the decode kernels read the origin's rows
+	// through a table of their offsets (kvSource.offsets;
+	// kernel.QKRowsGather): a paged sequence, whose table also lists the
+	// rows of the keys after a tile, so that the kernels prefetch where
+	// the sequence goes on. A tensor view or cache is read at its own
+	// stride (keyRow, valueRow).
+	gathers() bool
+	// packed returns the panels packed once for calls in precision prec,
+	// which the tile loop reads instead of packing each tile, or nil.
+	packed(prec Precision) *prepack
 }
 
-// viewStore is the call's K and V tensor views (Forward).
-type viewStore struct{ k, v *Tensor }
-
-func (s *viewStore) keys(int) int { return s.k.Seq }
-
-func (s *viewStore) source(b, hk int, sg seg) kvSource {
-	return kvSource{k: s.k, v: s.v, kBase: s.k.Offset(b, hk, sg.kv0), vBase: s.v.Offset(b, hk, sg.kv0), hk: hk}
+// kvAsk is what an origin's check needs of its request: the error prefix,
+// q's batch and head dim, the number of sequences the origin must describe
+// (q's batch entries, or one per pair of Options.CuSeqQ offsets) and the
+// number of those offsets (0 without).
+type kvAsk struct {
+	fn           string
+	qBatch, qDim int
+	seqs         int
+	offsets      int
 }
 
-func (s *viewStore) interleaved(heads int) bool { return interleavedRows(heads, s.k, s.v) }
+// origins holds a job's origin values, so that the kvOrigin of a call
+// points into the pooled job and picking one allocates nothing.
+type origins struct {
+	views  viewOrigin
+	caches cacheOrigin
+	pool   poolOrigin
+	cache  pagedCacheOrigin
+	packed packedOrigin
+}
 
-func (s *viewStore) whole() bool { return true }
+// viewOrigin is Forward's K and V tensor views.
+type viewOrigin struct{ k, v Tensor }
 
-// cacheStore is a KVCache per batch entry (ForwardKVCaches).
-type cacheStore struct{ caches []*KVCache }
+func (o *viewOrigin) check(a kvAsk) (kvShape, error) {
+	fn, k, v := a.fn, o.k, o.v
+	for _, t := range [...]namedTensor{{"k", k}, {"v", v}} {
+		if err := t.t.Validate(); err != nil {
+			return kvShape{}, fmt.Errorf("%s%s: %w", fn, t.name, err)
+		}
+	}
+	if k.Dim != a.qDim {
+		return kvShape{}, o.dimError(fn, a.qDim, k.Dim)
+	}
+	if v.Dim == 0 {
+		return kvShape{}, fmt.Errorf("%sv has head dim 0; want >= 1", fn)
+	}
+	if k.Batch != a.qBatch || v.Batch != a.qBatch {
+		return kvShape{}, fmt.Errorf("%sbatch sizes are q %d, k %d, v %d; want all equal", fn, a.qBatch, k.Batch, v.Batch)
+	}
+	if v.Heads != k.Heads || v.Seq != k.Seq {
+		return kvShape{}, fmt.Errorf("%sv has %d heads × %d keys and k has %d × %d; want the same", fn, v.Heads, v.Seq, k.Heads, k.Seq)
+	}
+	if err := checkRowStrides(fn, "k", k, "v", v); err != nil {
+		return kvShape{}, err
+	}
+	o.k, o.v = denseRows(k), denseRows(v)
+	return kvShape{batch: k.Batch, heads: k.Heads, seq: k.Seq, dim: k.Dim, dimV: v.Dim, dtype: k.dtype, dtypeV: v.dtype}, nil
+}
 
-func (s *cacheStore) keys(b int) int { return s.caches[b].n }
+func (o *viewOrigin) batch() string   { return "" }
+func (o *viewOrigin) subject() string { return "k has" }
 
-func (s *cacheStore) source(b, hk int, sg seg) kvSource {
-	kc := s.caches[b]
+func (o *viewOrigin) dimError(fn string, qd, d int) error {
+	return fmt.Errorf("%shead dims are q %d and k %d; want them equal (v and out may have another)", fn, qd, d)
+}
+
+func (o *viewOrigin) keysText(int) string { return fmt.Sprintf("k holds %d positions", o.k.Seq) }
+
+func (o *viewOrigin) overlap(out, lse span) (input, bool) {
+	s := overlapScan{out: out, lse: lse}
+	found := s.tensor("k", -1, "", &o.k) || s.tensor("v", -1, "", &o.v)
+	return s.hit, found
+}
+
+func (o *viewOrigin) keys(int) int { return o.k.Seq }
+
+func (o *viewOrigin) source(b, hk int, sg seg) kvSource {
+	return kvSource{k: &o.k, v: &o.v, kBase: o.k.Offset(b, hk, sg.kv0), vBase: o.v.Offset(b, hk, sg.kv0), hk: hk}
+}
+
+func (o *viewOrigin) interleaved(heads int) bool { return interleavedRows(heads, &o.k, &o.v) }
+func (o *viewOrigin) whole() bool                { return true }
+func (o *viewOrigin) gathers() bool              { return false }
+func (o *viewOrigin) packed(Precision) *prepack  { return nil }
+
+// cacheOrigin is ForwardKVCaches' batch of KVCaches, one a batch entry.
+type cacheOrigin struct{ caches []*KVCache }
+
+func (o *cacheOrigin) check(a kvAsk) (kvShape, error) {
+	fn, caches := a.fn, o.caches
+	if a.seqs != len(caches) {
+		if a.offsets > 0 {
+			return kvShape{}, fmt.Errorf("%sOptions.CuSeqQ has %d offsets (%d sequences) and caches has %d caches; want one more offset than caches", fn, a.offsets, a.seqs, len(caches))
+		}
+		return kvShape{}, fmt.Errorf("%sq has batch %d and caches has %d caches; want the same", fn, a.qBatch, len(caches))
+	}
+	var first *KVCache
+	maxLen := 0
+	for b, kc := range caches {
+		if kc == nil {
+			return kvShape{}, fmt.Errorf("%scaches[%d] is nil; want a cache from NewKVCache", fn, b)
+		}
+		if kc.k.dtype == 0 {
+			return kvShape{}, fmt.Errorf("%scaches[%d] is a zero KVCache; want a cache from NewKVCache", fn, b)
+		}
+		if first == nil {
+			first = kc
+		} else if kc.k.dtype != first.k.dtype || kc.heads != first.heads || kc.dim != first.dim {
+			return kvShape{}, fmt.Errorf("%scaches[%d] holds %v × %d heads × dim %d and caches[0] %v × %d × %d; want every cache the same",
+				fn, b, kc.k.dtype, kc.heads, kc.dim, first.k.dtype, first.heads, first.dim)
+		}
+		maxLen = max(maxLen, kc.n)
+	}
+	if first == nil { // an empty batch: the queries' shape, nothing to read
+		return kvShape{heads: 1, dim: a.qDim, dimV: a.qDim, dtype: F32, dtypeV: F32}, nil
+	}
+	return kvShape{batch: len(caches), heads: first.heads, seq: maxLen, dim: first.dim, dimV: first.dim, dtype: first.k.dtype, dtypeV: first.v.dtype}, nil
+}
+
+func (o *cacheOrigin) batch() string   { return "caches" }
+func (o *cacheOrigin) subject() string { return "the caches" }
+
+func (o *cacheOrigin) dimError(fn string, qd, d int) error {
+	return otherDimError(fn, o.subject(), qd, d)
+}
+
+func (o *cacheOrigin) keysText(s int) string {
+	return fmt.Sprintf("caches[%d] holds %d positions", s, o.caches[s].n)
+}
+
+func (o *cacheOrigin) overlap(out, lse span) (input, bool) {
+	s := overlapScan{out: out, lse: lse}
+	for b, kc := range o.caches {
+		if s.tensor("caches", b, "'s keys", &kc.k) || s.tensor("caches", b, "'s values", &kc.v) {
+			return s.hit, true
+		}
+	}
+	found := s.slice("caches", spanOf(o.caches))
+	return s.hit, found
+}
+
+func (o *cacheOrigin) keys(b int) int { return o.caches[b].n }
+
+func (o *cacheOrigin) source(b, hk int, sg seg) kvSource {
+	kc := o.caches[b]
 	return kvSource{k: &kc.k, v: &kc.v, kBase: kc.k.Offset(0, hk, sg.kv0), vBase: kc.v.Offset(0, hk, sg.kv0), hk: hk}
 }
 
 // interleaved is false: a KVCache keeps each head's rows together.
-func (s *cacheStore) interleaved(int) bool { return false }
+func (o *cacheOrigin) interleaved(int) bool      { return false }
+func (o *cacheOrigin) whole() bool               { return false }
+func (o *cacheOrigin) gathers() bool             { return false }
+func (o *cacheOrigin) packed(Precision) *prepack { return nil }
 
-func (s *cacheStore) whole() bool { return false }
-
-// pagedRead (pagedkv.go) is the paged store: ForwardPagedKV's caller's
-// pools and ForwardPaged's PagedCache.
-
-func (p *pagedRead) keys(b int) int {
-	_, n := p.table(b)
-	return n
+// poolOrigin is ForwardPagedKV's caller's pools, block tables and lengths.
+type poolOrigin struct {
+	kv PagedKV
+	// merge: the first row of a block follows the last of the block
+	// before it in the pool, in K and in V, so that consecutive blocks in
+	// a table are one run of rows.
+	merge bool
 }
 
-func (p *pagedRead) source(b, hk int, _ seg) kvSource {
-	blocks, _ := p.table(b)
-	k, v := p.pools()
-	return kvSource{k: k, v: v, pg: p, blocks: blocks, hk: hk}
+func (o *poolOrigin) check(a kvAsk) (kvShape, error) {
+	fn, kv, B := a.fn, &o.kv, a.seqs
+	for _, t := range [...]namedTensor{{"kv.K", kv.K}, {"kv.V", kv.V}} {
+		if err := t.t.Validate(); err != nil {
+			return kvShape{}, fmt.Errorf("%s%s: %w", fn, t.name, err)
+		}
+	}
+	k, v := kv.K, kv.V
+	if k.dtype != v.dtype || k.Batch != v.Batch || k.Seq != v.Seq || k.Heads != v.Heads {
+		return kvShape{}, fmt.Errorf("%skv.K is %s and kv.V %s; want the same type, blocks, positions and heads (the head dims may differ)",
+			fn, poolText(k), poolText(v))
+	}
+	if k.Seq < 1 || k.Heads < 1 || k.Dim < 1 || v.Dim < 1 {
+		return kvShape{}, fmt.Errorf("%skv.K is %s and kv.V %s; want >= 1 position per block, head and head dim", fn, poolText(k), poolText(v))
+	}
+	if err := checkRowStrides(fn, "kv.K", k, "kv.V", v); err != nil {
+		return kvShape{}, err
+	}
+	bs, nBlocks := k.Seq, k.Batch
+	if len(kv.SeqLens) != B {
+		if a.offsets > 0 {
+			return kvShape{}, fmt.Errorf("%skv.SeqLens has %d lengths and Options.CuSeqQ %d offsets (%d sequences); want one length per sequence", fn, len(kv.SeqLens), a.offsets, B)
+		}
+		return kvShape{}, fmt.Errorf("%skv.SeqLens has %d lengths and q a batch of %d; want one length per sequence", fn, len(kv.SeqLens), B)
+	}
+	if kv.MaxBlocks < 0 {
+		return kvShape{}, fmt.Errorf("%skv.MaxBlocks is %d; want >= 0", fn, kv.MaxBlocks)
+	}
+	if n, ok := mulSize(B, kv.MaxBlocks); !ok || len(kv.BlockTable) < n {
+		return kvShape{}, fmt.Errorf("%skv.BlockTable has %d entries; want >= batch·MaxBlocks = %d·%d", fn, len(kv.BlockTable), B, kv.MaxBlocks)
+	}
+	maxKeys, ok := mulSize(kv.MaxBlocks, bs)
+	if !ok {
+		return kvShape{}, fmt.Errorf("%skv.MaxBlocks %d × block size %d overflows int", fn, kv.MaxBlocks, bs)
+	}
+	maxLen := 0
+	for b, n32 := range kv.SeqLens {
+		n := int(n32)
+		if n < 0 {
+			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d; want >= 0", fn, b, n)
+		}
+		if n > maxKeys { // the table's fault as much as the length's: name both
+			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d, more than kv.MaxBlocks·BlockSize = %d·%d = %d positions; want kv.MaxBlocks >= %d (the table's entries per sequence)",
+				fn, b, n, kv.MaxBlocks, bs, maxKeys, ceilDiv(n, bs))
+		}
+		for i, id := range kv.BlockTable[b*kv.MaxBlocks:][:ceilDiv(n, bs)] {
+			if id < 0 || int(id) >= nBlocks {
+				return kvShape{}, fmt.Errorf("%skv.BlockTable[%d][%d] is block %d; want 0 to %d (the pools' blocks)", fn, b, i, id, nBlocks-1)
+			}
+		}
+		maxLen = max(maxLen, n)
+	}
+	// Blocks of one position step no SeqStride: any value reads as the
+	// dense one (as for Forward's views), which the kernels need.
+	kv.K, kv.V = denseRows(kv.K), denseRows(kv.V)
+	k, v = kv.K, kv.V
+	o.merge = k.BatchStride == k.Seq*k.SeqStride && v.BatchStride == v.Seq*v.SeqStride
+	return kvShape{batch: B, heads: k.Heads, seq: maxLen, dim: k.Dim, dimV: v.Dim, dtype: k.dtype, dtypeV: v.dtype}, nil
 }
 
-func (p *pagedRead) interleaved(heads int) bool {
-	k, v := p.pools()
-	return interleavedRows(heads, k, v)
+// poolText formats the shape of a pool for error messages, one format for
+// both pools.
+func poolText(t Tensor) string {
+	return fmt.Sprintf("%v [%d blocks, %d heads, %d positions, dim %d]", t.dtype, t.Batch, t.Heads, t.Seq, t.Dim)
 }
 
-func (p *pagedRead) whole() bool { return false }
+func (o *poolOrigin) batch() string   { return "sequences" }
+func (o *poolOrigin) subject() string { return "the pools" }
+
+func (o *poolOrigin) dimError(fn string, qd, d int) error {
+	return otherDimError(fn, o.subject(), qd, d)
+}
+
+func (o *poolOrigin) keysText(s int) string {
+	return fmt.Sprintf("kv.SeqLens[%d] is %d", s, o.kv.SeqLens[s])
+}
+
+func (o *poolOrigin) overlap(out, lse span) (input, bool) {
+	s := overlapScan{out: out, lse: lse}
+	kv := &o.kv
+	found := s.tensor("kv.K", -1, "", &kv.K) || s.tensor("kv.V", -1, "", &kv.V) ||
+		s.slice("kv.BlockTable", spanOf(kv.BlockTable[:len(kv.SeqLens)*kv.MaxBlocks])) ||
+		s.slice("kv.SeqLens", spanOf(kv.SeqLens))
+	return s.hit, found
+}
+
+func (o *poolOrigin) keys(b int) int { return int(o.kv.SeqLens[b]) }
+
+func (o *poolOrigin) source(b, hk int, _ seg) kvSource {
+	bs, n := o.kv.K.Seq, int(o.kv.SeqLens[b])
+	blocks := o.kv.BlockTable[b*o.kv.MaxBlocks:][:(n+bs-1)/bs]
+	return kvSource{k: &o.kv.K, v: &o.kv.V, blocks: blocks, bs: bs, merge: o.merge, hk: hk}
+}
+
+func (o *poolOrigin) interleaved(heads int) bool { return interleavedRows(heads, &o.kv.K, &o.kv.V) }
+func (o *poolOrigin) whole() bool                { return false }
+func (o *poolOrigin) gathers() bool              { return true }
+func (o *poolOrigin) packed(Precision) *prepack  { return nil }
+
+// pagedCacheOrigin is ForwardPaged's sequences of a PagedCache, read under
+// its read lock.
+type pagedCacheOrigin struct {
+	cache *PagedCache
+	seqs  []SeqID
+}
+
+func (o *pagedCacheOrigin) check(a kvAsk) (kvShape, error) {
+	fn, cache := a.fn, o.cache
+	if a.seqs != len(o.seqs) {
+		if a.offsets > 0 {
+			return kvShape{}, fmt.Errorf("%sOptions.CuSeqQ has %d offsets (%d sequences) and seqs %d sequences; want one more offset than sequences", fn, a.offsets, a.seqs, len(o.seqs))
+		}
+		return kvShape{}, fmt.Errorf("%sq has batch %d and seqs %d sequences; want the same", fn, a.qBatch, len(o.seqs))
+	}
+	maxLen := 0
+	for b, id := range o.seqs {
+		s := cache.seqs[id]
+		if s == nil {
+			return kvShape{}, fmt.Errorf("%sseqs[%d] is %d, an unknown or freed sequence", fn, b, id)
+		}
+		maxLen = max(maxLen, s.n)
+	}
+	return kvShape{batch: len(o.seqs), heads: cache.heads, seq: maxLen, dim: cache.dim, dimV: cache.dim, dtype: cache.k.dtype, dtypeV: cache.v.dtype}, nil
+}
+
+func (o *pagedCacheOrigin) batch() string   { return "sequences" }
+func (o *pagedCacheOrigin) subject() string { return "the cache" }
+
+func (o *pagedCacheOrigin) dimError(fn string, qd, d int) error {
+	return otherDimError(fn, o.subject(), qd, d)
+}
+
+func (o *pagedCacheOrigin) keysText(s int) string {
+	return fmt.Sprintf("seqs[%d] (sequence %d) holds %d positions", s, o.seqs[s], o.keys(s))
+}
+
+func (o *pagedCacheOrigin) overlap(out, lse span) (input, bool) {
+	s := overlapScan{out: out, lse: lse}
+	found := s.tensor("the cache's", -1, " keys", &o.cache.k) || s.tensor("the cache's", -1, " values", &o.cache.v) ||
+		s.slice("seqs", spanOf(o.seqs))
+	return s.hit, found
+}
+
+func (o *pagedCacheOrigin) keys(b int) int { return o.cache.seqs[o.seqs[b]].n }
+
+func (o *pagedCacheOrigin) source(b, hk int, _ seg) kvSource {
+	// The cache's pools are one per head, [heads, blocks, block size,
+	// dim]: consecutive blocks are always one run.
+	c := o.cache
+	return kvSource{k: &c.k, v: &c.v, blocks: c.seqs[o.seqs[b]].blocks, bs: c.blockSize, merge: true, hk: hk}
+}
+
+func (o *pagedCacheOrigin) interleaved(heads int) bool {
+	return interleavedRows(heads, &o.cache.k, &o.cache.v)
+}
+func (o *pagedCacheOrigin) whole() bool               { return false }
+func (o *pagedCacheOrigin) gathers() bool             { return true }
+func (o *pagedCacheOrigin) packed(Precision) *prepack { return nil }
+
+// packedOrigin is the prefix of ForwardSharedPrefix with its panels packed
+// once (SharedPrefixKV.Packed): a caller's pools, read as poolOrigin reads
+// them where the call reads rows in place, and through the panels where it
+// computes in the precision they were packed for.
+type packedOrigin struct {
+	poolOrigin
+	pp *PackedPrefix
+}
+
+func (o *packedOrigin) packed(prec Precision) *prepack {
+	if prec != o.pp.prec {
+		return nil
+	}
+	return &o.pp.pre
+}
+
+// otherDimError is the dimError of an origin other than tensor views.
+func otherDimError(fn, subject string, qd, d int) error {
+	return fmt.Errorf("%sq has head dim %d and %s %d; want the same", fn, qd, subject, d)
+}
 
 // interleavedRows reports whether the rows of the heads of a position lie
 // together in k and v.
@@ -83,35 +408,52 @@ func interleavedRows(heads int, k, v *Tensor) bool {
 	return heads > 1 && k.HeadStride < k.SeqStride && v.HeadStride < v.SeqStride
 }
 
-// stores holds a job's store values, so that the kvStore of a call points
-// into the pooled job and resolving it allocates nothing.
-type stores struct {
-	views  viewStore
-	caches cacheStore
+// overlapScan looks for the first input that shares memory with out or
+// lse: each method reports whether its buffer does, and keeps it in hit.
+type overlapScan struct {
+	out, lse span
+	hit      input
 }
 
-// resolve returns the store of call c (which must be the job's own
-// copy, as s is the job's).
-func (s *stores) resolve(c *call) kvStore {
-	switch {
-	case c.paged.on():
-		return &c.paged
-	case c.caches != nil:
-		s.caches = cacheStore{c.caches}
-		return &s.caches
+func (s *overlapScan) add(in input) bool {
+	if overlaps(s.out.lo, s.out.hi, in.lo, in.hi) || overlaps(s.lse.lo, s.lse.hi, in.lo, in.hi) {
+		s.hit = in
+		return true
 	}
-	s.views = viewStore{&c.k, &c.v}
-	return &s.views
+	return false
 }
 
-// kvSource is where the keys and values of one (batch entry, K/V head) lie.
+// tensor checks the memory of t, then its Q8 or fp8 scales.
+func (s *overlapScan) tensor(name string, index int, part string, t *Tensor) bool {
+	lo, hi := t.byteRange()
+	if s.add(input{name, index, part, false, lo, hi}) {
+		return true
+	}
+	if !t.dtype.scaled() {
+		return false
+	}
+	lo, hi = t.scaleRange()
+	return s.add(input{name, index, part, true, lo, hi}) // named " scales" only in an error: no string built here
+}
+
+func (s *overlapScan) slice(name string, sp span) bool {
+	return s.add(input{name, -1, "", false, sp.lo, sp.hi})
+}
+
+// kvSource is where the keys and values of one (batch entry, K/V head) lie:
+// one run of rows SeqStride apart from kBase and vBase (a tensor view or a
+// cache), or the blocks of a paged sequence (bs > 0).
 type kvSource struct {
-	k, v         *Tensor    // the storage: the call's tensors or a cache's
-	kBase, vBase int        // tensor view: offsets of the sequence's key 0
-	pg           *pagedRead // paged: the pools and their geometry, or nil
-	blocks       []int32    // paged: the sequence's block table
-	hk           int        // the K/V head (a paged pool's rows, an fp8 tensor's scale)
-	kOps, vOps   *elemKernels
+	k, v         *Tensor // the storage: the call's tensors, a cache's, or the pools
+	kBase, vBase int     // one run: offsets of the sequence's key 0
+	blocks       []int32 // paged: the sequence's block table
+	bs           int     // paged: positions per block; 0 for one run
+	// merge, paged: the first row of a block follows the last of the
+	// block before it in the pools, so that consecutive blocks in a
+	// table are one run of rows.
+	merge      bool
+	hk         int // the K/V head (a paged pool's rows, an fp8 tensor's scale)
+	kOps, vOps *elemKernels
 }
 
 // kvRun is a run of n keys whose K rows start at element kOff of the
@@ -121,35 +463,38 @@ type kvRun struct {
 }
 
 // keys returns the number of keys of batch entry b.
-func (c *task) keys(b int) int { return c.src.keys(b) }
+func (c *task) keys(b int) int { return c.kv.keys(b) }
 
 // source returns where the keys of sequence sg of batch entry b, K/V head
 // hk, lie.
 func (c *task) source(b, hk int, sg seg) kvSource {
-	s := c.src.source(b, hk, sg)
+	s := c.kv.source(b, hk, sg)
 	s.kOps, s.vOps = c.kOps, c.vOps
 	return s
 }
 
 // run returns the run of keys that starts at key j and ends at end or
-// where the rows stop being consecutive, for the packs.
+// where the rows stop being consecutive, for the packs: of a paged
+// sequence, the rest of j's block and, where the pools' blocks follow each
+// other, of each next block of the table that is the next block of the
+// pool.
 func (s *kvSource) run(j, end int) kvRun {
-	if s.pg == nil {
-		return s.viewRun(j, end)
+	if s.bs == 0 {
+		return kvRun{kOff: s.keyRow(j), vOff: s.valueRow(j), n: end - j}
 	}
-	blk, pos, n := s.pg.run(s.blocks, j, end)
-	return kvRun{kOff: s.k.Offset(blk, s.hk, pos), vOff: s.v.Offset(blk, s.hk, pos), n: n}
+	bs := s.bs
+	i := j / bs
+	blk, pos := int(s.blocks[i]), j-i*bs
+	n := bs - pos
+	for s.merge && j+n < end && i+1 < len(s.blocks) && s.blocks[i+1] == s.blocks[i]+1 {
+		i++
+		n += bs
+	}
+	return kvRun{kOff: s.k.Offset(blk, s.hk, pos), vOff: s.v.Offset(blk, s.hk, pos), n: min(n, end-j)}
 }
 
-// gathers reports whether the decode kernels read the source's rows
-// through a table of their offsets (offsets; kernel.QKRowsGather): a paged
-// sequence, whose table also lists the rows of the keys after a tile, so
-// that the kernels prefetch where the sequence goes on. A tensor view or
-// cache is read at its own stride (keyRow, valueRow).
-func (s *kvSource) gathers() bool { return s.pg != nil }
-
 // keyRow and valueRow return the element offsets of key j's K and V rows
-// in a source that does not gather (gathers is false).
+// in a source of one run.
 func (s *kvSource) keyRow(j int) int   { return s.kBase + j*s.k.SeqStride }
 func (s *kvSource) valueRow(j int) int { return s.vBase + j*s.v.SeqStride }
 
@@ -158,7 +503,7 @@ func (s *kvSource) valueRow(j int) int { return s.vBase + j*s.v.SeqStride }
 // table. Entries past the table's last position (prefetch targets past
 // the end of the sequence) repeat that position's row.
 func (s *kvSource) offsets(off []int, x *Tensor, j0 int) {
-	bs := s.pg.bs
+	bs := s.bs
 	last := len(s.blocks)*bs - 1
 	for i := 0; i < len(off); {
 		j := min(j0+i, last)
@@ -176,8 +521,4 @@ func (s *kvSource) offsets(off []int, x *Tensor, j0 int) {
 			off[i] = row + pos*x.SeqStride
 		}
 	}
-}
-
-func (s *kvSource) viewRun(j, end int) kvRun {
-	return kvRun{kOff: s.keyRow(j), vOff: s.valueRow(j), n: end - j}
 }

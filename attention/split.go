@@ -5,7 +5,7 @@ import "github.com/flashgo/flashgo/kernel"
 // Split-KV decoding (Config.KVSplits). A decode call has one block of query
 // positions per (batch entry, K/V head), too few to occupy every thread
 // when batch × K/V heads is small. Each such block's visible key tiles are
-// then cut into parts folded by different threads (foldPart); each part
+// then cut into parts folded by different threads (workItem); each part
 // leaves its running maximum m, sum z and unnormalised output O, and the
 // caller combines them in part order (mergeParts):
 //
@@ -18,7 +18,8 @@ import "github.com/flashgo/flashgo/kernel"
 // the thread count.
 
 // splitParts holds the partial accumulators of every part of a call: part
-// p of (batch, K/V head) bh is slot bh·splits + p, of rows rows.
+// p of (sequence, K/V head) i of a split sequence plan is slot
+// seqPlan.slot0 + i·splits + p, of rows rows.
 type splitParts struct {
 	rows, ld int
 	o        []float32 // slot·rows·ld + r·ld + c
@@ -39,21 +40,6 @@ func (p *splitParts) ensure(slots, rows, dim int) {
 	}
 }
 
-// foldPart folds part i%splits of the key tiles of (batch, K/V head)
-// i/splits and stores the accumulators.
-func (j *job) foldPart(ws *workspace, i int) error {
-	c := &j.t
-	heads := c.k.Heads
-	bh, part := i/j.t.splits, i%j.t.splits
-	b, hk := bh/heads, bh%heads
-	sg := seg{nq: c.q.Seq, nk: c.keys(b)}
-	if err := j.e.foldTiles(ws, c, b, hk, 0, c.q.Seq, sg, part, j.t.splits); err != nil {
-		return err
-	}
-	j.storePart(ws, i)
-	return nil
-}
-
 // storePart keeps ws's accumulators as the part in slot i.
 func (j *job) storePart(ws *workspace, i int) {
 	p := &j.parts
@@ -61,20 +47,6 @@ func (j *job) storePart(ws *workspace, i int) {
 	copy(p.o[i*rows*ld:(i+1)*rows*ld], ws.o[:rows*ld])
 	copy(p.m[i*rows:(i+1)*rows], ws.m[:rows])
 	copy(p.z[i*rows:(i+1)*rows], ws.z[:rows])
-}
-
-// mergeParts combines the parts of every (batch, K/V head) in part order
-// and writes the outputs.
-func (e *Engine) mergeParts(j *job) {
-	c := &j.t
-	p := &j.parts
-	ws := e.getWorkspace()
-	defer e.putWorkspace(ws)
-	ws.ensure(p.rows, c.bkv, c.wsDim(), false)
-	for bh := range c.q.Batch * c.k.Heads {
-		p.merge(ws, bh*j.t.splits, j.t.splits, p.rows, c.dv)
-		finishBlock(ws, c, bh/c.k.Heads, bh%c.k.Heads, 0, c.q.Seq)
-	}
 }
 
 // merge combines the first rows rows (of head dim d) of the parts in
