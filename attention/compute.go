@@ -52,6 +52,12 @@ type block struct {
 	// sequence's transposed K (leading dimension c.pre.ldKF) and V rows
 	// (leading dimension dv).
 	preKT, preVF []float32
+
+	// f32Math with c.fold: the current tile's transposed K panel and its
+	// leading dimension, whose product the fold computes (scores leaves
+	// ws.s unwritten).
+	kt   []float32
+	ldKT int
 }
 
 // f32Math computes in float32: K and V are converted (exactly, or
@@ -86,19 +92,31 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 	if c.direct {
 		return scoresInPlace(ws, c, j0, bc)
 	}
+	// Packed once for many calls (the same float32 values, read with the
+	// panel's leading dimension), or packed here.
+	bl.kt, bl.ldKT = ws.kt, bl.ldS
 	if bl.preKT != nil {
-		// Packed once for many calls: the same float32 values, read
-		// with the panel's leading dimension.
-		return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, bl.preKT[j0:], c.pre.ldKF, bl.rows, bc, bl.d, c.scale)
-	}
-	for j := j0; j < j0+bc; {
-		r := src.run(j, j0+bc)
-		if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, src.hk, r.kOff, r.n, bl.d); err != nil {
-			return err
+		bl.kt, bl.ldKT = bl.preKT[j0:], c.pre.ldKF
+	} else {
+		for j := j0; j < j0+bc; {
+			r := src.run(j, j0+bc)
+			if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, src.hk, r.kOff, r.n, bl.d); err != nil {
+				return err
+			}
+			j += r.n
 		}
-		j += r.n
 	}
-	return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, ws.kt, bl.ldS, bl.rows, bc, bl.d, c.scale)
+	if c.fold {
+		return nil // the fold computes the product (foldWhole, foldCrossing)
+	}
+	return tileScores(ws, c, bc)
+}
+
+// tileScores writes the scores of the tile of bc keys whose K panel
+// scores left in bl.kt into ws.s.
+func tileScores(ws *workspace, c *task, bc int) error {
+	bl := &ws.blk
+	return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, bl.kt, bl.ldKT, bl.rows, bc, bl.d, c.scale)
 }
 
 func (f32Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
@@ -114,6 +132,9 @@ func (f32Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
 	if err != nil {
 		return err
 	}
+	if c.fold {
+		return kernel.FoldTile(ws.o, bl.ld, ws.q, bl.ld, bl.kt, bl.ldKT, vt, ldV, bl.rows, bc, bl.d, bl.dv, c.scale, ws.m, ws.z, ws.alpha, nil)
+	}
 	return foldWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS, vt, ldV)
 }
 
@@ -123,7 +144,36 @@ func (f32Math) foldCrossing(ws *workspace, c *task, j0, bc int) error {
 	if err != nil {
 		return err
 	}
+	if c.fold {
+		if n := foldsFromFirst(ws); n > 0 && finiteRows(vt, ldV, n, bl.dv) {
+			// Every row sees keys [0, vis[r]) of the tile: FoldTile's
+			// crossing tile, over the keys some row sees.
+			return kernel.FoldTile(ws.o, bl.ld, ws.q, bl.ld, bl.kt, bl.ldKT, vt, ldV, bl.rows, n, bl.d, bl.dv, c.scale, ws.m, ws.z, ws.alpha, ws.vis[:bl.rows])
+		}
+		if err := tileScores(ws, c, bc); err != nil {
+			return err
+		}
+	}
 	return foldCrossingTile(ws, bl.rows, bl.dv, bl.ld, bl.ldS, vt, ldV)
+}
+
+// foldsFromFirst returns the keys that some row of the block sees in the
+// current crossing tile if every row sees keys from the tile's first on
+// (ws.lo[r] = 0, or none: a row that sees none gets ws.vis[r] = 0, which
+// foldCrossingTile reads the same way), else 0.
+func foldsFromFirst(ws *workspace) int {
+	n := 0
+	for r := range ws.blk.rows {
+		switch lo, hi := ws.lo[r], ws.vis[r]; {
+		case hi <= lo:
+			ws.vis[r] = 0
+		case lo > 0:
+			return 0
+		default:
+			n = max(n, hi)
+		}
+	}
+	return n
 }
 
 // valuesF32 returns the float32 V tile of keys [j0, j0+bc) and its leading

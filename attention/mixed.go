@@ -61,6 +61,7 @@ func (e *Engine) mixedPlan(j *job, src kvStore) {
 	heads, g := c.k.Heads, c.group
 	j.t.plan = basePlan(c, src)
 	_, j.t.bkv = e.blockShape(c.precision, g, c.q.Seq, c.k.Seq)
+	j.t.fold = foldsTiles(c, &j.t.plan)
 	// A sequence of few rows is computed in float32 (Precision's doc),
 	// with the rows read in place: its own call demotes its precision.
 	j.rows.call = *c

@@ -1,5 +1,7 @@
 package attention
 
+import "github.com/flashgo/flashgo/kernel"
+
 // task is one call being computed: the validated request (call, never
 // changed once validated) and the plan that says how it is computed. The
 // tile loop reads both through it.
@@ -17,6 +19,7 @@ type plan struct {
 	splits int  // parts of each (batch entry, K/V head)'s keys (split-KV decoding); 1: none
 	fuse   int  // K/V heads one work item folds together (fused decode over interleaved heads); 1: none
 	direct bool // read K and V rows in place with the row kernels (few query rows; see directRows)
+	fold   bool // f32Math folds a tile in one kernel.FoldTile call (foldsTiles)
 
 	math tileMath // how the tiles' products are computed: float32 or bfloat16
 	pre  *prepack // bf16 K/V packed once per call, or nil
@@ -43,6 +46,7 @@ func (e *Engine) makePlan(c *call, src kvStore) plan {
 	if c.cuQ == nil && p.nBlk == 1 {
 		p.splits = e.splitCount(c, &p)
 	}
+	p.fold = foldsTiles(c, &p)
 	p.fuse = 1
 	if p.direct && c.cuQ == nil && p.nBlk == 1 && src.interleaved(c.k.Heads) {
 		p.fuse = fuseGroup(c.k.Heads, c.q.Batch*p.splits, e.threadCount())
@@ -63,4 +67,23 @@ func basePlan(c *call, src kvStore) plan {
 		p.math = bf16Math{}
 	}
 	return p
+}
+
+// foldEnabled lets tests turn foldsTiles off (SetFoldTiles), to compare
+// the fused fold with the chain of kernels it stands for.
+var foldEnabled = true
+
+// foldsTiles reports whether a call of plan p folds its packed float32
+// tiles with kernel.FoldTile, the four kernels of the chain (QKT,
+// OnlineSoftmax, ScaleRows, PV) in one SIMD call with the same bits,
+// where the level has it: tiles of at most kernel.FoldTileCols keys whose
+// scores nothing reads between the product and the softmax (no
+// per-element terms), packed (not read in place, not Q8 query products).
+// The tile loop then gives FoldTile the whole tiles and the crossing
+// ones whose rows see keys from the tile's first (a causal diagonal);
+// other crossing tiles take the chain.
+func foldsTiles(c *call, p *plan) bool {
+	_, f32 := p.math.(f32Math)
+	return foldEnabled && f32 && !p.direct && !c.q8Query && !c.terms && p.bkv <= kernel.FoldTileCols &&
+		kernel.Current().FoldTile
 }
