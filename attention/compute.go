@@ -345,11 +345,22 @@ func foldCrossingTile(ws *workspace, rows, d, ld, ldS int, vt []float32, ldV int
 // all finite.
 func finiteRows(v []float32, ld, n, d int) bool {
 	for j := range n {
-		var acc float32
-		for _, x := range v[j*ld:][:d] {
-			acc += x - x // 0 for a finite x, NaN for ±Inf and NaN
+		// x − x is 0 for a finite x, NaN for ±Inf and NaN; four sums,
+		// so that each add waits for the one four elements back only.
+		var a0, a1, a2, a3 float32
+		row := v[j*ld:][:d]
+		k := 0
+		for ; k+4 <= d; k += 4 {
+			x := row[k : k+4 : k+4]
+			a0 += x[0] - x[0]
+			a1 += x[1] - x[1]
+			a2 += x[2] - x[2]
+			a3 += x[3] - x[3]
 		}
-		if acc != 0 {
+		for _, x := range row[k:] {
+			a0 += x - x
+		}
+		if a0+a1+a2+a3 != 0 {
 			return false
 		}
 	}

@@ -303,12 +303,16 @@ func finishBlock(ws *workspace, c *task, b, hk, p0, np int) {
 			if out.dtype == F32 {
 				orow = out.f32[off:][:d]
 			}
+			// The log-sum-exp only where the call asks for it: a
+			// logarithm a row is not free next to the row's last tile.
 			lse := sink
 			if z := ws.z[r]; z == 0 {
 				clear(orow)
 			} else if sink == negInf {
 				kernel.Scale(orow, ws.o[r*ld:r*ld+d], 1/z)
-				lse = ws.m[r] + float32(math.Log(float64(z)))
+				if c.lse != nil {
+					lse = ws.m[r] + float32(math.Log(float64(z)))
+				}
 			} else {
 				// The sink joins the denominator: with M = max(m, σ),
 				// Z = z·e^{m−M} + e^{σ−M} and out = O·e^{m−M}/Z.
@@ -317,7 +321,9 @@ func finishBlock(ws *workspace, c *task, b, hk, p0, np int) {
 				a := kernel.Exp(m - mm)
 				zz := z*a + kernel.Exp(sink-mm)
 				kernel.Scale(orow, ws.o[r*ld:r*ld+d], a/zz)
-				lse = mm + float32(math.Log(float64(zz)))
+				if c.lse != nil {
+					lse = mm + float32(math.Log(float64(zz)))
+				}
 			}
 			if out.dtype != F32 {
 				c.outIO.store(out, off, orow)
