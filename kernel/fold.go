@@ -104,12 +104,13 @@ type foldTileFunc func(o *float32, ldO int, q *float32, ldQ int, kt *float32, ld
 
 const (
 	// foldScratchFloats is the scratch of the AVX-512 kernel: a group of
-	// 24 rows of 64 scores, and 16 more to align it to 64 bytes.
-	foldScratchFloats = 24*FoldTileCols + 16
+	// 48 rows of 64 scores, 16 vectors of a batch's row reductions and
+	// one of its maxima, and 16 floats more to align it to 64 bytes.
+	foldScratchFloats = 48*FoldTileCols + 17*16 + 16
 	// foldCallRows is the most rows foldTileAsm hands the kernel a call:
 	// the rows of its stack buffer of sums (a multiple of the kernel's
-	// group of 24, and more than the 256 rows of the default block).
-	foldCallRows = 264
+	// group of 48, and more than the 256 rows of the default block).
+	foldCallRows = 288
 )
 
 // foldTileAsm runs a level's kernel f (checked arguments, sizes >= 1) up to

@@ -9,9 +9,9 @@
 // the output accumulators by the rescale factors, PV. The chain writes
 // the scores of every row of the block (256 rows × 64 keys: 64 KiB) and
 // reads them back in each of the later calls; the fold takes the rows a
-// group of groupRows at a time and keeps the group's scores in a scratch
-// of 64-float rows (6 KiB for 24 rows) that stays in L1 from the product
-// that writes them to the product that reads them as probabilities.
+// group of groupRows (48) at a time and keeps the group's scores in a
+// scratch of 64-float rows (12 KiB) that stays in L1 from the product that
+// writes them to the product that reads them as probabilities.
 //
 // Per group of rows:
 //
@@ -21,17 +21,20 @@
 //     query broadcasts in Z28–Z29, the scale in Z31; the components in
 //     chunks of 32 into fresh partials, added to the scores in the scratch,
 //     the scale last. Every score is QKT's, bit for bit.
-//  2. Softmax, row by row, from the scratch: the maximum of the row's
-//     (visible) scores, m' = max(m, rowmax), the exponentials exp(s − m')
-//     with ExpSum's exponential (asmkit.Exp512), written back over the
-//     scores as the probabilities, and their sum in ExpSum's order (four
-//     vectors added in pairs for a row of 64, one after another for a
-//     shorter row, then asmkit.HSum512's tree). The rescale factors'
-//     exponentials of m − m' are taken together for up to 16 rows in one
-//     vector, lane by lane the same as OnlineSoftmax's ExpSum call over
-//     them. VMAXPS may drop a NaN score; a row whose sum comes out NaN is
-//     checked for NaN scores, and a row that has one is made NaN, as the
-//     chain makes it (its m, its factor, its sum, its probabilities).
+//  2. Softmax, from the scratch, 16 rows at a time (fold.softmax): the
+//     maximum of each row's (visible) scores, m' = max(m, rowmax), the
+//     exponentials exp(s − m') with ExpSum's exponential (asmkit.Exp512),
+//     written back over the scores as the probabilities, and their sum in
+//     ExpSum's order (four vectors added in pairs for a row of 64, one
+//     after another for a shorter row, then asmkit.HSum512's tree). The
+//     reductions across a vector's lanes, the maxima and the sums, are
+//     done for 16 rows at once by a transposed network that pairs the
+//     lanes as HSum512 does (reduce16): about 3 instructions a row where
+//     HSum512 takes 8. The rescale factors' exponentials of m − m' are
+//     taken for the 16 rows in one vector, lane by lane the same as
+//     OnlineSoftmax's ExpSum call over them. VMAXPS may drop a NaN score;
+//     a row with one is made NaN, as the chain makes it (its m, its
+//     factor, its sum).
 //  3. Rescale: each output row whose factor is not exactly 1 is
 //     multiplied by it, as ScaleRows does.
 //  4. P·V: the output rows six at a time in column blocks of 64 through
@@ -75,7 +78,7 @@ const (
 	// subRows is the rows of a micro-kernel; groupRows the rows of a
 	// group, whose scores stay in the scratch between the products.
 	subRows   = 6
-	groupRows = 4 * subRows
+	groupRows = 8 * subRows
 )
 
 // flag is ChunkedQKT's; the other registers of the products have the roles
@@ -111,7 +114,8 @@ const (
 	cExpMin = 10
 	cNegInf = 11
 	cNaN    = 12
-	nConsts = 13
+	cInf    = 13
+	nConsts = 14
 )
 
 func constAt(i int) Mem { return consts.Offset(4 * i) }
@@ -135,6 +139,7 @@ func genData() {
 		cExpMin: asmkit.F32Bits(asmkit.ExpMin),
 		cNegInf: U32(0xff800000),
 		cNaN:    U32(0x7fc00000),
+		cInf:    U32(0x7f800000),
 	}
 	for i, p := range []float64{asmkit.ExpP0, asmkit.ExpP1, asmkit.ExpP2, asmkit.ExpP3, asmkit.ExpP4, asmkit.ExpP5} {
 		vals[cP0+i] = asmkit.F32Bits(p)
@@ -191,7 +196,8 @@ alpha[i]·z[i] + sum[i] where m[i] != −Inf), and that a row's NaN may
 have another payload. With vis != nil row i sees keys [0, vis[i])
 only (0 <= vis[i] <= cols): its softmax runs over them, its other
 probabilities are 0, and v's rows must be finite. scratch holds
-24·64 + 16 float32s, rows of the group's scores.`
+48·64 + 17·16 + 16 float32s: the group's scores and the reductions of a
+batch of its rows.`
 
 func genFoldTile() {
 	f := &fold{name: "FoldTileAVX512"}
@@ -402,229 +408,377 @@ func (f *fold) scores() {
 	JL(LabelRef(f.label("qksub")))
 }
 
-// softmax emits step 2 for every row of the group, then the factors'
-// exponentials.
+// The scratch past the group's scores: the 16 vectors of a batch's row
+// reductions (auxRows, 1 KiB), and the batch's new maxima (one vector).
+const (
+	auxOff  = groupRows * ldScr
+	mNewOff = auxOff + 16*64
+	// scratchBytes is the scratch the kernel uses from its aligned start.
+	scratchBytes = mNewOff + 64
+)
+
+// sigma is the row whose reduction the transposed network takes in slot
+// s: the network leaves slot ℓ + 4k in lane 4ℓ + k, so slot s takes row
+// 4·(s mod 4) + s/4 and lane r comes out holding row r's.
+func sigma(s int) int { return 4*(s%4) + s/4 }
+
+// reduce16 emits the transposed reduction of 16 vectors by op: load(s)
+// returns the vector of slot s (row sigma(s)), and lane r of the result
+// is the reduction of row r's 16 lanes, paired as HSum512 pairs them:
+// lane i with lane i+8, then i+4, then i+2, then i+1 (45 instructions
+// for 16 rows, against 8 a row for HSum512's, and ExpSum's bits: each
+// sum adds the same pairs).
+func reduce16(load func(s int) VecVirtual, op func(a, b, dst VecVirtual)) VecVirtual {
+	combine := func(p, q VecVirtual, lo, hi U8, shuf func(imm U8, q, p, dst VecVirtual)) VecVirtual {
+		x, y := ZMM(), ZMM()
+		shuf(lo, q, p, x)
+		shuf(hi, q, p, y)
+		op(x, y, x)
+		return x
+	}
+	f32x4 := func(imm U8, q, p, dst VecVirtual) { VSHUFF32X4(imm, q, p, dst) }
+	shufps := func(imm U8, q, p, dst VecVirtual) { VSHUFPS(imm, q, p, dst) }
+	// Lane i with i+8: [a.lo | b.lo] with [a.hi | b.hi], two rows a vector.
+	var t [8]VecVirtual
+	for k := range t {
+		t[k] = combine(load(2*k), load(2*k+1), 0x44, 0xee, f32x4)
+	}
+	// i with i+4: the 128-bit lanes 0 and 2 with 1 and 3, four rows.
+	var u [4]VecVirtual
+	for k := range u {
+		u[k] = combine(t[2*k], t[2*k+1], 0x88, 0xdd, f32x4)
+	}
+	// i with i+2, and i with i+1, within each 128-bit lane.
+	v0 := combine(u[0], u[1], 0x44, 0xee, shufps)
+	v1 := combine(u[2], u[3], 0x44, 0xee, shufps)
+	return combine(v0, v1, 0x88, 0xdd, shufps)
+}
+
+// softmax emits step 2: the group's rows a batch of 16 at a time.
+//
+//	A. Each row's four vectors of scores reduced to one by VMAXPS (lanes
+//	   past its count −Inf), into the scratch's aux rows.
+//	B. The batch's row maxima in one vector (reduce16); m' = max(rowmax,
+//	   m), VMAXPS returning the old m where either is NaN; the factors
+//	   exp(m − m') of the batch in one exponential; m' and the factors
+//	   stored. A row with m' = −Inf has seen nothing yet (as the chain's
+//	   "nothing seen": factor 1, probabilities 0, m and z unchanged),
+//	   unless a score is NaN, which VMAXPS dropped: the rows whose m' is
+//	   infinite are checked for NaN scores (rarely).
+//	C. Each row's exponentials exp(s − m'), written over its scores as
+//	   the probabilities, and added in ExpSum's order up to one vector
+//	   (four vectors in pairs for a row of 64, one after another for
+//	   fewer), into the aux rows.
+//	D. The batch's sums in one vector (reduce16, HSum512's tree). A NaN
+//	   sum with a finite m' comes from a NaN score: the row is made NaN
+//	   (m, factor and sum), as the chain makes it (with m' = +Inf it is
+//	   the chain's own +Inf − +Inf, unless phase B found a NaN score).
 func (f *fold) softmax() {
-	Comment("Softmax of each row of the group, in the scratch.")
+	Comment("Softmax of the group's rows, 16 at a time, in the scratch.")
 	e := asmkit.NewExp512(ZMM(), expConsts(), true)
 	negInf := ZMM()
 	VBROADCASTSS(constAt(cNegInf), negInf)
-	i := GP64()     // the row
-	row := GP64()   // its scores in the scratch
-	MOVQ(U32(0), i) // not XOR: avo would take i as read, and live since the entry
-	MOVQ(f.scr, row)
+	b0 := GP64() // the batch's first row in the group
+	MOVQ(U32(0), b0)
 
-	Label(f.label("row"))
-	cnt := GP64() // the keys the row sees
-	vis := GP64()
-	MOVQ(f.vis, vis)
-	TESTQ(vis, vis)
-	JZ(LabelRef(f.label("allcols")))
-	MOVQ(Mem{Base: vis, Index: i, Scale: 8}, cnt)
-	JMP(LabelRef(f.label("havecnt")))
-	Label(f.label("allcols"))
-	Load(Param("cols"), cnt)
-	Label(f.label("havecnt"))
-	mp, ap, sp := GP64(), GP64(), GP64()
-	MOVQ(f.m, mp)
-	LEAQ(Mem{Base: mp, Index: i, Scale: 4}, mp)
-	MOVQ(f.alpha, ap)
-	LEAQ(Mem{Base: ap, Index: i, Scale: 4}, ap)
-	MOVQ(f.sum, sp)
-	LEAQ(Mem{Base: sp, Index: i, Scale: 4}, sp)
-	TESTQ(cnt, cnt)
-	JZ(LabelRef(f.label("unseen")))
-	CMPQ(cnt, U8(maxCols))
-	JNE(LabelRef(f.label("part")))
-	f.softmaxRow(e, negInf, row, cnt, mp, ap, sp, true)
-	f.softmaxRow(e, negInf, row, cnt, mp, ap, sp, false)
-
-	// A row that sees no key of the tile: factor 1, sum 0, probabilities 0.
-	Label(f.label("unseen"))
-	MOVL(U32(0), Mem{Base: ap}) // exp(0) = 1 below
-	MOVL(U32(0), Mem{Base: sp})
-	zero := ZMM()
-	asmkit.AVX512.ZeroIdiom(zero)
-	for v := 0; v < 4; v++ {
-		VMOVUPS(zero, Mem{Base: row, Disp: 64 * v})
-	}
-
-	Label(f.label("rowdone"))
-	ADDQ(U32(ldScr), row)
-	INCQ(i)
-	CMPQ(i, f.gRows)
-	JL(LabelRef(f.label("row")))
-
-	Comment("alpha = exp(m − m'), up to 16 rows a vector, as ExpSum(alpha, alpha, 0).")
-	asmkit.AVX512.ZeroIdiom(e.Max)
-	ap = GP64()
-	n := GP64()
-	MOVQ(f.alpha, ap)
-	MOVQ(f.gRows, n)
-	Label(f.label("alphas"))
+	Label(f.label("batch"))
+	nb := GP64() // rows in the batch
+	MOVQ(f.gRows, nb)
+	SUBQ(b0, nb)
 	lanes := GP64()
 	MOVL(U32(16), lanes.As32())
-	CMPQ(n, lanes)
-	CMOVQLT(n, lanes)
-	tbl := GP64()
-	LEAQ(lanes16, tbl)
-	km := K()
-	KMOVW(Mem{Base: tbl, Index: lanes, Scale: 2}, km)
-	a := ZMM()
-	VMOVUPS_Z(Mem{Base: ap}, km, a)
-	y := e.Exp(a, km)
-	VMOVUPS(y, km, Mem{Base: ap})
-	ADDQ(U32(64), ap)
-	SUBQ(U8(16), n)
-	JG(LabelRef(f.label("alphas")))
-}
+	CMPQ(nb, lanes)
+	CMOVQLT(nb, lanes)
+	MOVQ(lanes, nb)
+	aux := GP64()
+	MOVQ(f.scr, aux)
+	ADDQ(U32(auxOff), aux)
+	row := GP64() // the batch's scores
+	IMUL3Q(U32(ldScr), b0, row)
+	ADDQ(f.scr, row)
+	unseen := GP64() // bit r: row r sees no key (or is past nb)
+	MOVQ(U32(0), unseen)
 
-// softmaxRow emits the softmax of one row of the scratch (row) that sees
-// cnt keys (1..64): full, all 64 (the label "full", falling through from
-// the caller), else fewer (the label "part"). mp, ap and sp point to the
-// row's m, alpha and sum. It ends with a jump to rowdone.
-func (f *fold) softmaxRow(e *asmkit.Exp512, negInf VecVirtual, row, cnt, mp, ap, sp Register, full bool) {
-	pre := "full_"
-	if !full {
-		pre = "part_"
-		Label(f.label("part"))
+	// cnt returns the keys row r of the batch sees, and jumps to unseenL
+	// for r >= nb and for a count of 0.
+	cnt := GP64()
+	loadCnt := func(r Register, unseenL string) {
+		CMPQ(r, nb)
+		JGE(LabelRef(unseenL))
+		vis := GP64()
+		MOVQ(f.vis, vis)
+		TESTQ(vis, vis)
+		JZ(LabelRef(unseenL + "_all"))
+		t := GP64()
+		LEAQ(Mem{Base: r, Index: b0, Scale: 1}, t)
+		MOVQ(Mem{Base: vis, Index: t, Scale: 8}, cnt)
+		TESTQ(cnt, cnt)
+		JZ(LabelRef(unseenL))
+		JMP(LabelRef(unseenL + "_have"))
+		Label(unseenL + "_all")
+		Load(Param("cols"), cnt)
+		Label(unseenL + "_have")
 	}
-	L := func(s string) string { return f.label(pre + s) }
-
-	// The row's scores; lanes past cnt are −Inf for the maximum.
-	var s [4]VecVirtual
-	var k [4]Register
-	if full {
-		for v := range s {
-			s[v] = ZMM()
-			VMOVUPS(Mem{Base: row, Disp: 64 * v}, s[v])
-		}
-	} else {
+	rowMasks := func() [4]Register {
 		tbl := GP64()
 		LEAQ(rowMask, tbl)
 		LEAQ(Mem{Base: tbl, Index: cnt, Scale: 8}, tbl)
-		for v := range s {
+		var k [4]Register
+		for v := range k {
 			k[v] = K()
 			KMOVW(Mem{Base: tbl, Disp: 2 * v}, k[v])
-			s[v] = ZMM()
-			VMOVAPS(negInf, s[v])
-			VMOVUPS(Mem{Base: row, Disp: 64 * v}, k[v], s[v])
 		}
+		return k
 	}
-	// The maximum, in every lane: a tree of VMAXPS (the order does not
-	// matter: only the sign of a zero maximum could, and it never reaches
-	// a result, since exp(±0) = 1).
-	m01, m23 := ZMM(), ZMM()
-	VMAXPS(s[1], s[0], m01)
-	VMAXPS(s[3], s[2], m23)
-	VMAXPS(m23, m01, m01)
-	t := ZMM()
-	VSHUFF32X4(U8(0x4e), m01, m01, t)
-	VMAXPS(t, m01, m01)
-	VSHUFF32X4(U8(0xb1), m01, m01, t)
-	VMAXPS(t, m01, m01)
-	VPERMILPS(U8(0x4e), m01, t)
-	VMAXPS(t, m01, m01)
-	VPERMILPS(U8(0xb1), m01, t)
-	VMAXPS(t, m01, m01)
-	// m' = max(rowmax, m): VMAXPS returns its second source, the old m,
-	// when either is NaN, so a NaN m stays NaN.
-	mNew := e.Max
-	VMAXPS_BCST(Mem{Base: mp}, m01, mNew)
-	mOld := XMM()
-	VMOVSS(Mem{Base: mp}, mOld)
-	VUCOMISS(negInf.AsX(), mNew.AsX())
-	JNE(LabelRef(L("live")))
-	JPS(LabelRef(L("live")))
 
-	// m' = −Inf: the row has seen nothing but −Inf (the chain's
-	// "nothing seen yet": probabilities 0, factor 1, m and z unchanged),
-	// unless a score is NaN, which VMAXPS dropped.
-	f.nanCheck(s, k, full, L("nan"))
-	MOVL(U32(0), Mem{Base: ap})
-	MOVL(U32(0), Mem{Base: sp})
-	zero := ZMM()
-	asmkit.AVX512.ZeroIdiom(zero)
-	for v := 0; v < 4; v++ {
-		VMOVUPS(zero, Mem{Base: row, Disp: 64 * v})
-	}
-	JMP(LabelRef(f.label("rowdone")))
-
-	Label(L("live"))
-	arg := XMM()
-	VSUBSS(mNew.AsX(), mOld, arg)
-	VMOVSS(arg, Mem{Base: ap})
-	VMOVSS(mNew.AsX(), Mem{Base: mp})
-	var y [4]VecVirtual
-	for v := range y {
-		if full {
-			y[v] = e.Exp(s[v], nil)
-		} else {
-			y[v] = e.Exp(s[v], k[v])
+	Comment("A: each row's scores reduced by VMAXPS to one vector.")
+	r := GP64()
+	p := GP64() // row r's scores
+	MOVQ(U32(0), r)
+	MOVQ(row, p)
+	Label(f.label("maxrow"))
+	loadCnt(r, f.label("maxunseen"))
+	out := GP64()
+	MOVQ(r, out)
+	SHLQ(U8(6), out)
+	ADDQ(aux, out)
+	CMPQ(cnt, U8(maxCols))
+	JNE(LabelRef(f.label("maxpart")))
+	{
+		var sv [4]VecVirtual
+		for v := range sv {
+			sv[v] = ZMM()
+			VMOVUPS(Mem{Base: p, Disp: 64 * v}, sv[v])
 		}
-		VMOVUPS(y[v], Mem{Base: row, Disp: 64 * v})
+		VMAXPS(sv[1], sv[0], sv[0])
+		VMAXPS(sv[3], sv[2], sv[2])
+		VMAXPS(sv[2], sv[0], sv[0])
+		VMOVUPS(sv[0], Mem{Base: out})
+		JMP(LabelRef(f.label("maxnext")))
 	}
-	// ExpSum's order: for 64 keys (y0+y1) + (y2+y3); for fewer, one vector
-	// after another (the vectors past cnt are 0, which adds nothing).
-	acc := ZMM()
-	if full {
+	Label(f.label("maxpart"))
+	{
+		k := rowMasks()
+		var sv [4]VecVirtual
+		for v := range sv {
+			sv[v] = ZMM()
+			VMOVAPS(negInf, sv[v])
+			VMOVUPS(Mem{Base: p, Disp: 64 * v}, k[v], sv[v])
+		}
+		VMAXPS(sv[1], sv[0], sv[0])
+		VMAXPS(sv[3], sv[2], sv[2])
+		VMAXPS(sv[2], sv[0], sv[0])
+		VMOVUPS(sv[0], Mem{Base: out})
+		JMP(LabelRef(f.label("maxnext")))
+	}
+	Label(f.label("maxunseen"))
+	BTSQ(r, unseen)
+	t := GP64()
+	MOVQ(r, t)
+	SHLQ(U8(6), t)
+	VMOVUPS(negInf, Mem{Base: aux, Index: t, Scale: 1})
+	Label(f.label("maxnext"))
+	ADDQ(U32(ldScr), p)
+	INCQ(r)
+	CMPQ(r, U8(16))
+	JL(LabelRef(f.label("maxrow")))
+
+	Comment("B: the batch's maxima, m' = max(rowmax, m), the factors exp(m − m').")
+	maxv := reduce16(func(s int) VecVirtual {
+		z := ZMM()
+		VMOVUPS(Mem{Base: aux, Disp: 64 * sigma(s)}, z)
+		return z
+	}, func(a, b, dst VecVirtual) { VMAXPS(b, a, dst) })
+	tbl := GP64()
+	LEAQ(lanes16, tbl)
+	kValid := K()
+	KMOVW(Mem{Base: tbl, Index: nb, Scale: 2}, kValid)
+	mp, ap := GP64(), GP64()
+	MOVQ(f.m, mp)
+	LEAQ(Mem{Base: mp, Index: b0, Scale: 4}, mp)
+	MOVQ(f.alpha, ap)
+	LEAQ(Mem{Base: ap, Index: b0, Scale: 4}, ap)
+	mOld, mNew := ZMM(), ZMM()
+	VMOVUPS_Z(Mem{Base: mp}, kValid, mOld)
+	VMAXPS(mOld, maxv, mNew) // the second source, the old m, where either is NaN
+	kUnseen := K()
+	KMOVW(unseen.As32(), kUnseen)
+	// Rows that see keys and whose m' is infinite: −Inf, nothing but −Inf
+	// or a NaN that VMAXPS dropped; +Inf, an infinite score, with or
+	// without a NaN that VMAXPS dropped (their sums are NaN either way).
+	kSpecial, kPos := K(), K()
+	inf := ZMM()
+	VBROADCASTSS(constAt(cInf), inf)
+	VCMPPS(U8(0), negInf, mNew, kValid, kSpecial) // ordered equal
+	VCMPPS(U8(0), inf, mNew, kValid, kPos)
+	KORW(kPos, kSpecial, kSpecial)
+	KANDNW(kSpecial, kUnseen, kSpecial) // and not unseen
+	nanFix := GP64()                    // bit r: a row that a NaN makes NaN
+	MOVQ(U32(0), nanFix)
+	mslot := GP64()
+	MOVQ(f.scr, mslot)
+	VMOVUPS(mNew, Mem{Base: mslot, Disp: mNewOff})
+	KORTESTW(kSpecial, kSpecial)
+	JNZ(LabelRef(f.label("special")))
+	Label(f.label("specialdone"))
+	KMOVW(unseen.As32(), kUnseen)
+	kLive := K()
+	KANDNW(kValid, kUnseen, kLive) // valid and seeing keys
+	arg := ZMM()
+	VSUBPS_Z(mNew, mOld, kLive, arg) // m − m', 0 where not live: exp(0) = 1
+	asmkit.AVX512.ZeroIdiom(e.Max)
+	alpha := e.Exp(arg, kValid)
+	VMOVUPS(alpha, kValid, Mem{Base: ap})
+	VMOVUPS(mNew, kValid, Mem{Base: mp})
+
+	Comment("C: each row's exponentials, written over its scores, and their sum up to one vector.")
+	MOVQ(U32(0), r)
+	MOVQ(row, p)
+	Label(f.label("exprow"))
+	BTQ(r, unseen)
+	JC(LabelRef(f.label("expunseen")))
+	loadCnt(r, f.label("expunseen"))
+	MOVQ(r, out)
+	SHLQ(U8(6), out)
+	ADDQ(aux, out)
+	VBROADCASTSS(Mem{Base: mslot, Index: r, Scale: 4, Disp: mNewOff}, e.Max)
+	CMPQ(cnt, U8(maxCols))
+	JNE(LabelRef(f.label("exppart")))
+	{
+		var y [4]VecVirtual
+		for v := range y {
+			sv := ZMM()
+			VMOVUPS(Mem{Base: p, Disp: 64 * v}, sv)
+			y[v] = e.Exp(sv, nil)
+			VMOVUPS(y[v], Mem{Base: p, Disp: 64 * v})
+		}
+		// ExpSum's order for 64: (y0+y1) + (y2+y3).
 		VADDPS(y[0], y[1], y[0])
 		VADDPS(y[2], y[3], y[2])
-		VADDPS(y[2], y[0], acc)
-	} else {
-		VADDPS(y[1], y[0], acc)
-		VADDPS(y[2], acc, acc)
-		VADDPS(y[3], acc, acc)
+		VADDPS(y[2], y[0], y[0])
+		VMOVUPS(y[0], Mem{Base: out})
+		JMP(LabelRef(f.label("expnext")))
 	}
-	h := asmkit.HSum512(acc)
-	VMOVSS(h, Mem{Base: sp})
-	VUCOMISS(h, h)
-	JPS(LabelRef(L("nansum")))
-	JMP(LabelRef(f.label("rowdone")))
+	Label(f.label("exppart"))
+	{
+		k := rowMasks()
+		var y [4]VecVirtual
+		for v := range y {
+			sv := ZMM()
+			VMOVUPS_Z(Mem{Base: p, Disp: 64 * v}, k[v], sv)
+			y[v] = e.Exp(sv, k[v])
+			VMOVUPS(y[v], Mem{Base: p, Disp: 64 * v})
+		}
+		// ExpSum's order for fewer: one vector after another (those past
+		// the count are 0, which adds nothing).
+		VADDPS(y[1], y[0], y[0])
+		VADDPS(y[2], y[0], y[0])
+		VADDPS(y[3], y[0], y[0])
+		VMOVUPS(y[0], Mem{Base: out})
+		JMP(LabelRef(f.label("expnext")))
+	}
+	Label(f.label("expunseen"))
+	// Probabilities 0 (a row of the batch; past nb only the aux row).
+	zero := ZMM()
+	asmkit.AVX512.ZeroIdiom(zero)
+	MOVQ(r, t)
+	SHLQ(U8(6), t)
+	VMOVUPS(zero, Mem{Base: aux, Index: t, Scale: 1})
+	CMPQ(r, nb)
+	JGE(LabelRef(f.label("expnext")))
+	for v := 0; v < 4; v++ {
+		VMOVUPS(zero, Mem{Base: p, Disp: 64 * v})
+	}
+	Label(f.label("expnext"))
+	ADDQ(U32(ldScr), p)
+	INCQ(r)
+	CMPQ(r, U8(16))
+	JL(LabelRef(f.label("exprow")))
 
-	// A NaN sum: a NaN score (which VMAXPS may have dropped, leaving the
-	// rest of the row finite), or an infinite one (+Inf − +Inf), which the
-	// chain computes as above. A NaN score makes the row NaN, as in the
-	// chain: m' NaN, so every probability, the factor and the sum NaN.
-	Label(L("nansum"))
-	f.nanCheck(s, k, full, L("nan"))
-	JMP(LabelRef(f.label("rowdone")))
-	Label(L("nan"))
-	VBROADCASTSS(constAt(cNaN), mNew)
-	VSUBSS(mNew.AsX(), mOld, arg)
-	VMOVSS(arg, Mem{Base: ap})
-	VMOVSS(mNew.AsX(), Mem{Base: mp})
-	VMOVSS(mNew.AsX(), Mem{Base: sp})
-	for v := range y {
-		if full {
-			y[v] = e.Exp(s[v], nil)
-		} else {
-			y[v] = e.Exp(s[v], k[v])
-		}
-		VMOVUPS(y[v], Mem{Base: row, Disp: 64 * v})
-	}
-	JMP(LabelRef(f.label("rowdone")))
-}
+	Comment("D: the batch's sums, HSum512's tree for each row.")
+	sums := reduce16(func(s int) VecVirtual {
+		z := ZMM()
+		VMOVUPS(Mem{Base: aux, Disp: 64 * sigma(s)}, z)
+		return z
+	}, func(a, b, dst VecVirtual) { VADDPS(b, a, dst) })
+	sp := GP64()
+	MOVQ(f.sum, sp)
+	LEAQ(Mem{Base: sp, Index: b0, Scale: 4}, sp)
+	VMOVUPS(sums, kValid, Mem{Base: sp})
+	// A NaN sum where m' is finite: a NaN score (phase B checked the
+	// rows whose m' is infinite), to add to those of phase B.
+	kNaN := K()
+	VCMPPS(U8(3), sums, sums, kValid, kNaN) // unordered
+	KANDNW(kNaN, kPos, kNaN)
+	KMOVW(kNaN, t.As32())
+	ORQ(t, nanFix)
+	JNZ(LabelRef(f.label("nanfix")))
+	Label(f.label("batchdone"))
+	ADDQ(U8(16), b0)
+	CMPQ(b0, f.gRows)
+	JL(LabelRef(f.label("batch")))
+	JMP(LabelRef(f.label("softmaxdone")))
 
-// nanCheck jumps to nan if a score of the row (in s, the lanes of k where
-// not full) is NaN.
-func (f *fold) nanCheck(s [4]VecVirtual, k [4]Register, full bool, nan string) {
-	knan := K()
-	for v := range s {
-		kv := K()
-		if full {
-			VCMPPS(U8(3), s[v], s[v], kv)
-		} else {
-			VCMPPS(U8(3), s[v], s[v], k[v], kv)
+	// Phase B's rare rows: m' = −Inf for a row that sees keys. A NaN
+	// score among them makes the row NaN (nanFix); otherwise it has seen
+	// nothing but −Inf, as one that sees no key (unseen).
+	Label(f.label("special"))
+	sr := GP64()
+	KMOVW(kSpecial, sr.As32())
+	Label(f.label("specialrow"))
+	i := GP64()
+	BSFQ(sr, i)
+	BTRQ(i, sr)
+	loadCnt(i, f.label("specialnone")) // never unseen here
+	{
+		k := rowMasks()
+		q := GP64()
+		MOVQ(i, q)
+		IMUL3Q(U32(ldScr), q, q)
+		ADDQ(row, q)
+		knan := K()
+		for v := range k {
+			sv := ZMM()
+			VMOVUPS_Z(Mem{Base: q, Disp: 64 * v}, k[v], sv)
+			kv := K()
+			VCMPPS(U8(3), sv, sv, k[v], kv)
+			if v == 0 {
+				KMOVW(kv, knan)
+			} else {
+				KORW(kv, knan, knan)
+			}
 		}
-		if v == 0 {
-			KMOVW(kv, knan)
-		} else {
-			KORW(kv, knan, knan)
-		}
+		KORTESTW(knan, knan)
+		JNZ(LabelRef(f.label("specialnan")))
+		// No NaN: with m' = −Inf a row that has seen nothing; with +Inf
+		// a live one.
+		mi := XMM()
+		VMOVSS(Mem{Base: mslot, Index: i, Scale: 4, Disp: mNewOff}, mi)
+		VUCOMISS(negInf.AsX(), mi)
+		JNE(LabelRef(f.label("specialnext")))
+		BTSQ(i, unseen)
+		JMP(LabelRef(f.label("specialnext")))
+		Label(f.label("specialnan"))
+		BTSQ(i, nanFix)
 	}
-	KORTESTW(knan, knan)
-	JNZ(LabelRef(nan))
+	Label(f.label("specialnone"))
+	Label(f.label("specialnext"))
+	TESTQ(sr, sr)
+	JNZ(LabelRef(f.label("specialrow")))
+	JMP(LabelRef(f.label("specialdone")))
+
+	// Rows made NaN: m, the factor and the sum NaN.
+	Label(f.label("nanfix"))
+	Label(f.label("nanrow"))
+	BSFQ(nanFix, i)
+	BTRQ(i, nanFix)
+	MOVL(U32(0x7fc00000), Mem{Base: mp, Index: i, Scale: 4})
+	MOVL(U32(0x7fc00000), Mem{Base: ap, Index: i, Scale: 4})
+	MOVL(U32(0x7fc00000), Mem{Base: sp, Index: i, Scale: 4})
+	TESTQ(nanFix, nanFix)
+	JNZ(LabelRef(f.label("nanrow")))
+	JMP(LabelRef(f.label("batchdone")))
+	Label(f.label("softmaxdone"))
 }
 
 // rescale emits step 3: each output row of the group whose factor is not

@@ -18,7 +18,8 @@ package x86
 // have another payload. With vis != nil row i sees keys [0, vis[i])
 // only (0 <= vis[i] <= cols): its softmax runs over them, its other
 // probabilities are 0, and v's rows must be finite. scratch holds
-// 24·64 + 16 float32s, rows of the group's scores.
+// 48·64 + 17·16 + 16 float32s: the group's scores and the reductions of a
+// batch of its rows.
 //
 //go:noescape
 func FoldTileAVX512(o *float32, ldO int, q *float32, ldQ int, kt *float32, ldK int, v *float32, ldV int, rows int, cols int, d int, dv int, scale float32, m *float32, alpha *float32, sum *float32, vis *int, scratch *float32)
