@@ -48,10 +48,12 @@ type block struct {
 	preK, preV []fp16.BFloat16
 	preBad     []int32 // prefix counts of non-finite V rows (prepack.bad)
 
-	// f32Math with c.pre packed for float32 (a PackedPrefix): the whole
-	// sequence's transposed K (leading dimension c.pre.ldKF) and V rows
-	// (leading dimension dv).
+	// f32Math with c.pre packed for float32: the sequence's transposed K
+	// (whole, leading dimension c.pre.ldKF, for a PackedPrefix; tile by
+	// tile, c.pre.tileKF a tile, for a prefill) and V rows (leading
+	// dimension c.pre.ldVF; nil where they are read in place).
 	preKT, preVF []float32
+	ldVF         int
 
 	// f32Math with c.fold: the current tile's transposed K panel and its
 	// leading dimension, whose product the fold computes (scores leaves
@@ -95,9 +97,12 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 	// Packed once for many calls (the same float32 values, read with the
 	// panel's leading dimension), or packed here.
 	bl.kt, bl.ldKT = ws.kt, bl.ldS
-	if bl.preKT != nil {
+	switch {
+	case bl.preKT != nil && c.pre.tileKF > 0:
+		bl.kt = bl.preKT[j0/c.bkv*c.pre.tileKF:] // tiles start on multiples of c.bkv
+	case bl.preKT != nil:
 		bl.kt, bl.ldKT = bl.preKT[j0:], c.pre.ldKF
-	} else {
+	default:
 		for j := j0; j < j0+bc; {
 			r := src.run(j, j0+bc)
 			if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, src.hk, r.kOff, r.n, bl.d); err != nil {
@@ -186,7 +191,7 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 	bl := &ws.blk
 	src := &bl.src
 	if bl.preVF != nil {
-		return bl.preVF[j0*bl.dv:], bl.dv, nil // packed once for many calls
+		return bl.preVF[j0*bl.ldVF:], bl.ldVF, nil // packed once for the call, or for many
 	}
 	if r := src.run(j0, j0+bc); src.v.dtype == F32 && r.n == bc && src.v.SeqStride == bl.dv {
 		return src.v.f32[r.vOff:], bl.dv, nil

@@ -172,7 +172,11 @@ func (e *Engine) beginTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, p
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(kb, hk, sg)}
 	switch {
 	case c.pre != nil && c.pre.f32:
-		ws.blk.preKT, ws.blk.preVF = c.pre.panelsF32(c, b, hk)
+		var err error
+		if ws.blk.preKT, ws.blk.preVF, err = c.pre.panelsF32(c, b, hk); err != nil {
+			return tileSpan{}, err
+		}
+		ws.blk.ldVF = c.pre.ldVF
 	case c.pre != nil:
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {

@@ -73,13 +73,47 @@ func TestFoldTilesSpecials(t *testing.T) {
 	})
 }
 
+// TestPrepackF32MatchesTiles runs float32 prefills with K (and V where
+// they are not read in place) packed once per call and packed tile by
+// tile, under every implementation, and requires the same bits: the
+// prepacked panels hold what the per-tile packs write. The panels of
+// every head fit, or take turns in fewer slots (head-major blocks).
+func TestPrepackF32MatchesTiles(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(75, 76))
+		for i, kv := range []attention.DType{attention.F32, attention.F16, attention.BF16, attention.FP8E5M2} {
+			for _, kind := range []layoutKind{bhsd, bshd, padded} {
+				p := reference.Params{Batch: 2, HeadsQ: 4, HeadsKV: 2, SeqQ: 90 + i, SeqKV: 130 + i, Dim: 33, DimV: 20, Causal: kind != bshd}
+				pr := newProblem(rng, p, kv, kind)
+				for _, bytes := range []int{64 << 20, 60 << 10} {
+					for _, cfg := range []attention.Config{{Threads: 1, BlockQ: 32}, {Threads: 3, BlockQ: 64, BlockKV: 40}} {
+						func() {
+							defer attention.SetPrepackBytes(bytes)()
+							checkSameBits(t, pr, cfg, attention.SetPrepack, fmt.Sprintf("%v %+v slots of %d bytes", pr, cfg, bytes))
+						}()
+					}
+				}
+			}
+		}
+	})
+}
+
 func checkFoldSameBits(t *testing.T, pr *problem, cfg attention.Config, what string) {
 	t.Helper()
+	checkSameBits(t, pr, cfg, attention.SetFoldTiles, what)
+}
+
+// checkSameBits runs pr on an engine of cfg with a setting off (set) and
+// on, and requires the same bits (or NaN in both).
+func checkSameBits(t *testing.T, pr *problem, cfg attention.Config, set func(bool) func(), what string) {
+	t.Helper()
 	e := mustEngine(t, cfg)
-	restore := attention.SetFoldTiles(false)
+	restore := set(false)
 	wantOut, wantLSE := pr.run(t, e)
 	restore()
+	restore = set(true)
 	gotOut, gotLSE := pr.run(t, e)
+	restore()
 	for _, c := range []struct {
 		name      string
 		got, want []float32
@@ -87,7 +121,7 @@ func checkFoldSameBits(t *testing.T, pr *problem, cfg attention.Config, what str
 		for i := range c.want {
 			g, w := c.got[i], c.want[i]
 			if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-				t.Fatalf("%s: %s[%d] = %v (%#08x) with the fused fold, %v (%#08x) without", what, c.name, i, g, math.Float32bits(g), w, math.Float32bits(w))
+				t.Fatalf("%s: %s[%d] = %v (%#08x) with the setting on, %v (%#08x) off", what, c.name, i, g, math.Float32bits(g), w, math.Float32bits(w))
 			}
 		}
 	}
