@@ -320,8 +320,8 @@ DATA foldConst<>+52(SB)/4, $0x7f800000
 GLOBL foldConst<>(SB), RODATA|NOPTR, $56
 
 // func FoldTileAVX512(o *float32, ldO int, q *float32, ldQ int, kt *float32, ldK int, v *float32, ldV int, rows int, cols int, d int, dv int, scale float32, m *float32, alpha *float32, sum *float32, vis *int, scratch *float32)
-// Requires: AVX, AVX512F, CMOV
-TEXT ·FoldTileAVX512(SB), NOSPLIT, $112-144
+// Requires: AVX, AVX512F, CMOV, MMX+
+TEXT ·FoldTileAVX512(SB), NOSPLIT, $168-144
 	// Prologue: the scale, the aligned scratch, the walk's pointers.
 	VBROADCASTSS scale+96(FP), Z31
 	MOVQ         scratch+136(FP), AX
@@ -342,6 +342,47 @@ TEXT ·FoldTileAVX512(SB), NOSPLIT, $112-144
 	MOVQ         AX, 40(SP)
 	MOVQ         rows+64(FP), AX
 	MOVQ         AX, 48(SP)
+
+	// Prefetch: the memory after the tile's K panel and V rows, a share a group.
+	MOVQ  rows+64(FP), CX
+	ADDQ  $0x2f, CX
+	MOVQ  CX, AX
+	XORL  DX, DX
+	MOVL  $0x00000030, CX
+	DIVQ  CX
+	MOVQ  AX, CX
+	MOVQ  d+80(FP), AX
+	MOVQ  ldK+40(FP), DX
+	IMULQ DX, AX
+	SHLQ  $0x02, AX
+	MOVQ  kt+32(FP), DX
+	ADDQ  AX, DX
+	MOVQ  DX, 120(SP)
+	ADDQ  AX, DX
+	MOVQ  DX, 128(SP)
+	ADDQ  CX, AX
+	DECQ  AX
+	XORL  DX, DX
+	DIVQ  CX
+	ADDQ  $0x3f, AX
+	ANDQ  $-64, AX
+	MOVQ  AX, 136(SP)
+	MOVQ  cols+72(FP), AX
+	MOVQ  ldV+56(FP), DX
+	IMULQ DX, AX
+	SHLQ  $0x02, AX
+	MOVQ  v+48(FP), DX
+	ADDQ  AX, DX
+	MOVQ  DX, 144(SP)
+	ADDQ  AX, DX
+	MOVQ  DX, 152(SP)
+	ADDQ  CX, AX
+	DECQ  AX
+	XORL  DX, DX
+	DIVQ  CX
+	ADDQ  $0x3f, AX
+	ANDQ  $-64, AX
+	MOVQ  AX, 160(SP)
 
 FoldTileAVX512_group:
 	// The group's rows, and the keys its rows see: nmax.
@@ -368,10 +409,24 @@ FoldTileAVX512_maxvis:
 	JNZ     FoldTileAVX512_maxvis
 
 FoldTileAVX512_havemax:
-	MOVQ  AX, 64(SP)
-	TESTQ AX, AX
-	JZ    FoldTileAVX512_hidden
+	MOVQ    AX, 64(SP)
+	TESTQ   AX, AX
+	JZ      FoldTileAVX512_hidden
+	MOVQ    120(SP), AX
+	MOVQ    AX, CX
+	ADDQ    136(SP), CX
+	CMPQ    CX, 128(SP)
+	CMOVQGT 128(SP), CX
+	MOVQ    CX, 120(SP)
 
+FoldTileAVX512_pfk:
+	CMPQ       AX, CX
+	JGE        FoldTileAVX512_pfkdone
+	PREFETCHT1 (AX)
+	ADDQ       $0x40, AX
+	JMP        FoldTileAVX512_pfk
+
+FoldTileAVX512_pfkdone:
 	// Scores: S = scale·Q·Kᵀ of the group's rows, 6 at a time, into the scratch.
 	MOVQ ldQ+24(FP), R8
 	SHLQ $0x02, R8
@@ -388,29 +443,52 @@ FoldTileAVX512_qksub:
 	CMPQ    AX, DX
 	CMOVQLT AX, DX
 	MOVQ    DX, 104(SP)
-	MOVQ    64(SP), CX
-	DECQ    CX
-	MOVQ    CX, DX
-	ANDQ    $0x0f, DX
-	LEAQ    foldMask16<>+0(SB), BX
-	KMOVW   (BX)(DX*2), K1
-	SHRQ    $0x04, CX
-	MOVQ    80(SP), R14
-	IMULQ   R8, R14
-	ADDQ    (SP), R14
-	MOVQ    80(SP), AX
-	IMUL3Q  $0x00000100, AX, AX
-	ADDQ    72(SP), AX
-	MOVQ    kt+32(FP), R15
-	CMPQ    DX, $0x0f
-	JNE     FoldTileAVX512_qk_masked
-	CMPQ    CX, $0x00
-	JE      FoldTileAVX512_qk_nv1
-	CMPQ    CX, $0x01
-	JE      FoldTileAVX512_qk_nv2
-	CMPQ    CX, $0x02
-	JE      FoldTileAVX512_qk_nv3
-	JMP     FoldTileAVX512_qk_nv4
+	MOVQ    40(SP), SI
+	TESTQ   SI, SI
+	JNZ     FoldTileAVX512_submax0_vis
+	MOVQ    64(SP), AX
+	JMP     FoldTileAVX512_submax0_done
+
+FoldTileAVX512_submax0_vis:
+	MOVQ 80(SP), AX
+	LEAQ (SI)(AX*8), SI
+	MOVQ 104(SP), DX
+	XORL AX, AX
+
+FoldTileAVX512_submax0_loop:
+	CMPQ    (SI), AX
+	CMOVQGT (SI), AX
+	ADDQ    $0x08, SI
+	DECQ    DX
+	JNZ     FoldTileAVX512_submax0_loop
+
+FoldTileAVX512_submax0_done:
+	MOVQ   AX, 112(SP)
+	MOVQ   112(SP), CX
+	TESTQ  CX, CX
+	JZ     FoldTileAVX512_qkdone
+	DECQ   CX
+	MOVQ   CX, DX
+	ANDQ   $0x0f, DX
+	LEAQ   foldMask16<>+0(SB), BX
+	KMOVW  (BX)(DX*2), K1
+	SHRQ   $0x04, CX
+	MOVQ   80(SP), R14
+	IMULQ  R8, R14
+	ADDQ   (SP), R14
+	MOVQ   80(SP), AX
+	IMUL3Q $0x00000100, AX, AX
+	ADDQ   72(SP), AX
+	MOVQ   kt+32(FP), R15
+	CMPQ   DX, $0x0f
+	JNE    FoldTileAVX512_qk_masked
+	CMPQ   CX, $0x00
+	JE     FoldTileAVX512_qk_nv1
+	CMPQ   CX, $0x01
+	JE     FoldTileAVX512_qk_nv2
+	CMPQ   CX, $0x02
+	JE     FoldTileAVX512_qk_nv3
+	JMP    FoldTileAVX512_qk_nv4
 
 FoldTileAVX512_qk_masked:
 	CMPQ CX, $0x00
@@ -9636,6 +9714,21 @@ FoldTileAVX512_scalelast:
 	JMP         FoldTileAVX512_scalenext
 
 FoldTileAVX512_scaled:
+	MOVQ    144(SP), AX
+	MOVQ    AX, CX
+	ADDQ    160(SP), CX
+	CMPQ    CX, 152(SP)
+	CMOVQGT 152(SP), CX
+	MOVQ    CX, 144(SP)
+
+FoldTileAVX512_pfv:
+	CMPQ       AX, CX
+	JGE        FoldTileAVX512_pfvdone
+	PREFETCHT1 (AX)
+	ADDQ       $0x40, AX
+	JMP        FoldTileAVX512_pfv
+
+FoldTileAVX512_pfvdone:
 	// P·V: the output's columns 64 at a time, the group's rows 6 at a time.
 	MOVQ $0x00000100, R8
 	MOVQ ldV+56(FP), R9
@@ -9657,6 +9750,29 @@ FoldTileAVX512_pvsub:
 	CMPQ    AX, DX
 	CMOVQLT AX, DX
 	MOVQ    DX, 104(SP)
+	MOVQ    40(SP), SI
+	TESTQ   SI, SI
+	JNZ     FoldTileAVX512_submax1_vis
+	MOVQ    64(SP), AX
+	JMP     FoldTileAVX512_submax1_done
+
+FoldTileAVX512_submax1_vis:
+	MOVQ 80(SP), AX
+	LEAQ (SI)(AX*8), SI
+	MOVQ 104(SP), DX
+	XORL AX, AX
+
+FoldTileAVX512_submax1_loop:
+	CMPQ    (SI), AX
+	CMOVQGT (SI), AX
+	ADDQ    $0x08, SI
+	DECQ    DX
+	JNZ     FoldTileAVX512_submax1_loop
+
+FoldTileAVX512_submax1_done:
+	MOVQ    AX, 112(SP)
+	CMPQ    112(SP), $0x00
+	JE      FoldTileAVX512_pvdone
 	MOVQ    96(SP), CX
 	MOVL    $0x00000040, DX
 	CMPQ    CX, DX
@@ -9721,7 +9837,7 @@ FoldTileAVX512_pv_nv1:
 	VMOVUPS (R12), Z12
 	VMOVUPS (R12)(R10*1), Z16
 	VMOVUPS (R12)(R10*2), Z20
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_0
 
@@ -9830,7 +9946,7 @@ FoldTileAVX512_pv_nv1false_r5:
 	VMOVUPS (AX)(R10*2), Z8
 	VMOVUPS (R12), Z12
 	VMOVUPS (R12)(R10*1), Z16
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_1
 
@@ -9927,7 +10043,7 @@ FoldTileAVX512_pv_nv1false_r4:
 	VMOVUPS (AX)(R10*1), Z4
 	VMOVUPS (AX)(R10*2), Z8
 	VMOVUPS (R12), Z12
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_2
 
@@ -10008,7 +10124,7 @@ FoldTileAVX512_pv_nv1false_r3:
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(R10*1), Z4
 	VMOVUPS (AX)(R10*2), Z8
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_3
 
@@ -10075,7 +10191,7 @@ FoldTileAVX512_pv_nv1false_r2:
 	MOVQ    R15, BX
 	VMOVUPS (AX), Z0
 	VMOVUPS (AX)(R10*1), Z4
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_4
 
@@ -10130,7 +10246,7 @@ FoldTileAVX512_pv_nv1false_r1:
 	MOVQ    R14, SI
 	MOVQ    R15, BX
 	VMOVUPS (AX), Z0
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_5
 
@@ -10201,7 +10317,7 @@ FoldTileAVX512_pv_nv2:
 	VMOVUPS 64(R12)(R10*1), Z17
 	VMOVUPS (R12)(R10*2), Z20
 	VMOVUPS 64(R12)(R10*2), Z21
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_6
 
@@ -10356,7 +10472,7 @@ FoldTileAVX512_pv_nv2false_r5:
 	VMOVUPS 64(R12), Z13
 	VMOVUPS (R12)(R10*1), Z16
 	VMOVUPS 64(R12)(R10*1), Z17
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_7
 
@@ -10492,7 +10608,7 @@ FoldTileAVX512_pv_nv2false_r4:
 	VMOVUPS 64(AX)(R10*2), Z9
 	VMOVUPS (R12), Z12
 	VMOVUPS 64(R12), Z13
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_8
 
@@ -10605,7 +10721,7 @@ FoldTileAVX512_pv_nv2false_r3:
 	VMOVUPS 64(AX)(R10*1), Z5
 	VMOVUPS (AX)(R10*2), Z8
 	VMOVUPS 64(AX)(R10*2), Z9
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_9
 
@@ -10697,7 +10813,7 @@ FoldTileAVX512_pv_nv2false_r2:
 	VMOVUPS 64(AX), Z1
 	VMOVUPS (AX)(R10*1), Z4
 	VMOVUPS 64(AX)(R10*1), Z5
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_10
 
@@ -10770,7 +10886,7 @@ FoldTileAVX512_pv_nv2false_r1:
 	MOVQ    R15, BX
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_11
 
@@ -10858,7 +10974,7 @@ FoldTileAVX512_pv_nv3:
 	VMOVUPS (R12)(R10*2), Z20
 	VMOVUPS 64(R12)(R10*2), Z21
 	VMOVUPS 128(R12)(R10*2), Z22
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_12
 
@@ -11059,7 +11175,7 @@ FoldTileAVX512_pv_nv3false_r5:
 	VMOVUPS (R12)(R10*1), Z16
 	VMOVUPS 64(R12)(R10*1), Z17
 	VMOVUPS 128(R12)(R10*1), Z18
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_13
 
@@ -11234,7 +11350,7 @@ FoldTileAVX512_pv_nv3false_r4:
 	VMOVUPS (R12), Z12
 	VMOVUPS 64(R12), Z13
 	VMOVUPS 128(R12), Z14
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_14
 
@@ -11379,7 +11495,7 @@ FoldTileAVX512_pv_nv3false_r3:
 	VMOVUPS (AX)(R10*2), Z8
 	VMOVUPS 64(AX)(R10*2), Z9
 	VMOVUPS 128(AX)(R10*2), Z10
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_15
 
@@ -11496,7 +11612,7 @@ FoldTileAVX512_pv_nv3false_r2:
 	VMOVUPS (AX)(R10*1), Z4
 	VMOVUPS 64(AX)(R10*1), Z5
 	VMOVUPS 128(AX)(R10*1), Z6
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_16
 
@@ -11587,7 +11703,7 @@ FoldTileAVX512_pv_nv3false_r1:
 	VMOVUPS (AX), Z0
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_17
 
@@ -11692,7 +11808,7 @@ FoldTileAVX512_pv_nv4:
 	VMOVUPS 64(R12)(R10*2), Z21
 	VMOVUPS 128(R12)(R10*2), Z22
 	VMOVUPS 192(R12)(R10*2), Z23
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_18
 
@@ -11939,7 +12055,7 @@ FoldTileAVX512_pv_nv4false_r5:
 	VMOVUPS 64(R12)(R10*1), Z17
 	VMOVUPS 128(R12)(R10*1), Z18
 	VMOVUPS 192(R12)(R10*1), Z19
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_19
 
@@ -12153,7 +12269,7 @@ FoldTileAVX512_pv_nv4false_r4:
 	VMOVUPS 64(R12), Z13
 	VMOVUPS 128(R12), Z14
 	VMOVUPS 192(R12), Z15
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_20
 
@@ -12330,7 +12446,7 @@ FoldTileAVX512_pv_nv4false_r3:
 	VMOVUPS 64(AX)(R10*2), Z9
 	VMOVUPS 128(AX)(R10*2), Z10
 	VMOVUPS 192(AX)(R10*2), Z11
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_21
 
@@ -12472,7 +12588,7 @@ FoldTileAVX512_pv_nv4false_r2:
 	VMOVUPS 64(AX)(R10*1), Z5
 	VMOVUPS 128(AX)(R10*1), Z6
 	VMOVUPS 192(AX)(R10*1), Z7
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_22
 
@@ -12581,7 +12697,7 @@ FoldTileAVX512_pv_nv4false_r1:
 	VMOVUPS 64(AX), Z1
 	VMOVUPS 128(AX), Z2
 	VMOVUPS 192(AX), Z3
-	MOVQ    64(SP), CX
+	MOVQ    112(SP), CX
 	SUBQ    $0x04, CX
 	JB      FoldTileAVX512_pv_k4done_23
 
@@ -12679,7 +12795,7 @@ FoldTileAVX512_pv_nv1m:
 	VMOVUPS.Z (R12), K1, Z12
 	VMOVUPS.Z (R12)(R10*1), K1, Z16
 	VMOVUPS.Z (R12)(R10*2), K1, Z20
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_24
 
@@ -12788,7 +12904,7 @@ FoldTileAVX512_pv_nv1true_r5:
 	VMOVUPS.Z (AX)(R10*2), K1, Z8
 	VMOVUPS.Z (R12), K1, Z12
 	VMOVUPS.Z (R12)(R10*1), K1, Z16
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_25
 
@@ -12885,7 +13001,7 @@ FoldTileAVX512_pv_nv1true_r4:
 	VMOVUPS.Z (AX)(R10*1), K1, Z4
 	VMOVUPS.Z (AX)(R10*2), K1, Z8
 	VMOVUPS.Z (R12), K1, Z12
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_26
 
@@ -12966,7 +13082,7 @@ FoldTileAVX512_pv_nv1true_r3:
 	VMOVUPS.Z (AX), K1, Z0
 	VMOVUPS.Z (AX)(R10*1), K1, Z4
 	VMOVUPS.Z (AX)(R10*2), K1, Z8
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_27
 
@@ -13033,7 +13149,7 @@ FoldTileAVX512_pv_nv1true_r2:
 	MOVQ      R15, BX
 	VMOVUPS.Z (AX), K1, Z0
 	VMOVUPS.Z (AX)(R10*1), K1, Z4
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_28
 
@@ -13088,7 +13204,7 @@ FoldTileAVX512_pv_nv1true_r1:
 	MOVQ      R14, SI
 	MOVQ      R15, BX
 	VMOVUPS.Z (AX), K1, Z0
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_29
 
@@ -13159,7 +13275,7 @@ FoldTileAVX512_pv_nv2m:
 	VMOVUPS.Z 64(R12)(R10*1), K1, Z17
 	VMOVUPS   (R12)(R10*2), Z20
 	VMOVUPS.Z 64(R12)(R10*2), K1, Z21
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_30
 
@@ -13314,7 +13430,7 @@ FoldTileAVX512_pv_nv2true_r5:
 	VMOVUPS.Z 64(R12), K1, Z13
 	VMOVUPS   (R12)(R10*1), Z16
 	VMOVUPS.Z 64(R12)(R10*1), K1, Z17
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_31
 
@@ -13450,7 +13566,7 @@ FoldTileAVX512_pv_nv2true_r4:
 	VMOVUPS.Z 64(AX)(R10*2), K1, Z9
 	VMOVUPS   (R12), Z12
 	VMOVUPS.Z 64(R12), K1, Z13
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_32
 
@@ -13563,7 +13679,7 @@ FoldTileAVX512_pv_nv2true_r3:
 	VMOVUPS.Z 64(AX)(R10*1), K1, Z5
 	VMOVUPS   (AX)(R10*2), Z8
 	VMOVUPS.Z 64(AX)(R10*2), K1, Z9
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_33
 
@@ -13655,7 +13771,7 @@ FoldTileAVX512_pv_nv2true_r2:
 	VMOVUPS.Z 64(AX), K1, Z1
 	VMOVUPS   (AX)(R10*1), Z4
 	VMOVUPS.Z 64(AX)(R10*1), K1, Z5
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_34
 
@@ -13728,7 +13844,7 @@ FoldTileAVX512_pv_nv2true_r1:
 	MOVQ      R15, BX
 	VMOVUPS   (AX), Z0
 	VMOVUPS.Z 64(AX), K1, Z1
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_35
 
@@ -13816,7 +13932,7 @@ FoldTileAVX512_pv_nv3m:
 	VMOVUPS   (R12)(R10*2), Z20
 	VMOVUPS   64(R12)(R10*2), Z21
 	VMOVUPS.Z 128(R12)(R10*2), K1, Z22
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_36
 
@@ -14017,7 +14133,7 @@ FoldTileAVX512_pv_nv3true_r5:
 	VMOVUPS   (R12)(R10*1), Z16
 	VMOVUPS   64(R12)(R10*1), Z17
 	VMOVUPS.Z 128(R12)(R10*1), K1, Z18
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_37
 
@@ -14192,7 +14308,7 @@ FoldTileAVX512_pv_nv3true_r4:
 	VMOVUPS   (R12), Z12
 	VMOVUPS   64(R12), Z13
 	VMOVUPS.Z 128(R12), K1, Z14
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_38
 
@@ -14337,7 +14453,7 @@ FoldTileAVX512_pv_nv3true_r3:
 	VMOVUPS   (AX)(R10*2), Z8
 	VMOVUPS   64(AX)(R10*2), Z9
 	VMOVUPS.Z 128(AX)(R10*2), K1, Z10
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_39
 
@@ -14454,7 +14570,7 @@ FoldTileAVX512_pv_nv3true_r2:
 	VMOVUPS   (AX)(R10*1), Z4
 	VMOVUPS   64(AX)(R10*1), Z5
 	VMOVUPS.Z 128(AX)(R10*1), K1, Z6
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_40
 
@@ -14545,7 +14661,7 @@ FoldTileAVX512_pv_nv3true_r1:
 	VMOVUPS   (AX), Z0
 	VMOVUPS   64(AX), Z1
 	VMOVUPS.Z 128(AX), K1, Z2
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_41
 
@@ -14650,7 +14766,7 @@ FoldTileAVX512_pv_nv4m:
 	VMOVUPS   64(R12)(R10*2), Z21
 	VMOVUPS   128(R12)(R10*2), Z22
 	VMOVUPS.Z 192(R12)(R10*2), K1, Z23
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_42
 
@@ -14897,7 +15013,7 @@ FoldTileAVX512_pv_nv4true_r5:
 	VMOVUPS   64(R12)(R10*1), Z17
 	VMOVUPS   128(R12)(R10*1), Z18
 	VMOVUPS.Z 192(R12)(R10*1), K1, Z19
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_43
 
@@ -15111,7 +15227,7 @@ FoldTileAVX512_pv_nv4true_r4:
 	VMOVUPS   64(R12), Z13
 	VMOVUPS   128(R12), Z14
 	VMOVUPS.Z 192(R12), K1, Z15
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_44
 
@@ -15288,7 +15404,7 @@ FoldTileAVX512_pv_nv4true_r3:
 	VMOVUPS   64(AX)(R10*2), Z9
 	VMOVUPS   128(AX)(R10*2), Z10
 	VMOVUPS.Z 192(AX)(R10*2), K1, Z11
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_45
 
@@ -15430,7 +15546,7 @@ FoldTileAVX512_pv_nv4true_r2:
 	VMOVUPS   64(AX)(R10*1), Z5
 	VMOVUPS   128(AX)(R10*1), Z6
 	VMOVUPS.Z 192(AX)(R10*1), K1, Z7
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_46
 
@@ -15539,7 +15655,7 @@ FoldTileAVX512_pv_nv4true_r1:
 	VMOVUPS   64(AX), Z1
 	VMOVUPS   128(AX), Z2
 	VMOVUPS.Z 192(AX), K1, Z3
-	MOVQ      64(SP), CX
+	MOVQ      112(SP), CX
 	SUBQ      $0x04, CX
 	JB        FoldTileAVX512_pv_k4done_47
 
