@@ -57,14 +57,11 @@
 // diagonal six consecutive rows see about as many keys, so the products
 // there cost about what the visible keys need, rounded up to a vector.
 //
-// Each group also prefetches into L2 its share of the memory right after
-// the tile's K panel and after its V rows (prefetchSetup): the next
-// tile's, where the panels lie tile after tile (a prefill's prepacked K,
-// V read in place), so that the first group of the next call does not
-// wait for them. On the 2-core Ice Lake development machine, with other
-// processes on the same cores, it raised BenchmarkFoldTileWalk (4096
-// keys) by about 5 points of the peak and left the prefill shapes within
-// their noise.
+// A software prefetch of the next tile's K panel and V rows into L2, a
+// share each group, measured no faster (Ice Lake VM, 2026-12-07,
+// BenchmarkFoldTile and BenchmarkFoldTileWalk, three interleaved rounds:
+// 0.5–1.5 points of the peak slower with 1024 keys, within ±0.6 with
+// 4096): the hardware's prefetchers follow the tiles.
 package main
 
 import (
@@ -187,11 +184,6 @@ type fold struct {
 	nsub                        Mem // the keys the sub-strip's rows see
 
 	subMaxes int // subMax's emitted, for its labels
-
-	// The prefetch of the memory after the tile's K panel and after its
-	// V rows (the next tile's, when the panels lie tile after tile):
-	// where it has reached, where it ends, and how much a group fetches.
-	pfK, pfKEnd, pfKStep, pfV, pfVEnd, pfVStep Mem
 }
 
 func (f *fold) label(s string) string { return f.name + "_" + s }
@@ -243,8 +235,7 @@ func genFoldTile() {
 		p.StoreC(rows, b)
 	})
 
-	for _, s := range []*Mem{&f.q, &f.o, &f.m, &f.alpha, &f.sum, &f.vis, &f.rowsLeft, &f.gRows, &f.nmax, &f.scr, &f.sub, &f.col, &f.colsLeft, &f.subRows, &f.nsub,
-		&f.pfK, &f.pfKEnd, &f.pfKStep, &f.pfV, &f.pfVEnd, &f.pfVStep} {
+	for _, s := range []*Mem{&f.q, &f.o, &f.m, &f.alpha, &f.sum, &f.vis, &f.rowsLeft, &f.gRows, &f.nmax, &f.scr, &f.sub, &f.col, &f.colsLeft, &f.subRows, &f.nsub} {
 		*s = AllocLocal(8)
 	}
 
@@ -261,8 +252,6 @@ func genFoldTile() {
 		Load(Param(p.name), RAX)
 		MOVQ(RAX, p.slot)
 	}
-
-	f.prefetchSetup()
 
 	Label(f.label("group"))
 	Comment("The group's rows, and the keys its rows see: nmax.")
@@ -315,63 +304,6 @@ func genFoldTile() {
 	asmkit.Ret()
 
 	f.hidden()
-}
-
-// prefetchSetup sets the prefetch up: the bytes of the K panel (d rows of
-// ldK) and of the V rows (cols rows of ldV) after the tile's, a share of
-// them for each group of the call.
-func (f *fold) prefetchSetup() {
-	Comment("Prefetch: the memory after the tile's K panel and V rows, a share a group.")
-	groups := GP64()
-	Load(Param("rows"), groups)
-	ADDQ(U8(groupRows-1), groups)
-	MOVQ(groups, RAX)
-	XORL(EDX, EDX)
-	MOVL(U32(groupRows), ECX)
-	DIVQ(RCX)
-	MOVQ(RAX, groups)
-	for _, r := range []struct {
-		base, rowsP, ldP string
-		at, end, step    Mem
-	}{{"kt", "d", "ldK", f.pfK, f.pfKEnd, f.pfKStep}, {"v", "cols", "ldV", f.pfV, f.pfVEnd, f.pfVStep}} {
-		n := GP64()
-		Load(Param(r.rowsP), n)
-		ld := Load(Param(r.ldP), GP64())
-		IMULQ(ld, n)
-		SHLQ(U8(2), n) // bytes of the region
-		at := Load(Param(r.base), GP64())
-		ADDQ(n, at)
-		MOVQ(at, r.at)
-		ADDQ(n, at)
-		MOVQ(at, r.end)
-		MOVQ(n, RAX)
-		ADDQ(groups, RAX)
-		DECQ(RAX)
-		XORL(EDX, EDX)
-		DIVQ(groups)
-		ADDQ(U8(63), RAX)
-		ANDQ(I8(-64), RAX)
-		MOVQ(RAX, r.step)
-	}
-}
-
-// prefetch emits a group's share of a prefetch: PREFETCHT1 of the lines
-// of [at, min(at+step, end)), and at advanced.
-func (f *fold) prefetch(at, end, step Mem, name string) {
-	p, e := GP64(), GP64()
-	MOVQ(at, p)
-	MOVQ(p, e)
-	ADDQ(step, e)
-	CMPQ(e, end)
-	CMOVQGT(end, e)
-	MOVQ(e, at)
-	Label(f.label(name))
-	CMPQ(p, e)
-	JGE(LabelRef(f.label(name + "done")))
-	PREFETCHT1(Mem{Base: p})
-	ADDQ(U8(64), p)
-	JMP(LabelRef(f.label(name)))
-	Label(f.label(name + "done"))
 }
 
 // hidden emits the group whose rows see no key of the tile: each factor 1
@@ -484,7 +416,6 @@ func shape() {
 // scores emits step 1: the group's scores into the scratch, 6 rows at a
 // time, keys [0, nmax).
 func (f *fold) scores() {
-	f.prefetch(f.pfK, f.pfKEnd, f.pfKStep, "pfk")
 	Comment("Scores: S = scale·Q·Kᵀ of the group's rows, 6 at a time, into the scratch.")
 	Load(Param("ldQ"), asmkit.LdA)
 	SHLQ(U8(2), asmkit.LdA)
@@ -954,7 +885,6 @@ func (f *fold) rescale() {
 // values emits step 4: O += P·V for the group, the output's columns in
 // blocks of 64, each for the group's rows 6 at a time.
 func (f *fold) values() {
-	f.prefetch(f.pfV, f.pfVEnd, f.pfVStep, "pfv")
 	Comment("P·V: the output's columns 64 at a time, the group's rows 6 at a time.")
 	MOVQ(U32(ldScr), asmkit.LdA)
 	Load(Param("ldV"), asmkit.LdB)

@@ -320,8 +320,8 @@ DATA foldConst<>+52(SB)/4, $0x7f800000
 GLOBL foldConst<>(SB), RODATA|NOPTR, $56
 
 // func FoldTileAVX512(o *float32, ldO int, q *float32, ldQ int, kt *float32, ldK int, v *float32, ldV int, rows int, cols int, d int, dv int, scale float32, m *float32, alpha *float32, sum *float32, vis *int, scratch *float32)
-// Requires: AVX, AVX512F, CMOV, MMX+
-TEXT ·FoldTileAVX512(SB), NOSPLIT, $168-144
+// Requires: AVX, AVX512F, CMOV
+TEXT ·FoldTileAVX512(SB), NOSPLIT, $120-144
 	// Prologue: the scale, the aligned scratch, the walk's pointers.
 	VBROADCASTSS scale+96(FP), Z31
 	MOVQ         scratch+136(FP), AX
@@ -342,47 +342,6 @@ TEXT ·FoldTileAVX512(SB), NOSPLIT, $168-144
 	MOVQ         AX, 40(SP)
 	MOVQ         rows+64(FP), AX
 	MOVQ         AX, 48(SP)
-
-	// Prefetch: the memory after the tile's K panel and V rows, a share a group.
-	MOVQ  rows+64(FP), CX
-	ADDQ  $0x2f, CX
-	MOVQ  CX, AX
-	XORL  DX, DX
-	MOVL  $0x00000030, CX
-	DIVQ  CX
-	MOVQ  AX, CX
-	MOVQ  d+80(FP), AX
-	MOVQ  ldK+40(FP), DX
-	IMULQ DX, AX
-	SHLQ  $0x02, AX
-	MOVQ  kt+32(FP), DX
-	ADDQ  AX, DX
-	MOVQ  DX, 120(SP)
-	ADDQ  AX, DX
-	MOVQ  DX, 128(SP)
-	ADDQ  CX, AX
-	DECQ  AX
-	XORL  DX, DX
-	DIVQ  CX
-	ADDQ  $0x3f, AX
-	ANDQ  $-64, AX
-	MOVQ  AX, 136(SP)
-	MOVQ  cols+72(FP), AX
-	MOVQ  ldV+56(FP), DX
-	IMULQ DX, AX
-	SHLQ  $0x02, AX
-	MOVQ  v+48(FP), DX
-	ADDQ  AX, DX
-	MOVQ  DX, 144(SP)
-	ADDQ  AX, DX
-	MOVQ  DX, 152(SP)
-	ADDQ  CX, AX
-	DECQ  AX
-	XORL  DX, DX
-	DIVQ  CX
-	ADDQ  $0x3f, AX
-	ANDQ  $-64, AX
-	MOVQ  AX, 160(SP)
 
 FoldTileAVX512_group:
 	// The group's rows, and the keys its rows see: nmax.
@@ -409,24 +368,10 @@ FoldTileAVX512_maxvis:
 	JNZ     FoldTileAVX512_maxvis
 
 FoldTileAVX512_havemax:
-	MOVQ    AX, 64(SP)
-	TESTQ   AX, AX
-	JZ      FoldTileAVX512_hidden
-	MOVQ    120(SP), AX
-	MOVQ    AX, CX
-	ADDQ    136(SP), CX
-	CMPQ    CX, 128(SP)
-	CMOVQGT 128(SP), CX
-	MOVQ    CX, 120(SP)
+	MOVQ  AX, 64(SP)
+	TESTQ AX, AX
+	JZ    FoldTileAVX512_hidden
 
-FoldTileAVX512_pfk:
-	CMPQ       AX, CX
-	JGE        FoldTileAVX512_pfkdone
-	PREFETCHT1 (AX)
-	ADDQ       $0x40, AX
-	JMP        FoldTileAVX512_pfk
-
-FoldTileAVX512_pfkdone:
 	// Scores: S = scale·Q·Kᵀ of the group's rows, 6 at a time, into the scratch.
 	MOVQ ldQ+24(FP), R8
 	SHLQ $0x02, R8
@@ -9714,21 +9659,6 @@ FoldTileAVX512_scalelast:
 	JMP         FoldTileAVX512_scalenext
 
 FoldTileAVX512_scaled:
-	MOVQ    144(SP), AX
-	MOVQ    AX, CX
-	ADDQ    160(SP), CX
-	CMPQ    CX, 152(SP)
-	CMOVQGT 152(SP), CX
-	MOVQ    CX, 144(SP)
-
-FoldTileAVX512_pfv:
-	CMPQ       AX, CX
-	JGE        FoldTileAVX512_pfvdone
-	PREFETCHT1 (AX)
-	ADDQ       $0x40, AX
-	JMP        FoldTileAVX512_pfv
-
-FoldTileAVX512_pfvdone:
 	// P·V: the output's columns 64 at a time, the group's rows 6 at a time.
 	MOVQ $0x00000100, R8
 	MOVQ ldV+56(FP), R9
