@@ -47,10 +47,18 @@ type block struct {
 	preK, preV []fp16.BFloat16
 	preBad     []int32 // prefix counts of non-finite V rows (prepack.bad)
 
-	// f32Math with c.pre packed for float32 (a PackedPrefix): the whole
-	// sequence's transposed K (leading dimension c.pre.ldKF) and V rows
-	// (leading dimension dv).
+	// f32Math with c.pre packed for float32: the sequence's transposed K
+	// (whole, leading dimension c.pre.ldKF, for a PackedPrefix; tile by
+	// tile, c.pre.tileKF a tile, for a prefill) and V rows (leading
+	// dimension c.pre.ldVF; nil where they are read in place).
 	preKT, preVF []float32
+	ldVF         int
+
+	// f32Math with c.fold: the current tile's transposed K panel and its
+	// leading dimension, whose product the fold computes (scores leaves
+	// ws.s unwritten).
+	kt   []float32
+	ldKT int
 }
 
 // f32Math computes in float32: K and V are converted (exactly, or
@@ -85,19 +93,34 @@ func (f32Math) scores(ws *workspace, c *task, j0, bc int) error {
 	if c.direct {
 		return scoresInPlace(ws, c, j0, bc)
 	}
-	if bl.preKT != nil {
-		// Packed once for many calls: the same float32 values, read
-		// with the panel's leading dimension.
-		return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, bl.preKT[j0:], c.pre.ldKF, bl.rows, bc, bl.d, c.scale)
-	}
-	for j := j0; j < j0+bc; {
-		r := src.run(j, j0+bc)
-		if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, src.hk, r.kOff, r.n, bl.d); err != nil {
-			return err
+	// Packed once for many calls (the same float32 values, read with the
+	// panel's leading dimension), or packed here.
+	bl.kt, bl.ldKT = ws.kt, bl.ldS
+	switch {
+	case bl.preKT != nil && c.pre.tileKF > 0:
+		bl.kt = bl.preKT[j0/c.bkv*c.pre.tileKF:] // tiles start on multiples of c.bkv
+	case bl.preKT != nil:
+		bl.kt, bl.ldKT = bl.preKT[j0:], c.pre.ldKF
+	default:
+		for j := j0; j < j0+bc; {
+			r := src.run(j, j0+bc)
+			if err := src.kOps.packK(ws.kt[j-j0:], bl.ldS, src.k, src.hk, r.kOff, r.n, bl.d); err != nil {
+				return err
+			}
+			j += r.n
 		}
-		j += r.n
 	}
-	return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, ws.kt, bl.ldS, bl.rows, bc, bl.d, c.scale)
+	if c.fold {
+		return nil // the fold computes the product (foldWhole, foldCrossing)
+	}
+	return tileScores(ws, c, bc)
+}
+
+// tileScores writes the scores of the tile of bc keys whose K panel
+// scores left in bl.kt into ws.s.
+func tileScores(ws *workspace, c *task, bc int) error {
+	bl := &ws.blk
+	return kernel.QKT(ws.s, bl.ldS, ws.q, bl.ld, bl.kt, bl.ldKT, bl.rows, bc, bl.d, c.scale)
 }
 
 func (f32Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
@@ -113,6 +136,9 @@ func (f32Math) foldWhole(ws *workspace, c *task, j0, bc int) error {
 	if err != nil {
 		return err
 	}
+	if c.fold {
+		return kernel.FoldTile(ws.o, bl.ld, ws.q, bl.ld, bl.kt, bl.ldKT, vt, ldV, bl.rows, bc, bl.d, bl.dv, c.scale, ws.m, ws.z, ws.alpha, nil)
+	}
 	return foldWholeTile(ws, bl.rows, bc, bl.dv, bl.ld, bl.ldS, vt, ldV)
 }
 
@@ -122,7 +148,36 @@ func (f32Math) foldCrossing(ws *workspace, c *task, j0, bc int) error {
 	if err != nil {
 		return err
 	}
+	if c.fold {
+		if n := foldsFromFirst(ws); n > 0 && finiteRows(vt, ldV, n, bl.dv) {
+			// Every row sees keys [0, vis[r]) of the tile: FoldTile's
+			// crossing tile, over the keys some row sees.
+			return kernel.FoldTile(ws.o, bl.ld, ws.q, bl.ld, bl.kt, bl.ldKT, vt, ldV, bl.rows, n, bl.d, bl.dv, c.scale, ws.m, ws.z, ws.alpha, ws.vis[:bl.rows])
+		}
+		if err := tileScores(ws, c, bc); err != nil {
+			return err
+		}
+	}
 	return foldCrossingTile(ws, bl.rows, bl.dv, bl.ld, bl.ldS, vt, ldV)
+}
+
+// foldsFromFirst returns the keys that some row of the block sees in the
+// current crossing tile if every row sees keys from the tile's first on
+// (ws.lo[r] = 0, or none: a row that sees none gets ws.vis[r] = 0, which
+// foldCrossingTile reads the same way), else 0.
+func foldsFromFirst(ws *workspace) int {
+	n := 0
+	for r := range ws.blk.rows {
+		switch lo, hi := ws.lo[r], ws.vis[r]; {
+		case hi <= lo:
+			ws.vis[r] = 0
+		case lo > 0:
+			return 0
+		default:
+			n = max(n, hi)
+		}
+	}
+	return n
 }
 
 // valuesF32 returns the float32 V tile of keys [j0, j0+bc) and its leading
@@ -135,7 +190,7 @@ func valuesF32(ws *workspace, j0, bc int) ([]float32, int, error) {
 	bl := &ws.blk
 	src := &bl.src
 	if bl.preVF != nil {
-		return bl.preVF[j0*bl.dv:], bl.dv, nil // packed once for many calls
+		return bl.preVF[j0*bl.ldVF:], bl.ldVF, nil // packed once for the call, or for many
 	}
 	if r := src.run(j0, j0+bc); src.v.dtype == F32 && r.n == bc && src.v.SeqStride == bl.dv {
 		return src.v.f32[r.vOff:], bl.dv, nil
@@ -279,11 +334,22 @@ func foldCrossingTile(ws *workspace, rows, d, ld, ldS int, vt []float32, ldV int
 // all finite.
 func finiteRows(v []float32, ld, n, d int) bool {
 	for j := range n {
-		var acc float32
-		for _, x := range v[j*ld:][:d] {
-			acc += x - x // 0 for a finite x, NaN for ±Inf and NaN
+		// x − x is 0 for a finite x, NaN for ±Inf and NaN; four sums,
+		// so that each add waits for the one four elements back only.
+		var a0, a1, a2, a3 float32
+		row := v[j*ld:][:d]
+		k := 0
+		for ; k+4 <= d; k += 4 {
+			x := row[k : k+4 : k+4]
+			a0 += x[0] - x[0]
+			a1 += x[1] - x[1]
+			a2 += x[2] - x[2]
+			a3 += x[3] - x[3]
 		}
-		if acc != 0 {
+		for _, x := range row[k:] {
+			a0 += x - x
+		}
+		if a0+a1+a2+a3 != 0 {
 			return false
 		}
 	}

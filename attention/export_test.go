@@ -11,6 +11,15 @@ func SetPrepack(on bool) (restore func()) {
 	return func() { prepackEnabled = prev }
 }
 
+// SetFoldTiles turns the float32 path's fused tile fold (kernel.FoldTile)
+// on or off, for tests that compare it with the chain of kernels it
+// stands for, and returns the function that restores the setting.
+func SetFoldTiles(on bool) (restore func()) {
+	prev := foldEnabled
+	foldEnabled = on
+	return func() { foldEnabled = prev }
+}
+
 // SetPrepackBytes sets the bound on the bf16 prefill's prepacked panels
 // (maxPrepackBytes), for tests of calls whose panels take turns in fewer
 // slots than they have heads, and returns the function that restores it.

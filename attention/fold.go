@@ -168,7 +168,11 @@ func (e *Engine) beginTiles(ws *workspace, c *task, b, hk, p0, p1 int, sg seg, p
 	ws.blk = block{rows: c.group * np, np: np, d: c.q.Dim, dv: c.dv, ld: padRow(c.wsDim()), ldS: c.bkv, src: c.source(sg.seq, hk, sg)}
 	switch {
 	case c.pre != nil && c.pre.f32:
-		ws.blk.preKT, ws.blk.preVF = c.pre.panelsF32(c, b, hk)
+		var err error
+		if ws.blk.preKT, ws.blk.preVF, err = c.pre.panelsF32(c, b, hk); err != nil {
+			return tileSpan{}, err
+		}
+		ws.blk.ldVF = c.pre.ldVF
 	case c.pre != nil:
 		var err error
 		if ws.blk.preK, ws.blk.preV, ws.blk.preBad, err = c.pre.panels(c, b, hk); err != nil {
@@ -299,12 +303,16 @@ func finishBlock(ws *workspace, c *task, b, hk, p0, np int) {
 			if out.dtype == F32 {
 				orow = out.f32[off:][:d]
 			}
+			// The log-sum-exp only where the call asks for it: a
+			// logarithm a row is not free next to the row's last tile.
 			lse := sink
 			if z := ws.z[r]; z == 0 {
 				clear(orow)
 			} else if sink == negInf {
 				kernel.Scale(orow, ws.o[r*ld:r*ld+d], 1/z)
-				lse = ws.m[r] + float32(math.Log(float64(z)))
+				if c.lse != nil {
+					lse = ws.m[r] + float32(math.Log(float64(z)))
+				}
 			} else {
 				// The sink joins the denominator: with M = max(m, σ),
 				// Z = z·e^{m−M} + e^{σ−M} and out = O·e^{m−M}/Z.
@@ -313,7 +321,9 @@ func finishBlock(ws *workspace, c *task, b, hk, p0, np int) {
 				a := kernel.Exp(m - mm)
 				zz := z*a + kernel.Exp(sink-mm)
 				kernel.Scale(orow, ws.o[r*ld:r*ld+d], a/zz)
-				lse = mm + float32(math.Log(float64(zz)))
+				if c.lse != nil {
+					lse = mm + float32(math.Log(float64(zz)))
+				}
 			}
 			if out.dtype != F32 {
 				c.outIO.store(out, off, orow)

@@ -232,7 +232,7 @@ func (pr *problem) build() {
 	pr.qT = attention.F32Tensor(qbuf[qv.pre:], qv.lay)
 	pr.kT = pr.kvTensor(pr.k, p.Dim)
 	pr.vT = pr.kvTensor(pr.v, p.VDim())
-	pr.outView = makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.Dim)
+	pr.outView = makeView(pr.kind, p.Batch, p.HeadsQ, p.SeqQ, p.VDim())
 	pr.opts = optionsFor(p, pr.maskType)
 	pr.opts.Precision = precisionUnderTest
 }

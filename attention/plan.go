@@ -64,6 +64,7 @@ type plan struct {
 	// chunked, bf16: the fold computes the scores of a tile fuseRows rows
 	// at a time itself, between the softmaxes (compute_bf16.go's foldTile).
 	chunked bool
+	fold    bool // f32Math folds a tile in one kernel.FoldTile call (foldsTiles)
 
 	math   tileMath // how the tiles' products are computed: float32 or bfloat16
 	pre    *prepack // bf16 K/V packed once per call, or nil
@@ -200,18 +201,19 @@ func (e *Engine) makePlan(j *job) {
 		j.fuse = fuseGroup(heads, fusible, threads)
 	}
 
-	// The panels a bf16 prefill packs once for all its query blocks, or
-	// those packed once for many calls (a PackedPrefix's, read only):
-	// for a uniform batch through packed tiles. Packing once needs query
-	// blocks that share the tiles (nBlk >= 2), tensor views (whole) and
-	// tiles that start on even keys.
+	// The panels a prefill packs once for all its query blocks, or those
+	// packed once for many calls (a PackedPrefix's, read only): for a
+	// uniform batch through packed tiles. Packing once needs query blocks
+	// that share the tiles (nBlk >= 2), tensor views (whole) and, in
+	// bf16, tiles that start on even keys; in float32 not the integer
+	// products of Q8 queries, which read the keys where they lie.
 	j.pre.on = false
 	if t := &j.packs; len(j.seqs) == 1 && c.cuQ == nil && j.seqs[0].t == t {
 		sp := &j.seqs[0]
 		if pre := c.kv.packed(t.precision); pre != nil {
 			t.pre = pre
-		} else if prepackEnabled && t.precision == PrecisionBFloat16 && sp.nBlk >= 2 && c.kv.whole() && t.bkv%2 == 0 && c.k.Seq > 0 {
-			if j.pre.setup(c, sp.nBlk) {
+		} else if packsOnce(c, &t.plan, sp.nBlk) {
+			if j.pre.setup(c, &t.plan, sp.nBlk) {
 				t.pre = &j.pre
 				sp.headMajor = j.pre.headMajor(c.q.Batch * heads)
 			}
@@ -291,7 +293,40 @@ func (e *Engine) pathPlan(c *call, prec Precision, direct bool) plan {
 		// between the product and the softmax.
 		p.chunked = !c.terms
 	}
+	p.fold = foldsTiles(c, &p)
 	return p
+}
+
+// packsOnce reports whether a uniform call's path t of nBlk query blocks
+// a (batch entry, K/V head) packs its K and V once for all of them
+// (prepack.go), rather than every block packing every tile it reads.
+func packsOnce(c *call, t *plan, nBlk int) bool {
+	if !prepackEnabled || nBlk < 2 || !c.kv.whole() || c.k.Seq == 0 || t.direct {
+		return false
+	}
+	if t.precision == PrecisionBFloat16 {
+		return t.bkv%2 == 0
+	}
+	return !c.q8Query
+}
+
+// foldEnabled lets tests turn foldsTiles off (SetFoldTiles), to compare
+// the fused fold with the chain of kernels it stands for.
+var foldEnabled = true
+
+// foldsTiles reports whether a path of plan p folds its packed float32
+// tiles with kernel.FoldTile, the four kernels of the chain (QKT,
+// OnlineSoftmax, ScaleRows, PV) in one SIMD call with the same bits,
+// where the level has it: tiles of at most kernel.FoldTileCols keys whose
+// scores nothing reads between the product and the softmax (no
+// per-element terms), packed (not read in place, not Q8 query products).
+// The tile loop then gives FoldTile the whole tiles and the crossing
+// ones whose rows see keys from the tile's first (a causal diagonal);
+// other crossing tiles take the chain.
+func foldsTiles(c *call, p *plan) bool {
+	_, f32 := p.math.(f32Math)
+	return foldEnabled && f32 && !p.direct && !c.q8Query && !c.terms && p.bkv <= kernel.FoldTileCols &&
+		kernel.Current().FoldTile
 }
 
 // directRows is the most rows (query heads of a group × query positions of

@@ -6,14 +6,17 @@ import (
 	"github.com/flashgo/flashgo/fp16"
 )
 
-// prepack holds the K and V of a bf16 prefill call's (batch entry, K/V
-// head)s packed once into whole-sequence pair panels. A tile of keys
-// [j0, j0+bc) of such a panel is a view of it (the K panel from column
-// 2·j0, the V panel from row j0/2 when j0 is even), so the tile loop packs
-// nothing per tile: without it every block of query rows packs every tile
-// it reads again, which on AMX costs more than the products. The panels
-// hold the values the per-tile packs would (the same kernels, the same
-// rounding), so the output is the same bit for bit.
+// prepack holds the K and V of a prefill call's (batch entry, K/V head)s
+// packed once: in bf16 precision into whole-sequence pair panels, in
+// float32 into the transposed K panels of its tiles (and V rows, where
+// they cannot be read in place). A tile of keys [j0, j0+bc) of such a
+// panel is a view of it (the K pair panel from column 2·j0, the V panel
+// from row j0/2 when j0 is even; the float32 K panel of tile j0/bkv), so
+// the tile loop packs nothing per tile: without it every block of query
+// rows packs every tile it reads again, which on AMX costs more than the
+// products, and in float32 about a twentieth of the fused fold's time.
+// The panels hold the values the per-tile packs would (the same kernels,
+// the same rounding), so the output is the same bit for bit.
 //
 // The panels live in slots, at most maxPrepackBytes of them whatever the
 // sequence length. The blocks that need a head's panels first pack them
@@ -40,21 +43,42 @@ type prepack struct {
 	// panels (a PackedPrefix's, one slot a head): no slots to wait for.
 	ready bool
 
-	// A PackedPrefix packed for PrecisionFloat32 holds float32 panels
-	// instead (f32, ready): each head's keys transposed, kf[c·ldKF + j]
+	// Float32 panels (f32): each head's keys transposed, kf[c·ldKF + j]
 	// for component c of key j, as packK lays out a tile, and its values
-	// as rows of dv, vf[j·dv + c], as packV lays them out.
+	// as rows of ldVF, vf[j·ldVF + c], as packV lays them out. A
+	// PackedPrefix's (ready) are whole-sequence panels (ldKF, ldVF = dv);
+	// a float32 prefill's are tile after tile (tileKF > 0: the panel of
+	// tile t, of keys [t·bkv, (t+1)·bkv), is kf[t·tileKF:], leading
+	// dimension bkv, as the tile loop packs one into ws.kt), and its
+	// values are packed only where they cannot be read in place (vf nil
+	// otherwise), in rows of ldVF = padRow(dv).
 	f32          bool
 	kf, vf       []float32
-	ldKF         int
+	ldKF, ldVF   int
+	tileKF       int
 	kfLen, vfLen int
+
+	// strip is the keys of a strip of the panels' pack: prepackStrip in
+	// bf16, a tile in float32.
+	strip int
 }
 
 // panelsF32 returns the float32 panels of (batch b, K/V head hk) of a
-// ready prepack packed for float32.
-func (p *prepack) panelsF32(c *task, b, hk int) (kt, v []float32) {
+// prepack packed for float32, waiting for its slot and its panels as
+// panels does (each call matched by one call of done); v is nil where the
+// values are read in place.
+func (p *prepack) panelsF32(c *task, b, hk int) (kt, v []float32, err error) {
 	i := b*c.k.Heads + hk
-	return p.kf[i*p.kfLen:][:p.kfLen], p.vf[i*p.vfLen:][:p.vfLen]
+	if !p.ready {
+		if i, err = p.take(c, b, hk); err != nil {
+			return nil, nil, err
+		}
+	}
+	kt = p.kf[i*p.kfLen:][:p.kfLen]
+	if p.vfLen > 0 {
+		v = p.vf[i*p.vfLen:][:p.vfLen]
+	}
+	return kt, v, nil
 }
 
 // prepackSlot is the state of one slot's panels.
@@ -84,13 +108,18 @@ var prepackEnabled = true
 // head) would need more packs tile by tile instead.
 var maxPrepackBytes = 64 << 20
 
-// setup sizes the panels of call c, whose (batch entry, K/V head)s have
-// nBlk query blocks each (makePlan decides that it packs them once), and
-// reports whether the panels of one (batch entry, K/V head) fit
-// maxPrepackBytes, which the call needs to pack them. It allocates only
-// when a call needs more than any before it on this pooled job.
-func (p *prepack) setup(c *call, nBlk int) bool {
+// setup sizes the panels of a call c whose path t packs its tiles and
+// whose (batch entry, K/V head)s have nBlk query blocks each (makePlan
+// decides that it packs them once: packsOnce), and reports whether the
+// panels of one (batch entry, K/V head) fit maxPrepackBytes, which the
+// call needs to pack them. It allocates only when a call needs more than
+// any before it on this pooled job.
+func (p *prepack) setup(c *call, t *plan, nBlk int) bool {
 	p.ready, p.on = false, true
+	if t.precision != PrecisionBFloat16 {
+		return p.setupF32(c, nBlk, t.bkv)
+	}
+	p.f32, p.strip = false, prepackStrip
 	nk, d := c.k.Seq, c.q.Dim
 	p.ldK = 2*roundUp(nk, 16) + panelPad // see bf16Strides
 	p.ldV = 2*roundUp(c.dv, 16) + panelPad
@@ -112,6 +141,41 @@ func (p *prepack) setup(c *call, nBlk int) bool {
 	if n := p.slots * (nk + 1); cap(p.bad) < n {
 		p.bad = make([]int32, n)
 	}
+	p.initSlots()
+	return true
+}
+
+// setupF32 is setup for a float32 call: a K panel a tile of blockKV keys,
+// and the values' rows where a tile of them is not read in place
+// (valuesF32).
+func (p *prepack) setupF32(c *call, nBlk, blockKV int) bool {
+	nk, d, dv := c.k.Seq, c.q.Dim, c.dv
+	p.f32, p.strip, p.nBlk = true, blockKV, nBlk
+	p.tileKF = d * blockKV
+	p.kfLen = (nk + blockKV - 1) / blockKV * p.tileKF
+	p.ldVF, p.vfLen = padRow(dv), 0
+	if v := &c.v; v.dtype != F32 || v.SeqStride != dv {
+		p.vfLen = nk * p.ldVF
+	}
+	bh := c.q.Batch * c.k.Heads
+	p.slots = min(bh, maxPrepackBytes/(4*(p.kfLen+p.vfLen)))
+	if p.slots == 0 {
+		p.on = false
+		return false
+	}
+	if n := p.slots * p.kfLen; cap(p.kf) < n {
+		p.kf = alignedFloats(n)
+	}
+	if n := p.slots * p.vfLen; cap(p.vf) < n {
+		p.vf = alignedFloats(n)
+	}
+	p.kf, p.vf = p.kf[:cap(p.kf)], p.vf[:cap(p.vf)]
+	p.initSlots()
+	return true
+}
+
+// initSlots makes the first p.slots slots empty.
+func (p *prepack) initSlots() {
 	if len(p.slot) < p.slots {
 		p.slot = make([]prepackSlot, p.slots)
 	}
@@ -120,7 +184,6 @@ func (p *prepack) setup(c *call, nBlk int) bool {
 		sl.cond.L = &sl.mu
 		sl.head, sl.left = -1, 0
 	}
-	return true
 }
 
 // headMajor reports whether the call's blocks are handed out head by head
@@ -135,13 +198,22 @@ func (p *prepack) headMajor(bh int) bool { return p.on && !p.ready && p.slots < 
 func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32, err error) {
 	i := b*c.k.Heads + hk
 	nk := c.k.Seq
-	if p.ready {
-		return p.k[i*p.kLen:][:p.kLen], p.v[i*p.vLen:][:p.vLen], p.bad[i*(nk+1):][:nk+1], nil
+	if !p.ready {
+		if i, err = p.take(c, b, hk); err != nil {
+			return nil, nil, nil, err
+		}
 	}
+	return p.k[i*p.kLen:][:p.kLen], p.v[i*p.vLen:][:p.vLen], p.bad[i*(nk+1):][:nk+1], nil
+}
+
+// take waits for the slot of (batch b, K/V head hk) and for its panels,
+// packing strips of them with the other blocks that wait for them, and
+// returns the slot.
+func (p *prepack) take(c *task, b, hk int) (int, error) {
+	i := b*c.k.Heads + hk
+	nk := c.k.Seq
 	s := i % p.slots
-	k, v = p.k[s*p.kLen:][:p.kLen], p.v[s*p.vLen:][:p.vLen]
-	bad = p.bad[s*(nk+1):][:nk+1]
-	strips := (nk + prepackStrip - 1) / prepackStrip
+	strips := (nk + p.strip - 1) / p.strip
 	sl := &p.slot[s]
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
@@ -157,16 +229,17 @@ func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32,
 			sl.cond.Wait()
 			continue
 		}
-		j0 := sl.next * prepackStrip
+		j0 := sl.next * p.strip
 		sl.next++
 		sl.mu.Unlock()
-		err := p.packStrip(c, b, hk, k, v, bad, j0, min(j0+prepackStrip, nk))
+		err := p.packStrip(c, b, hk, s, j0, min(j0+p.strip, nk))
 		sl.mu.Lock()
 		if err != nil && sl.err == nil {
 			sl.err = err
 		}
 		if sl.packed++; sl.packed == strips {
-			if sl.err == nil {
+			if sl.err == nil && !p.f32 {
+				bad := p.bad[s*(nk+1):][:nk+1]
 				// Each strip counted its own keys: make the counts run
 				// over the whole sequence.
 				for j := prepackStrip; j < nk; j += prepackStrip {
@@ -179,19 +252,38 @@ func (p *prepack) panels(c *task, b, hk int) (k, v []fp16.BFloat16, bad []int32,
 			sl.cond.Broadcast()
 		}
 	}
-	if sl.err != nil {
-		return nil, nil, nil, sl.err
-	}
-	return k, v, bad, nil
+	return s, sl.err
 }
 
-// packStrip packs keys [j0, j1) of (batch b, K/V head hk), j0 even, into
-// the panels k and v and sets bad[j+1], for j in [j0, j1), to the number
-// of keys of [j0, j] whose V row holds a NaN or ±Inf (packPanels).
-func (p *prepack) packStrip(c *task, b, hk int, k, v []fp16.BFloat16, bad []int32, j0, j1 int) error {
+// packStrip packs keys [j0, j1) of (batch b, K/V head hk) into the panels
+// of slot s. In bf16 (j0 even) it also sets bad[j+1], for j in [j0, j1),
+// to the number of keys of [j0, j] whose V row holds a NaN or ±Inf
+// (packPanels); in float32 the keys are a tile's, packed as the tile loop
+// packs them (f32Math.scores, valuesF32).
+func (p *prepack) packStrip(c *task, b, hk, s, j0, j1 int) error {
 	src := c.source(b, hk, seg{nk: c.k.Seq})
-	// A tensor view is one run from an even key: no odd pair row to stage.
-	return packPanels(&src, k, v, bad, p.ldK, p.ldV, j0, j1, c.q.Dim, c.dv, nil)
+	if !p.f32 {
+		nk := c.k.Seq
+		k, v := p.k[s*p.kLen:][:p.kLen], p.v[s*p.vLen:][:p.vLen]
+		bad := p.bad[s*(nk+1):][:nk+1]
+		// A tensor view is one run from an even key: no odd pair row to
+		// stage.
+		return packPanels(&src, k, v, bad, p.ldK, p.ldV, j0, j1, c.q.Dim, c.dv, nil)
+	}
+	kt := p.kf[s*p.kfLen+j0/p.strip*p.tileKF:]
+	for j := j0; j < j1; {
+		r := src.run(j, j1)
+		if err := src.kOps.packK(kt[j-j0:], p.strip, src.k, src.hk, r.kOff, r.n, c.q.Dim); err != nil {
+			return err
+		}
+		if p.vfLen > 0 {
+			if err := src.vOps.packV(p.vf[s*p.vfLen+j*p.ldVF:], p.ldVF, src.v, src.hk, r.vOff, r.n, c.dv); err != nil {
+				return err
+			}
+		}
+		j += r.n
+	}
+	return nil
 }
 
 // done records that a block of (batch b, K/V head hk) that took its

@@ -143,7 +143,7 @@ func (p *PackedPrefix) packBF16(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv
 func (p *PackedPrefix) packF32(c *call, kOps, vOps *elemKernels, hkv, nk, d, dv int) error {
 	pre := &p.pre
 	pre.on, pre.ready, pre.f32 = true, true, true
-	pre.ldKF = roundUp(nk, 16) + 16
+	pre.ldKF, pre.ldVF, pre.tileKF = roundUp(nk, 16)+16, dv, 0
 	pre.kfLen, pre.vfLen = d*pre.ldKF, nk*dv
 	if n := hkv * pre.kfLen; cap(pre.kf) < n {
 		pre.kf = make([]float32, n)

@@ -13,6 +13,11 @@ type Capabilities struct {
 	// other than amd64 and arm64) packing is faster.
 	RowKernels bool
 
+	// FoldTile reports whether FoldTile runs as one SIMD kernel here;
+	// elsewhere it runs the four kernels it stands for, in Go steps of a
+	// few rows, no faster than calling them over a whole block.
+	FoldTile bool
+
 	// Int8Dot reports whether QKRowsQ8Dot runs on integer dot-product
 	// instructions here; elsewhere it is a Go loop, slower than QKRows on
 	// the same Q8 keys.
@@ -23,6 +28,7 @@ type Capabilities struct {
 func Current() Capabilities {
 	return Capabilities{
 		RowKernels: rowKernels(),
+		FoldTile:   cur.f32.fold != nil,
 		Int8Dot:    cur.dot != nil,
 	}
 }

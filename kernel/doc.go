@@ -2,7 +2,9 @@
 // score tile S = scale·Q·Kᵀ, the accumulation O += P·V, the exponential of a
 // row fused with its sum, the online softmax of a tile, the row maximum, the
 // rescale of an output row, and the packing of K and V tiles into float32
-// panels (converting fp16 and bfloat16 on the way); the row kernels QKRows
+// panels (converting fp16 and bfloat16 on the way); FoldTile, the four
+// float32 calls that fold a tile into a block's softmax and outputs in one
+// (with their bits); the row kernels QKRows
 // and PVRows, which read K and V rows where they lie in float32, fp16,
 // bfloat16 or int8 (Q8, with its scales) and convert them in registers, for
 // calls of few query rows, and QKRowsGather and PVRowsGather, the same
@@ -27,10 +29,11 @@
 // their gathering forms, and QKRowsQ8Dot and QKRowsQ8DotGather with
 // Q8Query and QuantizeQ8), the softmax
 // pieces (OnlineSoftmax, ExpSum, Max, Scale, ScaleRows, SoftCap, with
-// their scalar Exp and Tanh), the packs, and the bfloat16 products with
-// their packs and softmax. Current reports what the selected implementation
-// tells its callers (whether the row kernels beat packing, whether
-// QKRowsQ8Dot runs on integer dot-product instructions) and MatMulSlice
+// their scalar Exp and Tanh) and FoldTile, the packs, and the bfloat16
+// products with their packs and softmax. Current reports what the
+// selected implementation tells its callers (whether the row kernels beat
+// packing, whether FoldTile is one SIMD kernel, whether QKRowsQ8Dot runs
+// on integer dot-product instructions) and MatMulSlice
 // how to cut one MatMul over goroutines, so that a caller asks instead of
 // knowing registers. Implementation, BF16Implementation and
 // Implementations name the implementations. The selection is made once at

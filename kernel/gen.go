@@ -23,6 +23,7 @@ package kernel
 
 //go:generate sh -c "cd _asm && go run ./gemm -out ../internal/x86/gemm_amd64.s -stubs ../internal/x86/gemm_amd64.go -pkg x86"
 //go:generate sh -c "cd _asm && go run ./vec -out ../internal/x86/vec_amd64.s -stubs ../internal/x86/vec_amd64.go -pkg x86"
+//go:generate sh -c "cd _asm && go run ./fused -out ../internal/x86/fused_amd64.s -stubs ../internal/x86/fused_amd64.go -pkg x86"
 //go:generate sh -c "cd _asm && go run ./decode -out ../internal/x86/rows_amd64.s -stubs ../internal/x86/rows_amd64.go -pkg x86"
 //go:generate sh -c "cd _asm && go run ./amx -out ../internal/x86/amx_amd64.s -stubs ../internal/x86/amx_amd64.go -pkg x86"
 //go:generate sh -c "cd _asm && go run ./bf16 -out ../internal/x86/bf16_amd64.s -stubs ../internal/x86/bf16_amd64.go -pkg x86"

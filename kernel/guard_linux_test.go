@@ -151,7 +151,7 @@ func guardRows[T RowElem](t *testing.T, a []*guardedArena, atEnd bool, gap, rows
 }
 
 func TestGuardPages(t *testing.T) {
-	a := make([]*guardedArena, 6)
+	a := make([]*guardedArena, 10)
 	for i := range a {
 		a[i] = newGuardedArena(t, 1<<18)
 	}
@@ -177,6 +177,9 @@ func TestGuardPages(t *testing.T) {
 							p := a[4].block((rows-1)*ldP+c, atEnd)
 							v := a[5].block((c-1)*ldV+d, atEnd)
 							require.NoError(t, PV(o, ldO, p, ldP, v, ldV, rows, c, d))
+							if c <= FoldTileCols {
+								guardFold(t, a, atEnd, gap, rows, c, d)
+							}
 						}
 					}
 				}
@@ -207,6 +210,26 @@ func TestGuardPages(t *testing.T) {
 			}
 		}
 	})
+}
+
+// guardFold runs FoldTile on rows rows of a tile of cols keys, head dims
+// d, with every row seeing the whole tile and then its own range.
+func guardFold(t *testing.T, a []*guardedArena, atEnd bool, gap, rows, cols, d int) {
+	t.Helper()
+	ldO, ldQ, ldK, ldV := d+gap, d+gap, cols+gap, d+gap
+	o := a[0].block((rows-1)*ldO+d, atEnd)
+	q := a[1].block((rows-1)*ldQ+d, atEnd)
+	kt := a[2].block((d-1)*ldK+cols, atEnd)
+	v := a[3].block((cols-1)*ldV+d, atEnd)
+	m := flush(a[6], rows, atEnd, float32(0.25))
+	z := flush(a[7], rows, atEnd, float32(1))
+	alpha := a[8].block(rows, atEnd)
+	require.NoError(t, FoldTile(o, ldO, q, ldQ, kt, ldK, v, ldV, rows, cols, d, d, 0.5, m, z, alpha, nil))
+	vis := flush(a[9], rows, atEnd, 0)
+	for i := range vis {
+		vis[i] = (i * 7) % (cols + 1)
+	}
+	require.NoError(t, FoldTile(o, ldO, q, ldQ, kt, ldK, v, ldV, rows, cols, d, d, 0.5, m, z, alpha, vis))
 }
 
 // guardPacks runs the packing kernels on n rows of d elements.

@@ -37,18 +37,7 @@ func QKT(s []float32, ldS int, q []float32, ldQ int, kt []float32, ldK int, rows
 	if err := checkBlock("QKT", "kt", len(kt), ldK, d, cols); err != nil {
 		return err
 	}
-	switch {
-	case rows == 0 || cols == 0:
-	case d == 0: // empty dot products: q and kt may be empty
-		for i := range rows {
-			row := s[i*ldS:][:cols]
-			for j := range row {
-				row[j] = scale * 0
-			}
-		}
-	default:
-		qkt(s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale)
-	}
+	qktRow(cur.f32, s, ldS, q, ldQ, kt, ldK, rows, cols, d, scale)
 	return nil
 }
 
@@ -436,6 +425,13 @@ func OnlineSoftmax(s []float32, ldS int, rows, cols int, m, z, alpha []float32) 
 	if len(m) < rows || len(z) < rows || len(alpha) < rows {
 		return fmt.Errorf("kernel.OnlineSoftmax: m, z and alpha have %d, %d and %d elements; want >= %d (rows)", len(m), len(z), len(alpha), rows)
 	}
+	onlineSoftmax(cur.f32, s, ldS, rows, cols, m, z, alpha)
+	return nil
+}
+
+// onlineSoftmax is OnlineSoftmax on the kernels of row r, arguments
+// checked: the chain that FoldTile's twin runs on a level's row.
+func onlineSoftmax(r *f32Row, s []float32, ldS int, rows, cols int, m, z, alpha []float32) {
 	// Pass 1: each row's new maximum, and in alpha the exponent m − m_new
 	// of its rescale factor. Pass 2 takes all the factors' exponentials in
 	// one vector call rather than a scalar call a row. Pass 3 turns scores
@@ -443,7 +439,7 @@ func OnlineSoftmax(s []float32, ldS int, rows, cols int, m, z, alpha []float32) 
 	for i := range rows {
 		mNew := m[i]
 		if cols > 0 {
-			mNew = max(mNew, maxOf(s[i*ldS:][:cols]))
+			mNew = max(mNew, r.max(s[i*ldS:][:cols]))
 		}
 		if mNew == negInf {
 			alpha[i] = 0 // exp(0) = 1, and no NaN from −Inf + Inf
@@ -453,7 +449,7 @@ func OnlineSoftmax(s []float32, ldS int, rows, cols int, m, z, alpha []float32) 
 		m[i] = mNew
 	}
 	if rows > 0 {
-		expSum(alpha[:rows], alpha[:rows], 0)
+		r.expSum(alpha[:rows], alpha[:rows], 0)
 	}
 	for i := range rows {
 		row := s[i*ldS:][:cols]
@@ -463,11 +459,10 @@ func OnlineSoftmax(s []float32, ldS int, rows, cols int, m, z, alpha []float32) 
 		}
 		sum := float32(0)
 		if cols > 0 {
-			sum = expSum(row, row, m[i])
+			sum = r.expSum(row, row, m[i])
 		}
 		z[i] = alpha[i]*z[i] + sum
 	}
-	return nil
 }
 
 // ScaleRows multiplies each row of a block by its own factor:
@@ -490,16 +485,21 @@ func ScaleRows(o []float32, ldO int, alpha []float32, rows, d int) error {
 	if len(alpha) < rows {
 		return fmt.Errorf("kernel.ScaleRows: alpha has %d elements; want >= %d (rows)", len(alpha), rows)
 	}
+	scaleRows(cur.f32, o, ldO, alpha, rows, d)
+	return nil
+}
+
+// scaleRows is ScaleRows on the kernels of row r, arguments checked.
+func scaleRows(r *f32Row, o []float32, ldO int, alpha []float32, rows, d int) {
 	if d == 0 {
-		return nil
+		return
 	}
 	for i, a := range alpha[:rows] {
 		if a != 1 {
 			row := o[i*ldO:][:d]
-			scale(row, row, a)
+			r.scale(row, row, a)
 		}
 	}
-	return nil
 }
 
 var negInf = float32(math.Inf(-1))

@@ -32,6 +32,11 @@ type f32Row struct {
 	packFloat16    func(dst []float32, ldDst int, src []fp16.Float16, ldSrc int, n, d int)
 	packBFloat16   func(dst []float32, ldDst int, src []fp16.BFloat16, ldSrc int, n, d int)
 
+	// fold is FoldTile in one kernel (the sums left to foldTileAsm); nil
+	// where the level has none, and FoldTile runs the four kernels above
+	// (foldTileGeneric).
+	fold foldTileFunc
+
 	// matMulColumns is the register block of qkt's columns (MatMulSlice
 	// rounds column slices to it).
 	matMulColumns int

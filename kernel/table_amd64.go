@@ -53,6 +53,7 @@ func avx512Row() *f32Row {
 			return x86.ExpSumAVX512(&dst[0], &src[0], len(dst), max)
 		},
 		max:     func(x []float32) float32 { return x86.MaxAVX512(&x[0], len(x)) },
+		fold:    x86.FoldTileAVX512,
 		softCap: func(dst, src []float32, c, inv float32) { x86.SoftCapAVX512(&dst[0], &src[0], len(dst), c, inv) },
 		scale:   func(dst, src []float32, a float32) { x86.ScaleAVX512(&dst[0], &src[0], len(dst), a) },
 		packKT: func(dst []float32, ldDst int, src []float32, ldSrc int, n, d int) {

@@ -122,40 +122,10 @@ func product(x *isa, name string, args asmkit.ProductArgs, body func(p *asmkit.P
 	}
 }
 
-// qktBody is QKT's micro-kernel: the components in chunks of chunk into
-// zeroed accumulators; the first chunk stores them into s, later ones add
-// s to them and store, and the last one also multiplies by the scale.
-func qktBody(p *asmkit.Product, rows int, b asmkit.Block) {
-	kc, krem := asmkit.KC, asmkit.KRem
-	id := p.NextID()
-	lChunk, lStore, lFinal, lMul := p.Label("chunk_%d", id), p.Label("store_%d", id),
-		p.Label("final_%d", id), p.Label("mul_%d", id)
-	Load(Param("d"), krem)
-	XORL(flag.As32(), flag.As32())
-	Label(lChunk)
-	p.ZeroAcc(rows, b)
-	MOVL(U32(chunk), kc.As32())
-	CMPQ(krem, kc)
-	CMOVQLT(krem, kc)
-	SUBQ(kc, krem)
-	p.KLoop(rows, b)
-	TESTQ(krem, krem)
-	JZ(LabelRef(lFinal))
-	TESTQ(flag, flag)
-	JZ(LabelRef(lStore))
-	p.AddC(rows, b)
-	Label(lStore)
-	p.StoreC(rows, b)
-	MOVL(U32(1), flag.As32())
-	JMP(LabelRef(lChunk))
-	Label(lFinal)
-	TESTQ(flag, flag)
-	JZ(LabelRef(lMul))
-	p.AddC(rows, b)
-	Label(lMul)
-	p.ScaleAcc(rows, b)
-	p.StoreC(rows, b)
-}
+// qktBody is QKT's micro-kernel (asmkit.ChunkedQKT): the components in
+// chunks of chunk into zeroed accumulators, added to the scores in s chunk
+// after chunk, the scale applied last.
+var qktBody = asmkit.ChunkedQKT(chunk, flag)
 
 // pvBody is PV's micro-kernel: the o block is loaded into the
 // accumulators, runs the whole k loop and is stored back.

@@ -8,21 +8,8 @@ import (
 	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
-// The vector exponential follows kernel/exp.go step by step:
-//
-//	n = roundToEven(x·log2e)          (x·log2e rounded to float32 first)
-//	r = x − n·ln2Hi − n·ln2Lo          (FMA; n·ln2Hi is exact)
-//	p = ((((P0·r+P1)·r+P2)·r+P3)·r+P4)·r+P5   (FMA)
-//	y = (p·r)·r + r + 1
-//	result = y·2^n
-//
-// and the special cases are handled with masks rather than branches:
-// arguments below expMin (−Inf included) give exactly 0 through a "not less
-// than expMin" mask that is true for NaN; arguments are clamped to
-// expClamp from above, which keeps +Inf out of the reduction while still
-// overflowing to +Inf; and a NaN argument flows through every operation
-// unchanged (it is the only NaN in each lane's computation, so every
-// operation returns it), so the result is the NaN x − max itself.
+// The vector exponential is asmkit.Exp512 (AVX-512) and exp2 below (AVX2),
+// the same steps as kernel/exp.go's Exp.
 
 const expSumDoc = `dst[i] = Exp(src[i]-max) for i < n, returning the sum:
 
@@ -34,66 +21,6 @@ const expSumDoc = `dst[i] = Exp(src[i]-max) for i < n, returning the sum:
 	return sum
 
 n >= 1; dst may equal src. The order of the additions differs from the loop.`
-
-// exp512 holds the zmm constants of the AVX-512 exponential.
-type exp512 struct {
-	max, log2e, hi, lo, one, min, clamp VecVirtual
-	p                                   [6]VecVirtual
-
-	// nonPositive says every argument v − max is <= 0 or NaN (v is never
-	// above max, as in a softmax over the row maximum): the clamp, which
-	// only matters above expMax, is left out, with the same results.
-	nonPositive bool
-}
-
-// newExp512 broadcasts the constants of the exponential of v − max; with
-// nonPositive the arguments are <= 0 or NaN and the clamp is left out.
-func newExp512(max VecVirtual, nonPositive bool) *exp512 {
-	e := &exp512{max: max, nonPositive: nonPositive}
-	e.log2e = broadcast512(cLog2e)
-	e.hi = broadcast512(cLn2Hi)
-	e.lo = broadcast512(cLn2Lo)
-	for i := range e.p {
-		e.p[i] = broadcast512(cP0 + i)
-	}
-	e.one = broadcast512(cOne)
-	e.min = broadcast512(cExpMin)
-	if !nonPositive {
-		e.clamp = broadcast512(cClamp)
-	}
-	return e
-}
-
-// exp computes Exp(v − max) into a new register. Lanes outside the opmask
-// tail (when not nil) come out 0.
-func (e *exp512) exp(v VecVirtual, tail Register) VecVirtual {
-	x := ZMM()
-	VSUBPS(e.max, v, x)
-	keep := K()
-	if tail != nil {
-		VCMPPS(U8(5), e.min, x, tail, keep) // !(x < min), NaN included, in tail
-	} else {
-		VCMPPS(U8(5), e.min, x, keep)
-	}
-	if !e.nonPositive {
-		VMINPS(x, e.clamp, x) // min(clamp, x); NaN x stays x
-	}
-	n := ZMM()
-	VMULPS(e.log2e, x, n)
-	VRNDSCALEPS(U8(0), n, n) // round to nearest even
-	VFNMADD231PS(e.hi, n, x) // r = x − n·hi
-	VFNMADD231PS(e.lo, n, x) // r −= n·lo
-	p := ZMM()
-	VMOVAPS(e.p[0], p)
-	for i := 1; i < 6; i++ {
-		VFMADD213PS(e.p[i], x, p) // p = p·r + Pi
-	}
-	VMULPS(x, p, p)            // p·r
-	VFMADD213PS(x, x, p)       // (p·r)·r + r
-	VADDPS(e.one, p, p)        // + 1
-	VSCALEFPS_Z(n, p, keep, p) // ·2^n, 0 where x < expMin
-	return p
-}
 
 // exp2t512 holds the zmm constants of the base-2 exponential of the
 // softmax of bf16 precision, whose arguments are t = (s·scale − m)·log2e
@@ -147,23 +74,6 @@ func (e *exp2t512) exp2(t VecVirtual, tail Register) VecVirtual {
 	VFMADD213PS(e.one, t, p)   // p·f + 1
 	VSCALEFPS_Z(n, p, keep, p) // ·2^n, 0 where t < −126
 	return p
-}
-
-// hsum512 adds the 16 lanes of z into the low lane of the returned xmm,
-// using only EVEX-encodable instructions.
-func hsum512(z VecVirtual) Register {
-	y := ZMM()
-	VEXTRACTF64X4(U8(1), z, y.AsY())
-	VADDPS(y.AsY(), z.AsY(), y.AsY())
-	x := ZMM()
-	VEXTRACTF32X4(U8(1), y.AsY(), x.AsX())
-	VADDPS(x.AsX(), y.AsX(), x.AsX())
-	t := ZMM()
-	VPERMILPS(U8(0x4e), x.AsX(), t.AsX())
-	VADDPS(t.AsX(), x.AsX(), x.AsX())
-	VPERMILPS(U8(0xb1), x.AsX(), t.AsX())
-	VADDPS(t.AsX(), x.AsX(), x.AsX())
-	return x.AsX()
 }
 
 // exp2 computes Exp(v − max) for 8 lanes with AVX2 and FMA. Constants other
@@ -295,7 +205,7 @@ func genExpSum(x *asmkit.ISA) {
 
 	Label("reduce")
 	if x.IsAVX512() {
-		Store(hsum512(acc), ReturnIndex(0))
+		Store(asmkit.HSum512(acc), ReturnIndex(0))
 	} else {
 		Store(hsum2(acc), ReturnIndex(0))
 	}
@@ -307,12 +217,12 @@ func genExpSum(x *asmkit.ISA) {
 // outside tail, when not nil, come out 0.
 func newVecExp(x *asmkit.ISA, vmax VecVirtual) func(v VecVirtual, t *tail) VecVirtual {
 	if x.IsAVX512() {
-		e := newExp512(vmax, false)
+		e := asmkit.NewExp512(vmax, expConsts(), false)
 		return func(v VecVirtual, t *tail) VecVirtual {
 			if t == nil {
-				return e.exp(v, nil)
+				return e.Exp(v, nil)
 			}
-			return e.exp(v, t.m)
+			return e.Exp(v, t.m)
 		}
 	}
 	clamp := YMM()

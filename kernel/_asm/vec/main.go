@@ -24,36 +24,15 @@ import (
 	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 )
 
-// The constants of kernel/exp.go, spelled the same way so that float32()
-// rounds them to the same values the scalar Exp uses.
+// The base-2 exponential's coefficients (kernel/exp.go), as float32 bit
+// patterns. The constants of the exponential are asmkit's (ExpLog2e, ...),
+// which the fused tile fold shares.
 const (
-	expLog2e = 1.44269504088896341
-	expLn2Hi = 0.693359375
-	expLn2Lo = -2.12194440e-4
-	expMin   = -87.33654475
-	expMax   = 88.72283905
-
-	expP0 = 1.9875691500e-4
-	expP1 = 1.3981999507e-3
-	expP2 = 8.3334519073e-3
-	expP3 = 4.1665795894e-2
-	expP4 = 1.6666665459e-1
-	expP5 = 5.0000001201e-1
-
-	// The base-2 exponential's coefficients (kernel/exp.go), as float32
-	// bit patterns.
 	exp2C1 = 0x3f317215
 	exp2C2 = 0x3e75fcde
 	exp2C3 = 0x3d635ba9
 	exp2C4 = 0x3c1e7544
 	exp2C5 = 0x3aaddd07
-
-	// expClamp bounds the argument from above before the reduction. Every
-	// x in (expMax, expClamp] overflows to +Inf on its own (n = 128 and
-	// p > 1), and the clamp keeps +Inf and huge arguments from turning into
-	// Inf − Inf = NaN in the reduction. VMINPS returns its second source
-	// operand when one is NaN, which is how a NaN argument gets through.
-	expClamp = 89.0
 )
 
 // Slots of the constant table: each holds one float32 (or int32) repeated
@@ -114,18 +93,18 @@ func f32bits(x float64) U32 { return U32(math.Float32bits(float32(x))) }
 func genData() {
 	consts = GLOBL("vecconst", RODATA|NOPTR)
 	vals := [nConsts]U32{
-		cLog2e:     f32bits(expLog2e),
-		cLn2Hi:     f32bits(expLn2Hi),
-		cLn2Lo:     f32bits(expLn2Lo),
-		cP0:        f32bits(expP0),
-		cP1:        f32bits(expP1),
-		cP2:        f32bits(expP2),
-		cP3:        f32bits(expP3),
-		cP4:        f32bits(expP4),
-		cP5:        f32bits(expP5),
+		cLog2e:     f32bits(asmkit.ExpLog2e),
+		cLn2Hi:     f32bits(asmkit.ExpLn2Hi),
+		cLn2Lo:     f32bits(asmkit.ExpLn2Lo),
+		cP0:        f32bits(asmkit.ExpP0),
+		cP1:        f32bits(asmkit.ExpP1),
+		cP2:        f32bits(asmkit.ExpP2),
+		cP3:        f32bits(asmkit.ExpP3),
+		cP4:        f32bits(asmkit.ExpP4),
+		cP5:        f32bits(asmkit.ExpP5),
 		cOne:       f32bits(1),
-		cExpMin:    f32bits(expMin),
-		cClamp:     f32bits(expClamp),
+		cExpMin:    f32bits(asmkit.ExpMin),
+		cClamp:     f32bits(asmkit.ExpClamp),
 		cNegInf:    U32(0xff800000),
 		cBias:      U32(127 << 23),
 		cTwo:       f32bits(2),
@@ -159,6 +138,16 @@ func genData() {
 
 	tailMask16 = asmkit.Opmask16("vectail16", 0)
 	tailMask8 = asmkit.Mask8("vectail8")
+}
+
+// expConsts returns the slots of the exponential's constants (asmkit.Exp512).
+func expConsts() asmkit.ExpConsts {
+	c := asmkit.ExpConsts{Log2e: constAt(cLog2e), Ln2Hi: constAt(cLn2Hi), Ln2Lo: constAt(cLn2Lo),
+		One: constAt(cOne), Min: constAt(cExpMin), Clamp: constAt(cClamp)}
+	for i := range c.P {
+		c.P[i] = constAt(cP0 + i)
+	}
+	return c
 }
 
 // constAt returns the 32-byte slot i of the constant table.

@@ -5,6 +5,7 @@ import (
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 
+	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
 	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
@@ -294,7 +295,7 @@ func genSoftmaxBF16AVX512() {
 
 		Label(L("rowsum"))
 		// z[i] = alpha[i]·z[i] + sum, rounded after each operation as in Go.
-		h := hsum512(sum)
+		h := asmkit.HSum512(sum)
 		if fast {
 			// A NaN sum: a NaN score that VMAXPS dropped (or an infinite
 			// one). The exact path redoes the row from m[i] as it was.

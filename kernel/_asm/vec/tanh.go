@@ -182,7 +182,7 @@ func genSoftCap(x *asmkit.ISA) {
 }
 
 // expTanh returns Exp(min(v, 20)) for v >= 0 or NaN, in the steps of
-// exp512 and exp2 but without their range handling: the argument is
+// asmkit.Exp512 and exp2 but without their range handling: the argument is
 // clamped to 20 (NaN passes, as VMINPS returns its second source operand
 // when one is NaN), so n <= 29 and 2^n is one exact scaling.
 func expTanh(x *asmkit.ISA, v VecVirtual) VecVirtual {

@@ -14,8 +14,10 @@ import (
 	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
 	"github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
+	"github.com/mmcloughlin/avo/x86"
 )
 
 // ISA describes one x86 vector instruction set as the kernels use it.
@@ -77,6 +79,28 @@ func (x *ISA) Zero(v Register) {
 	} else {
 		VXORPS(v, v, v)
 	}
+}
+
+// ZeroIdiom clears v as Zero does, and tells avo that the instruction
+// reads nothing: a register XORed with itself is the zeroing idiom, whose
+// result does not depend on the register's value, but avo takes VPXORD's
+// (and VXORPS's zmm) sources as read. A kernel that mixes the fixed
+// registers of Product with avo's allocated ones needs it: a register
+// "read" before it is written is live from the function's entry, and
+// would take that physical register from the allocator everywhere.
+func (x *ISA) ZeroIdiom(v Register) {
+	var i *ir.Instruction
+	var err error
+	if x.IsAVX512() {
+		i, err = x86.VPXORD(v, v, v)
+	} else {
+		i, err = x86.VXORPS(v, v, v)
+	}
+	if err != nil {
+		panic(err)
+	}
+	i.CancellingInputs = true
+	Instruction(i)
 }
 
 // Ret leaves the function with the upper halves of the vector registers

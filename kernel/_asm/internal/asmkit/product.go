@@ -241,9 +241,10 @@ func (p *Product) ForAcc(rows int, b Block, f func(r, v int, acc VecPhysical, ma
 	}
 }
 
-// ZeroAcc clears the accumulators.
+// ZeroAcc clears the accumulators (the zeroing idiom, which reads
+// nothing: ZeroIdiom).
 func (p *Product) ZeroAcc(rows int, b Block) {
-	p.ForAcc(rows, b, func(_, _ int, acc VecPhysical, _ bool) { p.Zero(acc) })
+	p.ForAcc(rows, b, func(_, _ int, acc VecPhysical, _ bool) { p.ZeroIdiom(acc) })
 }
 
 // LoadC loads C's block into the accumulators.
@@ -304,6 +305,52 @@ func (p *Product) micro(rows int, b Block) {
 		ADDQ(LdC, C3)
 	}
 	p.Body(p, rows, b)
+}
+
+// Micro emits the register block of rows rows and shape b at A row ARow,
+// C block C0 and B column BCol: the block's pointers, then Body. A kernel
+// with its own walk over the blocks (the fused tile fold) calls it.
+func (p *Product) Micro(rows int, b Block) { p.micro(rows, b) }
+
+// ChunkedQKT returns the micro-kernel body of a score product S = scale·A·B
+// with qktGeneric's order of operations on every score: the k steps in
+// chunks of chunk into zeroed accumulators; the first chunk stores them
+// into C, later ones add C to them and store, and the last one also
+// multiplies by the scale. flag (a register the driver leaves free: R13)
+// is 0 during the first chunk, 1 after; KRem counts the k steps after the
+// current chunk, from the argument d.
+func ChunkedQKT(chunk int, flag GPPhysical) func(p *Product, rows int, b Block) {
+	return func(p *Product, rows int, b Block) {
+		kc, krem := KC, KRem
+		id := p.NextID()
+		lChunk, lStore, lFinal, lMul := p.Label("chunk_%d", id), p.Label("store_%d", id),
+			p.Label("final_%d", id), p.Label("mul_%d", id)
+		Load(Param("d"), krem)
+		XORL(flag.As32(), flag.As32()) // XORL is avo's zeroing idiom: it reads nothing
+		Label(lChunk)
+		p.ZeroAcc(rows, b)
+		MOVL(operand.U32(chunk), kc.As32())
+		CMPQ(krem, kc)
+		CMOVQLT(krem, kc)
+		SUBQ(kc, krem)
+		p.KLoop(rows, b)
+		TESTQ(krem, krem)
+		JZ(operand.LabelRef(lFinal))
+		TESTQ(flag, flag)
+		JZ(operand.LabelRef(lStore))
+		p.AddC(rows, b)
+		Label(lStore)
+		p.StoreC(rows, b)
+		MOVL(operand.U32(1), flag.As32())
+		JMP(operand.LabelRef(lChunk))
+		Label(lFinal)
+		TESTQ(flag, flag)
+		JZ(operand.LabelRef(lMul))
+		p.AddC(rows, b)
+		Label(lMul)
+		p.ScaleAcc(rows, b)
+		p.StoreC(rows, b)
+	}
 }
 
 // rowLoop emits the loop over the row blocks of one column block and jumps
