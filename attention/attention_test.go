@@ -112,7 +112,7 @@ func testGrid(t *testing.T) {
 				}
 				// The problem is drawn before the sample is taken, so a
 				// cell has the same inputs in both tiers.
-				if pr := newProblem(rng, p, dt, kind); tier.Keep(t, pr.String(), 4) {
+				if pr := newProblem(rng, p, dt, kind); tier.Keep(t, pr.String(), 8) {
 					w.add(dt, checkAgainstOracle(t, e, pr))
 				}
 			}
@@ -141,7 +141,7 @@ func testFullProduct(t *testing.T) {
 					for _, kind := range layouts {
 						for _, causal := range []bool{false, true} {
 							p := reference.Params{Batch: 1, HeadsQ: 4, HeadsKV: 2, SeqQ: nq, SeqKV: nkv, Dim: d, Causal: causal}
-							if pr := newProblem(rng, p, dt, kind); tier.Keep(t, pr.String(), 6) {
+							if pr := newProblem(rng, p, dt, kind); tier.Keep(t, pr.String(), 12) {
 								w.add(dt, checkAgainstOracle(t, e, pr))
 							}
 						}

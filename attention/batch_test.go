@@ -71,7 +71,7 @@ func testKVCachesMatchesForward(t *testing.T) {
 								opts.Sinks = randn(rng, hq)
 							}
 							q := randn(rng, B*hq*nq*d)
-							if !tier.Keep(t, fmt.Sprintf("%v g%d nq%d threads%d splits%d %s", dt, g, nq, threads, splits, opt), 3) {
+							if !tier.Keep(t, fmt.Sprintf("%v g%d nq%d threads%d splits%d %s", dt, g, nq, threads, splits, opt), 6) {
 								continue // drawn first: a cell has the same inputs in both tiers
 							}
 							l := attention.BSHD(B, nq, hq, d)
@@ -131,7 +131,7 @@ func testKVCachesOracle(t *testing.T) {
 				}
 				B := len(caches)
 				q := randn(rng, B*hq*nq*d)
-				if !tier.Keep(t, fmt.Sprintf("%v nq %d %s", dt, nq, opt), 2) {
+				if !tier.Keep(t, fmt.Sprintf("%v nq %d %s", dt, nq, opt), 4) {
 					continue // drawn first: a cell has the same inputs in both tiers
 				}
 				l := attention.BHSD(B, hq, nq, d)

@@ -74,7 +74,7 @@ func TestFusedHeadsMatchPerHead(t *testing.T) {
 				} {
 					for _, threads := range threadCounts {
 						what := fmt.Sprintf("%+v %v options %d threads %d", sh, dt, oi, threads)
-						if !tier.Keep(t, what, 8) {
+						if !tier.Keep(t, what, 16) {
 							continue
 						}
 						e := mustEngine(t, attention.Config{Threads: threads})

@@ -101,7 +101,7 @@ func testMaskedEdges(t *testing.T) {
 				zero.maskType = maskType
 				zero.build()
 				e := mustEngine(t, configs[n%len(configs)])
-				if !tier.Keep(t, fmt.Sprintf("nq %d %s causal %v", nq, kind, causal), 2) {
+				if !tier.Keep(t, fmt.Sprintf("nq %d %s causal %v", nq, kind, causal), 4) {
 					n++
 					continue // drawn first: a cell has the same inputs in both tiers
 				}

@@ -107,7 +107,7 @@ func testPagedKVMixedMatchesPerSequence(t *testing.T) {
 				for _, causal := range []bool{true, false} {
 					for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 3}, {Threads: 3, KVSplits: 3, BlockKV: 48}} {
 						what := fmt.Sprintf("case %d %v g %d causal %v %+v", ci, dt, g, causal, cfg)
-						if !tier.Keep(t, what, 24) {
+						if !tier.Keep(t, what, 48) {
 							continue
 						}
 						e := mustEngine(t, cfg)
@@ -279,7 +279,7 @@ func testPagedMixedMatchesPerSequence(t *testing.T) {
 			one.CuSeqQ = nil
 			// Threads 8: the decoding sequences' heads fused in groups of 2.
 			for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 8}, {Threads: 2, BlockQ: 4, BlockKV: 512}, {Threads: 3, KVSplits: 5, BlockKV: 512}} {
-				if !tier.Keep(t, fmt.Sprintf("%v %s %+v", dt, opt, cfg), 16) {
+				if !tier.Keep(t, fmt.Sprintf("%v %s %+v", dt, opt, cfg), 32) {
 					continue
 				}
 				e := mustEngine(t, cfg)

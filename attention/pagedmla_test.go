@@ -43,7 +43,7 @@ func testPagedKVMLA(t *testing.T) {
 						opts := attention.Options{Causal: true, Precision: precisionUnderTest}
 						B := len(lens)
 						q := randn(rng, B*hq*nq*d)
-						if !tier.Keep(t, fmt.Sprintf("%v d %d dv %d hq %d nq %d splits %d", dt, d, dv, hq, nq, splits), 3) {
+						if !tier.Keep(t, fmt.Sprintf("%v d %d dv %d hq %d nq %d splits %d", dt, d, dv, hq, nq, splits), 6) {
 							continue // drawn first: a cell has the same inputs in both tiers
 						}
 						ql, ol := attention.BHSD(B, hq, nq, d), attention.BHSD(B, hq, nq, dv)

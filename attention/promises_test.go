@@ -66,7 +66,7 @@ func TestPromises(t *testing.T) {
 								if row.entries != nil && !contains(row.entries, ep.name) {
 									continue
 								}
-								tier.Run(t, row.promise+"/"+ep.name, 8, func(t *testing.T) { row.check(t, fx, ep) })
+								tier.Run(t, row.promise+"/"+ep.name, 12, func(t *testing.T) { row.check(t, fx, ep) })
 							}
 						}
 					})

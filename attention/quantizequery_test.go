@@ -117,7 +117,7 @@ func TestQuantizeQuery(t *testing.T) {
 			for i := range q {
 				q[i] *= 2 // logits of a few units: the rounding shows
 			}
-			if !tier.Keep(t, what, 2) {
+			if !tier.Keep(t, what, 4) {
 				continue // drawn first: a cell has the same inputs in both tiers
 			}
 			ql := attention.BHSD(c.b, c.hq, c.nq, c.d)

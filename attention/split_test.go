@@ -55,7 +55,7 @@ func testSplitKVDecode(t *testing.T) {
 							p.Sinks = reference.Float64s(opts.Sinks)
 						}
 						q := randn(rng, B*hq*nq*d)
-						if !tier.Keep(t, fmt.Sprintf("%v splits%d g%d nq%d %s", dt, splits, g, nq, opt), 12) {
+						if !tier.Keep(t, fmt.Sprintf("%v splits%d g%d nq%d %s", dt, splits, g, nq, opt), 24) {
 							continue // drawn first: a cell has the same inputs in both tiers
 						}
 						ql := attention.BHSD(B, hq, nq, d)
