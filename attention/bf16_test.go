@@ -12,9 +12,6 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
-	registry "github.com/flashgo/flashgo/internal/impl"
-	"github.com/flashgo/flashgo/internal/impltest"
-	"github.com/flashgo/flashgo/kernel"
 )
 
 // The bf16 compute precision must pass the same tests as float32, under
@@ -25,21 +22,8 @@ import (
 // error of the oracle of the rounded Q and K. Each test runs on every
 // kernel implementation this machine has.
 
-// With -short (CI's emulated arm64 run) they run on the best implementation
-// only: under qemu every implementation is slow, and the products of the
-// others are the float32 kernels the other tests cover.
 func inBF16(f func(t *testing.T)) func(t *testing.T) {
-	return func(t *testing.T) {
-		if testing.Short() {
-			best := kernel.Implementations()[0]
-			t.Run(best, func(t *testing.T) {
-				impltest.Select(t, registry.Kernel, best)
-				inPrecision(attention.PrecisionBFloat16, f)(t)
-			})
-			return
-		}
-		forEachImpl(t, inPrecision(attention.PrecisionBFloat16, f))
-	}
+	return func(t *testing.T) { forEachImpl(t, inPrecision(attention.PrecisionBFloat16, f)) }
 }
 
 func TestBF16Grid(t *testing.T)                   { inBF16(testGrid)(t) }

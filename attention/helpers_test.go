@@ -477,8 +477,13 @@ func lseErrors(got []float32, want []float64) reference.Errors {
 
 // forEachImpl runs f once per kernel implementation, in a subtest named
 // after it (impltest.Run: those this machine cannot run are skipped,
-// naming what it lacks).
+// naming what it lacks, and so are those the tier leaves out).
 func forEachImpl(t *testing.T, f func(t *testing.T)) { impltest.Run(t, registry.Kernel, f) }
+
+// The fast tier runs this package's tests at the machine's best level and
+// at generic; the long tier, and kernel's own tests, at every level
+// (docs/testing.md).
+func init() { impltest.SetPolicy(impltest.BestAndGeneric) }
 
 // checkPrecisionError applies the pass rule of the precision under test to
 // a result got of problem p (q, k, v canonical, [B, H, S, D]) against the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/internal/impltest"
+	"github.com/flashgo/flashgo/internal/tier"
 )
 
 // mixedCase is a batch of sequences with their own query counts over a
@@ -89,7 +90,7 @@ func testPagedKVMixedMatchesPerSequence(t *testing.T) {
 		{nqs: []int{1, 1, 1, 1, 1, 1, 512, 200}, lens: []int{90, 1025, 7, 2100, 33, 600, 700, 250}},
 	}
 	dts := kvTypesQ8
-	if raceEnabled || testing.Short() {
+	if raceEnabled {
 		// The race detector slows the grid tenfold: one batch, two types.
 		cases, dts = cases[:1], []attention.DType{attention.F16, attention.Q8}
 	}
@@ -105,12 +106,15 @@ func testPagedKVMixedMatchesPerSequence(t *testing.T) {
 				q := randn(rng, ql.Span())
 				for _, causal := range []bool{true, false} {
 					for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 3}, {Threads: 3, KVSplits: 3, BlockKV: 48}} {
+						what := fmt.Sprintf("case %d %v g %d causal %v %+v", ci, dt, g, causal, cfg)
+						if !tier.Keep(t, what, 48) {
+							continue
+						}
 						e := mustEngine(t, cfg)
 						opts := attention.Options{Causal: causal, Precision: precisionUnderTest, CuSeqQ: cu}
 						out, lse := make([]float32, ql.Span()), make([]float32, hq*totalQ)
 						require.NoError(t, e.ForwardPagedKVLSE(attention.F32Tensor(out, ql), lse, attention.F32Tensor(q, ql), pool.kv, opts))
 						opts.CuSeqQ = nil
-						what := fmt.Sprintf("case %d %v g %d causal %v %+v", ci, dt, g, causal, cfg)
 						checkMixedPerSequence(t, what, e, pool, mc.nqs, ql, ql, q, out, lse, opts)
 					}
 				}
@@ -234,7 +238,7 @@ func testPagedMixedMatchesPerSequence(t *testing.T) {
 	ql := attention.BHSD(1, hq, totalQ, d)
 	q := randn(rng, ql.Span())
 	dts, optNames := kvTypesQ8, []string{"causal", "none", "window", "softcap", "sinks", "alibi", "q8 queries"}
-	if raceEnabled || testing.Short() {
+	if raceEnabled {
 		// The race detector slows the grid tenfold.
 		dts, optNames = []attention.DType{attention.BF16, attention.Q8}, []string{"causal", "sinks", "q8 queries"}
 	}
@@ -274,6 +278,9 @@ func testPagedMixedMatchesPerSequence(t *testing.T) {
 			one.CuSeqQ = nil
 			// Threads 8: the decoding sequences' heads fused in groups of 2.
 			for _, cfg := range []attention.Config{{Threads: 1}, {Threads: 8}, {Threads: 2, BlockQ: 4, BlockKV: 512}, {Threads: 3, KVSplits: 5, BlockKV: 512}} {
+				if !tier.Keep(t, fmt.Sprintf("%v %s %+v", dt, opt, cfg), 32) {
+					continue
+				}
 				e := mustEngine(t, cfg)
 				for _, ep := range []struct {
 					name  string

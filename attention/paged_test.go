@@ -11,6 +11,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/tier"
 )
 
 // modelSeq is the simple model of a cached sequence: per K/V head, its keys
@@ -124,6 +125,9 @@ func testPagedMatchesContiguous(t *testing.T) {
 						}
 						B := len(lens)
 						q := randn(rng, B*hq*nq*d)
+						if !tier.Keep(t, fmt.Sprintf("%v bs%d g%d nq%d %s", dt, bs, g, nq, opt), 12) {
+							continue // drawn first: a cell has the same inputs in both tiers
+						}
 						out, lse := make([]float32, len(q)), make([]float32, B*hq*nq)
 						require.NoError(t, e.ForwardPagedLSE(attention.F32Tensor(out, attention.BHSD(B, hq, nq, d)), lse,
 							attention.F32Tensor(q, attention.BHSD(B, hq, nq, d)), pc, ids, opts))
@@ -283,7 +287,7 @@ func TestPagedForkCopyOnWrite(t *testing.T) {
 // cache against the simple model after every step.
 func TestPagedRandomModel(t *testing.T) {
 	steps := 400
-	if raceEnabled || testing.Short() {
+	if raceEnabled {
 		steps = 100
 	}
 	const hkv, hq, d = 2, 6, 16

@@ -12,11 +12,13 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/internal/impltest"
+	"github.com/flashgo/flashgo/internal/tier"
 )
 
 // The engine's promises, each a cell of this table per entry point: every
 // cell runs on every kernel implementation this machine has (forEachImpl),
-// in both precisions, with f32, f16, bf16 and Q8 keys and values.
+// in both precisions, with f32, f16, bf16 and Q8 keys and values, in the
+// long tier; the fast tier runs a sample of the cells (tier.Run).
 //
 //	promise                      Forward[LSE]  ForwardKVCaches[LSE]  ForwardPaged[LSE]  ForwardPagedKV[LSE]
 //	error, not panic; nothing    x             x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
@@ -66,7 +68,7 @@ func TestPromises(t *testing.T) {
 								if row.entries != nil && !contains(row.entries, ep.name) {
 									continue
 								}
-								t.Run(row.promise+"/"+ep.name, func(t *testing.T) { row.check(t, fx, ep) })
+								tier.Run(t, row.promise+"/"+ep.name, 12, func(t *testing.T) { row.check(t, fx, ep) })
 							}
 						}
 					})

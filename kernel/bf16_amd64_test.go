@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/internal/tier"
 	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
@@ -94,12 +95,12 @@ func (p *bf16Pool) fill(x []fp16.BFloat16, ld, rows, n int) {
 }
 
 // bf16ShapeDims are the reduction lengths of TestBF16AVX512Shapes: every
-// even length up to 130, or in -short mode those around the 4-pair unroll
-// and the lengths of the engine.
+// even length up to 130 in the long tier, in the fast tier those around
+// the 4-pair unroll and the lengths of the engine.
 func bf16ShapeDims() []int {
 	var ds []int
 	for d := 2; d <= 130; d += 2 {
-		if !testing.Short() || d <= 16 || d%32 <= 2 || d%32 == 30 {
+		if tier.Long() || d <= 16 || d%32 <= 2 || d%32 == 30 {
 			ds = append(ds, d)
 		}
 	}

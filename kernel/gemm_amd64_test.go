@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/flashgo/flashgo/internal/impltest"
+	"github.com/flashgo/flashgo/internal/tier"
 	"github.com/flashgo/flashgo/kernel/internal/x86"
 )
 
@@ -198,7 +199,7 @@ func gemmTestCols() []int {
 // gemmGrid calls f on the test grid: every row count with every column
 // count for every d, except that the two largest row counts, which only
 // repeat the row loop of the smaller ones more times, take the column
-// counts around multiples of 16; then on random sizes. In short mode the
+// counts around multiples of 16; then on random sizes. In the fast tier the
 // columns are thinned for d > 33 too.
 func gemmGrid(t *testing.T, f func(rng *rand.Rand, rows, cols, d int)) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -206,7 +207,7 @@ func gemmGrid(t *testing.T, f func(rng *rand.Rand, rows, cols, d int)) {
 	for _, d := range gemmTestD {
 		for _, rows := range gemmTestRows {
 			for _, cols := range gemmTestCols() {
-				if (rows >= 64 || testing.Short() && d > 33) && !edge(cols) {
+				if (rows >= 64 || !tier.Long() && d > 33) && !edge(cols) {
 					continue
 				}
 				f(rng, rows, cols, d)

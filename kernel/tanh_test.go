@@ -8,20 +8,22 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flashgo/flashgo/internal/tier"
 )
 
 // TestTanh checks the scalar Tanh, the specification of the SoftCap
 // kernels, against math.Tanh rounded to float32: within 1 ulp for every
-// fifth non-negative float32 (every one with FLASHGO_TEST_EXHAUSTIVE=1, a
-// minute of one core; every 41st with -short), and odd, so the negative
-// half follows; the special values exactly.
+// 41st non-negative float32 in the fast tier, every fifth in the long
+// tier (every one with FLASHGO_TEST_EXHAUSTIVE=1, a minute of one core),
+// and odd, so the negative half follows; the special values exactly.
 func TestTanh(t *testing.T) {
-	step := uint32(5)
+	step := uint32(41)
 	switch {
 	case os.Getenv("FLASHGO_TEST_EXHAUSTIVE") == "1":
 		step = 1
-	case testing.Short():
-		step = 41
+	case tier.Long():
+		step = 5
 	}
 	var worst int64
 	var at float32

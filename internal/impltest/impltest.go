@@ -30,9 +30,10 @@ type Runner[R any] interface {
 
 // Run runs f as a subtest (or sub-benchmark) once per row of the axis
 // (impl.Kernel, impl.BF16, impl.Int8Dot), under that row; rows this
-// machine cannot run are skipped with what they lack. The selection is
-// restored after each subtest. Subtests must not run in parallel with
-// other tests that select implementations.
+// machine cannot run are skipped with what they lack, and so are the
+// kernel levels that the tier leaves out (see Policy and Levels). The
+// selection is restored after each subtest. Subtests must not run in
+// parallel with other tests that select implementations.
 func Run[R Runner[R]](t R, axis string, f func(R)) {
 	t.Helper()
 	rows := impl.Rows(axis)
@@ -46,8 +47,12 @@ func Run[R Runner[R]](t R, axis string, f func(R)) {
 // kernels a test calls directly).
 func RunRows[R Runner[R]](t R, axis string, rows []string, f func(R)) {
 	t.Helper()
+	_, bench := any(t).(*testing.B)
 	for _, row := range rows {
 		t.Run(row, func(t R) {
+			if why := leftOut(axis, row, bench); why != "" {
+				t.Skip(why)
+			}
 			Select(t, axis, row)
 			f(t)
 		})

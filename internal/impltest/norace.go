@@ -1,0 +1,5 @@
+//go:build !race
+
+package impltest
+
+const raceEnabled = false
