@@ -2,7 +2,7 @@
 // what `go test ./...` runs: every test, with the largest grids sampled, so
 // that the whole module passes in minutes on two cores. The long tier,
 // FLASHGO_TEST_LONG=1 in the environment, runs every cell of every grid.
-// Nothing runs only in neither: a cell the fast tier leaves out is one the
+// No cell runs in neither tier: a cell the fast tier leaves out is one the
 // long tier runs (docs/testing.md lists what each tier covers).
 //
 // The tier is an environment variable, not a build tag, because the go
