@@ -154,8 +154,9 @@ says how many and the cache size assumed (cpu0's last level in sysfs, or
 
 Without flags it runs the standard shape suite (P1, P2, P3 at half its
 sequence length, D1, D2) with f32 and f16 K/V (f32, f16 and q8 for
-decode) on 1 thread and GOMAXPROCS threads, in about a minute on two
-cores.
+decode) on 1 thread and GOMAXPROCS threads: about 35 s on an idle
+two-core machine (minutes on a busy one), with about 1 GiB of memory at
+its peak, most of it the copies of the K/V cache that cold decode reads.
 
 -shared-prefix PREFIX[,SUFFIX[,SEQS]] replaces the shapes by one decode
 step of SEQS sequences (default 16) sharing a prefix of PREFIX positions,
