@@ -462,9 +462,6 @@ type kvRun struct {
 	kOff, vOff, n int
 }
 
-// keys returns the number of keys of batch entry b.
-func (c *task) keys(b int) int { return c.kv.keys(b) }
-
 // source returns where the keys of sequence sg of batch entry b, K/V head
 // hk, lie.
 func (c *task) source(b, hk int, sg seg) kvSource {
