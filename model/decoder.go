@@ -507,9 +507,9 @@ type SessionOptions struct {
 	// over fp8Headroom, so that the first pass's largest value lands a
 	// quarter of the way below E4M3's largest, 448, later values up to four
 	// times larger still fit (larger ones saturate), and the 3 mantissa
-	// bits cover the head's range. They are kept for the session's life,
-	// Reset and Truncate included; a prompt run in chunks calibrates on its
-	// first chunk. Projections,
+	// bits cover the head's range. They stay fixed from then on, across
+	// Reset and Truncate; a prompt run in chunks calibrates on its first
+	// chunk. Projections,
 	// queries and the attention arithmetic stay float32 (but see
 	// Precision).
 	KVType attention.DType
