@@ -139,7 +139,10 @@ func (kv PagedKV) SlotMapping(dst []int32, cuSeqQ []int) error {
 		return fmt.Errorf("%skv.K has %d positions per block; want >= 1", fn, bs)
 	}
 	B := len(kv.SeqLens)
-	if err := checkTable(fn, &kv, B, bs, nBlocks); err != nil {
+	if nSlots, ok := mulSize(nBlocks, bs); !ok || nSlots > 1<<31 {
+		return fmt.Errorf("%sthe pools have %d blocks of %d positions; want at most 2^31 slots (a slot is an int32)", fn, nBlocks, bs)
+	}
+	if _, err := checkTable(fn, &kv, B, bs, nBlocks); err != nil {
 		return err
 	}
 	total := B
@@ -196,37 +199,36 @@ func (kv PagedKV) SlotMapping(dst []int32, cuSeqQ []int) error {
 
 // checkTable checks a block table of B sequences and their lengths for
 // pools of nBlocks blocks of bs positions: MaxBlocks, the table's length,
-// every length, and every block id a sequence uses.
-func checkTable(fn string, kv *PagedKV, B, bs, nBlocks int) error {
+// every length, and every block id a sequence uses. It returns the
+// longest length. ForwardPagedKV's pool origin and SlotMapping share it.
+func checkTable(fn string, kv *PagedKV, B, bs, nBlocks int) (maxLen int, err error) {
 	if kv.MaxBlocks < 0 {
-		return fmt.Errorf("%skv.MaxBlocks is %d; want >= 0", fn, kv.MaxBlocks)
+		return 0, fmt.Errorf("%skv.MaxBlocks is %d; want >= 0", fn, kv.MaxBlocks)
 	}
 	if n, ok := mulSize(B, kv.MaxBlocks); !ok || len(kv.BlockTable) < n {
-		return fmt.Errorf("%skv.BlockTable has %d entries; want >= sequences·MaxBlocks = %d·%d", fn, len(kv.BlockTable), B, kv.MaxBlocks)
+		return 0, fmt.Errorf("%skv.BlockTable has %d entries; want >= sequences·MaxBlocks = %d·%d", fn, len(kv.BlockTable), B, kv.MaxBlocks)
 	}
 	maxKeys, ok := mulSize(kv.MaxBlocks, bs)
 	if !ok || maxKeys > 1<<31-1 {
-		maxKeys = 1<<31 - 1 // every int32 length fits; slots must too
-	}
-	if nSlots, ok := mulSize(nBlocks, bs); !ok || nSlots > 1<<31 {
-		return fmt.Errorf("%sthe pools have %d blocks of %d positions; want at most 2^31 slots (a slot is an int32)", fn, nBlocks, bs)
+		maxKeys = 1<<31 - 1 // every int32 length fits
 	}
 	for s, n32 := range kv.SeqLens {
 		n := int(n32)
 		if n < 0 {
-			return fmt.Errorf("%skv.SeqLens[%d] is %d; want >= 0", fn, s, n)
+			return 0, fmt.Errorf("%skv.SeqLens[%d] is %d; want >= 0", fn, s, n)
 		}
-		if n > maxKeys {
-			return fmt.Errorf("%skv.SeqLens[%d] is %d, more than kv.MaxBlocks·BlockSize = %d·%d = %d positions; want kv.MaxBlocks >= %d (the table's entries per sequence)",
+		if n > maxKeys { // the table's fault as much as the length's: name both
+			return 0, fmt.Errorf("%skv.SeqLens[%d] is %d, more than kv.MaxBlocks·BlockSize = %d·%d = %d positions; want kv.MaxBlocks >= %d (the table's entries per sequence)",
 				fn, s, n, kv.MaxBlocks, bs, maxKeys, ceilDiv(n, bs))
 		}
 		for i, id := range kv.BlockTable[s*kv.MaxBlocks:][:ceilDiv(n, bs)] {
 			if id < 0 || int(id) >= nBlocks {
-				return fmt.Errorf("%skv.BlockTable[%d][%d] is block %d; want 0 to %d (the pools' blocks)", fn, s, i, id, nBlocks-1)
+				return 0, fmt.Errorf("%skv.BlockTable[%d][%d] is block %d; want 0 to %d (the pools' blocks)", fn, s, i, id, nBlocks-1)
 			}
 		}
+		maxLen = max(maxLen, n)
 	}
-	return nil
+	return maxLen, nil
 }
 
 // checkPoolPair checks the K and V pools of a PagedKV that a call writes:

@@ -247,32 +247,9 @@ func (o *poolOrigin) check(a kvAsk) (kvShape, error) {
 		}
 		return kvShape{}, fmt.Errorf("%skv.SeqLens has %d lengths and q a batch of %d; want one length per sequence", fn, len(kv.SeqLens), B)
 	}
-	if kv.MaxBlocks < 0 {
-		return kvShape{}, fmt.Errorf("%skv.MaxBlocks is %d; want >= 0", fn, kv.MaxBlocks)
-	}
-	if n, ok := mulSize(B, kv.MaxBlocks); !ok || len(kv.BlockTable) < n {
-		return kvShape{}, fmt.Errorf("%skv.BlockTable has %d entries; want >= batch·MaxBlocks = %d·%d", fn, len(kv.BlockTable), B, kv.MaxBlocks)
-	}
-	maxKeys, ok := mulSize(kv.MaxBlocks, bs)
-	if !ok {
-		return kvShape{}, fmt.Errorf("%skv.MaxBlocks %d × block size %d overflows int", fn, kv.MaxBlocks, bs)
-	}
-	maxLen := 0
-	for b, n32 := range kv.SeqLens {
-		n := int(n32)
-		if n < 0 {
-			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d; want >= 0", fn, b, n)
-		}
-		if n > maxKeys { // the table's fault as much as the length's: name both
-			return kvShape{}, fmt.Errorf("%skv.SeqLens[%d] is %d, more than kv.MaxBlocks·BlockSize = %d·%d = %d positions; want kv.MaxBlocks >= %d (the table's entries per sequence)",
-				fn, b, n, kv.MaxBlocks, bs, maxKeys, ceilDiv(n, bs))
-		}
-		for i, id := range kv.BlockTable[b*kv.MaxBlocks:][:ceilDiv(n, bs)] {
-			if id < 0 || int(id) >= nBlocks {
-				return kvShape{}, fmt.Errorf("%skv.BlockTable[%d][%d] is block %d; want 0 to %d (the pools' blocks)", fn, b, i, id, nBlocks-1)
-			}
-		}
-		maxLen = max(maxLen, n)
+	maxLen, err := checkTable(fn, kv, B, bs, nBlocks)
+	if err != nil {
+		return kvShape{}, err
 	}
 	// Blocks of one position step no SeqStride: any value reads as the
 	// dense one (as for Forward's views), which the kernels need.
