@@ -57,7 +57,6 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 
 	"github.com/flashgo/flashgo/kernel/_asm/internal/asmkit"
-	"github.com/flashgo/flashgo/kernel/_asm/x86enc"
 )
 
 // Flags of amxTiles; amx_asm.go has the same constants.
@@ -112,38 +111,6 @@ func (g *gen) label(format string, a ...any) string {
 	return fmt.Sprintf("%s_%s_%d", g.name, fmt.Sprintf(format, a...), g.seq)
 }
 
-func mem(base, index GPPhysical) string {
-	return fmt.Sprintf("[%s+%s*1]", base.Asm(), index.Asm())
-}
-
-func tileload(t int, base, index GPPhysical) {
-	x86enc.Emit(fmt.Sprintf("TILELOADD TMM%d, %s", t, mem(base, index)), x86enc.TILELOADD(t, x86enc.Num(base), x86enc.Num(index)))
-}
-
-func tilestore(base, index GPPhysical, t int) {
-	x86enc.Emit(fmt.Sprintf("TILESTORED %s, TMM%d", mem(base, index), t), x86enc.TILESTORED(x86enc.Num(base), x86enc.Num(index), t))
-}
-
-func tilezero(t int) {
-	x86enc.Emit(fmt.Sprintf("TILEZERO TMM%d", t), x86enc.TILEZERO(t))
-}
-
-func tdp(c, a, b int) {
-	x86enc.Emit(fmt.Sprintf("TDPBF16PS TMM%d, TMM%d, TMM%d", c, a, b), x86enc.TDPBF16PS(c, a, b))
-}
-
-func ldtilecfg(base GPPhysical) {
-	x86enc.Emit(fmt.Sprintf("LDTILECFG [%s]", base.Asm()), x86enc.LDTILECFG(x86enc.Num(base)))
-}
-
-func sttilecfg(base GPPhysical) {
-	x86enc.Emit(fmt.Sprintf("STTILECFG [%s]", base.Asm()), x86enc.STTILECFG(x86enc.Num(base)))
-}
-
-func tilerelease() {
-	x86enc.Emit("TILERELEASE", x86enc.TILERELEASE())
-}
-
 // cTile returns the register holding the address of C tile (r, c) of the
 // block, computing it into tmp unless it is the block's first.
 func cTile(r, c int) GPPhysical {
@@ -170,14 +137,14 @@ func (g *gen) block(mr, nr int) {
 	JZ(LabelRef(lZero))
 	for r := range mr {
 		for c := range nr {
-			tileload(tileC(r, c), cTile(r, c), ldC)
+			asmkit.TileLoad(tileC(r, c), cTile(r, c), ldC)
 		}
 	}
 	JMP(LabelRef(lInit))
 	Label(lZero)
 	for r := range mr {
 		for c := range nr {
-			tilezero(tileC(r, c))
+			asmkit.TileZero(tileC(r, c))
 		}
 	}
 	Label(lInit)
@@ -187,20 +154,20 @@ func (g *gen) block(mr, nr int) {
 	Load(Param("kt"), kc)
 	Label(lK)
 	// The products are issued as soon as their operands are loaded.
-	tileload(tileA(0), aK, ldA)
-	tileload(tileB(0), bK, ldB)
-	tdp(tileC(0, 0), tileA(0), tileB(0))
+	asmkit.TileLoad(tileA(0), aK, ldA)
+	asmkit.TileLoad(tileB(0), bK, ldB)
+	asmkit.TDPBF16PS(tileC(0, 0), tileA(0), tileB(0))
 	if nr == 2 {
 		LEAQ(Mem{Base: bK, Index: nStep, Scale: 1}, tmp)
-		tileload(tileB(1), tmp, ldB)
-		tdp(tileC(0, 1), tileA(0), tileB(1))
+		asmkit.TileLoad(tileB(1), tmp, ldB)
+		asmkit.TDPBF16PS(tileC(0, 1), tileA(0), tileB(1))
 	}
 	if mr == 2 {
 		LEAQ(Mem{Base: aK, Index: aStep, Scale: 1}, tmp)
-		tileload(tileA(1), tmp, ldA)
-		tdp(tileC(1, 0), tileA(1), tileB(0))
+		asmkit.TileLoad(tileA(1), tmp, ldA)
+		asmkit.TDPBF16PS(tileC(1, 0), tileA(1), tileB(0))
 		if nr == 2 {
-			tdp(tileC(1, 1), tileA(1), tileB(1))
+			asmkit.TDPBF16PS(tileC(1, 1), tileA(1), tileB(1))
 		}
 	}
 	ADDQ(g.akStep, aK)
@@ -210,7 +177,7 @@ func (g *gen) block(mr, nr int) {
 
 	for r := range mr {
 		for c := range nr {
-			tilestore(cTile(r, c), ldC, tileC(r, c))
+			asmkit.TileStore(cTile(r, c), ldC, tileC(r, c))
 		}
 	}
 }
@@ -300,7 +267,7 @@ func amxTiles() {
 	g.akStep, g.bkStep, g.nvec = AllocLocal(8), AllocLocal(8), AllocLocal(8)
 
 	Load(Param("cfg"), tmp)
-	ldtilecfg(tmp)
+	asmkit.LdTileCfg(tmp)
 	Load(Param("ldA"), ldA)
 	Load(Param("ldB"), ldB)
 	Load(Param("ldC"), ldC)
@@ -354,7 +321,7 @@ func amxTiles() {
 	JZ(LabelRef(lDone))
 	g.columns(1)
 	Label(lDone)
-	tilerelease()
+	asmkit.TileRelease()
 	VZEROUPPER()
 	RET()
 }
@@ -390,15 +357,15 @@ func peakLoop() {
 		"tiles before it returns.",
 	)
 	LEAQ(peakTileConfig, RAX)
-	ldtilecfg(RAX)
+	asmkit.LdTileCfg(RAX)
 	Comment("Accumulators tmm0–3 from zero, sources tmm4–7 the same row repeated (stride 0).")
 	for t := range 4 {
-		tilezero(tileC(t/2, t%2))
+		asmkit.TileZero(tileC(t/2, t%2))
 	}
 	LEAQ(peakTileRow, RAX)
 	XORL(EDX, EDX)
 	for t := 4; t < 8; t++ {
-		tileload(t, RAX, RDX)
+		asmkit.TileLoad(t, RAX, RDX)
 	}
 	Load(Param("n"), RCX)
 	TESTQ(RCX, RCX)
@@ -406,13 +373,13 @@ func peakLoop() {
 	Label(name + "_loop")
 	for r := range 2 {
 		for c := range 2 {
-			tdp(tileC(r, c), tileA(r), tileB(c))
+			asmkit.TDPBF16PS(tileC(r, c), tileA(r), tileB(c))
 		}
 	}
 	DECQ(RCX)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	tilerelease()
+	asmkit.TileRelease()
 	RET()
 }
 
@@ -437,9 +404,9 @@ func configRoundTrip() {
 	)
 	Load(Param("in"), RAX)
 	Load(Param("out"), RCX)
-	ldtilecfg(RAX)
-	sttilecfg(RCX)
-	tilerelease()
+	asmkit.LdTileCfg(RAX)
+	asmkit.StTileCfg(RCX)
+	asmkit.TileRelease()
 	RET()
 }
 
@@ -451,7 +418,7 @@ func storeConfig() {
 		"(STTILECFG): 64 zero bytes when the tiles are released.",
 	)
 	Load(Param("out"), RAX)
-	sttilecfg(RAX)
+	asmkit.StTileCfg(RAX)
 	RET()
 }
 

@@ -93,232 +93,12 @@ func genSoftmaxBF16AVX512() {
 	MOVQ(cols, full)
 	ANDQ(I32(-16), full)
 
-	x := GP64()  // the current scores
-	pp := GP64() // the current probabilities
-	j := GP64()  // lanes left
-
-	// rowCode emits the code of one row: fast, the maximum pass without
-	// the scale or the NaN flag (the common case), or the exact path
-	// that the fast one falls back to when a NaN shows.
-	rowCode := func(fast bool) {
-		pre := "slow_"
-		if fast {
-			pre = "fast_"
-		}
-		L := func(name string) string { return pre + name }
-		// Pass 1: the maximum of the scaled scores, and a NaN flag.
-		var acc [4]VecVirtual
-		for i := range acc {
-			acc[i] = ZMM()
-			VMOVAPS(negInf, acc[i])
-		}
-		knan := K()
-		KXORW(knan, knan, knan)
-		MOVQ(s, x)
-		MOVQ(full, j)
-		Label(L("max4"))
-		CMPQ(j, U32(64))
-		JL(LabelRef(L("max1")))
-		for i := range acc {
-			if fast {
-				VMAXPS(Mem{Base: x}.Offset(64*i), acc[i], acc[i])
-				continue
-			}
-			v := ZMM()
-			VMULPS(Mem{Base: x}.Offset(64*i), sc, v)
-			VMAXPS(v, acc[i], acc[i])
-			k := K()
-			VCMPPS(U8(3), v, v, k) // unordered: NaN
-			KORW(k, knan, knan)
-		}
-		ADDQ(U32(256), x)
-		SUBQ(U32(64), j)
-		JMP(LabelRef(L("max4")))
-		Label(L("max1"))
-		TESTQ(j, j)
-		JE(LabelRef(L("maxtail")))
-		if fast {
-			VMAXPS(Mem{Base: x}, acc[0], acc[0])
-		} else {
-			v := ZMM()
-			VMULPS(Mem{Base: x}, sc, v)
-			VMAXPS(v, acc[0], acc[0])
-			k := K()
-			VCMPPS(U8(3), v, v, k)
-			KORW(k, knan, knan)
-		}
-		ADDQ(U32(64), x)
-		SUBQ(U32(16), j)
-		JMP(LabelRef(L("max1")))
-		Label(L("maxtail"))
-		TESTQ(rem, rem)
-		JE(LabelRef(L("maxreduce")))
-		v := ZMM()
-		VMOVAPS(negInf, v)
-		VMOVUPS(Mem{Base: x}, tail, v) // lanes past cols stay −Inf
-		if !fast {
-			VMULPS(v, sc, v)
-		}
-		VMAXPS(v, acc[1], acc[1])
-		if !fast {
-			k := K()
-			VCMPPS(U8(3), v, v, k)
-			KORW(k, knan, knan)
-		}
-
-		Label(L("maxreduce"))
-		rmax := XMM()
-		if fast {
-			// The maximum of the unscaled scores, scaled: the same as the
-			// maximum of the scaled ones (rounding is monotonic and scale >
-			// 0). A NaN that VMAXPS kept sends the row to the exact path.
-			hmax512(acc, rmax)
-			VUCOMISS(rmax, rmax)
-			JPS(LabelRef("slow_row"))
-			VMULSS(scx, rmax, rmax)
-		} else {
-			KORTESTW(knan, knan)
-			JNE(LabelRef(L("nan")))
-			hmax512(acc, rmax)
-		}
-		JMP(LabelRef(L("newmax")))
-
-		// A NaN score: the row's maximum is the first one, scaled (the loop's
-		// mNew, since max(m, NaN) is NaN).
-		Label(L("nan"))
-		MOVQ(s, x)
-		Label(L("scan"))
-		VMOVSS(Mem{Base: x}, rmax)
-		VMULSS(scx, rmax, rmax) // scaled: the flag came from scaled scores
-		VUCOMISS(rmax, rmax)
-		JPS(LabelRef(L("nanfound")))
-		ADDQ(U32(4), x)
-		JMP(LabelRef(L("scan")))
-
-		Label(L("newmax"))
-		// mNew = max(m[i], rmax): VMAXSS returns its second source, m[i], when
-		// either is NaN, so a NaN m[i] stays NaN (rmax is not NaN here).
-		mOld := XMM()
-		VMOVSS(Mem{Base: m}, mOld)
-		mNew := rmax
-		VMAXSS(mOld, rmax, mNew)
-		JMP(LabelRef(L("special")))
-		Label(L("nanfound"))
-		VMOVSS(Mem{Base: m}, mOld) // mNew is the scaled NaN
-		Label(L("special"))
-		VUCOMISS(negInf.AsX(), mNew) // equal: mNew is −Inf (ZF), unordered sets ZF and PF
-		JNE(LabelRef(L("live")))
-		JPS(LabelRef(L("live")))
-
-		// A row that has seen no key yet: p = 0, alpha = 1, m and z unchanged.
-		MOVQ(p, pp)
-		MOVQ(full, j)
-		zero := ZMM()
-		VPXORD(zero, zero, zero)
-		Label(L("clear"))
-		TESTQ(j, j)
-		JE(LabelRef(L("cleartail")))
-		VMOVDQU16(zero.AsY(), Mem{Base: pp})
-		ADDQ(U32(32), pp)
-		SUBQ(U32(16), j)
-		JMP(LabelRef(L("clear")))
-		Label(L("cleartail"))
-		TESTQ(rem, rem)
-		JE(LabelRef(L("clearone")))
-		VMOVDQU16(zero.AsY(), tail, Mem{Base: pp})
-		Label(L("clearone"))
-		VMOVSS(e.one.AsX(), Mem{Base: alpha})
-		JMP(LabelRef("next"))
-
-		Label(L("live"))
-		VMOVSS(mNew, Mem{Base: m})
-		VBROADCASTSS(mNew, vm)
-		// alpha = 2^((m[i] − mNew)·log2e), of m[i] broadcast.
-		vo := ZMM()
-		VBROADCASTSS(mOld, vo)
-		VSUBPS(vm, vo, vo)
-		VMULPS(log2e, vo, vo)
-		VMOVSS(e.exp2(vo, nil).AsX(), Mem{Base: alpha})
-
-		// Pass 2: exponentials, their sum, and their rounding into p.
-		sum := ZMM()
-		VPXORD(sum, sum, sum)
-		MOVQ(s, x)
-		MOVQ(p, pp)
-		MOVQ(full, j)
-		store := func(y VecVirtual, off int, mask Register) {
-			VMOVAPS(y, Z30)
-			x86enc.Emit("VCVTNEPS2BF16 Y30, Z30", x86enc.VCVTNEPS2BF16(30, 30))
-			if mask != nil {
-				VMOVDQU16(Y30, mask, Mem{Base: pp})
-			} else {
-				VMOVDQU16(Y30, Mem{Base: pp}.Offset(off))
-			}
-		}
-		const unroll = 4
-		Label(L("exp4"))
-		CMPQ(j, U32(16*unroll))
-		JL(LabelRef(L("exp1")))
-		var ys [unroll]VecVirtual
-		for i := range ys {
-			ys[i] = e.of(Mem{Base: x}.Offset(64*i), nil)
-		}
-		for i, y := range ys {
-			store(y, 32*i, nil)
-		}
-		VADDPS(ys[0], ys[1], ys[0])
-		VADDPS(ys[2], ys[3], ys[2])
-		VADDPS(ys[0], sum, sum)
-		VADDPS(ys[2], sum, sum)
-		ADDQ(U32(64*unroll), x)
-		ADDQ(U32(32*unroll), pp)
-		SUBQ(U32(16*unroll), j)
-		JMP(LabelRef(L("exp4")))
-		Label(L("exp1"))
-		TESTQ(j, j)
-		JE(LabelRef(L("exptail")))
-		y := e.of(Mem{Base: x}, nil)
-		store(y, 0, nil)
-		VADDPS(y, sum, sum)
-		ADDQ(U32(64), x)
-		ADDQ(U32(32), pp)
-		SUBQ(U32(16), j)
-		JMP(LabelRef(L("exp1")))
-		Label(L("exptail"))
-		TESTQ(rem, rem)
-		JE(LabelRef(L("rowsum")))
-		w := ZMM()
-		VMOVUPS_Z(Mem{Base: x}, tail, w)
-		y = e.of(w, tail)
-		store(y, 0, tail)
-		VADDPS(y, sum, sum)
-
-		Label(L("rowsum"))
-		// z[i] = alpha[i]·z[i] + sum, rounded after each operation as in Go.
-		h := asmkit.HSum512(sum)
-		if fast {
-			// A NaN sum: a NaN score that VMAXPS dropped (or an infinite
-			// one). The exact path redoes the row from m[i] as it was.
-			VUCOMISS(h, h)
-			JPS(LabelRef(L("redo")))
-		}
-		zi := XMM()
-		VMOVSS(Mem{Base: z}, zi)
-		VMULSS(Mem{Base: alpha}, zi, zi)
-		VADDSS(h, zi, zi)
-		VMOVSS(zi, Mem{Base: z})
-		JMP(LabelRef("next"))
-		if fast {
-			Label(L("redo"))
-			VMOVSS(mOld, Mem{Base: m})
-			JMP(LabelRef("slow_row"))
-		}
-
-	}
+	r := &softmaxRowBF16{s: s, p: p, m: m, z: z, alpha: alpha, scx: scx, sc: sc, negInf: negInf, log2e: log2e, vm: vm, e: e,
+		rem: rem, tail: tail, full: full, x: GP64(), pp: GP64(), j: GP64()}
 	Label("row")
-	rowCode(true)
+	r.code(true)
 	Label("slow_row")
-	rowCode(false)
+	r.code(false)
 	Label("next")
 	ADDQ(ldS, s)
 	ADDQ(ldP, p)
@@ -329,4 +109,245 @@ func genSoftmaxBF16AVX512() {
 	JNE(LabelRef("row"))
 	VZEROUPPER()
 	RET()
+}
+
+// softmaxRowBF16 emits the code of one row of SoftmaxBF16AVX512
+// (softmaxBF16Doc) for a kernel whose row loop it sits in: s and p point
+// at the row's scores and probabilities, m, z and alpha at its state. The
+// code falls through, or jumps to prefix+"next", when the row is done; the
+// fast path jumps to prefix+"slow_row" to redo a row whose maximum or sum
+// came out NaN, where the kernel places the exact path (code(false)). Its
+// own labels start with prefix too.
+type softmaxRowBF16 struct {
+	prefix            string
+	s, p, m, z, alpha Register
+	scx               Register   // the scale, in an xmm
+	sc, negInf, log2e VecVirtual // the scale, −Inf and log2e broadcast
+	vm                VecVirtual // the row's new maximum, broadcast
+	e                 *exp2t512
+	rem, full         Register // cols mod 16, and cols rounded down to 16
+	tail              Register // the opmask of rem lanes
+	x, pp, j          Register // scratch: scores, probabilities, lanes left
+}
+
+// code emits the row: fast, the maximum pass without the scale or the NaN
+// flag (the common case), or the exact path that the fast one falls back
+// to when a NaN shows.
+func (r *softmaxRowBF16) code(fast bool) {
+	pre := "slow_"
+	if fast {
+		pre = "fast_"
+	}
+	L := func(name string) string { return r.prefix + pre + name }
+	s, p, m, z, alpha := r.s, r.p, r.m, r.z, r.alpha
+	scx, sc, negInf, log2e, vm, e := r.scx, r.sc, r.negInf, r.log2e, r.vm, r.e
+	rem, tail, full, x, pp, j := r.rem, r.tail, r.full, r.x, r.pp, r.j
+	// Pass 1: the maximum of the scaled scores, and a NaN flag.
+	var acc [4]VecVirtual
+	for i := range acc {
+		acc[i] = ZMM()
+		VMOVAPS(negInf, acc[i])
+	}
+	knan := K()
+	KXORW(knan, knan, knan)
+	MOVQ(s, x)
+	MOVQ(full, j)
+	Label(L("max4"))
+	CMPQ(j, U32(64))
+	JL(LabelRef(L("max1")))
+	for i := range acc {
+		if fast {
+			VMAXPS(Mem{Base: x}.Offset(64*i), acc[i], acc[i])
+			continue
+		}
+		v := ZMM()
+		VMULPS(Mem{Base: x}.Offset(64*i), sc, v)
+		VMAXPS(v, acc[i], acc[i])
+		k := K()
+		VCMPPS(U8(3), v, v, k) // unordered: NaN
+		KORW(k, knan, knan)
+	}
+	ADDQ(U32(256), x)
+	SUBQ(U32(64), j)
+	JMP(LabelRef(L("max4")))
+	Label(L("max1"))
+	TESTQ(j, j)
+	JE(LabelRef(L("maxtail")))
+	if fast {
+		VMAXPS(Mem{Base: x}, acc[0], acc[0])
+	} else {
+		v := ZMM()
+		VMULPS(Mem{Base: x}, sc, v)
+		VMAXPS(v, acc[0], acc[0])
+		k := K()
+		VCMPPS(U8(3), v, v, k)
+		KORW(k, knan, knan)
+	}
+	ADDQ(U32(64), x)
+	SUBQ(U32(16), j)
+	JMP(LabelRef(L("max1")))
+	Label(L("maxtail"))
+	TESTQ(rem, rem)
+	JE(LabelRef(L("maxreduce")))
+	v := ZMM()
+	VMOVAPS(negInf, v)
+	VMOVUPS(Mem{Base: x}, tail, v) // lanes past cols stay −Inf
+	if !fast {
+		VMULPS(v, sc, v)
+	}
+	VMAXPS(v, acc[1], acc[1])
+	if !fast {
+		k := K()
+		VCMPPS(U8(3), v, v, k)
+		KORW(k, knan, knan)
+	}
+
+	Label(L("maxreduce"))
+	rmax := XMM()
+	if fast {
+		// The maximum of the unscaled scores, scaled: the same as the
+		// maximum of the scaled ones (rounding is monotonic and scale >
+		// 0). A NaN that VMAXPS kept sends the row to the exact path.
+		hmax512(acc, rmax)
+		VUCOMISS(rmax, rmax)
+		JPS(LabelRef(r.prefix + "slow_row"))
+		VMULSS(scx, rmax, rmax)
+	} else {
+		KORTESTW(knan, knan)
+		JNE(LabelRef(L("nan")))
+		hmax512(acc, rmax)
+	}
+	JMP(LabelRef(L("newmax")))
+
+	// A NaN score: the row's maximum is the first one, scaled (the loop's
+	// mNew, since max(m, NaN) is NaN).
+	Label(L("nan"))
+	MOVQ(s, x)
+	Label(L("scan"))
+	VMOVSS(Mem{Base: x}, rmax)
+	VMULSS(scx, rmax, rmax) // scaled: the flag came from scaled scores
+	VUCOMISS(rmax, rmax)
+	JPS(LabelRef(L("nanfound")))
+	ADDQ(U32(4), x)
+	JMP(LabelRef(L("scan")))
+
+	Label(L("newmax"))
+	// mNew = max(m[i], rmax): VMAXSS returns its second source, m[i], when
+	// either is NaN, so a NaN m[i] stays NaN (rmax is not NaN here).
+	mOld := XMM()
+	VMOVSS(Mem{Base: m}, mOld)
+	mNew := rmax
+	VMAXSS(mOld, rmax, mNew)
+	JMP(LabelRef(L("special")))
+	Label(L("nanfound"))
+	VMOVSS(Mem{Base: m}, mOld) // mNew is the scaled NaN
+	Label(L("special"))
+	VUCOMISS(negInf.AsX(), mNew) // equal: mNew is −Inf (ZF), unordered sets ZF and PF
+	JNE(LabelRef(L("live")))
+	JPS(LabelRef(L("live")))
+
+	// A row that has seen no key yet: p = 0, alpha = 1, m and z unchanged.
+	MOVQ(p, pp)
+	MOVQ(full, j)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	Label(L("clear"))
+	TESTQ(j, j)
+	JE(LabelRef(L("cleartail")))
+	VMOVDQU16(zero.AsY(), Mem{Base: pp})
+	ADDQ(U32(32), pp)
+	SUBQ(U32(16), j)
+	JMP(LabelRef(L("clear")))
+	Label(L("cleartail"))
+	TESTQ(rem, rem)
+	JE(LabelRef(L("clearone")))
+	VMOVDQU16(zero.AsY(), tail, Mem{Base: pp})
+	Label(L("clearone"))
+	VMOVSS(e.one.AsX(), Mem{Base: alpha})
+	JMP(LabelRef(r.prefix + "next"))
+
+	Label(L("live"))
+	VMOVSS(mNew, Mem{Base: m})
+	VBROADCASTSS(mNew, vm)
+	// alpha = 2^((m[i] − mNew)·log2e), of m[i] broadcast.
+	vo := ZMM()
+	VBROADCASTSS(mOld, vo)
+	VSUBPS(vm, vo, vo)
+	VMULPS(log2e, vo, vo)
+	VMOVSS(e.exp2(vo, nil).AsX(), Mem{Base: alpha})
+
+	// Pass 2: exponentials, their sum, and their rounding into p.
+	sum := ZMM()
+	VPXORD(sum, sum, sum)
+	MOVQ(s, x)
+	MOVQ(p, pp)
+	MOVQ(full, j)
+	store := func(y VecVirtual, off int, mask Register) {
+		VMOVAPS(y, Z30)
+		x86enc.Emit("VCVTNEPS2BF16 Y30, Z30", x86enc.VCVTNEPS2BF16(30, 30))
+		if mask != nil {
+			VMOVDQU16(Y30, mask, Mem{Base: pp})
+		} else {
+			VMOVDQU16(Y30, Mem{Base: pp}.Offset(off))
+		}
+	}
+	const unroll = 4
+	Label(L("exp4"))
+	CMPQ(j, U32(16*unroll))
+	JL(LabelRef(L("exp1")))
+	var ys [unroll]VecVirtual
+	for i := range ys {
+		ys[i] = e.of(Mem{Base: x}.Offset(64*i), nil)
+	}
+	for i, y := range ys {
+		store(y, 32*i, nil)
+	}
+	VADDPS(ys[0], ys[1], ys[0])
+	VADDPS(ys[2], ys[3], ys[2])
+	VADDPS(ys[0], sum, sum)
+	VADDPS(ys[2], sum, sum)
+	ADDQ(U32(64*unroll), x)
+	ADDQ(U32(32*unroll), pp)
+	SUBQ(U32(16*unroll), j)
+	JMP(LabelRef(L("exp4")))
+	Label(L("exp1"))
+	TESTQ(j, j)
+	JE(LabelRef(L("exptail")))
+	y := e.of(Mem{Base: x}, nil)
+	store(y, 0, nil)
+	VADDPS(y, sum, sum)
+	ADDQ(U32(64), x)
+	ADDQ(U32(32), pp)
+	SUBQ(U32(16), j)
+	JMP(LabelRef(L("exp1")))
+	Label(L("exptail"))
+	TESTQ(rem, rem)
+	JE(LabelRef(L("rowsum")))
+	w := ZMM()
+	VMOVUPS_Z(Mem{Base: x}, tail, w)
+	y = e.of(w, tail)
+	store(y, 0, tail)
+	VADDPS(y, sum, sum)
+
+	Label(L("rowsum"))
+	// z[i] = alpha[i]·z[i] + sum, rounded after each operation as in Go.
+	h := asmkit.HSum512(sum)
+	if fast {
+		// A NaN sum: a NaN score that VMAXPS dropped (or an infinite
+		// one). The exact path redoes the row from m[i] as it was.
+		VUCOMISS(h, h)
+		JPS(LabelRef(L("redo")))
+	}
+	zi := XMM()
+	VMOVSS(Mem{Base: z}, zi)
+	VMULSS(Mem{Base: alpha}, zi, zi)
+	VADDSS(h, zi, zi)
+	VMOVSS(zi, Mem{Base: z})
+	JMP(LabelRef(r.prefix + "next"))
+	if fast {
+		Label(L("redo"))
+		VMOVSS(mOld, Mem{Base: m})
+		JMP(LabelRef(r.prefix + "slow_row"))
+	}
+
 }
