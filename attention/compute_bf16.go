@@ -134,6 +134,16 @@ func foldTile(ws *workspace, c *task, j0, bc int, crossing bool) error {
 	}
 	ldQ, _, ldP, _ := bf16Strides(bl.ldS, bl.d, bl.dv)
 	d, ld := bl.d, bl.ld
+	if c.chunkFused && bc%32 == 0 && !bl.scaled && (!crossing || finite) {
+		// One kernel for the whole block (the level's fused chunk: the
+		// same bits as the steps below).
+		var lo, vis []int
+		if crossing {
+			lo, vis = ws.lo[:bl.rows], ws.vis[:bl.rows]
+		}
+		return kernel.FoldChunkBF16(ws.o, ld, ws.qb, ldQ, bl.kp, bl.ldK, vp, ldV, ws.s, bl.ldS, ws.pb, ldP,
+			bl.rows, bc, d, bl.dv, c.scale, ws.m, ws.z, ws.alpha, lo, vis)
+	}
 	step := bl.rows
 	if c.chunked {
 		step = fuseRows

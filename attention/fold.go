@@ -56,11 +56,14 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 	}
 	ws.rows, ws.cols, ws.dim, ws.bf16 = max(rows, ws.rows), max(cols, ws.cols), max(dim, ws.dim), ws.bf16 || bf16
 	rows, cols, ld := ws.rows, ws.cols, padRow(ws.dim)
+	// The fused bf16 chunk (kernel.FoldChunkBF16) takes the rows 16 at a
+	// time: its scratch, queries and accumulators have whole tiles of rows.
+	r16 := roundUp(rows, 16)
 	ws.q = alignedFloats(rows * ld)
 	ws.kt = alignedFloats(ld * cols)
 	ws.v = alignedFloats(cols * ld)
-	ws.s = alignedFloats(rows * cols)
-	ws.o = alignedFloats(rows * ld)
+	ws.s = alignedFloats(r16 * cols)
+	ws.o = alignedFloats(r16 * ld)
 	ws.m = make([]float32, rows)
 	ws.z = make([]float32, rows)
 	ws.alpha = make([]float32, rows)
@@ -69,9 +72,9 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 	ws.off = make([]int, cols+gatherAhead)
 	if ws.bf16 {
 		ldQ, ldK, ldP, ldV := bf16Strides(cols, ws.dim, ws.dim)
-		ws.qb = alignedBF16(rows * ldQ)
+		ws.qb = alignedBF16(r16 * ldQ)
 		ws.kp = alignedBF16(ldQ / 2 * ldK)
-		ws.pb = alignedBF16(rows * ldP)
+		ws.pb = alignedBF16(r16 * ldP)
 		ws.vp = alignedBF16(ldP / 2 * ldV)
 		ws.vc = alignedBF16(ldP / 2 * ldV)
 	}

@@ -64,7 +64,11 @@ type plan struct {
 	// chunked, bf16: the fold computes the scores of a tile fuseRows rows
 	// at a time itself, between the softmaxes (compute_bf16.go's foldTile).
 	chunked bool
-	fold    bool // f32Math folds a tile in one kernel.FoldTile call (foldsTiles)
+	// chunkFused, chunked: the level folds a tile whose width is a
+	// multiple of 32 in one kernel.FoldChunkBF16 call (the amx level,
+	// d and dv multiples of 32).
+	chunkFused bool
+	fold       bool // f32Math folds a tile in one kernel.FoldTile call (foldsTiles)
 
 	math   tileMath // how the tiles' products are computed: float32 or bfloat16
 	pre    *prepack // bf16 K/V packed once per call, or nil
@@ -292,6 +296,7 @@ func (e *Engine) pathPlan(c *call, prec Precision, direct bool) plan {
 		// Without per-element terms nothing reads the whole tile's scores
 		// between the product and the softmax.
 		p.chunked = !c.terms
+		p.chunkFused = p.chunked && kernel.FusesChunkBF16(32, c.q.Dim, c.dv)
 	}
 	p.fold = foldsTiles(c, &p)
 	return p

@@ -85,7 +85,14 @@ type bf16Row struct {
 	// the widened QKTBF16 adds the scores of its later blocks of
 	// components.
 	addScale func(dst, src *float32, n int, a float32)
+	// chunk is FoldChunkBF16 in one kernel, for the sizes and scales
+	// fusesChunk takes; nil where the level has none.
+	chunk foldChunkFunc
 }
+
+// foldChunkFunc is the signature of FoldChunkBF16 (arguments checked).
+type foldChunkFunc func(o []float32, ldO int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, vp []fp16.BFloat16, ldV int,
+	s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols, d, dv int, scale float32, m, z, alpha []float32, lo, vis []int)
 
 // dotRow holds an integer kernel of QKRowsQ8Dot, in place and gathering,
 // with its rows per call; ok says whether this machine can run it.

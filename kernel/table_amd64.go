@@ -36,7 +36,7 @@ func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 		softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
 		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512,
 	}
-	bf16[implAMX] = &bf16Row{qkt: qktBF16AMX, pv: pvBF16AMX, softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
+	bf16[implAMX] = &bf16Row{qkt: qktBF16AMX, pv: pvBF16AMX, chunk: foldChunkAMX, softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
 		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512}
 	return f32, bf16, []*dotRow{dotAVX512VNNI, dotAVXVNNI, dotAVX2}
 }

@@ -240,6 +240,8 @@ func main() {
 		genSoftCap(x)
 	}
 	genSoftmaxBF16AVX512()
+	amxFoldData()
+	genFoldChunkAMX()
 
 	for _, x := range isas {
 		genWidenBF16(x)

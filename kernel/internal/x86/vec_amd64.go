@@ -182,6 +182,39 @@ func SoftCapAVX2(dst *float32, src *float32, n int, c float32, inv float32)
 //go:noescape
 func SoftmaxBF16AVX512(s *float32, ldS int, p *uint16, ldP int, rows int, cols int, scale float32, m *float32, z *float32, alpha *float32)
 
+// FoldChunkAMX folds a tile of cols keys into the online softmax of rows
+// query rows in bf16 precision, in one call: for rows i < rows,
+//
+//	S = Q·Kᵀ                      (TDPBF16PS, unscaled)
+//	S[i][:lo[i]] = S[i][vis[i]:] = −Inf   (only with lo != nil)
+//	SoftmaxBF16AVX512 of S's row i into P's row, m[i], z[i], alpha[i]
+//	O[i] *= alpha[i] unless alpha[i] == 1
+//	O += P·V                      (TDPBF16PS)
+//
+// the bits of QKTBF16 (scale 1), the −Inf edges, OnlineSoftmaxBF16,
+// ScaleRows and PVBF16 at the amx level. Sizes: rows >= 1, cols, d and
+// dv multiples of 32, leading dimensions in elements; lo and vis (int
+// slices of rows elements, or both nil) as FoldChunkBF16 says.
+//
+// q is rows × d bfloat16 (the queries), kp the K pair panel (d/2 pair rows
+// of 2·cols), vp the V pair panel (cols/2 pair rows of 2·dv), o the rows ×
+// dv float32 accumulators. The rows are taken 16 at a time (a row tile);
+// the last tile reads q's rows and reads and writes o's rows up to the
+// next multiple of 16, whose values are scratch. s is two tiles of scores
+// (32 rows × cols, ldS; 16 rows when rows <= 16), p one tile of
+// probabilities (16 rows × cols, ldP).
+//
+// Every tile is 16 rows × 64 bytes (one configuration, loaded once): C in
+// tmm0–3, A in tmm4, B in tmm5–7 in turn. The scores of row tile t+1 are
+// computed a block of 4 (or 2) key tiles at a time, and after each block
+// piece rows of tile t go through the softmax, so that the tile unit
+// computes the next products while the vector units take the exponentials
+// of the current ones; then tile t's P·V adds to its accumulators, each C
+// tile of o loaded once and stored once.
+//
+//go:noescape
+func FoldChunkAMX(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int, p *uint16, ldP int, rows int, cols int, d int, dv int, piece int, scale float32, m *float32, z *float32, alpha *float32, lo *int, vis *int)
+
 // WidenBF16AVX512 is the AVX-512 widening of a bfloat16 row: dst[i] = bf16Value(src[i]) for i < n:
 //
 //	for i := range n {

@@ -2064,6 +2064,1461 @@ next:
 	VZEROUPPER
 	RET
 
+DATA amxfoldcfg<>+0(SB)/1, $0x01
+DATA amxfoldcfg<>+16(SB)/2, $0x0040
+DATA amxfoldcfg<>+18(SB)/2, $0x0040
+DATA amxfoldcfg<>+20(SB)/2, $0x0040
+DATA amxfoldcfg<>+22(SB)/2, $0x0040
+DATA amxfoldcfg<>+24(SB)/2, $0x0040
+DATA amxfoldcfg<>+26(SB)/2, $0x0040
+DATA amxfoldcfg<>+28(SB)/2, $0x0040
+DATA amxfoldcfg<>+30(SB)/2, $0x0040
+DATA amxfoldcfg<>+48(SB)/1, $0x10
+DATA amxfoldcfg<>+49(SB)/1, $0x10
+DATA amxfoldcfg<>+50(SB)/1, $0x10
+DATA amxfoldcfg<>+51(SB)/1, $0x10
+DATA amxfoldcfg<>+52(SB)/1, $0x10
+DATA amxfoldcfg<>+53(SB)/1, $0x10
+DATA amxfoldcfg<>+54(SB)/1, $0x10
+DATA amxfoldcfg<>+55(SB)/1, $0x10
+DATA amxfoldcfg<>+56(SB)/8, $0x0000000000000000
+GLOBL amxfoldcfg<>(SB), RODATA|NOPTR, $64
+
+// func FoldChunkAMX(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int, p *uint16, ldP int, rows int, cols int, d int, dv int, piece int, scale float32, m *float32, z *float32, alpha *float32, lo *int, vis *int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, SSE
+TEXT ·FoldChunkAMX(SB), NOSPLIT, $240-184
+	// One tile configuration for the call: every tile 16 rows × 64 bytes.
+	LEAQ amxfoldcfg<>+0(SB), R10
+
+	// LDTILECFG [R10]
+	BYTE $0xc4
+	BYTE $0xc2
+	BYTE $0x78
+	BYTE $0x49
+	BYTE $0x02
+
+	// Leading dimensions in bytes, and the k steps.
+	MOVQ ldQ+8(FP), DX
+	SHLQ $0x01, DX
+	MOVQ DX, (SP)
+	MOVQ ldK+24(FP), DX
+	SHLQ $0x01, DX
+	MOVQ DX, 8(SP)
+	MOVQ ldV+40(FP), DX
+	SHLQ $0x01, DX
+	MOVQ DX, 16(SP)
+	MOVQ ldO+56(FP), DX
+	SHLQ $0x02, DX
+	MOVQ DX, 24(SP)
+	MOVQ ldS+72(FP), DX
+	SHLQ $0x02, DX
+	MOVQ DX, 32(SP)
+	MOVQ ldP+88(FP), DX
+	SHLQ $0x01, DX
+	MOVQ DX, 40(SP)
+	MOVQ 8(SP), DX
+	SHLQ $0x04, DX
+	MOVQ DX, 48(SP)
+	MOVQ 16(SP), DX
+	SHLQ $0x04, DX
+	MOVQ DX, 56(SP)
+	MOVQ d+112(FP), DX
+	SHRQ $0x05, DX
+	MOVQ DX, 64(SP)
+	MOVQ cols+104(FP), CX
+	MOVQ CX, DX
+	SHRQ $0x05, DX
+	MOVQ DX, 72(SP)
+	MOVQ CX, DX
+	SHRQ $0x06, DX
+	MOVQ DX, 80(SP)
+	MOVQ CX, DX
+	SHRQ $0x05, DX
+	ANDQ $0x01, DX
+	MOVQ DX, 104(SP)
+	MOVQ dv+120(FP), DX
+	SHRQ $0x06, DX
+	MOVQ DX, 88(SP)
+	MOVQ dv+120(FP), DX
+	SHRQ $0x05, DX
+	ANDQ $0x01, DX
+	MOVQ DX, 96(SP)
+	MOVQ piece+128(FP), DX
+	MOVQ DX, 112(SP)
+
+	// The softmax's constants (genSoftmaxBF16AVX512's).
+	MOVSS        scale+136(FP), X0
+	VBROADCASTSS X0, Z1
+	VBROADCASTSS vecconst<>+384(SB), Z2
+	VBROADCASTSS vecconst<>+0(SB), Z3
+	VBROADCASTSS vecconst<>+960(SB), Z5
+	VBROADCASTSS vecconst<>+288(SB), Z6
+	VBROADCASTSS vecconst<>+1120(SB), Z7
+	VBROADCASTSS vecconst<>+1088(SB), Z8
+	VBROADCASTSS vecconst<>+1056(SB), Z9
+	VBROADCASTSS vecconst<>+1024(SB), Z10
+	VBROADCASTSS vecconst<>+992(SB), Z11
+	MOVQ         CX, AX
+	ANDQ         $0x0f, AX
+	LEAQ         vectail16<>+0(SB), DX
+	KMOVW        (DX)(AX*2), K1
+	ANDQ         $-16, CX
+
+	// No current tile yet; the next is the first.
+	MOVQ $0x00000000, 128(SP)
+	MOVQ $-16, 144(SP)
+	MOVQ rows+96(FP), DX
+	MOVQ DX, 120(SP)
+	CMPQ DX, $0x10
+	JBE  fc_firstmin
+	MOVQ $0x00000010, DX
+
+fc_firstmin:
+	MOVQ DX, 136(SP)
+	SUBQ DX, 120(SP)
+	MOVQ q+0(FP), DX
+	MOVQ DX, 152(SP)
+	MOVQ s+64(FP), DX
+	MOVQ DX, 168(SP)
+	MOVQ 32(SP), DX
+	SHLQ $0x04, DX
+	ADDQ 168(SP), DX
+	MOVQ DX, 160(SP)
+
+fc_tile:
+	// A row tile: the next tile's scores, a key block at a time, each followed by piece rows of the current tile's softmax.
+	MOVQ kp+16(FP), DX
+	MOVQ DX, 216(SP)
+	MOVQ 168(SP), DX
+	MOVQ DX, 224(SP)
+	MOVQ 80(SP), DX
+	MOVQ DX, 200(SP)
+	MOVQ 104(SP), DX
+	MOVQ DX, 208(SP)
+	MOVQ $0x00000000, 184(SP)
+	MOVQ $0x00000000, 232(SP)
+
+fc_piece:
+	CMPQ 200(SP), $0x00
+	JE   fc_piece2
+	DECQ 200(SP)
+	CMPQ 136(SP), $0x00
+	JE   fc_nopk4
+
+	// scores of 4 key tiles of the next row tile
+	// TILEZERO TMM0
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc0
+
+	// TILEZERO TMM1
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc8
+
+	// TILEZERO TMM2
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xd0
+
+	// TILEZERO TMM3
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xd8
+	MOVQ 152(SP), DX
+	MOVQ 216(SP), BX
+	MOVQ 64(SP), SI
+
+fc_qk_1:
+	LEAQ (DX), R10
+	MOVQ (SP), R11
+
+	// TILELOADD TMM4, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x24
+	BYTE $0x1a
+	LEAQ (BX), R10
+	MOVQ 8(SP), R11
+
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(BX), R10
+	MOVQ 8(SP), R11
+
+	// TILELOADD TMM6, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x34
+	BYTE $0x1a
+
+	// TDPBF16PS TMM1, TMM4, TMM6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xcc
+	LEAQ 128(BX), R10
+	MOVQ 8(SP), R11
+
+	// TILELOADD TMM7, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x3c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM2, TMM4, TMM7
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x42
+	BYTE $0x5c
+	BYTE $0xd4
+	LEAQ 192(BX), R10
+	MOVQ 8(SP), R11
+
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM3, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xdc
+	ADDQ $0x40, DX
+	ADDQ 48(SP), BX
+	DECQ SI
+	JNZ  fc_qk_1
+	MOVQ 224(SP), DX
+	LEAQ (DX), R10
+	MOVQ 32(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM0
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x04
+	BYTE $0x1a
+	LEAQ 64(DX), R10
+	MOVQ 32(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM1
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x0c
+	BYTE $0x1a
+	LEAQ 128(DX), R10
+	MOVQ 32(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM2
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x14
+	BYTE $0x1a
+	LEAQ 192(DX), R10
+	MOVQ 32(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM3
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x1c
+	BYTE $0x1a
+	ADDQ $0x00000100, 216(SP)
+	ADDQ $0x00000100, 224(SP)
+
+fc_nopk4:
+	JMP fc_share
+
+fc_piece2:
+	CMPQ 208(SP), $0x00
+	JE   fc_final
+	MOVQ $0x00000000, 208(SP)
+	CMPQ 136(SP), $0x00
+	JE   fc_share
+
+	// scores of 2 key tiles of the next row tile
+	// TILEZERO TMM0
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc0
+
+	// TILEZERO TMM1
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc8
+	MOVQ 152(SP), DX
+	MOVQ 216(SP), BX
+	MOVQ 64(SP), SI
+
+fc_qk_2:
+	LEAQ (DX), R10
+	MOVQ (SP), R11
+
+	// TILELOADD TMM4, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x24
+	BYTE $0x1a
+	LEAQ (BX), R10
+	MOVQ 8(SP), R11
+
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(BX), R10
+	MOVQ 8(SP), R11
+
+	// TILELOADD TMM6, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x34
+	BYTE $0x1a
+
+	// TDPBF16PS TMM1, TMM4, TMM6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xcc
+	ADDQ $0x40, DX
+	ADDQ 48(SP), BX
+	DECQ SI
+	JNZ  fc_qk_2
+	MOVQ 224(SP), DX
+	LEAQ (DX), R10
+	MOVQ 32(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM0
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x04
+	BYTE $0x1a
+	LEAQ 64(DX), R10
+	MOVQ 32(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM1
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x0c
+	BYTE $0x1a
+	ADDQ $0x00000080, 216(SP)
+	ADDQ $0x00000080, 224(SP)
+
+fc_share:
+	MOVQ 184(SP), DX
+	ADDQ 112(SP), DX
+	CMPQ DX, 128(SP)
+	JBE  fc_limit
+	MOVQ 128(SP), DX
+	JMP  fc_limit
+
+fc_final:
+	MOVQ $0x00000001, 232(SP)
+	MOVQ 128(SP), DX
+
+fc_limit:
+	MOVQ DX, 192(SP)
+
+fc_rowloop:
+	MOVQ 184(SP), DX
+	CMPQ DX, 192(SP)
+	JAE  fc_rowsdone
+
+	// Row done of the current tile, row curRow0+done of the call.
+	MOVQ    DX, BX
+	IMULQ   32(SP), BX
+	ADDQ    160(SP), BX
+	MOVQ    DX, SI
+	IMULQ   40(SP), SI
+	ADDQ    p+80(FP), SI
+	ADDQ    144(SP), DX
+	MOVQ    m+144(FP), DI
+	LEAQ    (DI)(DX*4), DI
+	MOVQ    z+152(FP), R8
+	LEAQ    (R8)(DX*4), R8
+	MOVQ    alpha+160(FP), R9
+	LEAQ    (R9)(DX*4), R9
+	MOVQ    lo+168(FP), R10
+	TESTQ   R10, R10
+	JZ      fc_row
+	MOVQ    (R10)(DX*8), R10
+	MOVQ    vis+176(FP), R11
+	MOVQ    (R11)(DX*8), R11
+	MOVQ    cols+104(FP), DX
+	CMPQ    R11, DX
+	JAE     fc_hide_visdone
+	MOVQ    R11, R12
+	ANDQ    $0x0f, R12
+	ANDQ    $-16, R11
+	LEAQ    vectail16<>+0(SB), R13
+	KMOVW   (R13)(R12*2), K2
+	KNOTW   K2, K2
+	VMOVUPS Z2, K2, (BX)(R11*4)
+	ADDQ    $0x10, R11
+
+fc_hide_vis:
+	CMPQ    R11, DX
+	JAE     fc_hide_visdone
+	VMOVUPS Z2, (BX)(R11*4)
+	ADDQ    $0x10, R11
+	JMP     fc_hide_vis
+
+fc_hide_visdone:
+	XORQ R11, R11
+
+fc_hide_lo:
+	MOVQ    R11, R12
+	ADDQ    $0x10, R12
+	CMPQ    R12, R10
+	JA      fc_hide_lotail
+	VMOVUPS Z2, (BX)(R11*4)
+	MOVQ    R12, R11
+	JMP     fc_hide_lo
+
+fc_hide_lotail:
+	MOVQ    R10, R12
+	ANDQ    $0x0f, R12
+	JZ      fc_hide_done
+	LEAQ    vectail16<>+0(SB), DX
+	KMOVW   (DX)(R12*2), K2
+	VMOVUPS Z2, K2, (BX)(R11*4)
+
+fc_hide_done:
+fc_row:
+	VMOVAPS Z2, Z4
+	VMOVAPS Z2, Z12
+	VMOVAPS Z2, Z15
+	VMOVAPS Z2, Z16
+	KXORW   K3, K3, K3
+	MOVQ    BX, DX
+	MOVQ    CX, R11
+
+fc_fast_max4:
+	CMPQ   R11, $0x00000040
+	JL     fc_fast_max1
+	VMAXPS (DX), Z4, Z4
+	VMAXPS 64(DX), Z12, Z12
+	VMAXPS 128(DX), Z15, Z15
+	VMAXPS 192(DX), Z16, Z16
+	ADDQ   $0x00000100, DX
+	SUBQ   $0x00000040, R11
+	JMP    fc_fast_max4
+
+fc_fast_max1:
+	TESTQ  R11, R11
+	JE     fc_fast_maxtail
+	VMAXPS (DX), Z4, Z4
+	ADDQ   $0x00000040, DX
+	SUBQ   $0x00000010, R11
+	JMP    fc_fast_max1
+
+fc_fast_maxtail:
+	TESTQ   AX, AX
+	JE      fc_fast_maxreduce
+	VMOVAPS Z2, Z17
+	VMOVUPS (DX), K1, Z17
+	VMAXPS  Z17, Z12, Z12
+
+fc_fast_maxreduce:
+	VMAXPS        Z12, Z4, Z4
+	VMAXPS        Z16, Z15, Z15
+	VMAXPS        Z15, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y12
+	VMAXPS        Y12, Y4, Y12
+	VEXTRACTF32X4 $0x01, Y12, X4
+	VMAXPS        X4, X12, X4
+	VPERMILPS     $0x4e, X4, X12
+	VMAXPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VMAXPS        X12, X4, X4
+	VUCOMISS      X4, X4
+	JPS           fc_slow_row
+	VMULSS        X0, X4, X4
+	JMP           fc_fast_newmax
+	MOVQ BX, DX
+
+fc_fast_scan:
+	VMOVSS   (DX), X4
+	VMULSS   X0, X4, X4
+	VUCOMISS X4, X4
+	JPS      fc_fast_nanfound
+	ADDQ     $0x00000004, DX
+	JMP      fc_fast_scan
+
+fc_fast_newmax:
+	VMOVSS (DI), X12
+	VMAXSS X12, X4, X4
+	JMP    fc_fast_special
+
+fc_fast_nanfound:
+	VMOVSS (DI), X12
+
+fc_fast_special:
+	VUCOMISS X2, X4
+	JNE      fc_fast_live
+	JPS      fc_fast_live
+	MOVQ     SI, R10
+	MOVQ     CX, R11
+	VPXORD   Z13, Z13, Z13
+
+fc_fast_clear:
+	TESTQ     R11, R11
+	JE        fc_fast_cleartail
+	VMOVDQU16 Y13, (R10)
+	ADDQ      $0x00000020, R10
+	SUBQ      $0x00000010, R11
+	JMP       fc_fast_clear
+
+fc_fast_cleartail:
+	TESTQ     AX, AX
+	JE        fc_fast_clearone
+	VMOVDQU16 Y13, K1, (R10)
+
+fc_fast_clearone:
+	VMOVSS X6, (R9)
+	JMP    fc_next
+
+fc_fast_live:
+	VMOVSS       X4, (DI)
+	VBROADCASTSS X4, Z4
+	VBROADCASTSS X12, Z15
+	VSUBPS       Z4, Z15, Z15
+	VMULPS       Z3, Z15, Z15
+	VCMPPS       $0x05, Z5, Z15, K2
+	VRNDSCALEPS  $0x00, Z15, Z16
+	VSUBPS       Z16, Z15, Z15
+	VMOVAPS      Z7, Z17
+	VFMADD213PS  Z8, Z15, Z17
+	VFMADD213PS  Z9, Z15, Z17
+	VFMADD213PS  Z10, Z15, Z17
+	VFMADD213PS  Z11, Z15, Z17
+	VFMADD213PS  Z6, Z15, Z17
+	VSCALEFPS.Z  Z16, Z17, K2, Z17
+	VMOVSS       X17, (R9)
+	VPXORD       Z14, Z14, Z14
+	MOVQ         BX, DX
+	MOVQ         SI, R10
+	MOVQ         CX, R11
+
+fc_fast_exp4:
+	CMPQ        R11, $0x00000040
+	JL          fc_fast_exp1
+	VMULPS      (DX), Z1, Z16
+	VSUBPS      Z4, Z16, Z16
+	VMULPS      Z3, Z16, Z16
+	VCMPPS      $0x05, Z5, Z16, K2
+	VRNDSCALEPS $0x00, Z16, Z17
+	VSUBPS      Z17, Z16, Z16
+	VMOVAPS     Z7, Z15
+	VFMADD213PS Z8, Z16, Z15
+	VFMADD213PS Z9, Z16, Z15
+	VFMADD213PS Z10, Z16, Z15
+	VFMADD213PS Z11, Z16, Z15
+	VFMADD213PS Z6, Z16, Z15
+	VSCALEFPS.Z Z17, Z15, K2, Z15
+	VMULPS      64(DX), Z1, Z17
+	VSUBPS      Z4, Z17, Z17
+	VMULPS      Z3, Z17, Z17
+	VCMPPS      $0x05, Z5, Z17, K2
+	VRNDSCALEPS $0x00, Z17, Z18
+	VSUBPS      Z18, Z17, Z17
+	VMOVAPS     Z7, Z16
+	VFMADD213PS Z8, Z17, Z16
+	VFMADD213PS Z9, Z17, Z16
+	VFMADD213PS Z10, Z17, Z16
+	VFMADD213PS Z11, Z17, Z16
+	VFMADD213PS Z6, Z17, Z16
+	VSCALEFPS.Z Z18, Z16, K2, Z16
+	VMULPS      128(DX), Z1, Z18
+	VSUBPS      Z4, Z18, Z18
+	VMULPS      Z3, Z18, Z18
+	VCMPPS      $0x05, Z5, Z18, K2
+	VRNDSCALEPS $0x00, Z18, Z21
+	VSUBPS      Z21, Z18, Z18
+	VMOVAPS     Z7, Z17
+	VFMADD213PS Z8, Z18, Z17
+	VFMADD213PS Z9, Z18, Z17
+	VFMADD213PS Z10, Z18, Z17
+	VFMADD213PS Z11, Z18, Z17
+	VFMADD213PS Z6, Z18, Z17
+	VSCALEFPS.Z Z21, Z17, K2, Z17
+	VMULPS      192(DX), Z1, Z21
+	VSUBPS      Z4, Z21, Z21
+	VMULPS      Z3, Z21, Z21
+	VCMPPS      $0x05, Z5, Z21, K2
+	VRNDSCALEPS $0x00, Z21, Z22
+	VSUBPS      Z22, Z21, Z21
+	VMOVAPS     Z7, Z18
+	VFMADD213PS Z8, Z21, Z18
+	VFMADD213PS Z9, Z21, Z18
+	VFMADD213PS Z10, Z21, Z18
+	VFMADD213PS Z11, Z21, Z18
+	VFMADD213PS Z6, Z21, Z18
+	VSCALEFPS.Z Z22, Z18, K2, Z18
+	VMOVAPS     Z15, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, (R10)
+	VMOVAPS   Z16, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, 32(R10)
+	VMOVAPS   Z17, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, 64(R10)
+	VMOVAPS   Z18, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, 96(R10)
+	VADDPS    Z15, Z16, Z15
+	VADDPS    Z17, Z18, Z17
+	VADDPS    Z15, Z14, Z14
+	VADDPS    Z17, Z14, Z14
+	ADDQ      $0x00000100, DX
+	ADDQ      $0x00000080, R10
+	SUBQ      $0x00000040, R11
+	JMP       fc_fast_exp4
+
+fc_fast_exp1:
+	TESTQ       R11, R11
+	JE          fc_fast_exptail
+	VMULPS      (DX), Z1, Z16
+	VSUBPS      Z4, Z16, Z16
+	VMULPS      Z3, Z16, Z16
+	VCMPPS      $0x05, Z5, Z16, K2
+	VRNDSCALEPS $0x00, Z16, Z17
+	VSUBPS      Z17, Z16, Z16
+	VMOVAPS     Z7, Z15
+	VFMADD213PS Z8, Z16, Z15
+	VFMADD213PS Z9, Z16, Z15
+	VFMADD213PS Z10, Z16, Z15
+	VFMADD213PS Z11, Z16, Z15
+	VFMADD213PS Z6, Z16, Z15
+	VSCALEFPS.Z Z17, Z15, K2, Z15
+	VMOVAPS     Z15, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, (R10)
+	VADDPS    Z15, Z14, Z14
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000020, R10
+	SUBQ      $0x00000010, R11
+	JMP       fc_fast_exp1
+
+fc_fast_exptail:
+	TESTQ       AX, AX
+	JE          fc_fast_rowsum
+	VMOVUPS.Z   (DX), K1, Z15
+	VMULPS      Z15, Z1, Z15
+	VSUBPS      Z4, Z15, Z15
+	VMULPS      Z3, Z15, Z15
+	VCMPPS      $0x05, Z5, Z15, K1, K2
+	VRNDSCALEPS $0x00, Z15, Z16
+	VSUBPS      Z16, Z15, Z15
+	VMOVAPS     Z7, Z4
+	VFMADD213PS Z8, Z15, Z4
+	VFMADD213PS Z9, Z15, Z4
+	VFMADD213PS Z10, Z15, Z4
+	VFMADD213PS Z11, Z15, Z4
+	VFMADD213PS Z6, Z15, Z4
+	VSCALEFPS.Z Z16, Z4, K2, Z4
+	VMOVAPS     Z4, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, K1, (R10)
+	VADDPS    Z4, Z14, Z14
+
+fc_fast_rowsum:
+	VEXTRACTF64X4 $0x01, Z14, Y4
+	VADDPS        Y4, Y14, Y4
+	VEXTRACTF32X4 $0x01, Y4, X15
+	VADDPS        X15, X4, X15
+	VPERMILPS     $0x4e, X15, X4
+	VADDPS        X4, X15, X15
+	VPERMILPS     $0xb1, X15, X4
+	VADDPS        X4, X15, X15
+	VUCOMISS      X15, X15
+	JPS           fc_fast_redo
+	VMOVSS        (R8), X4
+	VMULSS        (R9), X4, X4
+	VADDSS        X15, X4, X4
+	VMOVSS        X4, (R8)
+	JMP           fc_next
+
+fc_fast_redo:
+	VMOVSS X12, (DI)
+
+fc_slow_row:
+	VMOVAPS Z2, Z4
+	VMOVAPS Z2, Z12
+	VMOVAPS Z2, Z15
+	VMOVAPS Z2, Z16
+	KXORW   K4, K4, K4
+	MOVQ    BX, DX
+	MOVQ    CX, R11
+
+fc_slow_max4:
+	CMPQ   R11, $0x00000040
+	JL     fc_slow_max1
+	VMULPS (DX), Z1, Z17
+	VMAXPS Z17, Z4, Z4
+	VCMPPS $0x03, Z17, Z17, K2
+	KORW   K2, K4, K4
+	VMULPS 64(DX), Z1, Z17
+	VMAXPS Z17, Z12, Z12
+	VCMPPS $0x03, Z17, Z17, K2
+	KORW   K2, K4, K4
+	VMULPS 128(DX), Z1, Z17
+	VMAXPS Z17, Z15, Z15
+	VCMPPS $0x03, Z17, Z17, K2
+	KORW   K2, K4, K4
+	VMULPS 192(DX), Z1, Z17
+	VMAXPS Z17, Z16, Z16
+	VCMPPS $0x03, Z17, Z17, K2
+	KORW   K2, K4, K4
+	ADDQ   $0x00000100, DX
+	SUBQ   $0x00000040, R11
+	JMP    fc_slow_max4
+
+fc_slow_max1:
+	TESTQ  R11, R11
+	JE     fc_slow_maxtail
+	VMULPS (DX), Z1, Z17
+	VMAXPS Z17, Z4, Z4
+	VCMPPS $0x03, Z17, Z17, K2
+	KORW   K2, K4, K4
+	ADDQ   $0x00000040, DX
+	SUBQ   $0x00000010, R11
+	JMP    fc_slow_max1
+
+fc_slow_maxtail:
+	TESTQ   AX, AX
+	JE      fc_slow_maxreduce
+	VMOVAPS Z2, Z17
+	VMOVUPS (DX), K1, Z17
+	VMULPS  Z17, Z1, Z17
+	VMAXPS  Z17, Z12, Z12
+	VCMPPS  $0x03, Z17, Z17, K2
+	KORW    K2, K4, K4
+
+fc_slow_maxreduce:
+	KORTESTW      K4, K4
+	JNE           fc_slow_nan
+	VMAXPS        Z12, Z4, Z4
+	VMAXPS        Z16, Z15, Z15
+	VMAXPS        Z15, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y12
+	VMAXPS        Y12, Y4, Y12
+	VEXTRACTF32X4 $0x01, Y12, X4
+	VMAXPS        X4, X12, X4
+	VPERMILPS     $0x4e, X4, X12
+	VMAXPS        X12, X4, X4
+	VPERMILPS     $0xb1, X4, X12
+	VMAXPS        X12, X4, X4
+	JMP           fc_slow_newmax
+
+fc_slow_nan:
+	MOVQ BX, DX
+
+fc_slow_scan:
+	VMOVSS   (DX), X4
+	VMULSS   X0, X4, X4
+	VUCOMISS X4, X4
+	JPS      fc_slow_nanfound
+	ADDQ     $0x00000004, DX
+	JMP      fc_slow_scan
+
+fc_slow_newmax:
+	VMOVSS (DI), X12
+	VMAXSS X12, X4, X4
+	JMP    fc_slow_special
+
+fc_slow_nanfound:
+	VMOVSS (DI), X12
+
+fc_slow_special:
+	VUCOMISS X2, X4
+	JNE      fc_slow_live
+	JPS      fc_slow_live
+	MOVQ     SI, R10
+	MOVQ     CX, R11
+	VPXORD   Z19, Z19, Z19
+
+fc_slow_clear:
+	TESTQ     R11, R11
+	JE        fc_slow_cleartail
+	VMOVDQU16 Y19, (R10)
+	ADDQ      $0x00000020, R10
+	SUBQ      $0x00000010, R11
+	JMP       fc_slow_clear
+
+fc_slow_cleartail:
+	TESTQ     AX, AX
+	JE        fc_slow_clearone
+	VMOVDQU16 Y19, K1, (R10)
+
+fc_slow_clearone:
+	VMOVSS X6, (R9)
+	JMP    fc_next
+
+fc_slow_live:
+	VMOVSS       X4, (DI)
+	VBROADCASTSS X4, Z4
+	VBROADCASTSS X12, Z12
+	VSUBPS       Z4, Z12, Z12
+	VMULPS       Z3, Z12, Z12
+	VCMPPS       $0x05, Z5, Z12, K2
+	VRNDSCALEPS  $0x00, Z12, Z15
+	VSUBPS       Z15, Z12, Z12
+	VMOVAPS      Z7, Z16
+	VFMADD213PS  Z8, Z12, Z16
+	VFMADD213PS  Z9, Z12, Z16
+	VFMADD213PS  Z10, Z12, Z16
+	VFMADD213PS  Z11, Z12, Z16
+	VFMADD213PS  Z6, Z12, Z16
+	VSCALEFPS.Z  Z15, Z16, K2, Z16
+	VMOVSS       X16, (R9)
+	VPXORD       Z20, Z20, Z20
+	MOVQ         BX, DX
+	MOVQ         SI, R10
+	MOVQ         CX, R11
+
+fc_slow_exp4:
+	CMPQ        R11, $0x00000040
+	JL          fc_slow_exp1
+	VMULPS      (DX), Z1, Z15
+	VSUBPS      Z4, Z15, Z15
+	VMULPS      Z3, Z15, Z15
+	VCMPPS      $0x05, Z5, Z15, K2
+	VRNDSCALEPS $0x00, Z15, Z16
+	VSUBPS      Z16, Z15, Z15
+	VMOVAPS     Z7, Z12
+	VFMADD213PS Z8, Z15, Z12
+	VFMADD213PS Z9, Z15, Z12
+	VFMADD213PS Z10, Z15, Z12
+	VFMADD213PS Z11, Z15, Z12
+	VFMADD213PS Z6, Z15, Z12
+	VSCALEFPS.Z Z16, Z12, K2, Z12
+	VMULPS      64(DX), Z1, Z16
+	VSUBPS      Z4, Z16, Z16
+	VMULPS      Z3, Z16, Z16
+	VCMPPS      $0x05, Z5, Z16, K2
+	VRNDSCALEPS $0x00, Z16, Z17
+	VSUBPS      Z17, Z16, Z16
+	VMOVAPS     Z7, Z15
+	VFMADD213PS Z8, Z16, Z15
+	VFMADD213PS Z9, Z16, Z15
+	VFMADD213PS Z10, Z16, Z15
+	VFMADD213PS Z11, Z16, Z15
+	VFMADD213PS Z6, Z16, Z15
+	VSCALEFPS.Z Z17, Z15, K2, Z15
+	VMULPS      128(DX), Z1, Z17
+	VSUBPS      Z4, Z17, Z17
+	VMULPS      Z3, Z17, Z17
+	VCMPPS      $0x05, Z5, Z17, K2
+	VRNDSCALEPS $0x00, Z17, Z18
+	VSUBPS      Z18, Z17, Z17
+	VMOVAPS     Z7, Z16
+	VFMADD213PS Z8, Z17, Z16
+	VFMADD213PS Z9, Z17, Z16
+	VFMADD213PS Z10, Z17, Z16
+	VFMADD213PS Z11, Z17, Z16
+	VFMADD213PS Z6, Z17, Z16
+	VSCALEFPS.Z Z18, Z16, K2, Z16
+	VMULPS      192(DX), Z1, Z18
+	VSUBPS      Z4, Z18, Z18
+	VMULPS      Z3, Z18, Z18
+	VCMPPS      $0x05, Z5, Z18, K2
+	VRNDSCALEPS $0x00, Z18, Z21
+	VSUBPS      Z21, Z18, Z18
+	VMOVAPS     Z7, Z17
+	VFMADD213PS Z8, Z18, Z17
+	VFMADD213PS Z9, Z18, Z17
+	VFMADD213PS Z10, Z18, Z17
+	VFMADD213PS Z11, Z18, Z17
+	VFMADD213PS Z6, Z18, Z17
+	VSCALEFPS.Z Z21, Z17, K2, Z17
+	VMOVAPS     Z12, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, (R10)
+	VMOVAPS   Z15, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, 32(R10)
+	VMOVAPS   Z16, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, 64(R10)
+	VMOVAPS   Z17, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, 96(R10)
+	VADDPS    Z12, Z15, Z12
+	VADDPS    Z16, Z17, Z16
+	VADDPS    Z12, Z20, Z20
+	VADDPS    Z16, Z20, Z20
+	ADDQ      $0x00000100, DX
+	ADDQ      $0x00000080, R10
+	SUBQ      $0x00000040, R11
+	JMP       fc_slow_exp4
+
+fc_slow_exp1:
+	TESTQ       R11, R11
+	JE          fc_slow_exptail
+	VMULPS      (DX), Z1, Z15
+	VSUBPS      Z4, Z15, Z15
+	VMULPS      Z3, Z15, Z15
+	VCMPPS      $0x05, Z5, Z15, K2
+	VRNDSCALEPS $0x00, Z15, Z16
+	VSUBPS      Z16, Z15, Z15
+	VMOVAPS     Z7, Z12
+	VFMADD213PS Z8, Z15, Z12
+	VFMADD213PS Z9, Z15, Z12
+	VFMADD213PS Z10, Z15, Z12
+	VFMADD213PS Z11, Z15, Z12
+	VFMADD213PS Z6, Z15, Z12
+	VSCALEFPS.Z Z16, Z12, K2, Z12
+	VMOVAPS     Z12, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, (R10)
+	VADDPS    Z12, Z20, Z20
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000020, R10
+	SUBQ      $0x00000010, R11
+	JMP       fc_slow_exp1
+
+fc_slow_exptail:
+	TESTQ       AX, AX
+	JE          fc_slow_rowsum
+	VMOVUPS.Z   (DX), K1, Z12
+	VMULPS      Z12, Z1, Z12
+	VSUBPS      Z4, Z12, Z12
+	VMULPS      Z3, Z12, Z12
+	VCMPPS      $0x05, Z5, Z12, K1, K2
+	VRNDSCALEPS $0x00, Z12, Z15
+	VSUBPS      Z15, Z12, Z12
+	VMOVAPS     Z7, Z4
+	VFMADD213PS Z8, Z12, Z4
+	VFMADD213PS Z9, Z12, Z4
+	VFMADD213PS Z10, Z12, Z4
+	VFMADD213PS Z11, Z12, Z4
+	VFMADD213PS Z6, Z12, Z4
+	VSCALEFPS.Z Z15, Z4, K2, Z4
+	VMOVAPS     Z4, Z30
+
+	// VCVTNEPS2BF16 Y30, Z30
+	BYTE      $0x62
+	BYTE      $0x02
+	BYTE      $0x7e
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xf6
+	VMOVDQU16 Y30, K1, (R10)
+	VADDPS    Z4, Z20, Z20
+
+fc_slow_rowsum:
+	VEXTRACTF64X4 $0x01, Z20, Y4
+	VADDPS        Y4, Y20, Y4
+	VEXTRACTF32X4 $0x01, Y4, X12
+	VADDPS        X12, X4, X12
+	VPERMILPS     $0x4e, X12, X4
+	VADDPS        X4, X12, X12
+	VPERMILPS     $0xb1, X12, X4
+	VADDPS        X4, X12, X12
+	VMOVSS        (R8), X4
+	VMULSS        (R9), X4, X4
+	VADDSS        X12, X4, X4
+	VMOVSS        X4, (R8)
+
+fc_next:
+	// The row's accumulators times alpha, unless it is 1 (ScaleRows).
+	VMOVSS   (R9), X4
+	VUCOMISS X6, X4
+	JNE      fc_rescale
+	JPS      fc_rescale
+	JMP      fc_rowend
+
+fc_rescale:
+	VBROADCASTSS X4, Z4
+	MOVQ         184(SP), DX
+	IMULQ        24(SP), DX
+	ADDQ         176(SP), DX
+	MOVQ         dv+120(FP), BX
+	SHRQ         $0x04, BX
+
+fc_rescale_vec:
+	VMULPS  (DX), Z4, Z12
+	VMOVUPS Z12, (DX)
+	ADDQ    $0x40, DX
+	DECQ    BX
+	JNZ     fc_rescale_vec
+
+fc_rowend:
+	INCQ 184(SP)
+	JMP  fc_rowloop
+
+fc_rowsdone:
+	CMPQ 232(SP), $0x00
+	JE   fc_piece
+
+	// The current tile's P·V, then the next tile becomes the current one.
+	CMPQ 128(SP), $0x00
+	JE   fc_advance
+	MOVQ 176(SP), DX
+	MOVQ vp+32(FP), BX
+	MOVQ 88(SP), SI
+
+fc_pvcols_3:
+	TESTQ SI, SI
+	JZ    fc_pvcolsdone_4
+
+	// P·V into 4 column tiles of the current row tile
+	LEAQ (DX), R10
+	MOVQ 24(SP), R11
+
+	// TILELOADD TMM0, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x04
+	BYTE $0x1a
+	LEAQ 64(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILELOADD TMM1, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x0c
+	BYTE $0x1a
+	LEAQ 128(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILELOADD TMM2, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x14
+	BYTE $0x1a
+	LEAQ 192(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILELOADD TMM3, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x1c
+	BYTE $0x1a
+	MOVQ p+80(FP), DI
+	MOVQ BX, R8
+	MOVQ 72(SP), R9
+
+fc_pv_5:
+	LEAQ (DI), R10
+	MOVQ 40(SP), R11
+
+	// TILELOADD TMM4, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x24
+	BYTE $0x1a
+	LEAQ (R8), R10
+	MOVQ 16(SP), R11
+
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(R8), R10
+	MOVQ 16(SP), R11
+
+	// TILELOADD TMM6, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x34
+	BYTE $0x1a
+
+	// TDPBF16PS TMM1, TMM4, TMM6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xcc
+	LEAQ 128(R8), R10
+	MOVQ 16(SP), R11
+
+	// TILELOADD TMM7, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x3c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM2, TMM4, TMM7
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x42
+	BYTE $0x5c
+	BYTE $0xd4
+	LEAQ 192(R8), R10
+	MOVQ 16(SP), R11
+
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM3, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xdc
+	ADDQ $0x40, DI
+	ADDQ 56(SP), R8
+	DECQ R9
+	JNZ  fc_pv_5
+	LEAQ (DX), R10
+	MOVQ 24(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM0
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x04
+	BYTE $0x1a
+	LEAQ 64(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM1
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x0c
+	BYTE $0x1a
+	LEAQ 128(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM2
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x14
+	BYTE $0x1a
+	LEAQ 192(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM3
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x1c
+	BYTE $0x1a
+	ADDQ $0x00000100, DX
+	ADDQ $0x00000100, BX
+	DECQ SI
+	JMP  fc_pvcols_3
+
+fc_pvcolsdone_4:
+	MOVQ 96(SP), SI
+
+fc_pvcols_6:
+	TESTQ SI, SI
+	JZ    fc_pvcolsdone_7
+
+	// P·V into 2 column tiles of the current row tile
+	LEAQ (DX), R10
+	MOVQ 24(SP), R11
+
+	// TILELOADD TMM0, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x04
+	BYTE $0x1a
+	LEAQ 64(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILELOADD TMM1, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x0c
+	BYTE $0x1a
+	MOVQ p+80(FP), DI
+	MOVQ BX, R8
+	MOVQ 72(SP), R9
+
+fc_pv_8:
+	LEAQ (DI), R10
+	MOVQ 40(SP), R11
+
+	// TILELOADD TMM4, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x24
+	BYTE $0x1a
+	LEAQ (R8), R10
+	MOVQ 16(SP), R11
+
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(R8), R10
+	MOVQ 16(SP), R11
+
+	// TILELOADD TMM6, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x34
+	BYTE $0x1a
+
+	// TDPBF16PS TMM1, TMM4, TMM6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xcc
+	ADDQ $0x40, DI
+	ADDQ 56(SP), R8
+	DECQ R9
+	JNZ  fc_pv_8
+	LEAQ (DX), R10
+	MOVQ 24(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM0
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x04
+	BYTE $0x1a
+	LEAQ 64(DX), R10
+	MOVQ 24(SP), R11
+
+	// TILESTORED [R10+R11*1], TMM1
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x0c
+	BYTE $0x1a
+	ADDQ $0x00000080, DX
+	ADDQ $0x00000080, BX
+	DECQ SI
+	JMP  fc_pvcols_6
+
+fc_pvcolsdone_7:
+fc_advance:
+	MOVQ  136(SP), DX
+	TESTQ DX, DX
+	JZ    fc_end
+	MOVQ  DX, 128(SP)
+	ADDQ  $0x10, 144(SP)
+	MOVQ  144(SP), DX
+	IMULQ 24(SP), DX
+	ADDQ  o+48(FP), DX
+	MOVQ  DX, 176(SP)
+	MOVQ  160(SP), DX
+	MOVQ  168(SP), BX
+	MOVQ  DX, 168(SP)
+	MOVQ  BX, 160(SP)
+	MOVQ  (SP), DX
+	SHLQ  $0x04, DX
+	ADDQ  DX, 152(SP)
+	MOVQ  120(SP), DX
+	CMPQ  DX, $0x10
+	JBE   fc_nextmin
+	MOVQ  $0x00000010, DX
+
+fc_nextmin:
+	MOVQ DX, 136(SP)
+	SUBQ DX, 120(SP)
+	JMP  fc_tile
+
+fc_end:
+	// TILERELEASE
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x78
+	BYTE $0x49
+	BYTE $0xc0
+	VZEROUPPER
+	RET
+
 // func WidenBF16AVX512(dst *float32, src *uint16, n int)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL
 TEXT ·WidenBF16AVX512(SB), NOSPLIT, $0-24
