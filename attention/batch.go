@@ -24,7 +24,7 @@ import "fmt"
 // in Forward); every cache has the same element type, heads Hkv (Hq a
 // multiple of it) and Dim as q. Options are those of ForwardPaged: Forward's
 // except Mask, BoolMask and CuSeqKV (errors here: each request's keys are
-// its cache's); Window, SoftCap, Slopes and Sinks apply per request with
+// its cache's), with Options.TreeMask for draft trees; Window, SoftCap, Slopes and Sinks apply per request with
 // its own length. An empty cache gives its rows zeros (and a log-sum-exp
 // of −Inf, or their sink's). With Options.CuSeqQ each request has a query
 // count of its own, as in ForwardPaged: q and out are [1, Hq, totalQ,

@@ -24,13 +24,17 @@ type call struct {
 	sinks      []float32
 	mask       Tensor // dtype 0: none
 	bmask      BoolMask
+	tree       treeMask // Options.TreeMask where some sequence has a mask
 	// cuQ, with Options.CuSeqQ, holds the offsets of each sequence's
 	// queries, packed along q's sequence axis (batch 1), and cuKV, with
 	// Forward's Options.CuSeqKV, those of its keys; without cuKV sequence
 	// s's keys are batch entry s of the origin (a batch of caches or
 	// paged sequences). call.sequence reads them.
 	cuQ, cuKV []int
-	terms     bool // softCap, slopes or a mask: the score tile needs a per-element pass
+	// callTerms: softCap, slopes, Mask or BoolMask: every sequence's score
+	// tiles need a per-element pass (a tree mask's sequences have a path
+	// of their own that has it: plan.terms).
+	callTerms bool
 
 	// kv is where the keys and values lie (source.go); k and v carry
 	// their shape, Seq being the longest sequence's keys.
@@ -185,7 +189,7 @@ func validateOptions(c *call, opts *Options) error {
 	if err := checkVarlen(c, opts); err != nil {
 		return err
 	}
-	c.terms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
+	c.callTerms = c.softCap != 0 || c.slopes != nil || c.mask.dtype != 0 || c.bmask.Data != nil
 	return nil
 }
 

@@ -44,7 +44,9 @@
 // additive float and boolean masks with broadcasting, ALiBi slopes, logit
 // soft-capping, attention sinks and variable-length batches; together they
 // cover the attention of Llama 3, Mistral, Qwen 2.5, Gemma 2, Phi and
-// gpt-oss. Tiles that the causal mask, a window or the sequence bounds hide
+// gpt-oss. The paged and cache calls take per-sequence query counts and
+// per-sequence bit masks over draft tokens (TreeMask: speculative trees
+// verified for many sequences in one call). Tiles that the causal mask, a window or the sequence bounds hide
 // from a whole block of queries are never computed.
 //
 // Special values: a row that sees no key (causal masking with more queries
@@ -54,7 +56,7 @@
 // relative to the row's running maximum; a NaN in an input reaches only the
 // rows whose computation reads it (a key or value that the causal mask, a
 // window or the sequence bounds hide from a row is never read for that row,
-// nor is one that Mask or BoolMask hides before the row's first visible key
+// nor is one that Mask, BoolMask or TreeMask hides before the row's first visible key
 // or after its last, such as padding; one that they hide between visible
 // keys may be read with weight 0, see Options).
 //
@@ -65,8 +67,10 @@
 // attention), KVCache (a decode loop over one cache),
 // Engine.ForwardKVCaches (a serving loop over one cache per request),
 // PagedCache (forked sequences sharing a prompt), Engine.ForwardPagedKV
-// (a runtime's own vLLM-style block pool; _mla, an MLA cache in one pool),
-// Engine.ForwardSharedPrefix (samples of one prompt), PackedPrefix (a
+// (a runtime's own vLLM-style block pool; _mla, an MLA cache in one pool;
+// _mixedBatch, a continuous-batching step; _treeMask, draft trees of two
+// sequences verified in one step), Engine.ForwardSharedPrefix (samples of
+// one prompt; _tableView, its tables as views of one), PackedPrefix (a
 // decode loop that packs its shared prompt once), Merge and MergeN (attention over
 // key ranges computed apart), DequantizeQ8 (int8 K/V) and
 // Options_quantizeQuery (Q8 queries against Q8 keys in int8 dot products).

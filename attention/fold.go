@@ -262,7 +262,7 @@ func (e *Engine) foldTile(ws *workspace, c *task, sp *tileSpan, j0 int) error {
 	if err := m.scores(ws, c, j0, bc); err != nil {
 		return err
 	}
-	if (c.mask.dtype != 0 || c.bmask.Data != nil) && !trimMasked(ws, c, b, hk, p0, np, j0, sg) {
+	if (c.mask.dtype != 0 || c.bmask.Data != nil || c.treeMasked) && !trimMasked(ws, c, b, hk, p0, np, j0, sg) {
 		whole = false // keys a mask hides at the edge of a row's range are not read for it
 	}
 	if c.terms {

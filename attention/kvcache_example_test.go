@@ -271,6 +271,132 @@ func ExampleEngine_ForwardSharedPrefix() {
 	// <nil>
 }
 
+// A speculative-decoding step verifies a tree of draft tokens for each of
+// two sequences in one call (EAGLE/Medusa tree attention; FlashInfer's
+// custom_mask): the drafts' K and V are already in the pool, as each
+// sequence's newest positions, and Options.TreeMask says which drafts each
+// draft's row sees, its ancestors and itself. The values here are each
+// key's position, and the queries zero, so each row's output is the mean
+// position of the keys it sees.
+func ExampleEngine_ForwardPagedKV_treeMask() {
+	const blockSize, d = 4, 2
+	// Sequence 0: 10 context tokens, then drafts 0 to 3 at positions 10 to
+	// 13: 1 and 2 follow 0, 3 follows 1. Sequence 1: 6 context tokens, then
+	// drafts 0 to 2 at positions 6 to 8: 1 and 2 follow 0.
+	parents := [][]int{{-1, 0, 0, 1}, {-1, 0, 0}}
+	lens := []int32{14, 9}
+	table := []int32{0, 1, 2, 3, 4, 5, 6, -1} // 4 entries a sequence
+	pool := attention.BSHD(7, blockSize, 1, d)
+	k, v := make([]float32, pool.Span()), make([]float32, pool.Span())
+	for s, n := range lens {
+		for p := range int(n) {
+			off := pool.Offset(int(table[s*4+p/blockSize]), 0, p%blockSize)
+			v[off], v[off+1] = float32(p), 1 // ... the runtime's cached values ...
+		}
+	}
+	// Each sequence's mask: nq rows of nq bits, row i's bit t set when
+	// draft t is draft i or an ancestor, packed little-endian from a byte
+	// of its own (numpy.packbits(bitorder="little")); Offsets are where
+	// each sequence's bytes start (FlashInfer's mask_indptr).
+	tree := attention.TreeMask{Offsets: []int{0}}
+	cuSeqQ := []int{0}
+	for _, par := range parents {
+		nq := len(par)
+		bits := make([]uint8, (nq*nq+7)/8)
+		for i := range nq {
+			for t := i; t >= 0; t = par[t] {
+				bits[(i*nq+t)/8] |= 1 << ((i*nq + t) % 8)
+			}
+		}
+		tree.Bits = append(tree.Bits, bits...)
+		tree.Offsets = append(tree.Offsets, len(tree.Bits))
+		cuSeqQ = append(cuSeqQ, cuSeqQ[len(cuSeqQ)-1]+nq)
+	}
+	fmt.Printf("mask bytes %#x, offsets %v\n", tree.Bits, tree.Offsets)
+	kv := attention.PagedKV{K: attention.F32Tensor(k, pool), V: attention.F32Tensor(v, pool), BlockTable: table, MaxBlocks: 4, SeqLens: lens}
+	ql := attention.BSHD(1, cuSeqQ[2], 1, d) // [the 7 drafts, 1 head, d]
+	q, out := make([]float32, ql.Span()), make([]float32, ql.Span())
+	e, _ := attention.NewEngine(attention.Config{})
+	err := e.ForwardPagedKV(attention.F32Tensor(out, ql), attention.F32Tensor(q, ql), kv,
+		attention.Options{Causal: true, CuSeqQ: cuSeqQ, TreeMask: tree})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for s, par := range parents {
+		for i := range par {
+			fmt.Printf("sequence %d draft %d: mean position %.3f\n", s, i, out[ql.Offset(0, 0, cuSeqQ[s]+i)])
+		}
+	}
+	// Output:
+	// mask bytes 0x31b55901, offsets [0 2 4]
+	// sequence 0 draft 0: mean position 5.000
+	// sequence 0 draft 1: mean position 5.500
+	// sequence 0 draft 2: mean position 5.583
+	// sequence 0 draft 3: mean position 6.077
+	// sequence 1 draft 0: mean position 3.000
+	// sequence 1 draft 1: mean position 3.500
+	// sequence 1 draft 2: mean position 3.625
+}
+
+// A runtime that keeps one block table per sequence, [seqs][W] with the
+// shared prompt's blocks in the first columns (vLLM's block_table), hands
+// ForwardSharedPrefix views of it instead of copying the suffix tables
+// every step: the prefix is the first row's first columns, and the
+// suffixes are the column slice after them, table[pb:] with BlockStride W
+// (block_table[:, pb:] in PyTorch). The same table serves ForwardPagedKV
+// over the whole sequences, which gives the same attention up to the
+// order of the sums.
+func ExampleEngine_ForwardSharedPrefix_tableView() {
+	const seqs, hq, hkv, d, blockSize, numBlocks = 3, 4, 2, 16, 4, 16
+	const W = 6  // the table's columns: room for 24 positions a sequence
+	const pb = 2 // the prompt: blocks 0 and 1, 8 positions
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d)
+	kf, vf := make([]float32, pool.Span()), make([]float32, pool.Span())
+	for i := range kf { // ... the runtime's cached keys and values ...
+		kf[i], vf[i] = float32(i%7)/7, float32(i%5)/5
+	}
+	k, v := attention.F32Tensor(kf, pool), attention.F32Tensor(vf, pool)
+	table := []int32{
+		0, 1, 2, 3, -1, -1, // sequence 0: the prompt, then blocks 2 and 3
+		0, 1, 4, -1, -1, -1, // sequence 1: the prompt, then block 4
+		0, 1, 5, 6, 7, -1, // sequence 2: the prompt, then blocks 5 to 7
+	}
+	lens := []int32{8 + 6, 8 + 1, 8 + 10} // whole sequences
+	suffixLens := make([]int32, seqs)
+	for s, n := range lens {
+		suffixLens[s] = n - pb*blockSize
+	}
+	kv := attention.SharedPrefixKV{
+		Prefix: attention.PagedKV{K: k, V: v, BlockTable: table, MaxBlocks: pb, SeqLens: []int32{pb * blockSize}},
+		Suffix: attention.PagedKV{K: k, V: v, BlockTable: table[pb:], MaxBlocks: W - pb, BlockStride: W, SeqLens: suffixLens},
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	l := attention.BSHD(seqs, 1, hq, d) // one new token each
+	q := make([]float32, l.Span())
+	for i := range q {
+		q[i] = float32(i%11) / 11
+	}
+	shared, whole := make([]float32, l.Span()), make([]float32, l.Span())
+	opts := attention.Options{Causal: true}
+	if err := e.ForwardSharedPrefix(attention.F32Tensor(shared, l), attention.F32Tensor(q, l), kv, opts); err != nil {
+		fmt.Println(err)
+		return
+	}
+	all := attention.PagedKV{K: k, V: v, BlockTable: table, MaxBlocks: W, SeqLens: lens}
+	if err := e.ForwardPagedKV(attention.F32Tensor(whole, l), attention.F32Tensor(q, l), all, opts); err != nil {
+		fmt.Println(err)
+		return
+	}
+	diff := 0.0
+	for i := range shared {
+		diff = max(diff, math.Abs(float64(shared[i]-whole[i])))
+	}
+	fmt.Println("max difference below 1e-6:", diff < 1e-6)
+	// Output:
+	// max difference below 1e-6: true
+}
+
 // A decode loop over one shared prompt packs the prompt once (for the
 // precision the steps compute in) and hands the panels to every step:
 // the steps then read the panels instead of packing the prompt's tiles

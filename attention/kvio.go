@@ -188,7 +188,7 @@ func (kv PagedKV) SlotMapping(dst []int32, cuSeqQ []int) error {
 		if cuSeqQ != nil {
 			nq = cuSeqQ[s+1] - cuSeqQ[s]
 		}
-		table := kv.BlockTable[s*kv.MaxBlocks:]
+		table := kv.row(s, ceilDiv(n, bs))
 		for p := n - nq; p < n; p++ {
 			dst[i] = table[p/bs]*int32(bs) + int32(p%bs)
 			i++
@@ -198,15 +198,24 @@ func (kv PagedKV) SlotMapping(dst []int32, cuSeqQ []int) error {
 }
 
 // checkTable checks a block table of B sequences and their lengths for
-// pools of nBlocks blocks of bs positions: MaxBlocks, the table's length,
-// every length, and every block id a sequence uses. It returns the
+// pools of nBlocks blocks of bs positions: MaxBlocks, BlockStride, the
+// table's length, every length, and every block id a sequence uses. It returns the
 // longest length. ForwardPagedKV's pool origin and SlotMapping share it.
 func checkTable(fn string, kv *PagedKV, B, bs, nBlocks int) (maxLen int, err error) {
 	if kv.MaxBlocks < 0 {
 		return 0, fmt.Errorf("%skv.MaxBlocks is %d; want >= 0", fn, kv.MaxBlocks)
 	}
-	if n, ok := mulSize(B, kv.MaxBlocks); !ok || len(kv.BlockTable) < n {
-		return 0, fmt.Errorf("%skv.BlockTable has %d entries; want >= sequences·MaxBlocks = %d·%d", fn, len(kv.BlockTable), B, kv.MaxBlocks)
+	if kv.BlockStride < 0 {
+		return 0, fmt.Errorf("%skv.BlockStride is %d; want >= kv.MaxBlocks = %d (the entries from one sequence's row to the next), or 0 for rows of MaxBlocks entries", fn, kv.BlockStride, kv.MaxBlocks)
+	}
+	if kv.BlockStride != 0 && kv.BlockStride < kv.MaxBlocks {
+		return 0, fmt.Errorf("%skv.BlockStride is %d, less than kv.MaxBlocks = %d, so that rows of the table overlap; want >= %d (the entries from one sequence's row to the next), or 0 for rows of MaxBlocks entries", fn, kv.BlockStride, kv.MaxBlocks, kv.MaxBlocks)
+	}
+	if n, ok := kv.tableEntries(B); !ok || len(kv.BlockTable) < n {
+		if kv.BlockStride == 0 {
+			return 0, fmt.Errorf("%skv.BlockTable has %d entries; want >= sequences·MaxBlocks = %d·%d", fn, len(kv.BlockTable), B, kv.MaxBlocks)
+		}
+		return 0, fmt.Errorf("%skv.BlockTable has %d entries; want >= (sequences−1)·BlockStride + MaxBlocks = (%d−1)·%d + %d (the last row needs MaxBlocks entries)", fn, len(kv.BlockTable), B, kv.BlockStride, kv.MaxBlocks)
 	}
 	maxKeys, ok := mulSize(kv.MaxBlocks, bs)
 	if !ok || maxKeys > 1<<31-1 {
@@ -221,7 +230,7 @@ func checkTable(fn string, kv *PagedKV, B, bs, nBlocks int) (maxLen int, err err
 			return 0, fmt.Errorf("%skv.SeqLens[%d] is %d, more than kv.MaxBlocks·BlockSize = %d·%d = %d positions; want kv.MaxBlocks >= %d (the table's entries per sequence)",
 				fn, s, n, kv.MaxBlocks, bs, maxKeys, ceilDiv(n, bs))
 		}
-		for i, id := range kv.BlockTable[s*kv.MaxBlocks:][:ceilDiv(n, bs)] {
+		for i, id := range kv.row(s, ceilDiv(n, bs)) {
 			if id < 0 || int(id) >= nBlocks {
 				return 0, fmt.Errorf("%skv.BlockTable[%d][%d] is block %d; want 0 to %d (the pools' blocks)", fn, s, i, id, nBlocks-1)
 			}

@@ -14,6 +14,8 @@ import "fmt"
 //	BoolMask:     BoolMask[b, h, i, j] is true
 //	Mask:         Mask[b, h, i, j] is not −Inf
 //	CuSeqQ/KV:    i and j belong to the same sequence
+//	TreeMask:     j is not among the sequence's last nq keys (its drafts),
+//	              or bit i·nq + j − (Nkv − nq) of its mask is set
 //
 // and a visible key has the logit
 //
@@ -95,6 +97,15 @@ type Options struct {
 	// of a row's range are never read (see above), so a key-padding mask
 	// may hide uninitialised padding.
 	BoolMask BoolMask
+	// TreeMask, when its Offsets are non-nil, gives each sequence of a
+	// paged or cache call (ForwardPagedKV, ForwardPaged, ForwardKVCaches,
+	// with or without CuSeqQ) a bit mask over its query rows and its last
+	// nq keys, the draft tokens of a tree being verified (FlashInfer's
+	// packed custom_mask); see TreeMask. Each masked sequence's rows are
+	// bitwise those of Forward over the sequence with the equivalent
+	// BoolMask. Forward and ForwardSharedPrefix refuse it (Forward takes
+	// BoolMask).
+	TreeMask TreeMask
 	// CuSeqQ and CuSeqKV, when non-nil, make a Forward call a
 	// variable-length batch, as flash_attn_varlen_func: the batch must be
 	// 1 and the sequences are packed one after another along the sequence

@@ -351,7 +351,8 @@ func (c *PagedCache) Check() error {
 // more than once. Options are those of Forward except Mask, BoolMask and
 // CuSeqKV (errors here: each sequence's keys are its own cached
 // positions); Window, SoftCap, Slopes and Sinks apply per sequence with
-// its own length. Options.CuSeqQ gives each sequence a query count of
+// its own length, and Options.TreeMask gives sequences masks over their
+// draft tokens (a tree of drafts verified in one call; TreeMask). Options.CuSeqQ gives each sequence a query count of
 // its own: q and out are then [1, Hq, totalQ, Dim], the packed queries of
 // every sequence, CuSeqQ has len(seqs)+1 offsets from 0 to totalQ, never
 // decreasing, and sequence b's CuSeqQ[b+1]−CuSeqQ[b] queries (0 allowed;

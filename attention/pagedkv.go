@@ -1,12 +1,16 @@
 package attention
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // PagedKV is a view of a paged K/V store that the caller owns, as vLLM
 // lays one out: a pool of blocks of BlockSize positions for keys and one
 // for values, a block table per sequence and the sequences' lengths.
 // Position p of sequence b lives at slot p mod BlockSize of block
-// BlockTable[b·MaxBlocks + p/BlockSize].
+// BlockTable[b·stride + p/BlockSize], where the stride is BlockStride, or
+// MaxBlocks when BlockStride is 0.
 //
 // K and V are the pools as Tensors whose Batch is the number of blocks,
 // Seq the block size, Heads the K/V heads and Dim the head dim, so that
@@ -29,11 +33,58 @@ import "fmt"
 // rest may hold anything. Blocks may be shared between sequences and
 // listed in any order. The sequences are q's batch entries, or with
 // Options.CuSeqQ the sequences it delimits.
+//
+// BlockStride makes the table a view of a wider one, read where it lies:
+// row b starts at BlockTable[b·BlockStride] and holds MaxBlocks entries,
+// and the entries between one row's MaxBlocks and the next row are never
+// read. A column slice of vLLM's block_table, block_table[:, off:off+m] of
+// a table of W columns (the suffix tables of a shared-prefix step, past
+// the prefix's blocks), is PagedKV{BlockTable: table[off:], MaxBlocks: m,
+// BlockStride: W} (ExampleEngine_ForwardSharedPrefix_tableView).
+// BlockStride 0 means MaxBlocks (rows one after another, as above);
+// otherwise it must be at least MaxBlocks, so that no two rows share an
+// entry: a stride below MaxBlocks is an error, as it would let a
+// sequence's length run into the next row's blocks (sequences share
+// blocks by listing the same ids). The table must hold
+// (sequences−1)·stride + MaxBlocks entries, none for no sequences: the
+// last row needs its MaxBlocks entries, not a whole stride.
 type PagedKV struct {
 	K, V       Tensor
 	BlockTable []int32
 	MaxBlocks  int
 	SeqLens    []int32
+	// BlockStride is the distance in entries of BlockTable from one
+	// sequence's row to the next: 0 (MaxBlocks) or >= MaxBlocks.
+	BlockStride int
+}
+
+// rowStride returns the distance between consecutive rows of the table:
+// BlockStride, or MaxBlocks when it is 0.
+func (kv *PagedKV) rowStride() int {
+	if kv.BlockStride == 0 {
+		return kv.MaxBlocks
+	}
+	return kv.BlockStride
+}
+
+// row returns sequence b's row of the table, its first n entries (checked
+// by checkTable).
+func (kv *PagedKV) row(b, n int) []int32 {
+	return kv.BlockTable[b*kv.rowStride():][:n]
+}
+
+// tableEntries returns the number of entries of BlockTable that rows of B
+// sequences span: (B−1)·stride + MaxBlocks, 0 for no sequences; ok is
+// false if it overflows an int.
+func (kv *PagedKV) tableEntries(B int) (n int, ok bool) {
+	if B == 0 {
+		return 0, true
+	}
+	n, ok = mulSize(B-1, kv.rowStride())
+	if !ok || n > math.MaxInt-kv.MaxBlocks {
+		return 0, false
+	}
+	return n + kv.MaxBlocks, true
 }
 
 // ForwardPagedKV computes attention for a batch of sequences read from a
@@ -42,7 +93,8 @@ type PagedKV struct {
 // SeqLens[b] positions in kv. Semantics, shapes and options are those of
 // ForwardPaged (q and out are [batch, Hq, Nq, Dim] in F32, F16 or BF16;
 // with Options{Causal: true} decoding, speculative verification and
-// chunked prefill are one form; Mask, BoolMask and CuSeqKV are errors),
+// chunked prefill are one form; Mask, BoolMask and CuSeqKV are errors, and
+// Options.TreeMask verifies trees of drafts: ExampleEngine_ForwardPagedKV_treeMask),
 // and so is the output: ForwardPaged is this call over the cache's own
 // pools and tables, and a caller's store holding the same values gives
 // the same bits.
@@ -60,11 +112,14 @@ type PagedKV struct {
 //
 // The table and the lengths are checked before anything is read: a block
 // id out of [0, number of blocks) among the entries a sequence uses, a
-// length beyond MaxBlocks·BlockSize or negative, or a table shorter than
-// sequences·MaxBlocks is an error that names the entry, and nothing is
-// written; so are offsets of Options.CuSeqQ that do not match q or the
-// lengths. So is an out or lse that shares memory with anything the call
-// reads: q, the pools and their Q8 or fp8 scales, the table, the lengths, the
+// length beyond MaxBlocks·BlockSize or negative, a BlockStride negative
+// or below MaxBlocks, or a table shorter than (sequences−1)·stride +
+// MaxBlocks (sequences·MaxBlocks with BlockStride 0) is an error that
+// names the entry, and nothing is written; so are offsets of
+// Options.CuSeqQ that do not match q or the lengths. So is an out or lse
+// that shares memory with anything the call reads: q, the pools and their
+// Q8 or fp8 scales, the table (its entries from the first row to the last
+// row's MaxBlocks, those between rows included), the lengths, the
 // options' slices, CuSeqQ included (a serving loop that carves caches and
 // outputs from one arena gets an error, never a cache overwritten). After
 // the first call of a shape it allocates nothing. The

@@ -293,7 +293,10 @@ func TestPagedKVAllocs(t *testing.T) {
 // the same call. Last, the same sequences get a query count each (0 to 3,
 // possibly more than their keys) packed with Options.CuSeqQ, with now and
 // then hostile offsets (fuzzMixedPagedKV): an error writes nothing, a
-// success gives each sequence the bits of a call for it alone.
+// success gives each sequence the bits of a call for it alone. And last,
+// the calls again through a view of the table at a drawn BlockStride and
+// offset (fuzzTableView), which must fail where the compact table fails
+// and otherwise give its bits.
 func FuzzPagedKV(f *testing.F) {
 	f.Add([]byte{})
 	// Blocks of one position with a SeqStride below the head dim (0): the
@@ -332,6 +335,28 @@ func FuzzPagedKV(f *testing.F) {
 	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x03\x00"))         // q head dim 0
 	// Q8 pools of head dim 32: out on kv.K's scales.
 	f.Add([]byte("hostilq8\x03\x00\x00\x00\x01\x02\x01\x00\x02\x00\x00\x01\x02\x03\x00\x00\x00\x00\x00\x03\x01\x40"))
+	// The same calls through a view of the table (fuzzTableView): after
+	// the mixed seeds' bytes, a stride of MaxBlocks+2 and an offset of 1
+	// into a padded table, then MaxBlocks+3 and 2 unpadded, each with
+	// query counts for CuSeqQ; a stride below MaxBlocks and a negative
+	// one; and a table whose first entry is block −1 (a call that fails),
+	// through a stride of MaxBlocks+2 and an offset of 1.
+	f.Add(append(mixed("\x00", "\x00\x02\x00", "\x01", "\x00", "\x01\x03\x02\x00"), "\x02\x01\x00\x01\x01\x02\x00"...))
+	f.Add(append(mixed("\x03", "\x06\x01\x00", "\x01", "", "\x02\x02\x03\x00"), "\x03\x02\x00\x00\x02\x00\x01"...))
+	f.Add(append(mixed("\x00", "\x00\x02\x00", "\x01", "\x00", "\x01\x03\x02\x00"), "\x00\x00\x06\x00"...))
+	f.Add(append(mixed("\x00", "\x00\x02\x00", "\x01", "\x00", "\x01\x03\x02\x00"), "\x00\x00\x07\x01"...))
+	// Draft trees (fuzzTreeMask), after the first view seed's bytes: 3
+	// queries with a tree (a root and two children) for the first
+	// sequence, one without a mask for the second, 2 (a chain) for the
+	// third; then the same with a padding bit set, and a byte short.
+	view := append(mixed("\x00", "\x00\x02\x00", "\x01", "\x00", "\x01\x03\x02\x00"), "\x02\x01\x00\x01\x01\x02\x00"...)
+	trees := "\x03\x01" + "\x01\x00\x00\x01\x01\x00\x01\x00\x01" + "\x01\x00" + "\x02\x01" + "\x01\x00\x01\x01"
+	f.Add(append(view[:len(view):len(view)], trees+"\x00"...))
+	f.Add(append(view[:len(view):len(view)], trees+"\x04"...))
+	f.Add(append(view[:len(view):len(view)], trees+"\x05"...))
+	badID := mixed("\x00", "\x00\x02\x00", "\x01", "\x00", "\x02\x01\x00\x01\x01\x01\x01")
+	badID[19] = 0 // the table's first entry
+	f.Add(badID)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := newFuzzReader(data)
 		dt := fuzzKVType[r.intn(4)]
@@ -382,6 +407,7 @@ func FuzzPagedKV(f *testing.F) {
 					t.Fatalf("error %v, but out[%d] was written", err, i)
 				}
 			}
+			fuzzTableView(t, r, e, kv, attention.F32Tensor(q, ql), ol, opts)
 			return
 		}
 		for b, n32 := range lens {
@@ -419,6 +445,10 @@ func FuzzPagedKV(f *testing.F) {
 		}
 		// Last too: the same sequences with per-sequence query counts.
 		fuzzMixedPagedKV(t, r, e, kv, hq, d, dv, opts)
+		// And last, the same calls through a view of the table, then a
+		// step that verifies draft trees.
+		fuzzTableView(t, r, e, kv, attention.F32Tensor(q, ql), ol, opts)
+		fuzzTreeMask(t, r, e, kv, kf, vf, l, dt, hq, d, dv, opts)
 	})
 }
 

@@ -54,13 +54,18 @@ type task struct {
 
 // plan is how the sequences of one path of a call are computed, decided
 // once per call by makePlan and read, never changed, by the tile loop. A
-// call has two paths (job.packs and job.rows); each sequence takes one.
+// call has two paths (job.packs and job.rows), and two more for the
+// sequences with a tree mask (job.treePacks and job.treeRows); each
+// sequence takes one.
 type plan struct {
 	precision Precision // what the products are computed in: the call's, or float32 on the row kernels' path
 	direct    bool      // read K and V rows in place with the row kernels (few query rows; see readsRows)
-	bkv       int       // keys in a tile: Config.BlockKV or its default, bounded by the problem
-	gridTiles bool      // a tile is as wide as the grid allows, not cut at the block's last key (foldTile)
-	trim      bool      // a crossing tile stops after the last key any of its rows sees (foldTile)
+	// terms: the score tiles need a per-element pass (call.callTerms, or
+	// a path of sequences with tree masks); treeMasked: the latter.
+	terms, treeMasked bool
+	bkv               int  // keys in a tile: Config.BlockKV or its default, bounded by the problem
+	gridTiles         bool // a tile is as wide as the grid allows, not cut at the block's last key (foldTile)
+	trim              bool // a crossing tile stops after the last key any of its rows sees (foldTile)
 	// chunked, bf16: the fold computes the scores of a tile fuseRows rows
 	// at a time itself, between the softmaxes (compute_bf16.go's foldTile).
 	chunked bool
@@ -85,7 +90,7 @@ type plan struct {
 // seqPlan is the plan of one sequence of a call, or of every sequence of
 // a uniform batch, and of its work items.
 type seqPlan struct {
-	t      *task // its path: &job.packs or &job.rows
+	t      *task // its path: &job.packs or &job.rows (or their tree-masked forms)
 	s0, n  int   // its sequences [s0, s0+n) (a uniform batch: all; otherwise one)
 	nq, nk int   // the queries of a sequence and its keys (a uniform batch: its longest sequence's)
 	np     int   // query positions per block
@@ -127,29 +132,38 @@ func (c *call) sequence(s int) (b int, sg seg) {
 func (e *Engine) makePlan(j *job) {
 	c := &j.call
 	g, heads, threads := c.group, c.k.Heads, e.threadCount()
-	j.packs = task{call: c, plan: e.pathPlan(c, c.asked, false)}
-	j.rows = task{call: c, plan: e.pathPlan(c, PrecisionFloat32, true)}
+	j.packs = task{call: c, plan: e.pathPlan(c, c.asked, false, false)}
+	j.rows = task{call: c, plan: e.pathPlan(c, PrecisionFloat32, true, false)}
+	trees := c.tree.bits != nil
+	if trees {
+		// The sequences with a tree mask take paths with the masks'
+		// per-element pass; the others keep theirs, as without the masks.
+		j.treePacks = task{call: c, plan: e.pathPlan(c, c.asked, false, true)}
+		j.treeRows = task{call: c, plan: e.pathPlan(c, PrecisionFloat32, true, true)}
+	}
 
 	// The sequences, each with its path and parts.
 	j.seqs = j.seqs[:0]
 	switch {
 	case c.cuQ == nil:
 		// A uniform batch: one plan for all of it, from its shape.
-		e.addSeq(j, seqPlan{s0: 0, n: c.q.Batch, nq: c.q.Seq, nk: c.k.Seq}, readsRows(g, c.q.Seq), true)
+		// With tree masks, on their paths (the decisions that change bits
+		// are the same on either).
+		e.addSeq(j, seqPlan{s0: 0, n: c.q.Batch, nq: c.q.Seq, nk: c.k.Seq}, readsRows(g, c.q.Seq), true, trees)
 	case c.cuKV != nil:
 		// Forward's variable lengths: the path of the packed shape, and no
 		// split.
 		direct := readsRows(g, c.q.Seq)
 		for s := range c.sequences() {
 			if _, sg := c.sequence(s); sg.nq > 0 {
-				e.addSeq(j, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, direct, false)
+				e.addSeq(j, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, direct, false, false)
 			}
 		}
 	default:
 		// Per-sequence query counts: each sequence as a call for it alone.
 		for s := range c.sequences() {
 			if _, sg := c.sequence(s); sg.nq > 0 {
-				e.addSeq(j, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, readsRows(g, sg.nq), true)
+				e.addSeq(j, seqPlan{s0: s, n: 1, nq: sg.nq, nk: sg.nk}, readsRows(g, sg.nq), true, c.treeSeg(sg) != nil)
 			}
 		}
 	}
@@ -159,7 +173,7 @@ func (e *Engine) makePlan(j *job) {
 	// thread, so that every thread stays busy to the end under a causal
 	// mask, while big blocks amortise the packing of each tile over more
 	// rows.
-	for _, t := range [...]*task{&j.packs, &j.rows} {
+	for _, t := range [...]*task{&j.packs, &j.rows, &j.treePacks, &j.treeRows} {
 		maxNq := 0
 		for i := range j.seqs {
 			if sp := &j.seqs[i]; sp.t == t && sp.splits == 1 {
@@ -261,16 +275,24 @@ func (e *Engine) makePlan(j *job) {
 }
 
 // addSeq appends sequence plan sp (its sequences, queries and keys set) to
-// j.seqs with its path, the row kernels' when direct, and the parts of its
+// j.seqs with its path, the row kernels' when direct, the tree-masked one
+// when tree, and the parts of its
 // keys. A sequence whose queries fit one block of the configured size is
 // split over its keys when its shape asks for it (maySplit): it stays one
 // block whatever the thread count, so that the thread count never decides
 // whether it is split.
-func (e *Engine) addSeq(j *job, sp seqPlan, direct, maySplit bool) {
-	sp.t, sp.splits = &j.packs, 1
-	if direct {
+func (e *Engine) addSeq(j *job, sp seqPlan, direct, maySplit, tree bool) {
+	switch {
+	case tree && direct:
+		sp.t = &j.treeRows
+	case tree:
+		sp.t = &j.treePacks
+	case direct:
 		sp.t = &j.rows
+	default:
+		sp.t = &j.packs
 	}
+	sp.splits = 1
 	if np0, _ := e.blockShape(sp.t.precision, j.call.group, sp.nq, sp.nk); maySplit && sp.nq <= np0 {
 		sp.splits = e.splitFor(sp.n*j.call.k.Heads, sp.nk, sp.t.bkv)
 	}
@@ -281,9 +303,13 @@ func (e *Engine) addSeq(j *job, sp seqPlan, direct, maySplit bool) {
 }
 
 // pathPlan returns the plan of c's path that computes in precision prec,
-// reading K and V rows in place with the row kernels when direct.
-func (e *Engine) pathPlan(c *call, prec Precision, direct bool) plan {
+// reading K and V rows in place with the row kernels when direct, for the
+// sequences with a tree mask when tree. The choices that change bits
+// (precision, bkv) are the same for a path and its tree-masked form; the
+// others (fold, chunked, trim) change none.
+func (e *Engine) pathPlan(c *call, prec Precision, direct, tree bool) plan {
 	p := plan{precision: prec, direct: direct, math: f32Math{}, gather: c.kv.gathers(),
+		terms: c.callTerms || tree, treeMasked: tree,
 		kOps: &kvKernels[c.k.dtype], vOps: &kvKernels[c.v.dtype], qIO: &activationIO[c.q.dtype], outIO: &activationIO[c.out.dtype]}
 	_, p.bkv = e.blockShape(prec, c.group, c.q.Seq, c.k.Seq)
 	if c.mask.dtype != 0 {
@@ -292,10 +318,10 @@ func (e *Engine) pathPlan(c *call, prec Precision, direct bool) plan {
 	if prec == PrecisionBFloat16 {
 		p.math = bf16Math{}
 		p.gridTiles = true
-		p.trim = !c.terms
+		p.trim = !p.terms
 		// Without per-element terms nothing reads the whole tile's scores
 		// between the product and the softmax.
-		p.chunked = !c.terms
+		p.chunked = !p.terms
 		p.chunkFused = p.chunked && kernel.FusesChunkBF16(32, c.q.Dim, c.dv)
 	}
 	p.fold = foldsTiles(c, &p)
@@ -330,7 +356,7 @@ var foldEnabled = true
 // other crossing tiles take the chain.
 func foldsTiles(c *call, p *plan) bool {
 	_, f32 := p.math.(f32Math)
-	return foldEnabled && f32 && !p.direct && !c.q8Query && !c.terms && p.bkv <= kernel.FoldTileCols &&
+	return foldEnabled && f32 && !p.direct && !c.q8Query && !p.terms && p.bkv <= kernel.FoldTileCols &&
 		kernel.Current().FoldTile
 }
 

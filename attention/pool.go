@@ -33,14 +33,17 @@ type job struct {
 	origins origins // the value the call's kv points to
 
 	// The plan: the call's two paths (packs: through packed tiles in the
-	// call's precision; rows: in place with the row kernels, in float32)
+	// call's precision; rows: in place with the row kernels, in float32),
+	// the same two for the sequences with a tree mask (treePacks,
+	// treeRows: with the masks' per-element pass, which the others skip)
 	// and the plan of each sequence with queries, in the order of its
 	// items; total items, and the K/V heads a fused item folds together.
-	packs, rows task
-	seqs        []seqPlan
-	total       int
-	fuse        int
-	next        atomic.Int64
+	packs, rows         task
+	treePacks, treeRows task
+	seqs                []seqPlan
+	total               int
+	fuse                int
+	next                atomic.Int64
 
 	// parts holds the accumulators of the split sequences' parts (split
 	// is set when there are some), merged at the end (mergeParts).
@@ -189,7 +192,7 @@ func (e *Engine) getJob() *job {
 }
 
 func (e *Engine) putJob(j *job) {
-	j.e, j.call, j.packs, j.rows, j.origins = nil, call{}, task{}, task{}, origins{}
+	j.e, j.call, j.packs, j.rows, j.treePacks, j.treeRows, j.origins = nil, call{}, task{}, task{}, task{}, task{}, origins{}
 	clear(j.seqs)
 	j.seqs = j.seqs[:0]
 	giveFree(&e.mu, &e.freeJobs, j)

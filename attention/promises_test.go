@@ -21,20 +21,22 @@ import (
 // long tier; the fast tier runs a sample of the cells (tier.Run).
 //
 //	promise                      Forward[LSE]  ForwardKVCaches[LSE]  ForwardPaged[LSE]  ForwardPagedKV[LSE]
-//	error, not panic; nothing    x             x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
+//	error, not panic; nothing    x             x  +CuSeqQ  +Tree     x  +CuSeqQ  +Tree  x  +CuSeqQ  +Tree
 //	  written; no input modified
 //	  (zero and negative dims,
 //	  outputs on every input,
-//	  bad offsets)
-//	inputs never modified        x             x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
-//	bits independent of threads  x             x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
-//	paged = contiguous           x (per seq.)  x  +CuSeqQ            x  +CuSeqQ         x  +CuSeqQ
+//	  bad offsets, bad masks)
+//	inputs never modified        x             x  +CuSeqQ  +Tree     x  +CuSeqQ  +Tree  x  +CuSeqQ  +Tree
+//	bits independent of threads  x             x  +CuSeqQ  +Tree     x  +CuSeqQ  +Tree  x  +CuSeqQ  +Tree
+//	paged = contiguous           x (per seq.)  x  +CuSeqQ  +Tree     x  +CuSeqQ  +Tree  x  +CuSeqQ  +Tree
 //	V as a view of K = equal     x             (one head dim: none)                     x  +CuSeqQ
 //	  dims
 //
 // The +CuSeqQ entries are the batched ones with per-sequence query counts
 // (Options.CuSeqQ): the same sequences, each with its own number of
-// queries, packed into one batch entry.
+// queries, packed into one batch entry. The +Tree entries are those with
+// a tree mask (Options.TreeMask) over the drafts of two of the sequences,
+// whose reference per sequence is Forward with the equivalent BoolMask.
 //
 // Merge, MergeN, KVCache.Append and PagedCache.Append have the first two
 // rows in TestPromisesMergeAppend; their outputs are not computed per
@@ -103,12 +105,14 @@ type promiseFixture struct {
 	fwdK, fwdV            attention.Tensor
 	caches                []*attention.KVCache
 	pc                    *attention.PagedCache
-	seqs                  []attention.SeqID // in the arena
-	kv                    attention.PagedKV // BlockTable and SeqLens in the arena
-	slopes, sinks         []float32         // in the arena
-	nqs                   []int             // the +CuSeqQ entries' query counts: batch·nq in all
-	cuQ                   []int             // their offsets, in the arena
-	qP                    []float32         // their packed queries, [1, hq, batch·nq, d]
+	seqs                  []attention.SeqID  // in the arena
+	kv                    attention.PagedKV  // BlockTable and SeqLens in the arena
+	slopes, sinks         []float32          // in the arena
+	nqs                   []int              // the +CuSeqQ entries' query counts: batch·nq in all
+	cuQ                   []int              // their offsets, in the arena
+	trees                 [][]bool           // the +Tree entries' masks, [nq][nq] per sequence (nil: none)
+	tree                  attention.TreeMask // packed, Bits and Offsets in the arena
+	qP                    []float32          // their packed queries, [1, hq, batch·nq, d]
 	arena                 []float32
 	used                  int // floats of the arena carved so far
 }
@@ -124,7 +128,7 @@ func newPromiseFixture(t *testing.T, dt attention.DType) *promiseFixture {
 	fx := &promiseFixture{dt: dt, batch: 3, hq: 4, hkv: 2, nq: 3, d: d, lens: []int{5, 3, 1100}}
 	rng := rand.New(rand.NewPCG(251, uint64(dt)))
 	pool := newVLLMPool(t, rng, dt, false, fx.hkv, d, 16, fx.lens)
-	fx.arena = make([]float32, 1<<14)
+	fx.arena = make([]float32, 1<<15)
 	fx.q = randn(rng, fx.batch*fx.hq*fx.nq*d)
 	fx.qF = append([]float32(nil), fx.q[fwdSeq*fx.hq*fx.nq*d:][:fx.hq*fx.nq*d]...)
 	n := fx.lens[fwdSeq]
@@ -160,6 +164,14 @@ func newPromiseFixture(t *testing.T, dt attention.DType) *promiseFixture {
 	}
 	total := fx.cuQ[fx.batch]
 	fx.qP = randn(rng, fx.hq*total*d)
+	// Trees over the drafts of the second sequence (all its keys) and the
+	// third (its last 5 of 1,100); none for the decode.
+	fx.trees = [][]bool{nil, treeRows(rng, fx.nqs[1], false), treeRows(rng, fx.nqs[2], false)}
+	packed := packTree(fx.trees)
+	fx.tree.Bits = carve[uint8](fx, len(packed.Bits))
+	copy(fx.tree.Bits, packed.Bits)
+	fx.tree.Offsets = carve[int](fx, len(packed.Offsets))
+	copy(fx.tree.Offsets, packed.Offsets)
 	for h := range fx.hq {
 		fx.slopes[h] = 0.01 * float32(h+1)
 		fx.sinks[h] = 0.5 - float32(h)
@@ -218,7 +230,11 @@ type entryPoint struct {
 
 // packed reports whether ep is a batched entry point with per-sequence
 // query counts: the batch's queries packed, with Options.CuSeqQ.
-func (ep *entryPoint) packed() bool { return strings.HasSuffix(ep.name, "+CuSeqQ") }
+func (ep *entryPoint) packed() bool { return strings.Contains(ep.name, "+CuSeqQ") }
+
+// tree reports whether ep is a +CuSeqQ entry point with tree masks
+// (Options.TreeMask).
+func (ep *entryPoint) tree() bool { return strings.HasSuffix(ep.name, "+Tree") }
 
 var entryPoints = []entryPoint{
 	{"Forward", false, false, func(e *attention.Engine, a *callArgs) error { return e.Forward(a.out, a.q, a.k, a.v, a.opts) }},
@@ -245,11 +261,14 @@ var entryPoints = []entryPoint{
 	}},
 }
 
-// The batched entry points with per-sequence query counts.
+// The batched entry points with per-sequence query counts, and with tree
+// masks besides.
 func init() {
 	for _, ep := range entryPoints {
 		if ep.batch {
 			ep.name += "+CuSeqQ"
+			entryPoints = append(entryPoints, ep)
+			ep.name += "+Tree"
 			entryPoints = append(entryPoints, ep)
 		}
 	}
@@ -282,6 +301,9 @@ func (fx *promiseFixture) args(ep *entryPoint) *callArgs {
 	}
 	if ep.packed() {
 		a.opts.CuSeqQ = fx.cuQ
+	}
+	if ep.tree() {
+		a.opts.TreeMask = fx.tree
 	}
 	return a
 }
@@ -324,6 +346,9 @@ func (fx *promiseFixture) inputs(ep *entryPoint, a *callArgs) []memory {
 	mem = append(mem, memory{"Options.Slopes", sliceBytes(fx.slopes), true}, memory{"Options.Sinks", sliceBytes(fx.sinks), true})
 	if ep.packed() {
 		mem = append(mem, memory{"Options.CuSeqQ", sliceBytes(fx.cuQ), true})
+	}
+	if ep.tree() {
+		mem = append(mem, memory{"Options.TreeMask.Bits", sliceBytes(fx.tree.Bits), true}, memory{"Options.TreeMask.Offsets", sliceBytes(fx.tree.Offsets), true})
 	}
 	return mem
 }
@@ -420,6 +445,20 @@ func (fx *promiseFixture) hostileCases(t *testing.T, ep *entryPoint) []hostile {
 			hostile{"CuSeqQ past Nq", "Options.CuSeqQ[3] is 10; want Nq = 9", cu(0, 1, 4, 10)},
 			hostile{"CuSeqQ sequences", count, cu(0, 4, 9)},
 			hostile{"CuSeqKV", "Options.CuSeqKV is not supported", func(a *callArgs) { a.opts.CuSeqKV = []int{0, 5, 8, 1108} }},
+			hostile{"TreeMask offsets", "Options.TreeMask.Offsets has 3 offsets for 3 sequences", func(a *callArgs) {
+				a.opts.TreeMask = attention.TreeMask{Bits: fx.tree.Bits, Offsets: fx.tree.Offsets[:3]}
+			}},
+			hostile{"TreeMask padding bit", "bits of sequence 1 past its 3·3 are set", func(a *callArgs) {
+				bits := append([]uint8(nil), fx.tree.Bits...)
+				bits[fx.tree.Offsets[2]-1] |= 0x80
+				a.opts.TreeMask = attention.TreeMask{Bits: bits, Offsets: fx.tree.Offsets}
+			}},
+			hostile{"TreeMask on a sequence of fewer keys", "want at least as many keys as queries", func(a *callArgs) {
+				// The decode's one query, then 5 queries for the 3 keys of
+				// the second sequence and 3 for the third.
+				a.opts.CuSeqQ = []int{0, 1, 6, 9}
+				a.opts.TreeMask = packTree([][]bool{nil, make([]bool, 25), make([]bool, 9)})
+			}},
 			hostile{"batch 3", "q has batch 3 with Options.CuSeqQ set; want 1", func(a *callArgs) {
 				a.q = attention.F32Tensor(a.q.Float32s(), attention.BHSD(fx.batch, fx.hq, fx.nq, fx.d))
 				a.out = attention.F32Tensor(a.out.Float32s(), a.q.Layout)
@@ -560,7 +599,10 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 	for _, cfg := range []attention.Config{{Threads: 2, KVSplits: 1}, {Threads: 3}} {
 		out, lse := fx.result(t, ep, cfg)
 		ref := entryNamed("ForwardKVCaches", ep.lse)
-		if ep.packed() {
+		switch {
+		case ep.tree():
+			ref = entryNamed("ForwardKVCaches", ep.lse, "+CuSeqQ+Tree")
+		case ep.packed():
 			ref = entryNamed("ForwardKVCaches", ep.lse, "+CuSeqQ")
 		}
 		wOut, wLSE := fx.result(t, ref, cfg)
@@ -580,7 +622,11 @@ func checkPagedEqualsContiguous(t *testing.T, fx *promiseFixture, ep *entryPoint
 			view := attention.Layout{Batch: 1, Heads: fx.hq, Seq: nq, Dim: fx.d, BatchStride: fx.hq * total * fx.d, HeadStride: total * fx.d, SeqStride: fx.d}
 			got := make([]float32, fx.hq*nq*fx.d)
 			q := attention.F32Tensor(fx.qP[fx.cuQ[b]*fx.d:], view)
-			require.NoError(t, e.Forward(attention.F32Tensor(got, attention.BHSD(1, fx.hq, nq, fx.d)), q, kc.K(), kc.V(), fx.opts()))
+			opts := fx.opts()
+			if ep.tree() && fx.trees[b] != nil {
+				opts.BoolMask = treeBoolMask(fx.trees[b], nq, kc.Len())
+			}
+			require.NoError(t, e.Forward(attention.F32Tensor(got, attention.BHSD(1, fx.hq, nq, fx.d)), q, kc.K(), kc.V(), opts))
 			for h := range fx.hq {
 				requireSameBits(t, out[(h*total+fx.cuQ[b])*fx.d:][:nq*fx.d], got[h*nq*fx.d:][:nq*fx.d], "sequence %d head %d against Forward", b, h)
 			}

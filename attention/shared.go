@@ -12,7 +12,10 @@ import "fmt"
 // of one sequence per batch entry of q: sequence b's positions after the
 // prefix, SeqLens[b] of them (0 allowed). The two may share pools (the
 // prefix's blocks among the pool's others, as a paged cache holds them) or
-// not; their V head dims must agree.
+// not; their V head dims must agree. Both may be views of one table of the
+// whole sequences (PagedKV.BlockStride): Prefix its first row's first
+// columns, Suffix the columns after them
+// (ExampleEngine_ForwardSharedPrefix_tableView).
 type SharedPrefixKV struct {
 	Prefix PagedKV
 	Suffix PagedKV
@@ -101,6 +104,8 @@ func (e *Engine) forwardShared(out Tensor, lse []float32, q Tensor, kv *SharedPr
 		return fmt.Errorf("%sOptions.Slopes is set; want nil: ALiBi needs the query positions the stacked prefix product does not have", sharedFn)
 	case opts.Mask.dtype != 0 || opts.BoolMask.Data != nil:
 		return fmt.Errorf("%sa mask is set; want none", sharedFn)
+	case opts.TreeMask.Offsets != nil || opts.TreeMask.Bits != nil:
+		return fmt.Errorf("%sOptions.TreeMask is set; want none: verify draft trees with ForwardPagedKV over the whole sequences", sharedFn)
 	case opts.CuSeqQ != nil || opts.CuSeqKV != nil:
 		return fmt.Errorf("%sOptions.CuSeqQ/CuSeqKV are set; want nil (one sequence per batch entry)", sharedFn)
 	case len(kv.Prefix.SeqLens) != 1:

@@ -279,8 +279,9 @@ func (o *poolOrigin) keysText(s int) string {
 func (o *poolOrigin) overlap(out, lse span) (input, bool) {
 	s := overlapScan{out: out, lse: lse}
 	kv := &o.kv
+	rows, _ := kv.tableEntries(len(kv.SeqLens)) // checked: the table holds them
 	found := s.tensor("kv.K", -1, "", &kv.K) || s.tensor("kv.V", -1, "", &kv.V) ||
-		s.slice("kv.BlockTable", spanOf(kv.BlockTable[:len(kv.SeqLens)*kv.MaxBlocks])) ||
+		s.slice("kv.BlockTable", spanOf(kv.BlockTable[:rows])) ||
 		s.slice("kv.SeqLens", spanOf(kv.SeqLens))
 	return s.hit, found
 }
@@ -289,7 +290,7 @@ func (o *poolOrigin) keys(b int) int { return int(o.kv.SeqLens[b]) }
 
 func (o *poolOrigin) source(b, hk int, _ seg) kvSource {
 	bs, n := o.kv.K.Seq, int(o.kv.SeqLens[b])
-	blocks := o.kv.BlockTable[b*o.kv.MaxBlocks:][:(n+bs-1)/bs]
+	blocks := o.kv.row(b, (n+bs-1)/bs)
 	return kvSource{k: &o.kv.K, v: &o.kv.V, blocks: blocks, bs: bs, merge: o.merge, hk: hk}
 }
 

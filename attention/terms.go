@@ -5,9 +5,11 @@ import "github.com/flashgo/flashgo/kernel"
 // applyTerms applies soft-capping, ALiBi and the masks to the scores of the
 // current tile: rows of the block of queries [p0, p0+np) (packed) of K/V
 // head hk, keys [j0, j0+bc) of the sequence (local numbering), each row r
-// only over its columns [lo[r], hi[r]).
+// only over its columns [lo[r], hi[r]). A tree mask hides keys as BoolMask
+// does, at the same point: the same bits for the same hidden keys.
 func applyTerms(ws *workspace, c *task, b, hk, p0, np, j0, ldS int, sg seg) {
 	g := c.group
+	tm := c.treeSeg(sg)
 	for hg := range g {
 		h := hk*g + hg
 		var slope float32
@@ -54,6 +56,15 @@ func applyTerms(ws *workspace, c *task, b, hk, p0, np, j0, ldS int, sg seg) {
 					}
 				}
 			}
+			if tm != nil {
+				// The draft keys among the row's: from local key nk−nq on.
+				j := j0 + a // local key of row[0]
+				for t := max(0, sg.nk-sg.nq-j); t < len(row); t++ {
+					if !treeKeeps(tm, sg, i-sg.q0, j+t) {
+						row[t] = negInf
+					}
+				}
+			}
 			if m := &c.mask; m.dtype != 0 {
 				bm, hm := b, h
 				if m.Batch == 1 {
@@ -68,13 +79,14 @@ func applyTerms(ws *workspace, c *task, b, hk, p0, np, j0, ldS int, sg seg) {
 	}
 }
 
-// maskHidesTile reports whether the float or boolean mask hides every key
-// of the tile [j0, j0+bc) from every row of the block that the causal mask
-// and the window would let see it, so that the tile can be skipped like a
-// tile outside every window. The scan stops at the first key some row
-// sees, which for an ordinary tile is the first one it reads.
+// maskHidesTile reports whether the float, boolean or tree mask hides
+// every key of the tile [j0, j0+bc) from every row of the block that the
+// causal mask and the window would let see it, so that the tile can be
+// skipped like a tile outside every window. The scan stops at the first
+// key some row sees, which for an ordinary tile is the first one it reads.
 func maskHidesTile(c *task, b, hk, p0, np, j0, bc int, sg seg) bool {
-	if c.mask.dtype == 0 && c.bmask.Data == nil {
+	tm := c.treeSeg(sg)
+	if c.mask.dtype == 0 && c.bmask.Data == nil && tm == nil {
 		return false
 	}
 	il0 := p0 - sg.q0
@@ -108,6 +120,9 @@ func maskHidesTile(c *task, b, hk, p0, np, j0, bc int, sg seg) bool {
 					continue
 				}
 			}
+			if tm != nil && treeHidesAll(tm, sg, i-sg.q0, lo, hi) {
+				continue
+			}
 			return false
 		}
 	}
@@ -116,7 +131,7 @@ func maskHidesTile(c *task, b, hk, p0, np, j0, bc int, sg seg) bool {
 
 // trimMasked narrows the range [ws.lo[r], ws.vis[r]) of each row of the
 // block in the tile of keys [j0, j0+bc) to run from the row's first to its
-// last key there that Mask and BoolMask leave visible, so that the keys
+// last key there that Mask, BoolMask and TreeMask leave visible, so that the keys
 // they hide at the edges of a row's range are never read for it, whatever
 // their values (a key-padding mask's padding may be uninitialised
 // memory). It reports whether every range stayed as it was. The scan stops
@@ -125,16 +140,20 @@ func maskHidesTile(c *task, b, hk, p0, np, j0, bc int, sg seg) bool {
 func trimMasked(ws *workspace, c *task, b, hk, p0, np, j0 int, sg seg) bool {
 	same := true
 	kj := sg.kv0 + j0 // packed key of the tile's column 0
+	tm := c.treeSeg(sg)
+	hides := func(h, i, t int) bool { // whether a mask hides column t from query i of head h
+		return maskHides(c, b, h, i, kj+t) || tm != nil && !treeKeeps(tm, sg, i-sg.q0, j0+t)
+	}
 	for hg := range c.group {
 		h := hk*c.group + hg
 		for pi := range np {
 			r := hg*np + pi
 			lo, e := ws.lo[r], ws.vis[r]
 			i := p0 + pi
-			for lo < e && maskHides(c, b, h, i, kj+lo) {
+			for lo < e && hides(h, i, lo) {
 				lo++
 			}
-			for e > lo && maskHides(c, b, h, i, kj+e-1) {
+			for e > lo && hides(h, i, e-1) {
 				e--
 			}
 			if lo != ws.lo[r] || e != ws.vis[r] {

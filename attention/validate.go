@@ -68,6 +68,9 @@ func validateRequest(r *request, opts *Options) (call, error) {
 			return call{}, err
 		}
 	}
+	if what == "" && (opts.TreeMask.Offsets != nil || opts.TreeMask.Bits != nil) {
+		return call{}, fmt.Errorf("%sOptions.TreeMask is set; want it nil: it is for the paged and cache calls (ForwardPagedKV, ForwardPaged, ForwardKVCaches), and Forward takes a mask of any shape in Options.BoolMask", fn)
+	}
 	if what != "" && opts.CuSeqQ != nil {
 		// Per-sequence query counts: the offsets say how many sequences
 		// the tables, lengths or caches must describe.
@@ -110,6 +113,9 @@ func validateRequest(r *request, opts *Options) (call, error) {
 		group: q.Heads / kv.heads, dv: kv.dimV, kv: r.kv, cuQ: r.seqQ}
 	c.v.Dim, c.v.dtype = kv.dimV, kv.dtypeV
 	if err := validateOptions(&c, opts); err != nil {
+		return call{}, err
+	}
+	if err := checkTreeMask(fn, &c, &opts.TreeMask); err != nil {
 		return call{}, err
 	}
 	if err := r.checkOverlaps(opts); err != nil {
@@ -200,7 +206,8 @@ func (in input) String() string {
 
 // checkOverlaps refuses a request whose out or lse shares memory with any
 // byte the call reads (the queries; the K/V views, pools, caches' storage
-// and Q8 and fp8 scales; block tables, lengths and sequence lists; the masks,
+// and Q8 and fp8 scales; block tables, lengths and sequence lists; the masks
+// (a tree mask's bytes up to its last offset, and its offsets),
 // slopes, sinks and offsets of opts) or with each other. The shapes have
 // been checked, so the spans are those the call will touch.
 func (r *request) checkOverlaps(opts *Options) error {
@@ -239,6 +246,11 @@ func (r *request) firstOverlap(out, lse span, opts *Options) (input, bool) {
 	}
 	if m := opts.BoolMask; m.Data != nil && s.slice("Options.BoolMask.Data", spanOf(m.Data[:m.Span()])) {
 		return s.hit, true
+	}
+	if m := opts.TreeMask; m.Offsets != nil {
+		if s.slice("Options.TreeMask.Bits", spanOf(m.Bits[:m.Offsets[len(m.Offsets)-1]])) || s.slice("Options.TreeMask.Offsets", spanOf(m.Offsets)) {
+			return s.hit, true
+		}
 	}
 	found := s.slice("Options.Slopes", spanOf(opts.Slopes)) || s.slice("Options.Sinks", spanOf(opts.Sinks)) ||
 		s.slice("Options.CuSeqQ", spanOf(opts.CuSeqQ)) || s.slice("Options.CuSeqKV", spanOf(opts.CuSeqKV))

@@ -227,26 +227,22 @@ type sharedPools struct {
 	packed   attention.PackedPrefix
 }
 
-// sharedTables returns the block tables of the prefix, of the suffixes
-// (MaxBlocks suffixBlocks each) and of the whole sequences: the prefix
-// takes the pool's first blocks, sequence b's own positions the blocks
-// after them.
-func (s *sharedSpec) sharedTables() (prefix, suffix, whole []int32) {
+// sharedTables returns the block table of the whole sequences, [seqs][pb+sb]
+// as a runtime keeps one: the prefix takes the pool's first blocks, which
+// every row lists first, and sequence b's own positions the blocks after
+// them. The prefix's and the suffixes' tables are views of it.
+func (s *sharedSpec) sharedTables() (whole []int32) {
 	pb, sb := s.prefixBlocks(), s.suffixBlocks()
-	prefix = make([]int32, pb)
-	for i := range prefix {
-		prefix[i] = int32(i)
-	}
-	suffix = make([]int32, s.seqs*sb)
 	whole = make([]int32, s.seqs*(pb+sb))
 	for b := range s.seqs {
-		for i := range sb {
-			suffix[b*sb+i] = int32(pb + b*sb + i)
+		for i := range pb {
+			whole[b*(pb+sb)+i] = int32(i)
 		}
-		copy(whole[b*(pb+sb):], prefix)
-		copy(whole[b*(pb+sb)+pb:], suffix[b*sb:][:sb])
+		for i := range sb {
+			whole[b*(pb+sb)+pb+i] = int32(pb + b*sb + i)
+		}
 	}
-	return prefix, suffix, whole
+	return whole
 }
 
 // newSharedPools wraps pool tensors k and v in the step's two views. The
@@ -255,17 +251,20 @@ func (s *sharedSpec) sharedTables() (prefix, suffix, whole []int32) {
 // it): the unshared tables would see the unused tail of a last block that
 // it does not fill as positions of their own.
 func (s *sharedSpec) newSharedPools(k, v attention.Tensor) *sharedPools {
-	pt, st, wt := s.sharedTables()
+	wt := s.sharedTables()
+	pb, sb := s.prefixBlocks(), s.suffixBlocks()
 	sl, wl := make([]int32, s.seqs), make([]int32, s.seqs)
 	for b := range s.seqs {
 		sl[b], wl[b] = int32(s.suffix), int32(s.prefixBlocks()*s.block+s.suffix)
 	}
 	return &sharedPools{
 		shared: attention.SharedPrefixKV{
-			Prefix: attention.PagedKV{K: k, V: v, BlockTable: pt, MaxBlocks: len(pt), SeqLens: []int32{int32(s.prefix)}},
-			Suffix: attention.PagedKV{K: k, V: v, BlockTable: st, MaxBlocks: s.suffixBlocks(), SeqLens: sl},
+			// The first row's first pb columns, and the column slice
+			// after them (a view, PagedKV.BlockStride: no copy).
+			Prefix: attention.PagedKV{K: k, V: v, BlockTable: wt, MaxBlocks: pb, SeqLens: []int32{int32(s.prefix)}},
+			Suffix: attention.PagedKV{K: k, V: v, BlockTable: wt[pb:], MaxBlocks: sb, BlockStride: pb + sb, SeqLens: sl},
 		},
-		unshared: attention.PagedKV{K: k, V: v, BlockTable: wt, MaxBlocks: s.prefixBlocks() + s.suffixBlocks(), SeqLens: wl},
+		unshared: attention.PagedKV{K: k, V: v, BlockTable: wt, MaxBlocks: pb + sb, SeqLens: wl},
 	}
 }
 
