@@ -2,6 +2,7 @@ package attention_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,8 +14,10 @@ import (
 // allocates nothing after the first of its shape, for every entry point
 // (with and without Options.CuSeqQ where it is accepted, with and without
 // a packed prefix), every K/V element type and both precisions, on every
-// implementation; and that PackedPrefix.Pack allocates nothing when it
-// reuses its memory. The shapes are small: two sequences of 40 and 70
+// implementation; and that PackedPrefix.Pack and Engine.PackPrefix (6
+// strips on 2 threads) allocate nothing when they reuse their memory.
+// ForwardSharedPrefix is called uniform and with CuSeqQ, with one prefix
+// and with two (Groups, one of them packed). The shapes are small: two sequences of 40 and 70
 // positions, 2 query heads on 1 K/V head of dim 32, one query each (the
 // row kernels), or 1 and 9 (the packed tiles) with CuSeqQ.
 func TestNoAllocationsEveryEntryPoint(t *testing.T) {
@@ -43,6 +46,12 @@ func testNoAllocationsEveryEntryPoint(t *testing.T, dt attention.DType) {
 	}
 	pool := newVLLMPool(t, rng, dt, false, hkv, d, bs, lens)
 	shared := newSharedFixture(t, rng, dt, hkv, d, bs, 40, []int{3, 0})
+	// Two prefixes (the first 40 and 17 positions of the same blocks), a
+	// sequence each; and a prefix of 6 strips for Engine.PackPrefix.
+	grouped := shared.kv
+	grouped.Prefix.BlockTable = append(slices.Clone(shared.kv.Prefix.BlockTable), shared.kv.Prefix.BlockTable...)
+	grouped.Prefix.SeqLens, grouped.Groups = []int32{40, 17}, []int{0, 1, 2}
+	long := newSharedFixture(t, rng, dt, 2, d, bs, 600, []int{1})
 
 	// One query a sequence, batched; and 1 and 9 packed with CuSeqQ.
 	bl := attention.BHSD(B, hq, 1, d)
@@ -63,6 +72,10 @@ func testNoAllocationsEveryEntryPoint(t *testing.T, dt attention.DType) {
 		packed := shared.kv
 		packed.Packed = new(attention.PackedPrefix)
 		require.NoError(t, packed.Packed.Pack(packed.Prefix, prec))
+		groupedPacked := grouped
+		groupedPacked.PackedGroups = []*attention.PackedPrefix{new(attention.PackedPrefix), nil}
+		require.NoError(t, e.PackPrefix(groupedPacked.PackedGroups[0], grouped.Prefix.Sequence(0), prec))
+		longPacked := new(attention.PackedPrefix)
 		calls := []struct {
 			name string
 			call func() error
@@ -85,7 +98,13 @@ func testNoAllocationsEveryEntryPoint(t *testing.T, dt attention.DType) {
 			{"ForwardSharedPrefixLSE", func() error { return e.ForwardSharedPrefixLSE(o, lse, qt, shared.kv, opts) }},
 			{"ForwardSharedPrefix+Packed", func() error { return e.ForwardSharedPrefix(o, qt, packed, opts) }},
 			{"ForwardSharedPrefixLSE+Packed", func() error { return e.ForwardSharedPrefixLSE(o, lse, qt, packed, opts) }},
+			{"ForwardSharedPrefix+CuSeqQ", func() error { return e.ForwardSharedPrefix(mo, mqt, shared.kv, mopts) }},
+			{"ForwardSharedPrefixLSE+CuSeqQ", func() error { return e.ForwardSharedPrefixLSE(mo, mlse, mqt, shared.kv, mopts) }},
+			{"ForwardSharedPrefix+Groups", func() error { return e.ForwardSharedPrefix(o, qt, grouped, opts) }},
+			{"ForwardSharedPrefixLSE+CuSeqQ+Groups", func() error { return e.ForwardSharedPrefixLSE(mo, mlse, mqt, grouped, mopts) }},
+			{"ForwardSharedPrefixLSE+CuSeqQ+PackedGroups", func() error { return e.ForwardSharedPrefixLSE(mo, mlse, mqt, groupedPacked, mopts) }},
 			{"PackedPrefix.Pack", func() error { return packed.Packed.Pack(packed.Prefix, prec) }},
+			{"Engine.PackPrefix", func() error { return e.PackPrefix(longPacked, long.kv.Prefix, prec) }},
 		}
 		for _, c := range calls {
 			require.NoError(t, c.call(), "%v %s", prec, c.name)

@@ -31,7 +31,10 @@
 // cache), and Engine.ForwardSharedPrefix decodes sequences that share a
 // prefix reading the prefix once for all of them (cascade attention),
 // from panels packed once for every step of a decode loop where a
-// PackedPrefix holds them.
+// PackedPrefix holds them (Engine.PackPrefix packs them on the engine's
+// threads); with Options.CuSeqQ and SharedPrefixKV.Groups one call takes
+// a serving step of decodes and prefill chunks over several shared
+// prompts.
 // Config.KVSplits splits each decode's key range across threads
 // (flash-decoding).
 //
@@ -70,8 +73,11 @@
 // (a runtime's own vLLM-style block pool; _mla, an MLA cache in one pool;
 // _mixedBatch, a continuous-batching step; _treeMask, draft trees of two
 // sequences verified in one step), Engine.ForwardSharedPrefix (samples of
-// one prompt; _tableView, its tables as views of one), PackedPrefix (a
-// decode loop that packs its shared prompt once), Merge and MergeN (attention over
+// one prompt; _tableView, its tables as views of one; _mixedBatch, decodes
+// and a prefill chunk over one prompt; _groups, two prompts in one step),
+// PackedPrefix (a decode loop that packs its shared prompt once),
+// Engine.PackPrefix (the pack on the engine's threads, and its memory),
+// Merge and MergeN (attention over
 // key ranges computed apart), DequantizeQ8 (int8 K/V) and
 // Options_quantizeQuery (Q8 queries against Q8 keys in int8 dot products).
 package attention

@@ -118,3 +118,16 @@ func PoolRow(t Tensor, blk, h, pos int) []float32 {
 	loadRow(row, &t, t.Offset(blk, h, pos), h)
 	return row
 }
+
+// PackedPanels returns the memory of p's panels: the bfloat16 K and V
+// pair panels, the counts of non-finite value rows, the float32 K and V
+// panels.
+func PackedPanels(p *PackedPrefix) [][]byte {
+	pre := &p.pre
+	return [][]byte{memoryOf(pre.k), memoryOf(pre.v), memoryOf(pre.bad), memoryOf(pre.kf), memoryOf(pre.vf)}
+}
+
+// PackedCounts returns the counts of non-finite value rows of a prefix of
+// n positions packed for bfloat16: entry hk·(n+1) + j is K/V head hk's
+// number among keys [0, j).
+func PackedCounts(p *PackedPrefix, hkv, n int) []int32 { return p.pre.bad[:hkv*(n+1)] }

@@ -438,6 +438,104 @@ func ExamplePackedPrefix() {
 	// three steps, one pack
 }
 
+// A serving step over one system prompt: three sequences decode a token
+// each and a new request prefills its first 24 tokens after the prompt,
+// all in one call (Options.CuSeqQ), the prompt's blocks read once for
+// every row of the step. Each sequence's suffix is its own blocks after
+// the prompt, the new tokens included.
+func ExampleEngine_ForwardSharedPrefix_mixedBatch() {
+	const hq, hkv, d, blockSize, numBlocks = 8, 2, 64, 16, 32
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d)
+	k := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... the runtime's cached keys ...
+	v := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... and values ...
+	kv := attention.SharedPrefixKV{
+		// The system prompt: 40 positions in blocks 3, 8 and 1.
+		Prefix: attention.PagedKV{K: k, V: v, BlockTable: []int32{3, 8, 1}, MaxBlocks: 3, SeqLens: []int32{40}},
+		// Each request's positions after the prompt, two blocks a row.
+		Suffix: attention.PagedKV{K: k, V: v, BlockTable: []int32{10, 0, 11, 0, 12, 0, 13, 14}, MaxBlocks: 2,
+			SeqLens: []int32{5, 9, 3, 24}},
+	}
+	newTokens := []int{1, 1, 1, 24}
+	cuSeqQ := []int{0}
+	for _, n := range newTokens {
+		cuSeqQ = append(cuSeqQ, cuSeqQ[len(cuSeqQ)-1]+n)
+	}
+	totalQ := cuSeqQ[len(newTokens)]
+	l := attention.BSHD(1, totalQ, hq, d) // [num_tokens, heads, d], as the projections write them
+	q, out := make([]float32, l.Span()), make([]float32, l.Span())
+	e, _ := attention.NewEngine(attention.Config{})
+	err := e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv,
+		attention.Options{Causal: true, CuSeqQ: cuSeqQ})
+	fmt.Println(totalQ, "query rows:", err)
+	// Output:
+	// 27 query rows: <nil>
+}
+
+// Two system prompts in one step (SharedPrefixKV.Groups): sequences 0 to
+// 2 run over the first, 3 and 4 over the second, each prompt read once
+// for its group, and each packed once on the engine's threads for the
+// whole decode loop (PackedGroups, Engine.PackPrefix). The result of each
+// group is bitwise that of its own ForwardSharedPrefix call.
+func ExampleEngine_ForwardSharedPrefix_groups() {
+	const seqs, hq, hkv, d, blockSize, numBlocks = 5, 8, 2, 64, 16, 32
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d)
+	k := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... the runtime's cached keys ...
+	v := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... and values ...
+	kv := attention.SharedPrefixKV{
+		// Prompt 0: 48 positions in blocks 0 to 2; prompt 1: 20 in blocks
+		// 3 and 4. A table row each.
+		Prefix: attention.PagedKV{K: k, V: v, BlockTable: []int32{0, 1, 2, 3, 4, 0}, MaxBlocks: 3, SeqLens: []int32{48, 20}},
+		Groups: []int{0, 3, 5},
+		Suffix: attention.PagedKV{K: k, V: v, BlockTable: []int32{5, 6, 7, 8, 9}, MaxBlocks: 1, SeqLens: []int32{1, 1, 1, 1, 1}},
+	}
+	e, _ := attention.NewEngine(attention.Config{})
+	opts := attention.Options{Causal: true, Precision: attention.PrecisionBFloat16}
+	kv.PackedGroups = make([]*attention.PackedPrefix, 2)
+	for g := range kv.PackedGroups {
+		kv.PackedGroups[g] = new(attention.PackedPrefix)
+		if err := e.PackPrefix(kv.PackedGroups[g], kv.Prefix.Sequence(g), opts.Precision); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	l := attention.BSHD(seqs, 1, hq, d) // one new token each
+	q, out := make([]float32, l.Span()), make([]float32, l.Span())
+	for step := range 3 {
+		// ... the runtime writes each sequence's new K/V into its block ...
+		for s := range seqs {
+			kv.Suffix.SeqLens[s] = int32(step + 1)
+		}
+		if err := e.ForwardSharedPrefix(attention.F32Tensor(out, l), attention.F32Tensor(q, l), kv, opts); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println("three steps, two prompts, one pack each")
+	// Output:
+	// three steps, two prompts, one pack each
+}
+
+// PackPrefix packs a prompt on the engine's threads (the same panels as
+// PackedPrefix.Pack), and Bytes says what the panels take: for float32,
+// 4·Hkv·(d·(⌈n/16⌉·16 + 16) + n·dv) bytes, here 4·2·(64·64 + 48·64) =
+// 57344, and 12 more for the copy of the prompt's block table.
+func ExampleEngine_PackPrefix() {
+	const hkv, d, blockSize, numBlocks = 2, 64, 16, 8
+	pool := attention.BSHD(numBlocks, blockSize, hkv, d)
+	k := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... the runtime's cached keys ...
+	v := attention.F32Tensor(make([]float32, pool.Span()), pool) // ... and values ...
+	prompt := attention.PagedKV{K: k, V: v, BlockTable: []int32{0, 1, 2}, MaxBlocks: 3, SeqLens: []int32{48}}
+	e, _ := attention.NewEngine(attention.Config{})
+	var p attention.PackedPrefix
+	if err := e.PackPrefix(&p, prompt, attention.PrecisionFloat32); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(p.Bytes(), "bytes")
+	// Output:
+	// 57356 bytes
+}
+
 // An fp8 cache as vLLM keeps one (kv_cache_dtype fp8_e4m3, a k_scale and a
 // v_scale): Append divides each value by the scale and rounds to E4M3FN,
 // saturating at ±448; the engine reads x·scale.

@@ -155,3 +155,24 @@ func (e *Engine) forwardPagedKV(out Tensor, lse []float32, q Tensor, kv *PagedKV
 	}
 	return e.compute(j, &c)
 }
+
+// Sequence returns sequence s of kv as a PagedKV of that one sequence:
+// the same pools, its row of the table (BlockTable[s·stride:], its first
+// MaxBlocks entries; the stride is BlockStride, or MaxBlocks when it is
+// 0) and its length (SeqLens[s:s+1]). Nothing is
+// copied. It is how a prefix of a SharedPrefixKV with Groups is named on
+// its own, to pack it (PackedPrefix.Pack) or to call it alone. For an s
+// outside [0, len(SeqLens)), or a table without row s, it returns a
+// PagedKV without lengths or with a short table, which every call and
+// Pack refuse with an error.
+func (kv PagedKV) Sequence(s int) PagedKV {
+	one := PagedKV{K: kv.K, V: kv.V, MaxBlocks: kv.MaxBlocks}
+	if s < 0 || s >= len(kv.SeqLens) {
+		return one
+	}
+	one.SeqLens = kv.SeqLens[s : s+1]
+	if lo, ok := mulSize(s, max(kv.rowStride(), 0)); ok && lo <= len(kv.BlockTable) {
+		one.BlockTable = kv.BlockTable[lo:][:min(max(kv.MaxBlocks, 0), len(kv.BlockTable)-lo)]
+	}
+	return one
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -293,10 +294,14 @@ func TestPagedKVAllocs(t *testing.T) {
 // the same call. Last, the same sequences get a query count each (0 to 3,
 // possibly more than their keys) packed with Options.CuSeqQ, with now and
 // then hostile offsets (fuzzMixedPagedKV): an error writes nothing, a
-// success gives each sequence the bits of a call for it alone. And last,
-// the calls again through a view of the table at a drawn BlockStride and
-// offset (fuzzTableView), which must fail where the compact table fails
-// and otherwise give its bits.
+// success gives each sequence the bits of a call for it alone. Then the
+// same sequences as the suffixes of a cascade of 1 to 3 prefixes drawn
+// from the pool (ForwardSharedPrefixLSE with Groups, CuSeqQ, sinks,
+// panels; fuzzSharedPagedKV): an error writes nothing, a success gives the
+// bits of the separate calls its doc names. And last, the calls again
+// through a view of the table at a drawn BlockStride and offset
+// (fuzzTableView), which must fail where the compact table fails and
+// otherwise give its bits.
 func FuzzPagedKV(f *testing.F) {
 	f.Add([]byte{})
 	// Blocks of one position with a SeqStride below the head dim (0): the
@@ -335,6 +340,19 @@ func FuzzPagedKV(f *testing.F) {
 	f.Add(hostile("\x00\x00\x00\x00\x00\x00\x01\x03\x00"))         // q head dim 0
 	// Q8 pools of head dim 32: out on kv.K's scales.
 	f.Add([]byte("hostilq8\x03\x00\x00\x00\x01\x02\x01\x00\x02\x00\x00\x01\x02\x03\x00\x00\x00\x00\x00\x03\x01\x40"))
+	// Cascades (fuzzSharedPagedKV) over the mixed seeds' three sequences:
+	// two prefixes (2 and 3 positions), groups {0, 1, 3}, CuSeqQ, sinks,
+	// bf16, the first prefix packed; three prefixes, one empty, groups
+	// {0, 0, 2, 3} (one without sequences), a uniform Nq of 2, all packed;
+	// one prefix without Groups, CuSeqQ, packed as kv.Packed; the panels
+	// of the first prefix given for the second (an error).
+	cascade := func(tail string) []byte {
+		return append(mixed("\x00", "\x00\x02\x00", "\x01", "\x00", "\x01\x03\x02\x00"), tail...)
+	}
+	f.Add(cascade("\x01\x00\x02\x04\x03\x01\x01\x02\x03\x01\x01\x01\x01\x01\x00\x00"))
+	f.Add(cascade("\x02\x01\x03\x00\x00\x02\x05\x00\x02\x00\x01\x00\x00\x01\x01\x01\x01\x00"))
+	f.Add(cascade("\x00\x01\x05\x00\x01\x01\x01\x01\x00\x01\x01\x01\x01\x00"))
+	f.Add(cascade("\x01\x00\x02\x01\x03\x01\x01\x01\x03\x02\x00\x00\x01\x01\x01\x09"))
 	// The same calls through a view of the table (fuzzTableView): after
 	// the mixed seeds' bytes, a stride of MaxBlocks+2 and an offset of 1
 	// into a padded table, then MaxBlocks+3 and 2 unpadded, each with
@@ -445,11 +463,118 @@ func FuzzPagedKV(f *testing.F) {
 		}
 		// Last too: the same sequences with per-sequence query counts.
 		fuzzMixedPagedKV(t, r, e, kv, hq, d, dv, opts)
-		// And last, the same calls through a view of the table, then a
-		// step that verifies draft trees.
+		// As the suffixes of a cascade; and last, the same calls through a
+		// view of the table, then a step that verifies draft trees.
+		fuzzSharedPagedKV(t, r, e, kv, hq, d, dv, opts)
 		fuzzTableView(t, r, e, kv, attention.F32Tensor(q, ql), ol, opts)
 		fuzzTreeMask(t, r, e, kv, kf, vf, l, dt, hq, d, dv, opts)
 	})
+}
+
+// fuzzSharedPagedKV uses the sequences of kv, a valid pool, as the
+// suffixes of ForwardSharedPrefixLSE, with 1 to 3 prefixes drawn from
+// kv's own table rows (cut to any length, the empty one included), the
+// sequences cut into groups (Groups, or nil for one prefix), per-sequence
+// query counts (Options.CuSeqQ, 0 to 3 a sequence) or a uniform Nq of 1
+// or 2, sinks or none, and some prefixes packed on the engine's threads
+// (PackedGroups, or Packed for one prefix); now and then hostile: groups
+// not from 0, past the sequences or missing, offsets of CuSeqQ short of
+// the queries, panels of another prefix. An error must leave out and lse
+// untouched; a success must give bitwise the separate calls of the doc
+// (separateCalls).
+func fuzzSharedPagedKV(t *testing.T, r *fuzzReader, e *attention.Engine, kv attention.PagedKV, hq, d, dv int, opts attention.Options) {
+	t.Helper()
+	B := len(kv.SeqLens)
+	nPre := 1 + r.intn(3)
+	prefix := attention.PagedKV{K: kv.K, V: kv.V, MaxBlocks: kv.MaxBlocks, BlockTable: make([]int32, nPre*kv.MaxBlocks), SeqLens: make([]int32, nPre)}
+	for g := range nPre {
+		s := r.intn(B)
+		copy(prefix.BlockTable[g*kv.MaxBlocks:], kv.BlockTable[s*kv.MaxBlocks:][:kv.MaxBlocks])
+		prefix.SeqLens[g] = int32(r.intn(int(kv.SeqLens[s]) + 1))
+	}
+	groups := []int{0, B}
+	sk := attention.SharedPrefixKV{Prefix: prefix, Suffix: kv}
+	if nPre > 1 || r.bool() {
+		groups = make([]int, nPre+1)
+		for g := 1; g < nPre; g++ {
+			groups[g] = groups[g-1] + r.intn(B-groups[g-1]+1)
+		}
+		groups[nPre] = B
+		sk.Groups = groups
+	}
+	var ql attention.Layout
+	if r.bool() {
+		nqs := make([]int, B)
+		for s := range nqs {
+			nqs[s] = r.intn(4)
+		}
+		opts.CuSeqQ = offsets(nqs)
+		ql = attention.BSHD(1, opts.CuSeqQ[B], hq, d)
+	} else {
+		ql = attention.BHSD(B, hq, 1+r.intn(2), d)
+	}
+	if r.bool() {
+		opts.Sinks = make([]float32, hq)
+		for h := range opts.Sinks {
+			opts.Sinks[h] = 0.5 - float32(h)
+		}
+	}
+	prec := []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16}[r.intn(2)]
+	opts.Precision = prec
+	if r.bool() {
+		packs := make([]*attention.PackedPrefix, nPre)
+		for g := range packs {
+			if r.bool() {
+				packs[g] = new(attention.PackedPrefix)
+				if err := e.PackPrefix(packs[g], prefix.Sequence(g), prec); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if nPre == 1 && r.bool() {
+			sk.Packed = packs[0]
+		} else {
+			sk.PackedGroups = packs
+		}
+	}
+	switch r.intn(10) {
+	case 5:
+		if sk.Groups != nil {
+			sk.Groups = append([]int{1}, sk.Groups[1:]...)
+		}
+	case 6:
+		if sk.Groups != nil {
+			sk.Groups = append(slices.Clone(sk.Groups[:nPre]), B+1)
+		}
+	case 7:
+		sk.Groups = nil
+	case 8:
+		if opts.CuSeqQ != nil && B > 1 {
+			opts.CuSeqQ = opts.CuSeqQ[:B]
+		}
+	case 9:
+		if sk.PackedGroups != nil && nPre > 1 && sk.PackedGroups[0] != nil {
+			sk.PackedGroups[1] = sk.PackedGroups[0]
+		}
+	}
+	qf := randn(r.rng, ql.Span())
+	ol := ql
+	ol.Dim, ol.SeqStride, ol.HeadStride, ol.BatchStride = dv, ql.SeqStride/d*dv, ql.HeadStride/d*dv, ql.BatchStride/d*dv
+	rows := ql.Batch * hq * ql.Seq
+	out, lse := impltest.Filled(ol.Span(), outGuard), impltest.Filled(rows, outGuard)
+	if err := e.ForwardSharedPrefixLSE(attention.F32Tensor(out, ol), lse, attention.F32Tensor(qf, ql), sk, opts); err != nil {
+		if !sameBits(out, impltest.Filled(ol.Span(), outGuard)) || !sameBits(lse, impltest.Filled(rows, outGuard)) {
+			t.Fatalf("shared prefix: error %v, but out or lse was written", err)
+		}
+		return
+	}
+	want, wantLSE, err := separateCalls(e, sk, groups, attention.F32, qf, ql, dv, opts)
+	if err != nil {
+		t.Fatalf("shared prefix: the call succeeded, its separate calls fail: %v", err)
+	}
+	if got := outRows(attention.F32, out, ol); !sameBits(got, want) || !sameBits(lse, wantLSE) {
+		t.Fatalf("shared prefix: groups %v CuSeqQ %v prefixes %v suffixes %v: out or lse differs from the separate calls", sk.Groups, opts.CuSeqQ, prefix.SeqLens, kv.SeqLens)
+	}
 }
 
 // fuzzMixedPagedKV draws a query count per sequence of kv (0 to 3, which

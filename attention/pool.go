@@ -58,6 +58,10 @@ type job struct {
 	wsRows, wsCols int
 	wsBF16         bool
 
+	// pack, when not nil, makes the job's items the strips of a
+	// PackedPrefix's pack (Engine.PackPrefix) instead of attention work.
+	pack *PackedPrefix
+
 	// Guarded by the pool's mutex.
 	done   sync.Cond // signalled when the last helper leaves a closed job
 	closed bool      // the caller has finished: no helper may take the job
@@ -155,10 +159,22 @@ func (e *Engine) compute(j *job, c *call) error {
 	// caller's would make it escape (and allocate).
 	j.e, j.call = e, *c
 	e.makePlan(j)
-	j.next.Store(0)
-	j.closed, j.active, j.err = false, 0, nil
 	helpers := min(e.threadCount(), j.total) - 1
 	e.reserveWorkspaces((1+max(0, helpers))*j.fuse, j.wsRows, j.wsCols, j.call.wsDim(), j.wsBF16)
+	if err := e.runJob(j, helpers); err != nil {
+		return err
+	}
+	if j.split {
+		e.mergeParts(j)
+	}
+	return nil
+}
+
+// runJob takes j's j.total items on the calling goroutine and up to
+// helpers helpers of the pool, and returns the job's first error.
+func (e *Engine) runJob(j *job, helpers int) error {
+	j.next.Store(0)
+	j.closed, j.active, j.err = false, 0, nil
 	if helpers > 0 {
 		pl := e.pool
 		pl.grow(helpers)
@@ -176,9 +192,6 @@ func (e *Engine) compute(j *job, c *call) error {
 	if helpers > 0 {
 		e.pool.close(j)
 	}
-	if j.err == nil && j.split {
-		e.mergeParts(j)
-	}
 	return j.err
 }
 
@@ -192,7 +205,7 @@ func (e *Engine) getJob() *job {
 }
 
 func (e *Engine) putJob(j *job) {
-	j.e, j.call, j.packs, j.rows, j.treePacks, j.treeRows, j.origins = nil, call{}, task{}, task{}, task{}, task{}, origins{}
+	j.e, j.call, j.packs, j.rows, j.treePacks, j.treeRows, j.origins, j.pack = nil, call{}, task{}, task{}, task{}, task{}, origins{}, nil
 	clear(j.seqs)
 	j.seqs = j.seqs[:0]
 	giveFree(&e.mu, &e.freeJobs, j)

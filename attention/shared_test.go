@@ -179,7 +179,7 @@ func TestSharedPrefixErrors(t *testing.T) {
 	}{
 		{"window", attention.Tensor{}, fx.kv, attention.Options{Window: &attention.Window{Left: 2}}, "Options.Window is set"},
 		{"alibi", attention.Tensor{}, fx.kv, attention.Options{Slopes: []float32{1, 2}}, "Options.Slopes is set"},
-		{"varlen", attention.Tensor{}, fx.kv, attention.Options{CuSeqQ: []int{0, 1}, CuSeqKV: []int{0, 1}}, "CuSeqQ/CuSeqKV are set"},
+		{"varlen", attention.Tensor{}, fx.kv, attention.Options{CuSeqQ: []int{0, 1}, CuSeqKV: []int{0, 1}}, "Options.CuSeqKV is set"},
 		{"two prefixes", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) { kv.Prefix.SeqLens = []int32{9, 9} }), attention.Options{}, "kv.Prefix.SeqLens has 2 lengths"},
 		{"dv", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) { kv.Prefix.V.Dim = 4 }), attention.Options{}, "kv.Prefix.V has head dim 4 and kv.Suffix.V 8"},
 		{"prefix block", attention.Tensor{}, edit(func(kv *attention.SharedPrefixKV) {

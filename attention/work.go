@@ -24,6 +24,10 @@ package attention
 // so it finds an item's sequence plan by walking forward from the last
 // one it saw.
 func (j *job) work() {
+	if j.pack != nil {
+		j.packItems()
+		return
+	}
 	ws := j.e.getWorkspace()
 	defer j.e.putWorkspace(ws)
 	ws.ensure(j.wsRows, j.wsCols, j.call.wsDim(), j.wsBF16)
@@ -51,6 +55,20 @@ func (j *job) work() {
 		}
 		sp := &j.seqs[k]
 		if err := j.workItem(wss[:j.fuse], sp, i-sp.item0); err != nil {
+			j.fail(err)
+		}
+	}
+}
+
+// packItems takes the strips of a PackedPrefix's pack until none is
+// left.
+func (j *job) packItems() {
+	for {
+		i := int(j.next.Add(1)) - 1
+		if i >= j.total {
+			return
+		}
+		if err := j.pack.packItem(i); err != nil {
 			j.fail(err)
 		}
 	}

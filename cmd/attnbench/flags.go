@@ -161,7 +161,8 @@ its peak, most of it the copies of the K/V cache that cold decode reads.
 -shared-prefix PREFIX[,SUFFIX[,SEQS]] replaces the shapes by one decode
 step of SEQS sequences (default 16) sharing a prefix of PREFIX positions,
 SUFFIX (default 256) of their own each: ForwardSharedPrefix, and the same
-with the prefix packed once beforehand (PackedPrefix, in the precision of
+with the prefix packed once beforehand (PackedPrefix, packed on the row's
+threads by Engine.PackPrefix, whose time is reported, in the precision of
 the step, where its prefix product packs tiles at all: not where it
 stacks 16 rows or fewer a K/V head, which read K and V in place), against
 ForwardPagedKV over each whole sequence, timed in turn, with the ratio.

@@ -392,16 +392,17 @@ func (s *sharedSpec) benchCase(c config, pools []*sharedPools, q []float32, ql a
 	packs := attention.ComputedPrecision(attention.Options{Precision: attention.PrecisionBFloat16}, s.heads, s.kvHeads, s.seqs) == attention.PrecisionBFloat16
 	if packs {
 		for _, p := range pools {
-			if err := p.packed.Pack(p.shared.Prefix, prec); err != nil {
+			if err := e.PackPrefix(&p.packed, p.shared.Prefix, prec); err != nil {
 				return r, err
 			}
 		}
-		// The time of a pack is that of packing again into the memory the
-		// first pack allocated: what a runtime pays per prefix once its
-		// PackedPrefix is warm, without the first touch of fresh pages
-		// (which made the first case's figure 20 times the others').
+		// The time of a pack (on the case's threads, Engine.PackPrefix) is
+		// that of packing again into the memory the first pack allocated:
+		// what a runtime pays per prefix once its PackedPrefix is warm,
+		// without the first touch of fresh pages (which made the first
+		// case's figure 20 times the others').
 		t0 := time.Now()
-		if err := pools[0].packed.Pack(pools[0].shared.Prefix, prec); err != nil {
+		if err := e.PackPrefix(&pools[0].packed, pools[0].shared.Prefix, prec); err != nil {
 			return r, err
 		}
 		r.pack = time.Since(t0)
@@ -525,7 +526,8 @@ func writeSharedTable(rep *sharedReport, w io.Writer) error {
 	for _, l := range []string{
 		"shared: ForwardSharedPrefix (the prefix read once for every sequence and query head); packed: the same with the prefix packed " +
 			"once beforehand into the panels of the precision's products (SharedPrefixKV.Packed; none where the stacked rows are so few " +
-			"that the product reads K and V rows in place), pack ms the time of that packing, once; unshared: ForwardPagedKV over each " +
+			"that the product reads K and V rows in place), pack ms the time of that packing, once, on the row's threads " +
+			"(Engine.PackPrefix); unshared: ForwardPagedKV over each " +
 			"whole sequence. " +
 			"speed-up: unshared median over shared median; packed: unshared median over packed median.",
 		"max abs: the larger error of the shared and packed outputs of sequence 0 against the float64 oracle; tolerance: the project's " +
