@@ -21,10 +21,11 @@ FUZZFLAGS   ?=
 # TestPagedAutoSplitMatchesForward), mixed work lists (the
 # MixedMatchesPerSequence tests), fused heads, the shared prefix's two
 # calls and its cascades (TestSharedPrefixCascadeMatchesSeparateCalls),
-# the pool's packs of a prefix (TestPackPrefixThreads); model's parallel
-# projections and attnbench's progress bar.
+# the pool's packs of a prefix (TestPackPrefixThreads), concurrent pool
+# writes (TestPagedKVWriteConcurrent); model's parallel projections and
+# attnbench's progress bar.
 # docs/testing.md says why these.
-RACETESTS   ?= ^(TestConcurrentUse|TestThreads.*|TestKVCachesConcurrent|TestPagedConcurrent|TestFeaturesThreadsBitwise|TestBF16ThreadsBitwise|TestBF16Prepack(Slots|MatchesTiles|DimV)|TestPrepackF32MatchesTiles|TestBF16FusedMatchesUnfused|TestFusedHeadsMatchPerHead|TestSplitKVDecode|TestBF16SplitKVDecode|TestPagedAutoSplitMatchesForward|TestPaged(KV)?MixedMatchesPerSequence|TestSharedPrefixThreadsAndPacked|TestSharedPrefixCascadeMatchesSeparateCalls|TestPackPrefixThreads|TestParallelProjections|TestStoriesPrefillEqualsDecode|TestProgressStopRace)$$
+RACETESTS   ?= ^(TestConcurrentUse|TestThreads.*|TestKVCachesConcurrent|TestPagedConcurrent|TestFeaturesThreadsBitwise|TestBF16ThreadsBitwise|TestBF16Prepack(Slots|MatchesTiles|DimV)|TestPrepackF32MatchesTiles|TestBF16FusedMatchesUnfused|TestFusedHeadsMatchPerHead|TestSplitKVDecode|TestBF16SplitKVDecode|TestPagedAutoSplitMatchesForward|TestPaged(KV)?MixedMatchesPerSequence|TestPagedKVWriteConcurrent|TestSharedPrefixThreadsAndPacked|TestSharedPrefixCascadeMatchesSeparateCalls|TestPackPrefixThreads|TestParallelProjections|TestStoriesPrefillEqualsDecode|TestProgressStopRace)$$
 RACEPKGS    ?= ./attention/ ./model/ ./cmd/attnbench/
 
 .PHONY: all help test test-long test-race test-purego test-arm64 bench fuzz lint fmt generate attnbench

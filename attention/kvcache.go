@@ -327,76 +327,60 @@ func copyElems(dst *Tensor, doff int, src *Tensor, soff, n int) {
 // dst's type: to nearest even for F16 and BF16, per block for Q8
 // (QuantizeQ8), divided by the scale and saturated for fp8. The callers
 // have checked the types (checkAppend, checkRows): one of them is F32, F16,
-// BF16 or the other's type.
+// BF16 or the other's type. A float32, binary16 or bfloat16 row goes
+// through kernel's encoders whole (vector kernels at the avx512 and avx2
+// levels); a Q8 or fp8 row (a read into binary16 or bfloat16, or an fp8 row
+// of another scale) is widened a stack chunk at a time first.
 func storeRow(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 	switch {
 	case src.dtype == dst.dtype && (!dst.dtype.isFP8() || src.fp8Scale(h)[0] == dst.fp8Scale(h)[0]):
 		copyElems(dst, doff, src, soff, d)
-	case dst.dtype.isFP8():
-		quantizeFP8Row(dst, doff, src, soff, h, d)
-	case src.dtype == F32:
-		encodeRow(dst, doff, src.f32[soff:soff+d])
 	case dst.dtype == F32:
 		widenRow(dst.f32[doff:doff+d], src, soff, h)
+	case src.dtype == F32:
+		encodeRow(dst, doff, src.f32[soff:soff+d], h)
+	case src.dtype == F16:
+		encodeRow(dst, doff, src.f16[soff:soff+d], h)
+	case src.dtype == BF16:
+		encodeRow(dst, doff, src.bf16[soff:soff+d], h)
 	default:
-		// Through float32 a stack chunk at a time: no allocation. The
-		// chunk is a whole number of Q8 blocks, so a Q8 row is quantised
-		// block by block as in one call.
+		// Through float32 a stack chunk at a time: no allocation (the
+		// encoders' arguments do not escape). The chunk is a whole
+		// number of Q8 blocks, so a Q8 row is read block by block.
 		var buf [64]float32
 		for c0 := 0; c0 < d; c0 += len(buf) {
 			w := buf[:min(len(buf), d-c0)]
 			loadRow(w, src, soff+c0, h)
-			encodeRow(dst, doff+c0, w)
+			encodeRow(dst, doff+c0, w, h)
 		}
 	}
 }
 
-// encodeRow writes x to dst at doff, rounded to dst's type (F32, F16,
-// BF16 or Q8, len(x) then a whole number of blocks from a block start).
-func encodeRow(dst *Tensor, doff int, x []float32) {
+// encodeRow writes x, a row of head h, to dst at doff, rounded to dst's
+// type (F16, BF16, Q8 with len(x) a whole number of blocks from a block
+// start, or fp8 divided by dst's scale of head h) by kernel's encoders.
+func encodeRow[S kernel.EncodeElem](dst *Tensor, doff int, x []S, h int) {
 	d := len(x)
 	switch dst.dtype {
-	case F32:
-		copy(dst.f32[doff:doff+d], x)
 	case F16:
-		fp16.EncodeFloat16(dst.f16[doff:doff+d], x)
+		kernel.EncodeFloat16(dst.f16[doff:doff+d], x)
 	case BF16:
-		fp16.EncodeBFloat16(dst.bf16[doff:doff+d], x)
+		kernel.EncodeBFloat16(dst.bf16[doff:doff+d], x)
 	case Q8:
 		_ = kernel.QuantizeQ8(dst.i8[doff:doff+d], dst.q8s[doff/Q8Block:(doff+d)/Q8Block], x)
-	}
-}
-
-// quantizeFP8Row writes d elements of src at soff (F32, F16, BF16 or fp8)
-// into the fp8 tensor dst at doff, a row of head h: each value divided by
-// dst's scale of head h in float32, then rounded to nearest even,
-// saturating (fp16.Float8E4M3FromFloat32), as NewKVCacheFP8 documents. It
-// widens the row a stack chunk at a time, so it does not allocate.
-func quantizeFP8Row(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
-	sc := dst.fp8Scale(h)[0]
-	var buf [64]float32
-	for c0 := 0; c0 < d; c0 += len(buf) {
-		n := min(len(buf), d-c0)
-		w := buf[:n]
-		loadRow(w, src, soff+c0, h)
-		for i, x := range w {
-			w[i] = x / sc
-		}
-		switch dst.dtype {
-		case FP8E4M3:
-			fp16.EncodeFloat8E4M3(dst.e4m3[doff+c0:][:n], w)
-		case FP8E5M2:
-			fp16.EncodeFloat8E5M2(dst.e5m2[doff+c0:][:n], w)
-		}
+	case FP8E4M3:
+		kernel.EncodeFloat8(dst.e4m3[doff:doff+d], x, dst.fp8Scale(h)[0])
+	case FP8E5M2:
+		kernel.EncodeFloat8(dst.e5m2[doff:doff+d], x, dst.fp8Scale(h)[0])
 	}
 }
 
 // loadRow widens the len(dst) elements of src from off on, a row of head
 // h, to float32: exactly for F32, F16 and BF16, times the scales for Q8
 // (off and len(dst) whole blocks) and fp8. It is for the stack chunks of
-// storeRow and quantizeFP8Row, which the vector kernels' function values
-// would move to the heap (an allocation per row); widenRow writes rows
-// that lie elsewhere with them.
+// storeRow, which the widening kernels' function values would move to the
+// heap (an allocation per row); widenRow writes rows that lie elsewhere
+// with them.
 func loadRow(dst []float32, src *Tensor, off, h int) {
 	n := len(dst)
 	switch src.dtype {

@@ -95,19 +95,41 @@ func (kv PagedKV) Write(k, v Tensor, slots []int32) error {
 	if i, j, ok := duplicateSlot(slots); ok {
 		return fmt.Errorf("%sslots[%d] and slots[%d] are both slot %d; want each slot at most once (two tokens cannot share a position)", fn, i, j, slots[i])
 	}
+	// A token's rows of every head lie end to end in the pool and in
+	// the new rows (vLLM's layout and a projection's): one conversion
+	// for all of them.
+	wholeK, wholeV := headsTogether(K, &k), !latent && headsTogether(V, &v)
 	for i, s := range slots {
 		if s < 0 {
 			continue
 		}
 		blk, pos := int(s)/bs, int(s)%bs
-		for h := range K.Heads {
-			storeRow(K, K.Offset(blk, h, pos), &k, k.Offset(0, h, i), h, K.Dim)
-			if !latent {
+		if wholeK {
+			storeRow(K, K.Offset(blk, 0, pos), &k, k.Offset(0, 0, i), 0, K.Heads*K.Dim)
+		} else {
+			for h := range K.Heads {
+				storeRow(K, K.Offset(blk, h, pos), &k, k.Offset(0, h, i), h, K.Dim)
+			}
+		}
+		switch {
+		case latent:
+		case wholeV:
+			storeRow(V, V.Offset(blk, 0, pos), &v, v.Offset(0, 0, i), 0, V.Heads*V.Dim)
+		default:
+			for h := range V.Heads {
 				storeRow(V, V.Offset(blk, h, pos), &v, v.Offset(0, h, i), h, V.Dim)
 			}
 		}
 	}
 	return nil
+}
+
+// headsTogether reports whether a position's rows of every head lie end
+// to end both in the pool p and in the new rows r (HeadStride = Dim in
+// both) and convert alike, so that storeRow may move them as one row of
+// Heads·Dim elements: neither holds fp8 with scales per head.
+func headsTogether(p, r *Tensor) bool {
+	return p.Heads > 1 && p.HeadStride == p.Dim && r.HeadStride == r.Dim && len(p.f8s) <= 1 && len(r.f8s) <= 1
 }
 
 // SlotMapping writes to dst the slots (block·BlockSize + position in the

@@ -11,9 +11,12 @@
 // over rows at any offsets (a paged cache's tile in one call);
 // QKRowsQ8Dot, the integer Q·Kᵀ of Q8 query rows (Q8Query) against Q8
 // keys (VPDPBUSD on AVX512-VNNI or AVX-VNNI, VPMADDUBSW on AVX2);
-// and the bfloat16 products QKTBF16 and PVBF16 on pair panels (PackKPairs,
+// the bfloat16 products QKTBF16 and PVBF16 on pair panels (PackKPairs,
 // PackVPairs) with OnlineSoftmaxBF16, run on AMX or AVX512-BF16 where the
-// CPU has them.
+// CPU has them; and the encoders EncodeFloat16, EncodeBFloat16,
+// EncodeFloat8 and QuantizeQ8, which round float32, fp16 or bfloat16 rows
+// to a K/V storage type bit for bit as fp16's scalar conversions do (how
+// attention stores keys and values).
 //
 // Every kernel works on row-major blocks addressed by a slice and a leading
 // dimension (the distance, in elements, between the starts of consecutive
@@ -30,7 +33,7 @@
 // Q8Query and QuantizeQ8), the softmax
 // pieces (OnlineSoftmax, ExpSum, Max, Scale, ScaleRows, SoftCap, with
 // their scalar Exp and Tanh) and FoldTile, the packs, and the bfloat16
-// products with their packs and softmax. Current reports what the
+// products with their packs and softmax, and the encoders. Current reports what the
 // selected implementation tells its callers (whether the row kernels beat
 // packing, whether FoldTile is one SIMD kernel, whether QKRowsQ8Dot runs
 // on integer dot-product instructions) and MatMulSlice

@@ -3,6 +3,7 @@ package kernel_test
 import (
 	"fmt"
 
+	"github.com/flashgo/flashgo/fp16"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -44,4 +45,32 @@ func ExampleQKRowsQ8Dot() {
 	}
 	fmt.Printf("%.2f %.2f\n", s[0], s[1])
 	// Output: 0.00 -9.99
+}
+
+func ExampleEncodeFloat8() {
+	// A K row stored as fp8 E4M3 with a scale of 0.5, as a cache or pool
+	// of that type stores it: each value divided by the scale, rounded to
+	// nearest even and saturating at ±448 (NaN stays NaN). From bfloat16
+	// rows too: the same call with a []fp16.BFloat16.
+	row := []float32{1, -0.3, 1000, 0.001}
+	dst := make([]fp16.Float8E4M3, len(row))
+	kernel.EncodeFloat8(dst, row, 0.5)
+	for _, x := range dst {
+		fmt.Printf("%#02x=%g ", x.Bits(), x.Float32()*0.5)
+	}
+	fmt.Println()
+	// Output: 0x40=1 0xb2=-0.3125 0x7e=224 0x01=0.0009765625
+}
+
+func ExampleEncodeFloat16() {
+	// binary16 rows from float32 and from bfloat16 ones, rounded to
+	// nearest even: 65520 and beyond overflow to +Inf.
+	h := make([]fp16.Float16, 3)
+	kernel.EncodeFloat16(h, []float32{1.0009766, 65519, 65520})
+	fmt.Println(h[0].Float32(), h[1].Float32(), h[2].Float32())
+	kernel.EncodeFloat16(h, fp16.BFloat16s([]float32{3.140625, -2, 0}))
+	fmt.Println(h[0].Float32(), h[1].Float32(), h[2].Float32())
+	// Output:
+	// 1.0009766 65504 +Inf
+	// 3.140625 -2 0
 }

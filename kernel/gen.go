@@ -27,4 +27,5 @@ package kernel
 //go:generate sh -c "cd _asm && go run ./decode -out ../internal/x86/rows_amd64.s -stubs ../internal/x86/rows_amd64.go -pkg x86"
 //go:generate sh -c "cd _asm && go run ./amx -out ../internal/x86/amx_amd64.s -stubs ../internal/x86/amx_amd64.go -pkg x86"
 //go:generate sh -c "cd _asm && go run ./bf16 -out ../internal/x86/bf16_amd64.s -stubs ../internal/x86/bf16_amd64.go -pkg x86"
+//go:generate sh -c "cd _asm && go run ./encode -out ../internal/x86/encode_amd64.s -stubs ../internal/x86/encode_amd64.go -pkg x86"
 //go:generate sh -c "cd _asm && go run ./neonrows -out ../internal/arm/rows_arm64.s"

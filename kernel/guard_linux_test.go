@@ -191,6 +191,7 @@ func TestGuardPages(t *testing.T) {
 					Max(src)
 					Scale(dst, src, 3)
 					Scale(src, src, 3)
+					guardEncoders(t, a, atEnd, n)
 				}
 				for _, rows := range []int{1, 2, 3, 5, 13} {
 					for _, n := range []int{1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 65, 129} {
@@ -282,4 +283,35 @@ func guardBF16(t *testing.T, a []*guardedArena, atEnd bool, gap, rows, cols, d i
 	p := a[4].bf16Block((rows-1)*ldP+cols2, atEnd)
 	vp := a[5].bf16Block((cols2/2-1)*ldV+2*d, atEnd)
 	require.NoError(t, PVBF16(o, ldO, p, ldP, vp, ldV, rows, cols2, d))
+}
+
+// guardEncoders runs every encoder from each source type on n elements
+// (Q8: the whole blocks of n, if any).
+func guardEncoders(t *testing.T, a []*guardedArena, atEnd bool, n int) {
+	t.Helper()
+	x := a[2].block(n, atEnd)
+	h := flush(a[3], n, atEnd, fp16.Float16(0x3800))
+	b := flush(a[4], n, atEnd, fp16.BFloat16(0x3f00))
+	dh := flush(a[5], n, atEnd, fp16.Float16(0))
+	db := flush(a[6], n, atEnd, fp16.BFloat16(0))
+	d4 := flush(a[7], n, atEnd, fp16.Float8E4M3(0))
+	d5 := flush(a[8], n, atEnd, fp16.Float8E5M2(0))
+	EncodeFloat16(dh, x)
+	EncodeFloat16(dh, b)
+	EncodeBFloat16(db, x)
+	EncodeBFloat16(db, h)
+	for _, f := range []func(){
+		func() { EncodeFloat8(d4, x, 0.5) }, func() { EncodeFloat8(d4, h, 0.5) }, func() { EncodeFloat8(d4, b, 0.5) },
+		func() { EncodeFloat8(d5, x, 0.5) }, func() { EncodeFloat8(d5, h, 0.5) }, func() { EncodeFloat8(d5, b, 0.5) },
+	} {
+		f()
+	}
+	if m := n / Q8Block * Q8Block; m > 0 {
+		q := flush(a[9], m, atEnd, int8(0))
+		sc := flush(a[1], m/Q8Block, atEnd, float32(0))
+		x, h, b := a[2].block(m, atEnd), flush(a[3], m, atEnd, fp16.Float16(0x3800)), flush(a[4], m, atEnd, fp16.BFloat16(0x3f00))
+		require.NoError(t, QuantizeQ8(q, sc, x))
+		require.NoError(t, QuantizeQ8(q, sc, h))
+		require.NoError(t, QuantizeQ8(q, sc, b))
+	}
 }

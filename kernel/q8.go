@@ -9,10 +9,13 @@ import (
 // of Q8Block values (attention.QuantizeQ8 documents the rounding, which is
 // this function's): the scale of a block is its largest |x| over 127, and
 // each value becomes its quotient rounded half away from zero, at most
-// 127 in magnitude. len(src) must be a multiple of Q8Block, dst at least
-// as long and scales at least len(src)/Q8Block long, or it returns an
-// error and writes nothing.
-func QuantizeQ8(dst []int8, scales []float32, src []float32) error {
+// 127 in magnitude. A binary16 or bfloat16 src is widened exactly to
+// float32 first. len(src) must be a multiple of Q8Block, dst at least as
+// long and scales at least len(src)/Q8Block long, or it returns an error
+// and writes nothing. The avx512 and avx2 levels quantise with vector
+// kernels, bit for bit as the Go loop; it does not allocate, and its
+// arguments do not escape.
+func QuantizeQ8[S EncodeElem](dst []int8, scales []float32, src []S) error {
 	n := len(src)
 	switch {
 	case n%Q8Block != 0:
@@ -26,7 +29,8 @@ func QuantizeQ8(dst []int8, scales []float32, src []float32) error {
 	return nil
 }
 
-func quantizeQ8(dst []int8, scales []float32, src []float32) {
+// quantizeQ8F32 is QuantizeQ8's Go loop, the twin of the vector kernels.
+func quantizeQ8F32(dst []int8, scales []float32, src []float32) {
 	for g := range scales {
 		x := src[g*Q8Block : (g+1)*Q8Block]
 		q := dst[g*Q8Block : (g+1)*Q8Block]

@@ -37,6 +37,10 @@ type f32Row struct {
 	// (foldTileGeneric).
 	fold foldTileFunc
 
+	// enc holds the encoders (encode.go); nil where the level has none,
+	// and the Go loops run.
+	enc *encRow
+
 	// matMulColumns is the register block of qkt's columns (MatMulSlice
 	// rounds column slices to it).
 	matMulColumns int

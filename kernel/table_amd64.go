@@ -21,6 +21,7 @@ var (
 
 func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 	z, y := avx512Row(), avx2Row()
+	z.enc, y.enc = avx512Encoders(), avx2Encoders()
 	f32[implAVX512], f32[implAVX2] = z, y
 	bf16[implAVX512] = widenBF16Row(z, &bf16Row{vecSoftmax: true, round: x86.RoundBF16BitsAVX512,
 		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512})
@@ -257,6 +258,102 @@ func avx2Row() *f32Row {
 			},
 			rowE4M3: func(o *float32, ldO int, p *float32, ldP int, v unsafe.Pointer, off, pfo *int, vs *float32, rows, cols, dv int) {
 				x86.PvRowsGatherE4M3AVX2(o, ldO, p, ldP, (*uint8)(v), off, pfo, vs, rows, cols, dv)
+			},
+		},
+	}
+}
+
+// The encoders of the two levels (encode.go): binary16 through
+// VCVTPS2PH, bfloat16, 8-bit floats and Q8 in integer instructions,
+// from float32, binary16 and bfloat16 rows.
+
+func avx512Encoders() *encRow {
+	return &encRow{
+		f16: [numEncSrc]func(dst *uint16, src unsafe.Pointer, n int){
+			encF32:  func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeF16FromF32AVX512(dst, (*float32)(src), n) },
+			encBF16: func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeF16FromBF16AVX512(dst, (*uint16)(src), n) },
+		},
+		bf16: [numEncSrc]func(dst *uint16, src unsafe.Pointer, n int){
+			encF32: func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeBF16FromF32AVX512(dst, (*float32)(src), n) },
+			encF16: func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeBF16FromF16AVX512(dst, (*uint16)(src), n) },
+		},
+		e4m3: [numEncSrc]func(dst *uint8, src unsafe.Pointer, n int, scale float32){
+			encF32: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE4M3FromF32AVX512(dst, (*float32)(src), n, sc)
+			},
+			encF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE4M3FromF16AVX512(dst, (*uint16)(src), n, sc)
+			},
+			encBF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE4M3FromBF16AVX512(dst, (*uint16)(src), n, sc)
+			},
+		},
+		e5m2: [numEncSrc]func(dst *uint8, src unsafe.Pointer, n int, scale float32){
+			encF32: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE5M2FromF32AVX512(dst, (*float32)(src), n, sc)
+			},
+			encF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE5M2FromF16AVX512(dst, (*uint16)(src), n, sc)
+			},
+			encBF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE5M2FromBF16AVX512(dst, (*uint16)(src), n, sc)
+			},
+		},
+		q8: [numEncSrc]func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int{
+			encF32: func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int {
+				return x86.QuantizeQ8FromF32AVX512(dst, scales, (*float32)(src), blocks)
+			},
+			encF16: func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int {
+				return x86.QuantizeQ8FromF16AVX512(dst, scales, (*uint16)(src), blocks)
+			},
+			encBF16: func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int {
+				return x86.QuantizeQ8FromBF16AVX512(dst, scales, (*uint16)(src), blocks)
+			},
+		},
+	}
+}
+
+func avx2Encoders() *encRow {
+	return &encRow{
+		f16: [numEncSrc]func(dst *uint16, src unsafe.Pointer, n int){
+			encF32:  func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeF16FromF32AVX2(dst, (*float32)(src), n) },
+			encBF16: func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeF16FromBF16AVX2(dst, (*uint16)(src), n) },
+		},
+		bf16: [numEncSrc]func(dst *uint16, src unsafe.Pointer, n int){
+			encF32: func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeBF16FromF32AVX2(dst, (*float32)(src), n) },
+			encF16: func(dst *uint16, src unsafe.Pointer, n int) { x86.EncodeBF16FromF16AVX2(dst, (*uint16)(src), n) },
+		},
+		e4m3: [numEncSrc]func(dst *uint8, src unsafe.Pointer, n int, scale float32){
+			encF32: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE4M3FromF32AVX2(dst, (*float32)(src), n, sc)
+			},
+			encF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE4M3FromF16AVX2(dst, (*uint16)(src), n, sc)
+			},
+			encBF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE4M3FromBF16AVX2(dst, (*uint16)(src), n, sc)
+			},
+		},
+		e5m2: [numEncSrc]func(dst *uint8, src unsafe.Pointer, n int, scale float32){
+			encF32: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE5M2FromF32AVX2(dst, (*float32)(src), n, sc)
+			},
+			encF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE5M2FromF16AVX2(dst, (*uint16)(src), n, sc)
+			},
+			encBF16: func(dst *uint8, src unsafe.Pointer, n int, sc float32) {
+				x86.EncodeE5M2FromBF16AVX2(dst, (*uint16)(src), n, sc)
+			},
+		},
+		q8: [numEncSrc]func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int{
+			encF32: func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int {
+				return x86.QuantizeQ8FromF32AVX2(dst, scales, (*float32)(src), blocks)
+			},
+			encF16: func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int {
+				return x86.QuantizeQ8FromF16AVX2(dst, scales, (*uint16)(src), blocks)
+			},
+			encBF16: func(dst *int8, scales *float32, src unsafe.Pointer, blocks int) int {
+				return x86.QuantizeQ8FromBF16AVX2(dst, scales, (*uint16)(src), blocks)
 			},
 		},
 	}

@@ -52,6 +52,10 @@ type config struct {
 	// one decode step of sequences that share a prefix (shared.go), or nil.
 	shared *sharedSpec
 
+	// write is the case of -write, which replaces the shapes by the pool
+	// write of a serving step (PagedKV.Write, write.go), or nil.
+	write *writeSpec
+
 	// avail is the memory the run may use in bytes (availableMemory, read
 	// once at parse time) and availSource where that figure comes from.
 	avail       float64
@@ -167,6 +171,13 @@ the step, where its prefix product packs tiles at all: not where it
 stacks 16 rows or fewer a K/V head, which read K and V in place), against
 ForwardPagedKV over each whole sequence, timed in turn, with the ratio.
 
+-write TOKENS[,TOKENS...] replaces the shapes by the pool write of a serving
+step: PagedKV.Write (vLLM's reshape_and_cache) of TOKENS new tokens' float32
+keys and values into pools of each -kv type (default all six) in vLLM's
+layout, at slots scattered over pools of at least 2 × the last-level cache
+(-warm: one step), the bytes stored per second against the read loop's
+bandwidth; -threads N splits the tokens between N Write calls at once.
+
 "attnbench check" runs a grid of shapes, masks, K/V types and every kernel
 implementation of the machine against the float64 oracle and exits 1 if any
 case is less accurate than the project's rule allows (max abs error <=
@@ -189,6 +200,7 @@ Examples:
   attnbench -preset llama3-8b,gemma2-9b -mode decode
   attnbench -shape P1,D1 -window 512
   attnbench -shared-prefix 8192,256,16 -precision f32,bf16 -threads 1,max
+  attnbench -write 64,512 -kv f16,q8,fp8e4m3 -threads 1,max
   attnbench -shape P2 -sweep 128,256,512,1024,2048 -plot p2.svg
   attnbench -format json -naive=off > results.json
 
@@ -260,6 +272,10 @@ func parse(args []string, help io.Writer) (config, error) {
 		"(default 16) of PREFIX shared positions (a multiple of the block size) and SUFFIX (default 256) of their own;\n"+
 		"ForwardSharedPrefix, also with the prefix packed once (PackedPrefix), against ForwardPagedKV over each whole\n"+
 		"sequence; sized by -heads, -kv-heads, -dim, -kv (default f16) and -paged (the block size, default 16)")
+	writeList := fs.String("write", "", "time the pool write of a serving step instead, `TOKENS[,TOKENS…]` new tokens a step: PagedKV.Write of\n"+
+		"float32 rows [tokens, Hkv, d] into pools in vLLM's layout at scattered slots, the bytes stored per second against\n"+
+		"the streaming-read bandwidth; sized by -kv-heads, -dim, -kv (default every type) and -paged (the block size,\n"+
+		"default 16); -threads splits the tokens between as many Write calls at once")
 	kernelName := fs.String("kernel", "", "run with the kernel implementation `name`: one of "+strings.Join(kernel.Implementations(), ", ")+" (default: the best, "+kernel.Implementation()+")")
 	// The flag package prints its own errors and the usage on any error;
 	// run prints one line instead, and the usage only when asked for it.
@@ -324,8 +340,14 @@ func parse(args []string, help io.Writer) (config, error) {
 		c.kernel = *kernelName
 	}
 
+	if set["shared-prefix"] && set["write"] {
+		return config{}, fmt.Errorf("-shared-prefix and -write are two runs of their own; want one of them")
+	}
 	if set["shared-prefix"] {
 		return parseShared(c, *sharedPrefix, set, *heads, *kvHeads, *dim)
+	}
+	if set["write"] {
+		return parseWrite(c, *writeList, set, *kvHeads, *dim)
 	}
 	if set["window"] && *window < 1 {
 		return config{}, fmt.Errorf("-window is %d; want a window of >= 1 keys (the query's own included)", *window)

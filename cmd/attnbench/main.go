@@ -42,6 +42,14 @@
 // whole sequence, the steps timed in turn, with their ratio and the error of
 // sequence 0 against the float64 oracle (-format table or json).
 //
+// -write TOKENS[,TOKENS…] times the pool write of a serving step:
+// attention.PagedKV.Write of TOKENS new tokens' float32 keys and values
+// into caller-owned pools of each K/V type in vLLM's layout, at slots
+// scattered over pools of at least twice the last-level cache, the bytes
+// stored per second against the streaming-read bandwidth measured at
+// start (-format table or json); -threads splits the tokens between as
+// many Write calls at once.
+//
 // -format json and -format csv print only data on stdout; -sweep runs one
 // shape over several sequence lengths and -plot draws the result. The check
 // subcommand runs a grid of shapes, masks (sliding windows and a soft-cap
@@ -109,6 +117,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if c.shared != nil {
 		return runShared(c, stdout, stderr)
 	}
+	if c.write != nil {
+		return runWrite(c, stdout, stderr)
+	}
 	prog := newProgress(stderr)
 	rep, err := bench(c, prog)
 	prog.stop()
@@ -162,6 +173,22 @@ func runShared(c config, stdout, stderr io.Writer) int {
 	}
 	if n := rep.failed(); n > 0 {
 		fmt.Fprintf(stderr, "attnbench: %d of %d row%s outside the accuracy tolerance\n", n, len(rep.results), plural(len(rep.results)))
+		return 1
+	}
+	return 0
+}
+
+// runWrite is run for -write: the benchmark of c.write and its report.
+func runWrite(c config, stdout, stderr io.Writer) int {
+	prog := newProgress(stderr)
+	rep, err := benchWrite(c, prog)
+	prog.stop()
+	if err != nil {
+		fmt.Fprintln(stderr, "attnbench:", err)
+		return 1
+	}
+	if err := writeWrite(c, rep, stdout); err != nil {
+		fmt.Fprintln(stderr, "attnbench:", err)
 		return 1
 	}
 	return 0
