@@ -12,6 +12,7 @@ import (
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
 	"github.com/flashgo/flashgo/fp16"
+	"github.com/flashgo/flashgo/kernel"
 )
 
 // The bf16 compute precision must pass the same tests as float32, under
@@ -160,6 +161,47 @@ func TestBF16FusedMatchesUnfused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestBF16ChunkKernelMatchesChain checks that the bf16 path computes the
+// same bits with the level's fused tile kernel (kernel.FoldChunkBF16) as
+// with the chain of calls it stands for: head dims and tiles multiples of
+// 32, block rows that are not, causal and windowed (crossing tiles), a NaN
+// value (its crossing tiles go through the chain), packed once per call and
+// per tile, on 1 and 3 threads. It runs where a level fuses the chunk
+// (amx).
+func TestBF16ChunkKernelMatchesChain(t *testing.T) {
+	forEachImpl(t, func(t *testing.T) {
+		if !kernel.FusesChunkBF16(64, 64, 64) {
+			t.Skip("this implementation has no fused bf16 tile kernel")
+		}
+		rng := rand.New(rand.NewPCG(79, 80))
+		const hq, hkv, d, nq, nk = 6, 2, 64, 70, 301
+		for _, w := range []*attention.Window{nil, {Left: 90, Right: 3}} {
+			q := randn(rng, hq*nq*d)
+			k, v := randn(rng, hkv*nk*d), randn(rng, hkv*nk*d)
+			v[(nk-40)*d+3] = float32(math.NaN())
+			kv := attention.BHSD(1, hkv, nk, d)
+			opts := attention.Options{Causal: true, Window: w, Precision: attention.PrecisionBFloat16}
+			kT, vT := attention.F32Tensor(k, kv), attention.F32Tensor(v, kv)
+			for _, pre := range []bool{false, true} {
+				for _, threads := range []int{1, 3} {
+					run := func(fused bool) []float32 {
+						defer attention.SetFuseChunks(fused)()
+						defer attention.SetPrepack(pre)()
+						out := make([]float32, hq*nq*d)
+						e := mustEngine(t, attention.Config{BlockQ: 20, BlockKV: 64, Threads: threads})
+						require.NoError(t, e.Forward(attention.F32Tensor(out, attention.BHSD(1, hq, nq, d)), attention.F32Tensor(q, attention.BHSD(1, hq, nq, d)), kT, vT, opts))
+						return out
+					}
+					want, got := run(false), run(true)
+					for i := range want {
+						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]), "window %v prepack %v threads %d: out[%d] %v, want %v", w, pre, threads, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	})
 }
 
 // TestBF16PrefillNoAllocations checks that a warm bf16 prefill, whose job

@@ -20,6 +20,16 @@ func SetFoldTiles(on bool) (restore func()) {
 	return func() { foldEnabled = prev }
 }
 
+// SetFuseChunks turns the bf16 path's fused tile kernel
+// (kernel.FoldChunkBF16, where the level has one) on or off, for tests
+// that compare it with the chain of kernels it stands for, and returns the
+// function that restores the setting.
+func SetFuseChunks(on bool) (restore func()) {
+	prev := fuseChunks
+	fuseChunks = on
+	return func() { fuseChunks = prev }
+}
+
 // SetPrepackBytes sets the bound on the bf16 prefill's prepacked panels
 // (maxPrepackBytes), for tests of calls whose panels take turns in fewer
 // slots than they have heads, and returns the function that restores it.

@@ -322,11 +322,19 @@ func (e *Engine) pathPlan(c *call, prec Precision, direct, tree bool) plan {
 		// Without per-element terms nothing reads the whole tile's scores
 		// between the product and the softmax.
 		p.chunked = !p.terms
-		p.chunkFused = p.chunked && kernel.FusesChunkBF16(32, c.q.Dim, c.dv)
+		p.chunkFused = fuseChunks && p.chunked && kernel.FusesChunkBF16(32, c.q.Dim, c.dv)
 	}
 	p.fold = foldsTiles(c, &p)
 	return p
 }
+
+// fuseChunks says whether a bf16 path folds its tiles with
+// kernel.FoldChunkBF16 where the level fuses them (amx). It is off: on one
+// Xeon core the fused kernel ran no faster than the chain of calls (a
+// chunk of 64 × 256 × 128 at 433.7 GFLOP/s against 430.7) and a P1 step
+// slower in two of three rounds, so the engine keeps the chain, whose bits
+// it computes; the tests turn it on (TestBF16ChunkKernelMatchesChain).
+var fuseChunks = false
 
 // packsOnce reports whether a uniform call's path t of nBlk query blocks
 // a (batch entry, K/V head) packs its K and V once for all of them
