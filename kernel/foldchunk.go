@@ -21,12 +21,11 @@ import (
 //	PVBF16(o, ldO, p, ldP, vp, ldV, rows, cols, dv)
 //
 // under the same implementation. Where the level fuses them
-// (FusesChunkBF16), one kernel computes them 32 rows at a time: their
-// scores go from the tile unit to the vector softmax through s (two
-// buffers of 32 rows) and their probabilities to the P·V product through
-// p (32 rows), and the next 32 rows' products are issued while the vector
-// units take the current rows' exponentials. Elsewhere it runs the five
-// steps in turn.
+// (FusesChunkBF16), one kernel computes them: a tile of 16 rows' scores
+// go from the tile unit to the vector softmax through s, two tiles of 16
+// rows, and its probabilities to the P·V product through p, one tile;
+// the next tile's products are issued while the vector units take the
+// current tile's exponentials. Elsewhere it runs the five steps in turn.
 //
 // Sizes: rows, cols, d, dv >= 0, cols and d even (pad as QKTBF16 and
 // PVBF16 say), scale as OnlineSoftmaxBF16 takes it. With lo and vis
@@ -65,12 +64,12 @@ func fusesChunk(cols, d, dv int, scale float32) bool {
 	return cols > 0 && d > 0 && dv > 0 && cols%32 == 0 && d%32 == 0 && dv%32 == 0 && scale > 0 && scale <= math.MaxFloat32
 }
 
-// chunkPiece is the rows of a pair of row tiles that the fused kernel
-// takes through the softmax after each block of the next pair's products:
-// 32 rows over the cols/32 pairs of key tiles of a tile of cols keys.
+// chunkPiece is the rows of a row tile that the fused kernel takes through
+// the softmax after each block of the next tile's products: 16 rows over
+// the blocks of 4 key tiles (and a last one of 2) of a tile of cols keys.
 func chunkPiece(cols int) int {
-	blocks := cols / 32
-	return (32 + blocks - 1) / blocks
+	blocks := cols/64 + (cols/32)%2
+	return (16 + blocks - 1) / blocks
 }
 
 func checkFoldChunk(o []float32, ldO int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, vp []fp16.BFloat16, ldV int,

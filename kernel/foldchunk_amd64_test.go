@@ -14,8 +14,8 @@ import (
 
 // BenchmarkFoldChunkAMXPiece times x86.FoldChunkAMX on the chunk of
 // BenchmarkFoldChunkBF16 with the softmax rows taken after each key block
-// of the next pair of row tiles' products set by hand: 0 computes all the
-// next pair's scores first, then the current pair's softmax; 32 all of it
+// of the next row tile's products set by hand: 0 computes all the next
+// tile's scores first, then the current tile's softmax; 16 all of it
 // after the first block; chunkPiece(256) = 4 spreads it evenly (the
 // kernel's choice). GFLOP/s and %peak as BenchmarkFoldChunkBF16.
 func BenchmarkFoldChunkAMXPiece(b *testing.B) {
@@ -28,9 +28,9 @@ func BenchmarkFoldChunkAMXPiece(b *testing.B) {
 	kp := randnBF16(rng, d/2*ldK, 1.5)
 	vp := randnBF16(rng, cols/2*ldV, 1)
 	o := make([]float32, rows*ldO)
-	s, p := make([]float32, 64*ldS), make([]fp16.BFloat16, 32*ldP)
+	s, p := make([]float32, 32*ldS), make([]fp16.BFloat16, 16*ldP)
 	m, z, alpha := make([]float32, rows), make([]float32, rows), make([]float32, rows)
-	for _, piece := range []int{0, 2, 4, 8, 32} {
+	for _, piece := range []int{0, 1, 2, 4, 8, 16} {
 		b.Run(fmt.Sprintf("piece=%d", piece), func(b *testing.B) {
 			for i := range rows {
 				m[i], z[i] = 0, 1

@@ -26,20 +26,19 @@ slices of rows elements, or both nil) as FoldChunkBF16 says.
 
 q is rows × d bfloat16 (the queries), kp the K pair panel (d/2 pair rows
 of 2·cols), vp the V pair panel (cols/2 pair rows of 2·dv), o the rows ×
-dv float32 accumulators. The rows are taken 32 at a time, a pair of row
-tiles of 16 (the last pair may have one); the last tile reads q's rows
-and reads and writes o's rows up to the next multiple of 16, whose
-values are scratch. s holds two pairs of scores (up to 64 rows × cols,
-ldS), p one pair of probabilities (up to 32 rows × cols, ldP).
+dv float32 accumulators. The rows are taken 16 at a time (a row tile);
+the last tile reads q's rows and reads and writes o's rows up to the
+next multiple of 16, whose values are scratch. s is two tiles of scores
+(32 rows × cols, ldS; 16 rows when rows <= 16), p one tile of
+probabilities (16 rows × cols, ldP).
 
-Every tile is 16 rows × 64 bytes (one configuration, loaded once); the
-products are 2 × 2 blocks of C tiles (AmxTiles's: C in tmm0–3, A in
-tmm4–5, B in tmm6–7). The next pair's scores are computed a pair of key
-tiles at a time, and after each such block piece rows of the current
-pair go through the softmax, so that the tile unit computes the next
-products while the vector units take the exponentials of the current
-ones; then the current pair's P·V adds to its accumulators, each C tile
-of o loaded once and stored once.`
+Every tile is 16 rows × 64 bytes (one configuration, loaded once): C in
+tmm0–3, A in tmm4, B in tmm5–7 in turn. The scores of row tile t+1 are
+computed a block of 4 (or 2) key tiles at a time, and after each block
+piece rows of tile t go through the softmax, so that the tile unit
+computes the next products while the vector units take the exponentials
+of the current ones; then tile t's P·V adds to its accumulators, each C
+tile of o loaded once and stored once.`
 
 // amxFoldConfig is the tile configuration of FoldChunkAMX: palette 1,
 // every tile 16 rows × 64 bytes.
@@ -64,32 +63,31 @@ var (
 	tStride = R11
 )
 
-// Tile registers of a 2 × 2 block (AmxTiles's): C tile (r, c) in tmm
-// 2r+c, the A tiles of the row tiles in tmm4–5, the B tiles of the
-// column tiles in tmm6–7.
-func chunkC(r, c int) int { return 2*r + c }
-func chunkA(r int) int    { return 4 + r }
-func chunkB(c int) int    { return 6 + c }
+// Tile registers: C tiles 0–3, the A tile 4, the B tiles 5–7 in turn.
+const tileAChunk = 4
+
+func tileBChunk(i int) int { return 5 + i%3 }
 
 // chunkGen holds the frame slots of FoldChunkAMX.
 type chunkGen struct {
 	ldQ, ldK, ldV, ldO, ldS, ldP Mem // leading dimensions in bytes
-	qTile, oTile, sTile, pTile   Mem // 16 rows of Q, O, S and P in bytes: from a row tile to the next
 	kStep, vStep                 Mem // 16 pair rows of K and of V, in bytes
 	dTiles, kvSteps              Mem // d/32 and cols/32: k steps of the two products
-	kBlocks, dvBlocks            Mem // key tile pairs (cols/32), dv's column tile pairs (dv/32)
-	piece                        Mem // rows of the current pair after each key block
+	blocks4, dv4, dv2            Mem // key blocks of 4; dv's column blocks of 4 and of 2
+	keys2                        Mem // 1 when a block of 2 key tiles ends the key tiles
+	piece                        Mem // rows of the current tile after each key block
 
-	rowsLeft   Mem // rows from the next pair on
-	curRows    Mem // rows of the current pair (0 before the first)
-	nextRows   Mem // rows of the next pair (0 when none)
-	curRow0    Mem // the current pair's first row
-	qNext      Mem // Q at the next pair's first row
-	sCur, sNxt Mem // the two score buffers of 32 rows
-	oCur       Mem // O at the current pair's first row
-	done       Mem // rows of the current pair through the softmax
-	limit      Mem // softmax the current pair's rows up to here
-	bLeft      Mem // key blocks of the next pair left
+	rowsLeft   Mem // rows from the next tile on
+	curRows    Mem // rows of the current tile (0 before the first)
+	nextRows   Mem // rows of the next tile (0 when none)
+	curRow0    Mem // the current tile's first row
+	qNext      Mem // Q at the next tile's first row
+	sCur, sNxt Mem // the two score tiles
+	oCur       Mem // O at the current tile's first row
+	done       Mem // rows of the current tile through the softmax
+	limit      Mem // softmax the current tile's rows up to here
+	b4Left     Mem // key blocks of 4 left
+	b2Left     Mem // a key block of 2 left
 	kCol, sCol Mem // the next key block: K at its first key, S at its first column
 	last       Mem // 1 once the key blocks are done
 	seq        int
@@ -105,127 +103,85 @@ func tileAt(base Register, disp int, ld Mem, op func(base, index GPPhysical)) {
 	op(tBase, tStride)
 }
 
-// tileAt2 is tileAt on the tile at base+off+disp, off a register.
-func tileAt2(base, off Register, disp int, ld Mem, op func(base, index GPPhysical)) {
-	LEAQ(Mem{Base: base, Index: off, Scale: 1, Disp: disp}, tBase)
-	MOVQ(ld, tStride)
-	op(tBase, tStride)
-}
-
-// qkBlock emits the scores of a pair of key tiles for the next pair's mr
-// row tiles (mr = 1 or 2): C from zero, d/32 k steps, C stored into S at
-// sCol.
-func (g *chunkGen) qkBlock(mr int) {
-	Commentf("scores of 2 key tiles of the next pair's %d row tile(s)", mr)
-	for r := range mr {
-		for c := range 2 {
-			asmkit.TileZero(chunkC(r, c))
-		}
+// qkBlock emits the scores of n key tiles (n = 4 or 2) of the next row
+// tile: C from zero, d/32 k steps, C stored into S at sCol.
+func (g *chunkGen) qkBlock(n int) {
+	Commentf("scores of %d key tiles of the next row tile", n)
+	for i := range n {
+		asmkit.TileZero(i)
 	}
-	qa, kb, kc, qo := GP64(), GP64(), GP64(), GP64()
+	qa, kb, kc := GP64(), GP64(), GP64()
 	MOVQ(g.qNext, qa)
 	MOVQ(g.kCol, kb)
 	MOVQ(g.dTiles, kc)
-	MOVQ(g.qTile, qo)
 	lK := g.label("qk")
 	Label(lK)
-	// The products are issued as soon as their operands are loaded.
-	tileAt(qa, 0, g.ldQ, func(b, i GPPhysical) { asmkit.TileLoad(chunkA(0), b, i) })
-	tileAt(kb, 0, g.ldK, func(b, i GPPhysical) { asmkit.TileLoad(chunkB(0), b, i) })
-	asmkit.TDPBF16PS(chunkC(0, 0), chunkA(0), chunkB(0))
-	tileAt(kb, 64, g.ldK, func(b, i GPPhysical) { asmkit.TileLoad(chunkB(1), b, i) })
-	asmkit.TDPBF16PS(chunkC(0, 1), chunkA(0), chunkB(1))
-	if mr == 2 {
-		tileAt2(qa, qo, 0, g.ldQ, func(b, i GPPhysical) { asmkit.TileLoad(chunkA(1), b, i) })
-		asmkit.TDPBF16PS(chunkC(1, 0), chunkA(1), chunkB(0))
-		asmkit.TDPBF16PS(chunkC(1, 1), chunkA(1), chunkB(1))
+	tileAt(qa, 0, g.ldQ, func(b, i GPPhysical) { asmkit.TileLoad(tileAChunk, b, i) })
+	for i := range n {
+		tileAt(kb, 64*i, g.ldK, func(b, x GPPhysical) { asmkit.TileLoad(tileBChunk(i), b, x) })
+		asmkit.TDPBF16PS(i, tileAChunk, tileBChunk(i))
 	}
 	ADDQ(U8(64), qa)
 	ADDQ(g.kStep, kb)
 	DECQ(kc)
 	JNZ(LabelRef(lK))
-	sc, so := GP64(), GP64()
+	sc := GP64()
 	MOVQ(g.sCol, sc)
-	MOVQ(g.sTile, so)
-	for r := range mr {
-		for c := range 2 {
-			if r == 0 {
-				tileAt(sc, 64*c, g.ldS, func(b, x GPPhysical) { asmkit.TileStore(b, x, chunkC(r, c)) })
-			} else {
-				tileAt2(sc, so, 64*c, g.ldS, func(b, x GPPhysical) { asmkit.TileStore(b, x, chunkC(r, c)) })
-			}
-		}
+	for i := range n {
+		tileAt(sc, 64*i, g.ldS, func(b, x GPPhysical) { asmkit.TileStore(b, x, i) })
 	}
+	ADDQ(U32(64*n), g.kCol) // n key tiles of 16 pairs' columns: 64n bytes of a pair row
+	ADDQ(U32(64*n), g.sCol)
 }
 
-// pvBlock emits P·V into a pair of column tiles of the current pair's mr
-// row tiles of accumulators at oc (mr = 1 or 2): C loaded from O, cols/32
-// k steps, C stored.
-func (g *chunkGen) pvBlock(mr int, oc, vc Register) {
-	Commentf("P·V into 2 column tiles of the current pair's %d row tile(s)", mr)
-	oo := GP64()
-	MOVQ(g.oTile, oo)
-	for r := range mr {
-		for c := range 2 {
-			if r == 0 {
-				tileAt(oc, 64*c, g.ldO, func(b, x GPPhysical) { asmkit.TileLoad(chunkC(r, c), b, x) })
-			} else {
-				tileAt2(oc, oo, 64*c, g.ldO, func(b, x GPPhysical) { asmkit.TileLoad(chunkC(r, c), b, x) })
-			}
-		}
+// pvBlock emits P·V into n column tiles (n = 4 or 2) of the current row
+// tile's accumulators at oc: C loaded from O, cols/32 k steps, C stored.
+func (g *chunkGen) pvBlock(n int, oc, vc Register) {
+	Commentf("P·V into %d column tiles of the current row tile", n)
+	for i := range n {
+		tileAt(oc, 64*i, g.ldO, func(b, x GPPhysical) { asmkit.TileLoad(i, b, x) })
 	}
-	pa, vb, kc, po := GP64(), GP64(), GP64(), GP64()
+	pa, vb, kc := GP64(), GP64(), GP64()
 	Load(Param("p"), pa)
 	MOVQ(vc, vb)
 	MOVQ(g.kvSteps, kc)
-	MOVQ(g.pTile, po)
 	lK := g.label("pv")
 	Label(lK)
-	tileAt(pa, 0, g.ldP, func(b, x GPPhysical) { asmkit.TileLoad(chunkA(0), b, x) })
-	tileAt(vb, 0, g.ldV, func(b, x GPPhysical) { asmkit.TileLoad(chunkB(0), b, x) })
-	asmkit.TDPBF16PS(chunkC(0, 0), chunkA(0), chunkB(0))
-	tileAt(vb, 64, g.ldV, func(b, x GPPhysical) { asmkit.TileLoad(chunkB(1), b, x) })
-	asmkit.TDPBF16PS(chunkC(0, 1), chunkA(0), chunkB(1))
-	if mr == 2 {
-		tileAt2(pa, po, 0, g.ldP, func(b, x GPPhysical) { asmkit.TileLoad(chunkA(1), b, x) })
-		asmkit.TDPBF16PS(chunkC(1, 0), chunkA(1), chunkB(0))
-		asmkit.TDPBF16PS(chunkC(1, 1), chunkA(1), chunkB(1))
+	tileAt(pa, 0, g.ldP, func(b, x GPPhysical) { asmkit.TileLoad(tileAChunk, b, x) })
+	for i := range n {
+		tileAt(vb, 64*i, g.ldV, func(b, x GPPhysical) { asmkit.TileLoad(tileBChunk(i), b, x) })
+		asmkit.TDPBF16PS(i, tileAChunk, tileBChunk(i))
 	}
 	ADDQ(U8(64), pa)
 	ADDQ(g.vStep, vb)
 	DECQ(kc)
 	JNZ(LabelRef(lK))
-	MOVQ(g.oTile, oo)
-	for r := range mr {
-		for c := range 2 {
-			if r == 0 {
-				tileAt(oc, 64*c, g.ldO, func(b, x GPPhysical) { asmkit.TileStore(b, x, chunkC(r, c)) })
-			} else {
-				tileAt2(oc, oo, 64*c, g.ldO, func(b, x GPPhysical) { asmkit.TileStore(b, x, chunkC(r, c)) })
-			}
-		}
+	for i := range n {
+		tileAt(oc, 64*i, g.ldO, func(b, x GPPhysical) { asmkit.TileStore(b, x, i) })
 	}
 }
 
-// pv emits the current pair's P·V over every column tile pair of dv.
+// pv emits the current row tile's P·V over every column block of dv.
 func (g *chunkGen) pv() {
 	oc, vc, n := GP64(), GP64(), GP64()
 	MOVQ(g.oCur, oc)
 	Load(Param("vp"), vc)
-	MOVQ(g.dvBlocks, n)
-	lOne, lNext := g.label("pvone"), g.label("pvnext")
-	Label("fc_pvcols")
-	CMPQ(g.curRows, U8(16))
-	JBE(LabelRef(lOne))
-	g.pvBlock(2, oc, vc)
-	JMP(LabelRef(lNext))
-	Label(lOne)
-	g.pvBlock(1, oc, vc)
-	Label(lNext)
-	ADDQ(U32(128), oc)
-	ADDQ(U32(128), vc)
-	DECQ(n)
-	JNZ(LabelRef("fc_pvcols"))
+	for _, blk := range []struct {
+		n     int
+		count Mem
+	}{{4, g.dv4}, {2, g.dv2}} {
+		lLoop, lDone := g.label("pvcols"), g.label("pvcolsdone")
+		MOVQ(blk.count, n)
+		Label(lLoop)
+		TESTQ(n, n)
+		JZ(LabelRef(lDone))
+		g.pvBlock(blk.n, oc, vc)
+		ADDQ(U32(64*blk.n), oc)
+		ADDQ(U32(64*blk.n), vc)
+		DECQ(n)
+		JMP(LabelRef(lLoop))
+		Label(lDone)
+	}
 }
 
 // hideEdges emits, for the row whose scores are at sr, −Inf over the
@@ -276,9 +232,9 @@ func genFoldChunkAMX() {
 	Pragma("noescape")
 	doc(foldChunkDoc)
 	g := &chunkGen{}
-	for _, slot := range []*Mem{&g.ldQ, &g.ldK, &g.ldV, &g.ldO, &g.ldS, &g.ldP, &g.qTile, &g.oTile, &g.sTile, &g.pTile,
-		&g.kStep, &g.vStep, &g.dTiles, &g.kvSteps, &g.kBlocks, &g.dvBlocks, &g.piece, &g.rowsLeft, &g.curRows, &g.nextRows,
-		&g.curRow0, &g.qNext, &g.sCur, &g.sNxt, &g.oCur, &g.done, &g.limit, &g.bLeft, &g.kCol, &g.sCol, &g.last} {
+	for _, slot := range []*Mem{&g.ldQ, &g.ldK, &g.ldV, &g.ldO, &g.ldS, &g.ldP, &g.kStep, &g.vStep, &g.dTiles, &g.kvSteps,
+		&g.blocks4, &g.dv4, &g.dv2, &g.keys2, &g.piece, &g.rowsLeft, &g.curRows, &g.nextRows, &g.curRow0, &g.qNext,
+		&g.sCur, &g.sNxt, &g.oCur, &g.done, &g.limit, &g.b4Left, &g.b2Left, &g.kCol, &g.sCol, &g.last} {
 		*slot = AllocLocal(8)
 	}
 
@@ -286,20 +242,23 @@ func genFoldChunkAMX() {
 	LEAQ(amxFoldConfig, tBase)
 	asmkit.LdTileCfg(tBase)
 
-	Comment("Leading dimensions in bytes, 16 rows of each, and the k steps.")
+	Comment("Leading dimensions in bytes, and the k steps.")
 	t := GP64()
 	for _, ld := range []struct {
-		param      string
-		shift      uint8
-		slot, tile Mem
-	}{{"ldQ", 1, g.ldQ, g.qTile}, {"ldK", 1, g.ldK, g.kStep}, {"ldV", 1, g.ldV, g.vStep}, {"ldO", 2, g.ldO, g.oTile},
-		{"ldS", 2, g.ldS, g.sTile}, {"ldP", 1, g.ldP, g.pTile}} {
+		param string
+		shift uint8
+		slot  Mem
+	}{{"ldQ", 1, g.ldQ}, {"ldK", 1, g.ldK}, {"ldV", 1, g.ldV}, {"ldO", 2, g.ldO}, {"ldS", 2, g.ldS}, {"ldP", 1, g.ldP}} {
 		Load(Param(ld.param), t)
 		SHLQ(U8(ld.shift), t)
 		MOVQ(t, ld.slot)
-		SHLQ(U8(4), t)
-		MOVQ(t, ld.tile)
 	}
+	MOVQ(g.ldK, t)
+	SHLQ(U8(4), t)
+	MOVQ(t, g.kStep)
+	MOVQ(g.ldV, t)
+	SHLQ(U8(4), t)
+	MOVQ(t, g.vStep)
 	Load(Param("d"), t)
 	SHRQ(U8(5), t)
 	MOVQ(t, g.dTiles)
@@ -308,10 +267,20 @@ func genFoldChunkAMX() {
 	MOVQ(cols, t)
 	SHRQ(U8(5), t)
 	MOVQ(t, g.kvSteps)
-	MOVQ(t, g.kBlocks)
+	MOVQ(cols, t)
+	SHRQ(U8(6), t)
+	MOVQ(t, g.blocks4)
+	MOVQ(cols, t)
+	SHRQ(U8(5), t)
+	ANDQ(U8(1), t)
+	MOVQ(t, g.keys2)
+	Load(Param("dv"), t)
+	SHRQ(U8(6), t)
+	MOVQ(t, g.dv4)
 	Load(Param("dv"), t)
 	SHRQ(U8(5), t)
-	MOVQ(t, g.dvBlocks)
+	ANDQ(U8(1), t)
+	MOVQ(t, g.dv2)
 	Load(Param("piece"), t)
 	MOVQ(t, g.piece)
 
@@ -332,55 +301,58 @@ func genFoldChunkAMX() {
 	MOVQ(cols, full)
 	ANDQ(I32(-16), full)
 
-	Comment("No current pair of row tiles yet; the next is the first.")
+	Comment("No current tile yet; the next is the first.")
 	MOVQ(U32(0), g.curRows)
-	MOVQ(I32(-32), g.curRow0)
+	MOVQ(I32(-16), g.curRow0)
 	Load(Param("rows"), t)
 	MOVQ(t, g.rowsLeft)
-	CMPQ(t, U8(32))
-	JBE(LabelRef("fc_firstmin"))
-	MOVQ(U32(32), t)
-	Label("fc_firstmin")
+	CMPQ(t, U8(16))
+	lMin := "fc_firstmin"
+	JBE(LabelRef(lMin))
+	MOVQ(U32(16), t)
+	Label(lMin)
 	MOVQ(t, g.nextRows)
 	SUBQ(t, g.rowsLeft)
 	Load(Param("q"), t)
 	MOVQ(t, g.qNext)
 	Load(Param("s"), t)
 	MOVQ(t, g.sNxt)
-	MOVQ(g.sTile, t)
-	SHLQ(U8(1), t)
+	MOVQ(g.ldS, t)
+	SHLQ(U8(4), t)
 	ADDQ(g.sNxt, t)
 	MOVQ(t, g.sCur)
 
-	Label("fc_pair")
-	Comment("A pair of row tiles: the next pair's scores, a key tile pair at a time, each followed by piece rows of the current pair's softmax.")
+	Label("fc_tile")
+	Comment("A row tile: the next tile's scores, a key block at a time, each followed by piece rows of the current tile's softmax.")
 	Load(Param("kp"), t)
 	MOVQ(t, g.kCol)
 	MOVQ(g.sNxt, t)
 	MOVQ(t, g.sCol)
-	MOVQ(g.kBlocks, t)
-	MOVQ(t, g.bLeft)
+	MOVQ(g.blocks4, t)
+	MOVQ(t, g.b4Left)
+	MOVQ(g.keys2, t)
+	MOVQ(t, g.b2Left)
 	MOVQ(U32(0), g.done)
 	MOVQ(U32(0), g.last)
 
 	Label("fc_piece")
-	CMPQ(g.bLeft, U8(0))
+	CMPQ(g.b4Left, U8(0))
+	JE(LabelRef("fc_piece2"))
+	DECQ(g.b4Left)
+	CMPQ(g.nextRows, U8(0))
+	JE(LabelRef("fc_nopk4"))
+	g.qkBlock(4)
+	Label("fc_nopk4")
+	JMP(LabelRef("fc_share"))
+	Label("fc_piece2")
+	CMPQ(g.b2Left, U8(0))
 	JE(LabelRef("fc_final"))
-	DECQ(g.bLeft)
-	MOVQ(g.nextRows, t)
-	TESTQ(t, t)
-	JZ(LabelRef("fc_share"))
-	CMPQ(t, U8(16))
-	JBE(LabelRef("fc_qkone"))
+	MOVQ(U32(0), g.b2Left)
+	CMPQ(g.nextRows, U8(0))
+	JE(LabelRef("fc_share"))
 	g.qkBlock(2)
-	JMP(LabelRef("fc_qkdone"))
-	Label("fc_qkone")
-	g.qkBlock(1)
-	Label("fc_qkdone")
-	ADDQ(U32(128), g.kCol) // 2 key tiles: 128 bytes of a pair row
-	ADDQ(U32(128), g.sCol)
 	Label("fc_share")
-	// The current pair's rows up to done+piece (at most all of them).
+	// The current tile's rows up to done+piece (at most all of them).
 	MOVQ(g.done, t)
 	ADDQ(g.piece, t)
 	CMPQ(t, g.curRows)
@@ -397,7 +369,7 @@ func genFoldChunkAMX() {
 	MOVQ(g.done, t)
 	CMPQ(t, g.limit)
 	JAE(LabelRef("fc_rowsdone"))
-	Comment("Row done of the current pair, row curRow0+done of the call.")
+	Comment("Row done of the current tile, row curRow0+done of the call.")
 	sr, pr, mr, zr, ar := GP64(), GP64(), GP64(), GP64(), GP64()
 	MOVQ(t, sr)
 	IMULQ(g.ldS, sr)
@@ -459,7 +431,7 @@ func genFoldChunkAMX() {
 	Label("fc_rowsdone")
 	CMPQ(g.last, U8(0))
 	JE(LabelRef("fc_piece"))
-	Comment("The current pair's P·V, then the next pair becomes the current one.")
+	Comment("The current tile's P·V, then the next tile becomes the current one.")
 	CMPQ(g.curRows, U8(0))
 	JE(LabelRef("fc_advance"))
 	g.pv()
@@ -468,7 +440,7 @@ func genFoldChunkAMX() {
 	TESTQ(t, t)
 	JZ(LabelRef("fc_end"))
 	MOVQ(t, g.curRows)
-	ADDQ(U8(32), g.curRow0)
+	ADDQ(U8(16), g.curRow0)
 	MOVQ(g.curRow0, t)
 	IMULQ(g.ldO, t)
 	ADDQ(asmkit.ParamAddr("o"), t)
@@ -478,17 +450,17 @@ func genFoldChunkAMX() {
 	MOVQ(g.sNxt, u)
 	MOVQ(t, g.sNxt)
 	MOVQ(u, g.sCur)
-	MOVQ(g.qTile, t)
-	SHLQ(U8(1), t)
+	MOVQ(g.ldQ, t)
+	SHLQ(U8(4), t)
 	ADDQ(t, g.qNext)
 	MOVQ(g.rowsLeft, t)
-	CMPQ(t, U8(32))
+	CMPQ(t, U8(16))
 	JBE(LabelRef("fc_nextmin"))
-	MOVQ(U32(32), t)
+	MOVQ(U32(16), t)
 	Label("fc_nextmin")
 	MOVQ(t, g.nextRows)
 	SUBQ(t, g.rowsLeft)
-	JMP(LabelRef("fc_pair"))
+	JMP(LabelRef("fc_tile"))
 
 	Label("fc_end")
 	asmkit.TileRelease()

@@ -198,20 +198,19 @@ func SoftmaxBF16AVX512(s *float32, ldS int, p *uint16, ldP int, rows int, cols i
 //
 // q is rows × d bfloat16 (the queries), kp the K pair panel (d/2 pair rows
 // of 2·cols), vp the V pair panel (cols/2 pair rows of 2·dv), o the rows ×
-// dv float32 accumulators. The rows are taken 32 at a time, a pair of row
-// tiles of 16 (the last pair may have one); the last tile reads q's rows
-// and reads and writes o's rows up to the next multiple of 16, whose
-// values are scratch. s holds two pairs of scores (up to 64 rows × cols,
-// ldS), p one pair of probabilities (up to 32 rows × cols, ldP).
+// dv float32 accumulators. The rows are taken 16 at a time (a row tile);
+// the last tile reads q's rows and reads and writes o's rows up to the
+// next multiple of 16, whose values are scratch. s is two tiles of scores
+// (32 rows × cols, ldS; 16 rows when rows <= 16), p one tile of
+// probabilities (16 rows × cols, ldP).
 //
-// Every tile is 16 rows × 64 bytes (one configuration, loaded once); the
-// products are 2 × 2 blocks of C tiles (AmxTiles's: C in tmm0–3, A in
-// tmm4–5, B in tmm6–7). The next pair's scores are computed a pair of key
-// tiles at a time, and after each such block piece rows of the current
-// pair go through the softmax, so that the tile unit computes the next
-// products while the vector units take the exponentials of the current
-// ones; then the current pair's P·V adds to its accumulators, each C tile
-// of o loaded once and stored once.
+// Every tile is 16 rows × 64 bytes (one configuration, loaded once): C in
+// tmm0–3, A in tmm4, B in tmm5–7 in turn. The scores of row tile t+1 are
+// computed a block of 4 (or 2) key tiles at a time, and after each block
+// piece rows of tile t go through the softmax, so that the tile unit
+// computes the next products while the vector units take the exponentials
+// of the current ones; then tile t's P·V adds to its accumulators, each C
+// tile of o loaded once and stored once.
 //
 //go:noescape
 func FoldChunkAMX(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int, p *uint16, ldP int, rows int, cols int, d int, dv int, piece int, scale float32, m *float32, z *float32, alpha *float32, lo *int, vis *int)

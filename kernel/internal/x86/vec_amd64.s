@@ -2086,7 +2086,7 @@ GLOBL amxfoldcfg<>(SB), RODATA|NOPTR, $64
 
 // func FoldChunkAMX(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int, p *uint16, ldP int, rows int, cols int, d int, dv int, piece int, scale float32, m *float32, z *float32, alpha *float32, lo *int, vis *int)
 // Requires: AVX, AVX512BW, AVX512F, AVX512VL, SSE
-TEXT ·FoldChunkAMX(SB), NOSPLIT, $248-184
+TEXT ·FoldChunkAMX(SB), NOSPLIT, $240-184
 	// One tile configuration for the call: every tile 16 rows × 64 bytes.
 	LEAQ amxfoldcfg<>+0(SB), R10
 
@@ -2097,50 +2097,54 @@ TEXT ·FoldChunkAMX(SB), NOSPLIT, $248-184
 	BYTE $0x49
 	BYTE $0x02
 
-	// Leading dimensions in bytes, 16 rows of each, and the k steps.
+	// Leading dimensions in bytes, and the k steps.
 	MOVQ ldQ+8(FP), DX
 	SHLQ $0x01, DX
 	MOVQ DX, (SP)
-	SHLQ $0x04, DX
-	MOVQ DX, 48(SP)
 	MOVQ ldK+24(FP), DX
 	SHLQ $0x01, DX
 	MOVQ DX, 8(SP)
-	SHLQ $0x04, DX
-	MOVQ DX, 80(SP)
 	MOVQ ldV+40(FP), DX
 	SHLQ $0x01, DX
 	MOVQ DX, 16(SP)
-	SHLQ $0x04, DX
-	MOVQ DX, 88(SP)
 	MOVQ ldO+56(FP), DX
 	SHLQ $0x02, DX
 	MOVQ DX, 24(SP)
-	SHLQ $0x04, DX
-	MOVQ DX, 56(SP)
 	MOVQ ldS+72(FP), DX
 	SHLQ $0x02, DX
 	MOVQ DX, 32(SP)
-	SHLQ $0x04, DX
-	MOVQ DX, 64(SP)
 	MOVQ ldP+88(FP), DX
 	SHLQ $0x01, DX
 	MOVQ DX, 40(SP)
+	MOVQ 8(SP), DX
 	SHLQ $0x04, DX
-	MOVQ DX, 72(SP)
+	MOVQ DX, 48(SP)
+	MOVQ 16(SP), DX
+	SHLQ $0x04, DX
+	MOVQ DX, 56(SP)
 	MOVQ d+112(FP), DX
 	SHRQ $0x05, DX
-	MOVQ DX, 96(SP)
+	MOVQ DX, 64(SP)
 	MOVQ cols+104(FP), CX
 	MOVQ CX, DX
 	SHRQ $0x05, DX
+	MOVQ DX, 72(SP)
+	MOVQ CX, DX
+	SHRQ $0x06, DX
+	MOVQ DX, 80(SP)
+	MOVQ CX, DX
+	SHRQ $0x05, DX
+	ANDQ $0x01, DX
 	MOVQ DX, 104(SP)
-	MOVQ DX, 112(SP)
+	MOVQ dv+120(FP), DX
+	SHRQ $0x06, DX
+	MOVQ DX, 88(SP)
 	MOVQ dv+120(FP), DX
 	SHRQ $0x05, DX
-	MOVQ DX, 120(SP)
+	ANDQ $0x01, DX
+	MOVQ DX, 96(SP)
 	MOVQ piece+128(FP), DX
-	MOVQ DX, 128(SP)
+	MOVQ DX, 112(SP)
 
 	// The softmax's constants (genSoftmaxBF16AVX512's).
 	MOVSS        scale+136(FP), X0
@@ -2160,49 +2164,48 @@ TEXT ·FoldChunkAMX(SB), NOSPLIT, $248-184
 	KMOVW        (DX)(AX*2), K1
 	ANDQ         $-16, CX
 
-	// No current pair of row tiles yet; the next is the first.
-	MOVQ $0x00000000, 144(SP)
-	MOVQ $-32, 160(SP)
+	// No current tile yet; the next is the first.
+	MOVQ $0x00000000, 128(SP)
+	MOVQ $-16, 144(SP)
 	MOVQ rows+96(FP), DX
-	MOVQ DX, 136(SP)
-	CMPQ DX, $0x20
+	MOVQ DX, 120(SP)
+	CMPQ DX, $0x10
 	JBE  fc_firstmin
-	MOVQ $0x00000020, DX
+	MOVQ $0x00000010, DX
 
 fc_firstmin:
-	MOVQ DX, 152(SP)
-	SUBQ DX, 136(SP)
+	MOVQ DX, 136(SP)
+	SUBQ DX, 120(SP)
 	MOVQ q+0(FP), DX
-	MOVQ DX, 168(SP)
+	MOVQ DX, 152(SP)
 	MOVQ s+64(FP), DX
-	MOVQ DX, 184(SP)
-	MOVQ 64(SP), DX
-	SHLQ $0x01, DX
-	ADDQ 184(SP), DX
-	MOVQ DX, 176(SP)
+	MOVQ DX, 168(SP)
+	MOVQ 32(SP), DX
+	SHLQ $0x04, DX
+	ADDQ 168(SP), DX
+	MOVQ DX, 160(SP)
 
-fc_pair:
-	// A pair of row tiles: the next pair's scores, a key tile pair at a time, each followed by piece rows of the current pair's softmax.
+fc_tile:
+	// A row tile: the next tile's scores, a key block at a time, each followed by piece rows of the current tile's softmax.
 	MOVQ kp+16(FP), DX
-	MOVQ DX, 224(SP)
-	MOVQ 184(SP), DX
-	MOVQ DX, 232(SP)
-	MOVQ 112(SP), DX
 	MOVQ DX, 216(SP)
-	MOVQ $0x00000000, 200(SP)
-	MOVQ $0x00000000, 240(SP)
+	MOVQ 168(SP), DX
+	MOVQ DX, 224(SP)
+	MOVQ 80(SP), DX
+	MOVQ DX, 200(SP)
+	MOVQ 104(SP), DX
+	MOVQ DX, 208(SP)
+	MOVQ $0x00000000, 184(SP)
+	MOVQ $0x00000000, 232(SP)
 
 fc_piece:
-	CMPQ  216(SP), $0x00
-	JE    fc_final
-	DECQ  216(SP)
-	MOVQ  152(SP), DX
-	TESTQ DX, DX
-	JZ    fc_share
-	CMPQ  DX, $0x10
-	JBE   fc_qkone
+	CMPQ 200(SP), $0x00
+	JE   fc_piece2
+	DECQ 200(SP)
+	CMPQ 136(SP), $0x00
+	JE   fc_nopk4
 
-	// scores of 2 key tiles of the next pair's 2 row tile(s)
+	// scores of 4 key tiles of the next row tile
 	// TILEZERO TMM0
 	BYTE $0xc4
 	BYTE $0xe2
@@ -2230,10 +2233,9 @@ fc_piece:
 	BYTE $0x7b
 	BYTE $0x49
 	BYTE $0xd8
-	MOVQ 168(SP), DX
-	MOVQ 224(SP), BX
-	MOVQ 96(SP), SI
-	MOVQ 48(SP), DI
+	MOVQ 152(SP), DX
+	MOVQ 216(SP), BX
+	MOVQ 64(SP), SI
 
 fc_qk_1:
 	LEAQ (DX), R10
@@ -2249,6 +2251,23 @@ fc_qk_1:
 	LEAQ (BX), R10
 	MOVQ 8(SP), R11
 
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(BX), R10
+	MOVQ 8(SP), R11
+
 	// TILELOADD TMM6, [R10+R11*1]
 	BYTE $0xc4
 	BYTE $0x82
@@ -2257,13 +2276,13 @@ fc_qk_1:
 	BYTE $0x34
 	BYTE $0x1a
 
-	// TDPBF16PS TMM0, TMM4, TMM6
+	// TDPBF16PS TMM1, TMM4, TMM6
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x4a
 	BYTE $0x5c
-	BYTE $0xc4
-	LEAQ 64(BX), R10
+	BYTE $0xcc
+	LEAQ 128(BX), R10
 	MOVQ 8(SP), R11
 
 	// TILELOADD TMM7, [R10+R11*1]
@@ -2274,14 +2293,14 @@ fc_qk_1:
 	BYTE $0x3c
 	BYTE $0x1a
 
-	// TDPBF16PS TMM1, TMM4, TMM7
+	// TDPBF16PS TMM2, TMM4, TMM7
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x42
 	BYTE $0x5c
-	BYTE $0xcc
-	LEAQ (DX)(DI*1), R10
-	MOVQ (SP), R11
+	BYTE $0xd4
+	LEAQ 192(BX), R10
+	MOVQ 8(SP), R11
 
 	// TILELOADD TMM5, [R10+R11*1]
 	BYTE $0xc4
@@ -2291,25 +2310,17 @@ fc_qk_1:
 	BYTE $0x2c
 	BYTE $0x1a
 
-	// TDPBF16PS TMM2, TMM5, TMM6
+	// TDPBF16PS TMM3, TMM4, TMM5
 	BYTE $0xc4
 	BYTE $0xe2
-	BYTE $0x4a
+	BYTE $0x52
 	BYTE $0x5c
-	BYTE $0xd5
-
-	// TDPBF16PS TMM3, TMM5, TMM7
-	BYTE $0xc4
-	BYTE $0xe2
-	BYTE $0x42
-	BYTE $0x5c
-	BYTE $0xdd
+	BYTE $0xdc
 	ADDQ $0x40, DX
-	ADDQ 80(SP), BX
+	ADDQ 48(SP), BX
 	DECQ SI
 	JNZ  fc_qk_1
-	MOVQ 232(SP), DX
-	MOVQ 64(SP), BX
+	MOVQ 224(SP), DX
 	LEAQ (DX), R10
 	MOVQ 32(SP), R11
 
@@ -2330,7 +2341,7 @@ fc_qk_1:
 	BYTE $0x4b
 	BYTE $0x0c
 	BYTE $0x1a
-	LEAQ (DX)(BX*1), R10
+	LEAQ 128(DX), R10
 	MOVQ 32(SP), R11
 
 	// TILESTORED [R10+R11*1], TMM2
@@ -2340,7 +2351,7 @@ fc_qk_1:
 	BYTE $0x4b
 	BYTE $0x14
 	BYTE $0x1a
-	LEAQ 64(DX)(BX*1), R10
+	LEAQ 192(DX), R10
 	MOVQ 32(SP), R11
 
 	// TILESTORED [R10+R11*1], TMM3
@@ -2350,10 +2361,20 @@ fc_qk_1:
 	BYTE $0x4b
 	BYTE $0x1c
 	BYTE $0x1a
-	JMP  fc_qkdone
+	ADDQ $0x00000100, 216(SP)
+	ADDQ $0x00000100, 224(SP)
 
-fc_qkone:
-	// scores of 2 key tiles of the next pair's 1 row tile(s)
+fc_nopk4:
+	JMP fc_share
+
+fc_piece2:
+	CMPQ 208(SP), $0x00
+	JE   fc_final
+	MOVQ $0x00000000, 208(SP)
+	CMPQ 136(SP), $0x00
+	JE   fc_share
+
+	// scores of 2 key tiles of the next row tile
 	// TILEZERO TMM0
 	BYTE $0xc4
 	BYTE $0xe2
@@ -2367,10 +2388,9 @@ fc_qkone:
 	BYTE $0x7b
 	BYTE $0x49
 	BYTE $0xc8
-	MOVQ 168(SP), DX
-	MOVQ 224(SP), BX
-	MOVQ 96(SP), SI
-	MOVQ 48(SP), DI
+	MOVQ 152(SP), DX
+	MOVQ 216(SP), BX
+	MOVQ 64(SP), SI
 
 fc_qk_2:
 	LEAQ (DX), R10
@@ -2386,6 +2406,23 @@ fc_qk_2:
 	LEAQ (BX), R10
 	MOVQ 8(SP), R11
 
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(BX), R10
+	MOVQ 8(SP), R11
+
 	// TILELOADD TMM6, [R10+R11*1]
 	BYTE $0xc4
 	BYTE $0x82
@@ -2394,35 +2431,17 @@ fc_qk_2:
 	BYTE $0x34
 	BYTE $0x1a
 
-	// TDPBF16PS TMM0, TMM4, TMM6
+	// TDPBF16PS TMM1, TMM4, TMM6
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x4a
 	BYTE $0x5c
-	BYTE $0xc4
-	LEAQ 64(BX), R10
-	MOVQ 8(SP), R11
-
-	// TILELOADD TMM7, [R10+R11*1]
-	BYTE $0xc4
-	BYTE $0x82
-	BYTE $0x7b
-	BYTE $0x4b
-	BYTE $0x3c
-	BYTE $0x1a
-
-	// TDPBF16PS TMM1, TMM4, TMM7
-	BYTE $0xc4
-	BYTE $0xe2
-	BYTE $0x42
-	BYTE $0x5c
 	BYTE $0xcc
 	ADDQ $0x40, DX
-	ADDQ 80(SP), BX
+	ADDQ 48(SP), BX
 	DECQ SI
 	JNZ  fc_qk_2
-	MOVQ 232(SP), DX
-	MOVQ 64(SP), BX
+	MOVQ 224(SP), DX
 	LEAQ (DX), R10
 	MOVQ 32(SP), R11
 
@@ -2443,39 +2462,37 @@ fc_qk_2:
 	BYTE $0x4b
 	BYTE $0x0c
 	BYTE $0x1a
-
-fc_qkdone:
+	ADDQ $0x00000080, 216(SP)
 	ADDQ $0x00000080, 224(SP)
-	ADDQ $0x00000080, 232(SP)
 
 fc_share:
-	MOVQ 200(SP), DX
-	ADDQ 128(SP), DX
-	CMPQ DX, 144(SP)
+	MOVQ 184(SP), DX
+	ADDQ 112(SP), DX
+	CMPQ DX, 128(SP)
 	JBE  fc_limit
-	MOVQ 144(SP), DX
+	MOVQ 128(SP), DX
 	JMP  fc_limit
 
 fc_final:
-	MOVQ $0x00000001, 240(SP)
-	MOVQ 144(SP), DX
+	MOVQ $0x00000001, 232(SP)
+	MOVQ 128(SP), DX
 
 fc_limit:
-	MOVQ DX, 208(SP)
+	MOVQ DX, 192(SP)
 
 fc_rowloop:
-	MOVQ 200(SP), DX
-	CMPQ DX, 208(SP)
+	MOVQ 184(SP), DX
+	CMPQ DX, 192(SP)
 	JAE  fc_rowsdone
 
-	// Row done of the current pair, row curRow0+done of the call.
+	// Row done of the current tile, row curRow0+done of the call.
 	MOVQ    DX, BX
 	IMULQ   32(SP), BX
-	ADDQ    176(SP), BX
+	ADDQ    160(SP), BX
 	MOVQ    DX, SI
 	IMULQ   40(SP), SI
 	ADDQ    p+80(FP), SI
-	ADDQ    160(SP), DX
+	ADDQ    144(SP), DX
 	MOVQ    m+144(FP), DI
 	LEAQ    (DI)(DX*4), DI
 	MOVQ    z+152(FP), R8
@@ -3153,9 +3170,9 @@ fc_next:
 
 fc_rescale:
 	VBROADCASTSS X4, Z4
-	MOVQ         200(SP), DX
+	MOVQ         184(SP), DX
 	IMULQ        24(SP), DX
-	ADDQ         192(SP), DX
+	ADDQ         176(SP), DX
 	MOVQ         dv+120(FP), BX
 	SHRQ         $0x04, BX
 
@@ -3167,26 +3184,25 @@ fc_rescale_vec:
 	JNZ     fc_rescale_vec
 
 fc_rowend:
-	INCQ 200(SP)
+	INCQ 184(SP)
 	JMP  fc_rowloop
 
 fc_rowsdone:
-	CMPQ 240(SP), $0x00
+	CMPQ 232(SP), $0x00
 	JE   fc_piece
 
-	// The current pair's P·V, then the next pair becomes the current one.
-	CMPQ 144(SP), $0x00
+	// The current tile's P·V, then the next tile becomes the current one.
+	CMPQ 128(SP), $0x00
 	JE   fc_advance
-	MOVQ 192(SP), DX
+	MOVQ 176(SP), DX
 	MOVQ vp+32(FP), BX
-	MOVQ 120(SP), SI
+	MOVQ 88(SP), SI
 
-fc_pvcols:
-	CMPQ 144(SP), $0x10
-	JBE  fc_pvone_3
+fc_pvcols_3:
+	TESTQ SI, SI
+	JZ    fc_pvcolsdone_4
 
-	// P·V into 2 column tiles of the current pair's 2 row tile(s)
-	MOVQ 56(SP), DI
+	// P·V into 4 column tiles of the current row tile
 	LEAQ (DX), R10
 	MOVQ 24(SP), R11
 
@@ -3207,7 +3223,7 @@ fc_pvcols:
 	BYTE $0x4b
 	BYTE $0x0c
 	BYTE $0x1a
-	LEAQ (DX)(DI*1), R10
+	LEAQ 128(DX), R10
 	MOVQ 24(SP), R11
 
 	// TILELOADD TMM2, [R10+R11*1]
@@ -3217,7 +3233,7 @@ fc_pvcols:
 	BYTE $0x4b
 	BYTE $0x14
 	BYTE $0x1a
-	LEAQ 64(DX)(DI*1), R10
+	LEAQ 192(DX), R10
 	MOVQ 24(SP), R11
 
 	// TILELOADD TMM3, [R10+R11*1]
@@ -3229,8 +3245,7 @@ fc_pvcols:
 	BYTE $0x1a
 	MOVQ p+80(FP), DI
 	MOVQ BX, R8
-	MOVQ 104(SP), R9
-	MOVQ 72(SP), R12
+	MOVQ 72(SP), R9
 
 fc_pv_5:
 	LEAQ (DI), R10
@@ -3246,6 +3261,23 @@ fc_pv_5:
 	LEAQ (R8), R10
 	MOVQ 16(SP), R11
 
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(R8), R10
+	MOVQ 16(SP), R11
+
 	// TILELOADD TMM6, [R10+R11*1]
 	BYTE $0xc4
 	BYTE $0x82
@@ -3254,13 +3286,13 @@ fc_pv_5:
 	BYTE $0x34
 	BYTE $0x1a
 
-	// TDPBF16PS TMM0, TMM4, TMM6
+	// TDPBF16PS TMM1, TMM4, TMM6
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x4a
 	BYTE $0x5c
-	BYTE $0xc4
-	LEAQ 64(R8), R10
+	BYTE $0xcc
+	LEAQ 128(R8), R10
 	MOVQ 16(SP), R11
 
 	// TILELOADD TMM7, [R10+R11*1]
@@ -3271,14 +3303,14 @@ fc_pv_5:
 	BYTE $0x3c
 	BYTE $0x1a
 
-	// TDPBF16PS TMM1, TMM4, TMM7
+	// TDPBF16PS TMM2, TMM4, TMM7
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x42
 	BYTE $0x5c
-	BYTE $0xcc
-	LEAQ (DI)(R12*1), R10
-	MOVQ 40(SP), R11
+	BYTE $0xd4
+	LEAQ 192(R8), R10
+	MOVQ 16(SP), R11
 
 	// TILELOADD TMM5, [R10+R11*1]
 	BYTE $0xc4
@@ -3288,24 +3320,16 @@ fc_pv_5:
 	BYTE $0x2c
 	BYTE $0x1a
 
-	// TDPBF16PS TMM2, TMM5, TMM6
+	// TDPBF16PS TMM3, TMM4, TMM5
 	BYTE $0xc4
 	BYTE $0xe2
-	BYTE $0x4a
+	BYTE $0x52
 	BYTE $0x5c
-	BYTE $0xd5
-
-	// TDPBF16PS TMM3, TMM5, TMM7
-	BYTE $0xc4
-	BYTE $0xe2
-	BYTE $0x42
-	BYTE $0x5c
-	BYTE $0xdd
+	BYTE $0xdc
 	ADDQ $0x40, DI
-	ADDQ 88(SP), R8
+	ADDQ 56(SP), R8
 	DECQ R9
 	JNZ  fc_pv_5
-	MOVQ 56(SP), DI
 	LEAQ (DX), R10
 	MOVQ 24(SP), R11
 
@@ -3326,7 +3350,7 @@ fc_pv_5:
 	BYTE $0x4b
 	BYTE $0x0c
 	BYTE $0x1a
-	LEAQ (DX)(DI*1), R10
+	LEAQ 128(DX), R10
 	MOVQ 24(SP), R11
 
 	// TILESTORED [R10+R11*1], TMM2
@@ -3336,7 +3360,7 @@ fc_pv_5:
 	BYTE $0x4b
 	BYTE $0x14
 	BYTE $0x1a
-	LEAQ 64(DX)(DI*1), R10
+	LEAQ 192(DX), R10
 	MOVQ 24(SP), R11
 
 	// TILESTORED [R10+R11*1], TMM3
@@ -3346,11 +3370,19 @@ fc_pv_5:
 	BYTE $0x4b
 	BYTE $0x1c
 	BYTE $0x1a
-	JMP  fc_pvnext_4
+	ADDQ $0x00000100, DX
+	ADDQ $0x00000100, BX
+	DECQ SI
+	JMP  fc_pvcols_3
 
-fc_pvone_3:
-	// P·V into 2 column tiles of the current pair's 1 row tile(s)
-	MOVQ 56(SP), DI
+fc_pvcolsdone_4:
+	MOVQ 96(SP), SI
+
+fc_pvcols_6:
+	TESTQ SI, SI
+	JZ    fc_pvcolsdone_7
+
+	// P·V into 2 column tiles of the current row tile
 	LEAQ (DX), R10
 	MOVQ 24(SP), R11
 
@@ -3373,10 +3405,9 @@ fc_pvone_3:
 	BYTE $0x1a
 	MOVQ p+80(FP), DI
 	MOVQ BX, R8
-	MOVQ 104(SP), R9
-	MOVQ 72(SP), R10
+	MOVQ 72(SP), R9
 
-fc_pv_6:
+fc_pv_8:
 	LEAQ (DI), R10
 	MOVQ 40(SP), R11
 
@@ -3390,6 +3421,23 @@ fc_pv_6:
 	LEAQ (R8), R10
 	MOVQ 16(SP), R11
 
+	// TILELOADD TMM5, [R10+R11*1]
+	BYTE $0xc4
+	BYTE $0x82
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0x2c
+	BYTE $0x1a
+
+	// TDPBF16PS TMM0, TMM4, TMM5
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x52
+	BYTE $0x5c
+	BYTE $0xc4
+	LEAQ 64(R8), R10
+	MOVQ 16(SP), R11
+
 	// TILELOADD TMM6, [R10+R11*1]
 	BYTE $0xc4
 	BYTE $0x82
@@ -3398,34 +3446,16 @@ fc_pv_6:
 	BYTE $0x34
 	BYTE $0x1a
 
-	// TDPBF16PS TMM0, TMM4, TMM6
+	// TDPBF16PS TMM1, TMM4, TMM6
 	BYTE $0xc4
 	BYTE $0xe2
 	BYTE $0x4a
 	BYTE $0x5c
-	BYTE $0xc4
-	LEAQ 64(R8), R10
-	MOVQ 16(SP), R11
-
-	// TILELOADD TMM7, [R10+R11*1]
-	BYTE $0xc4
-	BYTE $0x82
-	BYTE $0x7b
-	BYTE $0x4b
-	BYTE $0x3c
-	BYTE $0x1a
-
-	// TDPBF16PS TMM1, TMM4, TMM7
-	BYTE $0xc4
-	BYTE $0xe2
-	BYTE $0x42
-	BYTE $0x5c
 	BYTE $0xcc
 	ADDQ $0x40, DI
-	ADDQ 88(SP), R8
+	ADDQ 56(SP), R8
 	DECQ R9
-	JNZ  fc_pv_6
-	MOVQ 56(SP), DI
+	JNZ  fc_pv_8
 	LEAQ (DX), R10
 	MOVQ 24(SP), R11
 
@@ -3446,39 +3476,38 @@ fc_pv_6:
 	BYTE $0x4b
 	BYTE $0x0c
 	BYTE $0x1a
-
-fc_pvnext_4:
 	ADDQ $0x00000080, DX
 	ADDQ $0x00000080, BX
 	DECQ SI
-	JNZ  fc_pvcols
+	JMP  fc_pvcols_6
 
+fc_pvcolsdone_7:
 fc_advance:
-	MOVQ  152(SP), DX
+	MOVQ  136(SP), DX
 	TESTQ DX, DX
 	JZ    fc_end
-	MOVQ  DX, 144(SP)
-	ADDQ  $0x20, 160(SP)
-	MOVQ  160(SP), DX
+	MOVQ  DX, 128(SP)
+	ADDQ  $0x10, 144(SP)
+	MOVQ  144(SP), DX
 	IMULQ 24(SP), DX
 	ADDQ  o+48(FP), DX
-	MOVQ  DX, 192(SP)
-	MOVQ  176(SP), DX
-	MOVQ  184(SP), BX
-	MOVQ  DX, 184(SP)
-	MOVQ  BX, 176(SP)
-	MOVQ  48(SP), DX
-	SHLQ  $0x01, DX
-	ADDQ  DX, 168(SP)
-	MOVQ  136(SP), DX
-	CMPQ  DX, $0x20
+	MOVQ  DX, 176(SP)
+	MOVQ  160(SP), DX
+	MOVQ  168(SP), BX
+	MOVQ  DX, 168(SP)
+	MOVQ  BX, 160(SP)
+	MOVQ  (SP), DX
+	SHLQ  $0x04, DX
+	ADDQ  DX, 152(SP)
+	MOVQ  120(SP), DX
+	CMPQ  DX, $0x10
 	JBE   fc_nextmin
-	MOVQ  $0x00000020, DX
+	MOVQ  $0x00000010, DX
 
 fc_nextmin:
-	MOVQ DX, 152(SP)
-	SUBQ DX, 136(SP)
-	JMP  fc_pair
+	MOVQ DX, 136(SP)
+	SUBQ DX, 120(SP)
+	JMP  fc_tile
 
 fc_end:
 	// TILERELEASE
