@@ -3,9 +3,11 @@
 // rescale, the packing of K and V tiles into float32 panels (transposed
 // for K, converting binary16 and bfloat16 on the way), and the bfloat16
 // conversions of the levels without bf16 instructions (widening rows and
-// rows of pairs to float32, rounding a row to bfloat16).
+// rows of pairs to float32, rounding a row to bfloat16); and, with the
+// AVX512-BF16 softmax (SoftmaxBF16AVX512), the bf16 fold of a tile on the
+// AMX tiles that embeds its row code (FoldChunkAMX, amxfold.go).
 //
-// Every kernel comes in an AVX-512 variant (zmm registers, opmask tails)
+// Every other kernel comes in an AVX-512 variant (zmm registers, opmask tails)
 // and an AVX2 variant (ymm registers, FMA, F16C, VMASKMOVPS tails, or an
 // overlapping last vector where no masked instruction fits). Run it from
 // kernel/_asm:
