@@ -15,7 +15,8 @@ import (
 
 // The storage conversions as they were before the encoders were vector
 // kernels (kernel.EncodeFloat16, EncodeBFloat16, EncodeFloat8 and the
-// vector QuantizeQ8): fp16's Go loops, a float32 chunk at a time.
+// vector QuantizeQ8): fp16's Go loops, a float32 chunk at a time. The
+// widening side (loadRow, widenRow) is the package's own, unchanged.
 // TestStoreRowMatchesLoops holds storeRow to their bits.
 
 // storeRowLoops writes d elements of src at soff, a row of head h, into dst at
@@ -34,7 +35,7 @@ func storeRowLoops(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 	case src.dtype == F32:
 		encodeRowLoops(dst, doff, src.f32[soff:soff+d])
 	case dst.dtype == F32:
-		widenRowLoops(dst.f32[doff:doff+d], src, soff, h)
+		widenRow(dst.f32[doff:doff+d], src, soff, h)
 	default:
 		// Through float32 a stack chunk at a time: no allocation. The
 		// chunk is a whole number of Q8 blocks, so a Q8 row is quantised
@@ -42,7 +43,7 @@ func storeRowLoops(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 		var buf [64]float32
 		for c0 := 0; c0 < d; c0 += len(buf) {
 			w := buf[:min(len(buf), d-c0)]
-			loadRowLoops(w, src, soff+c0, h)
+			loadRow(w, src, soff+c0, h)
 			encodeRowLoops(dst, doff+c0, w)
 		}
 	}
@@ -75,7 +76,7 @@ func quantizeFP8RowLoops(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 	for c0 := 0; c0 < d; c0 += len(buf) {
 		n := min(len(buf), d-c0)
 		w := buf[:n]
-		loadRowLoops(w, src, soff+c0, h)
+		loadRow(w, src, soff+c0, h)
 		for i, x := range w {
 			w[i] = x / sc
 		}
@@ -85,50 +86,6 @@ func quantizeFP8RowLoops(dst *Tensor, doff int, src *Tensor, soff, h, d int) {
 		case FP8E5M2:
 			fp16.EncodeFloat8E5M2(dst.e5m2[doff+c0:][:n], w)
 		}
-	}
-}
-
-// loadRow widens the len(dst) elements of src from off on, a row of head
-// h, to float32: exactly for F32, F16 and BF16, times the scales for Q8
-// (off and len(dst) whole blocks) and fp8. It is for the stack chunks of
-// storeRowLoops and quantizeFP8RowLoops, which the vector kernels' function values
-// would move to the heap (an allocation per row); widenRow writes rows
-// that lie elsewhere with them.
-func loadRowLoops(dst []float32, src *Tensor, off, h int) {
-	n := len(dst)
-	switch src.dtype {
-	case F32:
-		copy(dst, src.f32[off:off+n])
-	case F16:
-		fp16.DecodeFloat16(dst, src.f16[off:off+n])
-	case BF16:
-		fp16.DecodeBFloat16(dst, src.bf16[off:off+n])
-	case Q8:
-		for g, sc := range src.q8s[off/Q8Block : (off+n)/Q8Block] {
-			for i, x := range src.i8[off+g*Q8Block:][:Q8Block] {
-				dst[g*Q8Block+i] = float32(x) * sc
-			}
-		}
-	case FP8E4M3:
-		_ = kernel.PackFloat8(dst, n, src.e4m3[off:off+n], src.fp8Scale(h)[0], n, 1, n)
-	case FP8E5M2:
-		_ = kernel.PackFloat8(dst, n, src.e5m2[off:off+n], src.fp8Scale(h)[0], n, 1, n)
-	}
-}
-
-// widenRow is loadRow with the decode kernels (vector code where the
-// implementation has it), for a dst that is not on the stack.
-func widenRowLoops(dst []float32, src *Tensor, off, h int) {
-	n := len(dst)
-	switch src.dtype {
-	case F16:
-		_ = kernel.PackFloat16(dst, n, src.f16[off:off+n], n, 1, n)
-	case BF16:
-		_ = kernel.PackBFloat16(dst, n, src.bf16[off:off+n], n, 1, n)
-	case Q8:
-		_ = kernel.PackQ8(dst, n, src.i8[off:off+n], src.q8s[off/Q8Block:(off+n)/Q8Block], n, 1, n)
-	default:
-		loadRowLoops(dst, src, off, h)
 	}
 }
 
