@@ -108,17 +108,9 @@ func parseShared(c config, spec string, set map[string]bool, heads, kvHeads, dim
 	if !set["kv"] {
 		c.kv, c.decodeKV = []attention.DType{attention.F16}, nil
 	}
-	for _, dt := range c.kv {
-		if dt == attention.Q8 && dim%attention.Q8Block != 0 {
-			return config{}, fmt.Errorf("-kv q8 needs a head dim that is a multiple of %d; -dim is %d", attention.Q8Block, dim)
-		}
-	}
-	block := sharedDefaultBlock
-	if set["paged"] {
-		block = c.paged
-	}
-	if block < 1 {
-		return config{}, fmt.Errorf("-paged is %d; want a block size >= 1 for -shared-prefix's pools", block)
+	block, err := poolShape(c, set, dim, sharedDefaultBlock, "-shared-prefix")
+	if err != nil {
+		return config{}, err
 	}
 	if prefix%block != 0 {
 		// See newSharedPools: the unshared tables would see the unused
@@ -631,4 +623,23 @@ func writeSharedJSON(rep *sharedReport, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// poolShape checks the K/V types of a run over paged pools (-shared-prefix,
+// -write) against the head dim dim and returns the pools' block size: -paged
+// if set, else def.
+func poolShape(c config, set map[string]bool, dim, def int, mode string) (int, error) {
+	for _, dt := range c.kv {
+		if dt == attention.Q8 && dim%attention.Q8Block != 0 {
+			return 0, fmt.Errorf("-kv q8 needs a head dim that is a multiple of %d; -dim is %d", attention.Q8Block, dim)
+		}
+	}
+	block := def
+	if set["paged"] {
+		block = c.paged
+	}
+	if block < 1 {
+		return 0, fmt.Errorf("-paged is %d; want a block size >= 1 for %s's pools", block, mode)
+	}
+	return block, nil
 }

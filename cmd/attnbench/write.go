@@ -77,17 +77,9 @@ func parseWrite(c config, spec string, set map[string]bool, kvHeads, dim int) (c
 		}
 	}
 	c.decodeKV = nil
-	for _, dt := range c.kv {
-		if dt == attention.Q8 && dim%attention.Q8Block != 0 {
-			return config{}, fmt.Errorf("-kv q8 needs a head dim that is a multiple of %d; -dim is %d", attention.Q8Block, dim)
-		}
-	}
-	block := writeDefaultBlock
-	if set["paged"] {
-		block = c.paged
-	}
-	if block < 1 {
-		return config{}, fmt.Errorf("-paged is %d; want a block size >= 1 for -write's pools", block)
+	block, err := poolShape(c, set, dim, writeDefaultBlock, "-write")
+	if err != nil {
+		return config{}, err
 	}
 	if c.cpuprofile != "" {
 		if err := checkWritable(c.cpuprofile); err != nil {
