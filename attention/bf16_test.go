@@ -169,7 +169,7 @@ func TestBF16FusedMatchesUnfused(t *testing.T) {
 // 32, block rows that are not, causal and windowed (crossing tiles), a NaN
 // value (its crossing tiles go through the chain), packed once per call and
 // per tile, on 1 and 3 threads. It runs where a level fuses the chunk
-// (amx).
+// (amx, avx512bf16).
 func TestBF16ChunkKernelMatchesChain(t *testing.T) {
 	forEachImpl(t, func(t *testing.T) {
 		if !kernel.FusesChunkBF16(64, 64, 64) {

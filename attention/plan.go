@@ -329,11 +329,13 @@ func (e *Engine) pathPlan(c *call, prec Precision, direct, tree bool) plan {
 }
 
 // fuseChunks says whether a bf16 path folds its tiles with
-// kernel.FoldChunkBF16 where the level fuses them (amx). It is off: on one
-// Xeon core the fused kernel ran no faster than the chain of calls (a
-// chunk of 64 × 256 × 128 at 433.7 GFLOP/s against 430.7) and a P1 step
-// slower in two of three rounds, so the engine keeps the chain, whose bits
-// it computes; the tests turn it on (TestBF16ChunkKernelMatchesChain).
+// kernel.FoldChunkBF16 where the level fuses them (amx, avx512bf16). It is
+// off: neither fused kernel ran faster than the chain of calls it computes
+// the bits of (one Xeon core, amx: a chunk of 64 × 256 × 128 at 433.7
+// GFLOP/s against 430.7, a P1 step slower in two of three rounds; one Zen 5
+// core, avx512bf16: the chunk within the rounds' noise of the chain, P1
+// and P3 too), so the engine keeps the chain; the tests turn it on
+// (TestBF16ChunkKernelMatchesChain).
 var fuseChunks = false
 
 // packsOnce reports whether a uniform call's path t of nBlk query blocks

@@ -145,14 +145,25 @@ func pvBF16AMX(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloa
 	}
 }
 
-// foldChunkAMX is FoldChunkBF16 in one x86.FoldChunkAMX call (cols, d
-// and dv multiples of 32, a positive finite scale: fusesChunk).
-func foldChunkAMX(o []float32, ldO int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, vp []fp16.BFloat16, ldV int,
-	s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols, d, dv int, scale float32, m, z, alpha []float32, lo, vis []int) {
-	var lp, vq *int
-	if lo != nil {
-		lp, vq = &lo[0], &vis[0]
+// foldChunkAMX and foldChunkAVX512 are FoldChunkBF16 in one call of the
+// level's fused kernel (cols, d and dv multiples of 32, a positive finite
+// scale: fusesChunk), whose row tiles are 16 and 12 rows.
+var (
+	foldChunkAMX    = fusedChunk(x86.FoldChunkAMX, 16)
+	foldChunkAVX512 = fusedChunk(x86.FoldChunkBF16AVX512, 12)
+)
+
+// fusedChunk returns FoldChunkBF16 on the fused kernel k, whose row tiles
+// are tileRows rows.
+func fusedChunk(k func(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int,
+	p *uint16, ldP int, rows, cols, d, dv, piece int, scale float32, m, z, alpha *float32, lo, vis *int), tileRows int) foldChunkFunc {
+	return func(o []float32, ldO int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, vp []fp16.BFloat16, ldV int,
+		s []float32, ldS int, p []fp16.BFloat16, ldP int, rows, cols, d, dv int, scale float32, m, z, alpha []float32, lo, vis []int) {
+		var lp, vq *int
+		if lo != nil {
+			lp, vq = &lo[0], &vis[0]
+		}
+		k(bits16(q), ldQ, bits16(kp), ldK, bits16(vp), ldV, &o[0], ldO, &s[0], ldS, bits16(p), ldP,
+			rows, cols, d, dv, chunkPiece(cols, tileRows), scale, &m[0], &z[0], &alpha[0], lp, vq)
 	}
-	x86.FoldChunkAMX(bits16(q), ldQ, bits16(kp), ldK, bits16(vp), ldV, &o[0], ldO, &s[0], ldS, bits16(p), ldP,
-		rows, cols, d, dv, chunkPiece(cols), scale, &m[0], &z[0], &alpha[0], lp, vq)
 }

@@ -14,7 +14,7 @@
 // the bfloat16 products QKTBF16 and PVBF16 on pair panels (PackKPairs,
 // PackVPairs) with OnlineSoftmaxBF16, run on AMX or AVX512-BF16 where the
 // CPU has them, and FoldChunkBF16, the five steps of a bf16 tile's fold in
-// one AMX kernel at the amx level; and the encoders EncodeFloat16, EncodeBFloat16,
+// one kernel at the amx and avx512bf16 levels; and the encoders EncodeFloat16, EncodeBFloat16,
 // EncodeFloat8 and QuantizeQ8, which round float32, fp16 or bfloat16 rows
 // to a K/V storage type bit for bit as fp16's scalar conversions do (how
 // attention stores keys and values).

@@ -54,8 +54,8 @@ func FoldChunkBF16(o []float32, ldO int, q []fp16.BFloat16, ldQ int, kp []fp16.B
 
 // FusesChunkBF16 reports whether FoldChunkBF16 runs as one fused kernel at
 // the current level for tiles of cols keys, head dim d and value dim dv
-// (with a positive finite scale): at the amx level, where cols, d and dv
-// are multiples of 32.
+// (with a positive finite scale): at the amx and avx512bf16 levels, where
+// cols, d and dv are multiples of 32.
 func FusesChunkBF16(cols, d, dv int) bool {
 	return cur.bf16.chunk != nil && fusesChunk(cols, d, dv, 1)
 }
@@ -64,12 +64,13 @@ func fusesChunk(cols, d, dv int, scale float32) bool {
 	return cols > 0 && d > 0 && dv > 0 && cols%32 == 0 && d%32 == 0 && dv%32 == 0 && scale > 0 && scale <= math.MaxFloat32
 }
 
-// chunkPiece is the rows of a row tile that the fused kernel takes through
-// the softmax after each block of the next tile's products: 16 rows over
-// the blocks of 4 key tiles (and a last one of 2) of a tile of cols keys.
-func chunkPiece(cols int) int {
+// chunkPiece is the rows of a row tile that a fused kernel takes through
+// the softmax after each block of the next tile's products: the tile's
+// rows (16 for FoldChunkAMX, 12 for FoldChunkBF16AVX512) spread over the
+// blocks of 64 keys (and a last one of 32) of a tile of cols keys.
+func chunkPiece(cols, tileRows int) int {
 	blocks := cols/64 + (cols/32)%2
-	return (16 + blocks - 1) / blocks
+	return (tileRows + blocks - 1) / blocks
 }
 
 func checkFoldChunk(o []float32, ldO int, q []fp16.BFloat16, ldQ int, kp []fp16.BFloat16, ldK int, vp []fp16.BFloat16, ldV int,

@@ -34,6 +34,7 @@ func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 		pv: func(o []float32, ldO int, p []fp16.BFloat16, ldP int, vp []fp16.BFloat16, ldV int, rows, cols, d int) {
 			x86.PvBF16AVX512(&o[0], ldO, bits16(p), ldP, bits16(vp), ldV, rows, cols, d)
 		},
+		chunk:   foldChunkAVX512,
 		softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
 		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512,
 	}

@@ -44,8 +44,6 @@
 package main
 
 import (
-	"fmt"
-
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -83,13 +81,6 @@ var (
 	peakOperands Mem // the two bfloat16 pairs of the VDPBF16PS peak loop
 )
 
-// vdpbf16ps emits VDPBF16PS dst, src1, src2 (Intel order): dst += the
-// products of the bfloat16 pairs of src1 and src2, lane by lane.
-func vdpbf16ps(dst, src1, src2 VecPhysical) {
-	x86enc.Emit(fmt.Sprintf("VDPBF16PS %s, %s, %s", dst.Asm(), src1.Asm(), src2.Asm()),
-		x86enc.VDPBF16PS(x86enc.Num(dst), x86enc.Num(src1), x86enc.Num(src2)))
-}
-
 // product returns the driver of a kernel named name: bfloat16 A and B,
 // each row's pair of A broadcast by VPBROADCASTD and multiplied in by
 // VDPBF16PS, body the micro-kernel's.
@@ -98,7 +89,7 @@ func product(name string, args asmkit.ProductArgs, body func(p *asmkit.Product, 
 		RegBlock: regs, Name: name, Args: args, ElemShift: 1,
 		Mask16:    mask16,
 		Broadcast: func(m Mem, dst VecPhysical) { VPBROADCASTD(m, dst) },
-		MulAdd:    func(acc, b, a VecPhysical) { vdpbf16ps(acc, b, a) },
+		MulAdd:    func(acc, b, a VecPhysical) { asmkit.Vdpbf16ps(acc, b, a) },
 		Body:      body,
 	}
 }
@@ -261,7 +252,7 @@ func peakFunc() {
 	JLE(LabelRef(name + "_done"))
 	Label(name + "_loop")
 	for i := 0; i < 24; i++ {
-		vdpbf16ps(zmm(i), zmm(24), zmm(25))
+		asmkit.Vdpbf16ps(zmm(i), zmm(24), zmm(25))
 	}
 	DECQ(RCX)
 	JNZ(LabelRef(name + "_loop"))

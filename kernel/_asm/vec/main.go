@@ -244,6 +244,7 @@ func main() {
 	genSoftmaxBF16AVX512()
 	amxFoldData()
 	genFoldChunkAMX()
+	genFoldChunkBF16AVX512()
 
 	for _, x := range isas {
 		genWidenBF16(x)

@@ -250,7 +250,7 @@ func (r *softmaxRowBF16) code(fast bool) {
 	MOVQ(p, pp)
 	MOVQ(full, j)
 	zero := ZMM()
-	VPXORD(zero, zero, zero)
+	asmkit.AVX512.ZeroIdiom(zero)
 	Label(L("clear"))
 	TESTQ(j, j)
 	JE(LabelRef(L("cleartail")))
@@ -278,7 +278,7 @@ func (r *softmaxRowBF16) code(fast bool) {
 
 	// Pass 2: exponentials, their sum, and their rounding into p.
 	sum := ZMM()
-	VPXORD(sum, sum, sum)
+	asmkit.AVX512.ZeroIdiom(sum)
 	MOVQ(s, x)
 	MOVQ(p, pp)
 	MOVQ(full, j)

@@ -215,6 +215,41 @@ func SoftmaxBF16AVX512(s *float32, ldS int, p *uint16, ldP int, rows int, cols i
 //go:noescape
 func FoldChunkAMX(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int, p *uint16, ldP int, rows int, cols int, d int, dv int, piece int, scale float32, m *float32, z *float32, alpha *float32, lo *int, vis *int)
 
+// FoldChunkBF16AVX512 folds a tile of cols keys into the online
+// softmax of rows query rows in bf16 precision, in one call, with AVX-512
+// and AVX512-BF16: for rows i < rows,
+//
+//	S = Q·Kᵀ                      (VDPBF16PS, unscaled)
+//	S[i][:lo[i]] = S[i][vis[i]:] = −Inf   (only with lo != nil)
+//	SoftmaxBF16AVX512 of S's row i into P's row, m[i], z[i], alpha[i]
+//	O[i] *= alpha[i]
+//	O += P·V                      (VDPBF16PS)
+//
+// the bits of QKTBF16 (scale 1), the −Inf edges, OnlineSoftmaxBF16,
+// ScaleRows and PVBF16 at the avx512bf16 level. Sizes: rows >= 1, cols, d
+// and dv multiples of 32, leading dimensions in elements; lo and vis (int
+// slices of rows elements, or both nil) as FoldChunkBF16 says.
+//
+// q is rows × d bfloat16 (the queries), kp the K pair panel (d/2 pair rows
+// of 2·cols), vp the V pair panel (cols/2 pair rows of 2·dv), o the rows ×
+// dv float32 accumulators; only rows rows of q and o are touched. The rows
+// are taken 12 at a time (a row tile); s holds two tiles of scores (24 rows
+// × cols, ldS; as many rows as the call has when it has fewer), p one tile
+// of probabilities (12 rows × cols, ldP; fewer likewise).
+//
+// The products are those of QKTBF16AVX512 and PVBF16AVX512: register
+// blocks of 6 rows × 4 zmm (64 columns) or 2 zmm, each element's pairs
+// added in order from zero (Q·Kᵀ) or from O times alpha (P·V, the rescale
+// folded into its load: the same product as ScaleRows'). The scores of row
+// tile t+1 are computed a key block (64 columns, or a last 32) at a time,
+// and after each block piece rows of tile t go through the softmax, so that
+// the out-of-order core runs the next products beside the current
+// exponentials; then tile t's P·V. The products take every vector register
+// but two, so the softmax loads its constants again for each row.
+//
+//go:noescape
+func FoldChunkBF16AVX512(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int, p *uint16, ldP int, rows int, cols int, d int, dv int, piece int, scale float32, m *float32, z *float32, alpha *float32, lo *int, vis *int)
+
 // WidenBF16AVX512 is the AVX-512 widening of a bfloat16 row: dst[i] = bf16Value(src[i]) for i < n:
 //
 //	for i := range n {
