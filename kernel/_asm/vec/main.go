@@ -4,8 +4,9 @@
 // for K, converting binary16 and bfloat16 on the way), and the bfloat16
 // conversions of the levels without bf16 instructions (widening rows and
 // rows of pairs to float32, rounding a row to bfloat16); and, with the
-// AVX512-BF16 softmax (SoftmaxBF16AVX512), the bf16 fold of a tile on the
-// AMX tiles that embeds its row code (FoldChunkAMX, amxfold.go).
+// AVX512-BF16 softmax (SoftmaxBF16AVX512), the bf16 folds of a tile that
+// embed its row code (foldchunk.go): on the AMX tiles (FoldChunkAMX,
+// amxfold.go) and with VDPBF16PS (FoldChunkBF16AVX512, avx512fold.go).
 //
 // Every other kernel comes in an AVX-512 variant (zmm registers, opmask tails)
 // and an AVX2 variant (ymm registers, FMA, F16C, VMASKMOVPS tails, or an
