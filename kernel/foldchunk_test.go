@@ -133,6 +133,45 @@ func TestFoldChunkBF16MatchesChain(t *testing.T) {
 	})
 }
 
+// TestFoldChunkBF16SpecialValues checks the fused kernels against the
+// chain where the softmax leaves its fast path: a key whose scores are NaN
+// (a NaN component of K, with the rows' key ranges so that the rows which
+// do not see it keep the other cases), a row of huge logits (its maximum's weight 1
+// however large the scores), a row whose keys score +Inf, and an infinite
+// value that the rows which see it carry into their outputs, under every
+// implementation.
+func TestFoldChunkBF16SpecialValues(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(39, 39))
+		for _, sh := range [][4]int{{13, 64, 64, 64}, {40, 96, 32, 32}} {
+			rows, cols, d, dv := sh[0], sh[1], sh[2], sh[3]
+			for _, edges := range []bool{false, true} {
+				t.Run(fmt.Sprintf("rows=%d/cols=%d/edges=%v", rows, cols, edges), func(t *testing.T) {
+					c := newFoldChunkCase(rng, rows, cols, d, dv, edges)
+					nan, inf := RoundBF16(float32(math.NaN())), RoundBF16(float32(math.Inf(1)))
+					if edges { // the rows that do not see key 5 keep the other cases
+						c.kp[2*5+1] = nan // pair row 0, key 5, its second component
+					}
+					for k := range d {
+						c.q[3*c.ldQ+k] = RoundBF16(1e18 * bf16Value(c.q[3*c.ldQ+k]))
+						c.q[4*c.ldQ+k] = 0
+					}
+					c.q[4*c.ldQ] = inf // row 4 scores ±Inf or NaN
+					c.vp[(cols/2-1)*c.ldV+2*(dv-1)] = inf
+					wo, wm, wz, wa := c.chain(t)
+					o, m, z, alpha := c.fold(t)
+					for i := range rows {
+						bitsEqual(t, fmt.Sprintf("o row %d", i), wo[i*c.ldO:][:dv], o[i*c.ldO:][:dv])
+					}
+					bitsEqual(t, "m", wm, m)
+					bitsEqual(t, "z", wz, z)
+					bitsEqual(t, "alpha", wa, alpha)
+				})
+			}
+		}
+	})
+}
+
 // TestFoldChunkBF16Errors checks that bad arguments are reported, not
 // computed.
 func TestFoldChunkBF16Errors(t *testing.T) {
