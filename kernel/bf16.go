@@ -220,10 +220,23 @@ const packKBlock = 16
 func packKPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) {
 	switch x := any(src).(type) {
 	case []fp16.BFloat16:
-		// bfloat16 keys are their own rounding: a transpose of pairs,
-		// packKBlock keys at a time so that each pair row of the panel is
-		// written a cache line at a time (a key-by-key walk writes one pair
-		// per row, rows ldDst apart, often a multiple of 4 KiB).
+		// bfloat16 keys are their own rounding: a transpose of pairs, in
+		// blocks of 16 keys × 16 pairs in the level's vector kernel, the
+		// rest packKBlock keys at a time so that each pair row of the
+		// panel is written a cache line at a time (a key-by-key walk
+		// writes one pair per row, rows ldDst apart, often a multiple of 4
+		// KiB).
+		if f := cur.bf16.packKPairs; f != nil && d%2 == 0 && n >= 16 && d >= 32 {
+			n16, p16 := n&^15, (d/2)&^15
+			f(bits16(dst), ldDst, bits16(x), ldSrc, n16, p16)
+			if n16 < n { // the last keys, every pair
+				packKPairsGeneric(dst[2*n16:], ldDst, x[n16*ldSrc:], nil, ldSrc, n-n16, d)
+			}
+			if 2*p16 < d { // the last pairs of the others
+				packKPairsGeneric(dst[p16*ldDst:], ldDst, x[2*p16:], nil, ldSrc, n16, d-2*p16)
+			}
+			return
+		}
 		if packKPairs32(dst, ldDst, x, ldSrc, n, d) {
 			return
 		}
@@ -318,7 +331,19 @@ func PackVPairs[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []flo
 
 func packVPairsGeneric[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scales []float32, ldSrc int, n, d int) bool {
 	if x, ok := any(src).([]fp16.BFloat16); ok {
-		// bfloat16 values are their own rounding: an interleave of rows.
+		// bfloat16 values are their own rounding: an interleave of rows, in
+		// the level's vector kernel for pairs of rows 32 columns at a time.
+		if f := cur.bf16.packVPairs; f != nil && n >= 2 && d >= 32 {
+			rp, d32 := n/2, d&^31
+			finite := f(bits16(dst), ldDst, bits16(x), ldSrc, rp, d32)
+			if d32 < d && !packVPairsGeneric(dst[2*d32:], ldDst, x[d32:], nil, ldSrc, 2*rp, d-d32) {
+				finite = false
+			}
+			if n%2 == 1 && !packVPairsGeneric(dst[rp*ldDst:], ldDst, x[2*rp*ldSrc:], nil, ldSrc, 1, d) {
+				finite = false
+			}
+			return finite
+		}
 		var or fp16.BFloat16 // the exponent bits of every value, or-ed in pairs
 		for j := packVPairs32(dst, ldDst, x, ldSrc, n, d); j+1 < n; j += 2 {
 			r0, r1 := x[j*ldSrc:][:d], x[(j+1)*ldSrc:][:d]

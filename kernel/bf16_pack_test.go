@@ -3,6 +3,7 @@ package kernel
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/flashgo/flashgo/fp16"
@@ -116,4 +117,86 @@ func benchPackPairs[T RowElem](b *testing.B, src []T, scales []float32, n, d int
 		}
 		b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(n*d), "ns/elem")
 	})
+}
+
+// TestPackPairsBF16 checks the pair packs of bfloat16 rows, which run the
+// level's vector kernels on blocks of 16 keys × 16 pairs (K) and pairs of
+// rows × 32 columns (V) and the Go loops on the rest, against loops written
+// here from PackKPairs' and PackVPairs' docs, bit for bit, on every
+// implementation: values of random bits (zeros, subnormals, infinities and
+// quiet and signalling NaNs among them, canonicalised) and normal ones,
+// sizes on and off the blocks, odd strides; nothing outside the panel is
+// written, and PackVPairs reports whether every value is finite.
+func TestPackPairsBF16(t *testing.T) {
+	testAllImpls(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(8, 8))
+		for _, n := range []int{1, 2, 15, 16, 17, 32, 33, 50} {
+			for _, d := range []int{2, 3, 30, 32, 34, 63, 64, 96, 128, 130} {
+				for _, special := range []bool{false, true} {
+					draw := func() fp16.BFloat16 { return RoundBF16(float32(rng.NormFloat64())) }
+					if special {
+						draw = func() fp16.BFloat16 {
+							if rng.IntN(4) == 0 {
+								return fp16.BFloat16(rng.Uint32())
+							}
+							return RoundBF16(float32(rng.NormFloat64()))
+						}
+					}
+					testPackPairsBF16(t, rng, n, d, draw)
+				}
+			}
+		}
+	})
+}
+
+func testPackPairsBF16(t *testing.T, rng *rand.Rand, n, d int, draw func() fp16.BFloat16) {
+	const sentinel = fp16.BFloat16(0x5a5a)
+	ldSrc := d + 1 + rng.IntN(3)
+	src := make([]fp16.BFloat16, (n-1)*ldSrc+d)
+	finite := true
+	for i := range src {
+		src[i] = draw()
+		if i%ldSrc < d && src[i]&0x7f80 == 0x7f80 {
+			finite = false
+		}
+	}
+	pairs := (d + 1) / 2
+	// K: dst[(k/2)*ldK + 2j + k%2] = canon(K[j][k]), a zero partner for odd d.
+	ldK := 2*n + 1 + rng.IntN(5)
+	want := make([]fp16.BFloat16, pairs*ldK)
+	for i := range want {
+		want[i] = sentinel
+	}
+	got := slices.Clone(want)
+	for j := range n {
+		for k := range 2 * pairs {
+			v := fp16.BFloat16(0)
+			if k < d {
+				v = canonBF16(src[j*ldSrc+k])
+			}
+			want[(k/2)*ldK+2*j+k%2] = v
+		}
+	}
+	require.NoError(t, PackKPairs(got, ldK, src, nil, ldSrc, n, d))
+	require.Equal(t, want, got, "PackKPairs n %d d %d ldSrc %d ldDst %d", n, d, ldSrc, ldK)
+	// V: dst[(j/2)*ldV + 2c + j%2] = canon(V[j][c]), a zero partner for odd n.
+	ldV := 2*d + 1 + rng.IntN(5)
+	want = make([]fp16.BFloat16, (n+1)/2*ldV)
+	for i := range want {
+		want[i] = sentinel
+	}
+	got = slices.Clone(want)
+	for j := range 2 * ((n + 1) / 2) {
+		for c := range d {
+			v := fp16.BFloat16(0)
+			if j < n {
+				v = canonBF16(src[j*ldSrc+c])
+			}
+			want[(j/2)*ldV+2*c+j%2] = v
+		}
+	}
+	fin, err := PackVPairs(got, ldV, src, nil, ldSrc, n, d)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "PackVPairs n %d d %d ldSrc %d ldDst %d", n, d, ldSrc, ldV)
+	require.Equal(t, finite, fin, "PackVPairs n %d d %d: finite", n, d)
 }

@@ -92,6 +92,13 @@ type bf16Row struct {
 	// chunk is FoldChunkBF16 in one kernel, for the sizes and scales
 	// fusesChunk takes; nil where the level has none.
 	chunk foldChunkFunc
+	// packKPairs and packVPairs pack bfloat16 keys and values into pair
+	// panels (PackKPairs and PackVPairs of bfloat16 rows): keys n and
+	// pairs positive multiples of 16, rowPairs >= 1 pairs of value rows
+	// of d a positive multiple of 32, packVPairs reporting whether every
+	// value is finite; nil: the Go loops.
+	packKPairs func(dst *uint16, ldDst int, src *uint16, ldSrc int, n, pairs int)
+	packVPairs func(dst *uint16, ldDst int, src *uint16, ldSrc int, rowPairs, d int) bool
 }
 
 // foldChunkFunc is the signature of FoldChunkBF16 (arguments checked).

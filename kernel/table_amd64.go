@@ -24,7 +24,8 @@ func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 	z.enc, y.enc = avx512Encoders(), avx2Encoders()
 	f32[implAVX512], f32[implAVX2] = z, y
 	bf16[implAVX512] = widenBF16Row(z, &bf16Row{vecSoftmax: true, round: x86.RoundBF16BitsAVX512,
-		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512})
+		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512,
+		packKPairs: x86.PackKPairsBF16AVX512, packVPairs: x86.PackVPairsBF16AVX512})
 	bf16[implAVX2] = widenBF16Row(y, &bf16Row{vecSoftmax: true, round: x86.RoundBF16BitsAVX2,
 		widen: x86.WidenBF16AVX2, widenPairs: x86.WidenPairsBF16AVX2, addScale: x86.AddScaleAVX2})
 	bf16[implAVX512BF16] = &bf16Row{
@@ -37,9 +38,11 @@ func archTable() (f32 [numImpl]*f32Row, bf16 [numImpl]*bf16Row, dot []*dotRow) {
 		chunk:   foldChunkAVX512,
 		softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
 		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512,
+		packKPairs: x86.PackKPairsBF16AVX512, packVPairs: x86.PackVPairsBF16AVX512,
 	}
 	bf16[implAMX] = &bf16Row{qkt: qktBF16AMX, pv: pvBF16AMX, chunk: foldChunkAMX, softmax: x86.SoftmaxBF16AVX512, vecSoftmax: true, round: x86.RoundBF16AVX512,
-		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512}
+		widen: x86.WidenBF16AVX512, widenPairs: x86.WidenPairsBF16AVX512, addScale: x86.AddScaleAVX512,
+		packKPairs: x86.PackKPairsBF16AVX512, packVPairs: x86.PackVPairsBF16AVX512}
 	return f32, bf16, []*dotRow{dotAVX512VNNI, dotAVXVNNI, dotAVX2}
 }
 

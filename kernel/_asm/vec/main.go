@@ -263,6 +263,9 @@ func main() {
 		genPackRows(x, f16)
 		genPackRows(x, bf16)
 	}
+	pairData()
+	genPackKPairsBF16()
+	genPackVPairsBF16()
 
 	Generate()
 }

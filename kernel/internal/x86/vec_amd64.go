@@ -493,3 +493,29 @@ func PackF16AVX2(dst *float32, ldDst int, src *uint16, ldSrc int, n int, d int)
 //
 //go:noescape
 func PackBF16AVX2(dst *float32, ldDst int, src *uint16, ldSrc int, n int, d int)
+
+// PackKPairsBF16AVX512 is PackKPairs of bfloat16 keys with AVX-512, for n and pairs
+// (d/2) positive multiples of 16 (leading dimensions in elements):
+//
+//	for j := 0; j < n; j++ {
+//		for k := 0; k < 2*pairs; k++ {
+//			dst[(k/2)*ldDst + 2*j + k%2] = canonBF16(src[j*ldSrc + k])
+//		}
+//	}
+//
+//go:noescape
+func PackKPairsBF16AVX512(dst *uint16, ldDst int, src *uint16, ldSrc int, n int, pairs int)
+
+// PackVPairsBF16AVX512 is PackVPairs of bfloat16 values with AVX-512, for rowPairs
+// (n/2) >= 1 pairs of rows of d columns, d a positive multiple of 32
+// (leading dimensions in elements), reporting whether every value is
+// finite:
+//
+//	for j := 0; j < 2*rowPairs; j++ {
+//		for c := 0; c < d; c++ {
+//			dst[(j/2)*ldDst + 2*c + j%2] = canonBF16(src[j*ldSrc + c])
+//		}
+//	}
+//
+//go:noescape
+func PackVPairsBF16AVX512(dst *uint16, ldDst int, src *uint16, ldSrc int, rowPairs int, d int) bool
