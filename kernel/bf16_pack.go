@@ -12,7 +12,9 @@ import (
 // to bfloat16 (roundRowBF16) and only then moved into the panel, a pair
 // of bfloat16s (4 bytes) at a time. Each value is rounded once, by
 // RoundBF16's rule, from its exact float32 value, so the panels are those
-// of packKPairsGeneric and packVPairsGeneric bit for bit.
+// of packKPairsGeneric and packVPairsGeneric bit for bit; where the level
+// has the bfloat16 pair packs, they move whole blocks of the rounded
+// values (canonical bfloat16s, which they leave as they are).
 
 // pairChunk is the number of components of a key a strip of
 // packKPairsRounded widens at a time: with packKBlock keys, 8 KiB of
@@ -64,6 +66,12 @@ func packKPairsRounded[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scale
 		for c0 := 0; c0 < d; c0 += pairChunk {
 			m := min(pairChunk, d-c0)
 			roundRows(b, wide, src, scales, j0*ldSrc+c0, ldSrc, nb, m)
+			if f := cur.bf16.packKPairs; f != nil && nb == packKBlock && m%32 == 0 {
+				// The rounded values are canonical: the bfloat16 pack
+				// moves them as they are.
+				f(bits16(dst[c0*ld+2*j0:]), ldDst, bits16(b), pairChunk, nb, m/2)
+				continue
+			}
 			if m%2 == 1 {
 				for jj := range nb {
 					b[jj*pairChunk+m] = 0 // the zero partner of an odd last component
@@ -95,6 +103,12 @@ func packVPairsRounded[T RowElem](dst []fp16.BFloat16, ldDst int, src []T, scale
 		for c0 := 0; c0 < d; c0 += pairChunk {
 			m := min(pairChunk, d-c0)
 			roundRows(b, wide, src, scales, j*ldSrc+c0, ldSrc, rows, m)
+			if f := cur.bf16.packVPairs; f != nil && rows == 2 && m%32 == 0 {
+				if !f(bits16(dst[(j/2)*ldDst+2*c0:]), ldDst, bits16(b), pairChunk, 1, m) {
+					or = 1
+				}
+				continue
+			}
 			if rows == 1 {
 				clear(b[pairChunk:][:m]) // the zero partner of an odd last row
 			}
