@@ -56,8 +56,9 @@ func (ws *workspace) ensure(rows, cols, dim int, bf16 bool) {
 	}
 	ws.rows, ws.cols, ws.dim, ws.bf16 = max(rows, ws.rows), max(cols, ws.cols), max(dim, ws.dim), ws.bf16 || bf16
 	rows, cols, ld := ws.rows, ws.cols, padRow(ws.dim)
-	// The fused bf16 chunk (kernel.FoldChunkBF16) takes the rows 16 at a
-	// time: its scratch, queries and accumulators have whole tiles of rows.
+	// The fused bf16 chunk (kernel.FoldChunkBF16) may take the rows 16 at
+	// a time: its scratch, queries and accumulators have whole tiles of
+	// rows.
 	r16 := roundUp(rows, 16)
 	ws.q = alignedFloats(rows * ld)
 	ws.kt = alignedFloats(ld * cols)

@@ -70,8 +70,8 @@ type plan struct {
 	// at a time itself, between the softmaxes (compute_bf16.go's foldTile).
 	chunked bool
 	// chunkFused, chunked: the level folds a tile whose width is a
-	// multiple of 32 in one kernel.FoldChunkBF16 call (the amx level,
-	// d and dv multiples of 32).
+	// multiple of 32 in one kernel.FoldChunkBF16 call (the amx and
+	// avx512bf16 levels, d and dv multiples of 32), where fuseChunks.
 	chunkFused bool
 	fold       bool // f32Math folds a tile in one kernel.FoldTile call (foldsTiles)
 
