@@ -410,11 +410,15 @@ func genDotRows(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk)) {
 
 // genDotRowsGather is genDotRows for the gathering kernels: key j's row at
 // element off[j] of k (its scales at byte off[j]/8 of ks), groups of four
-// keys and then single keys, each group's target rows (at pfo[j])
-// prefetched whole before its chunks, as genQKGather does.
+// keys and then single keys, each chunk of a group's target rows (at
+// pfo[j]) prefetched with the group's chunk, as genQKGather does.
 func genDotRowsGather(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk)) {
 	jl := AllocLocal(8)  // the next key
 	cnt := AllocLocal(8) // chunks left in the row
+	var tp [4]Mem        // the target rows of a group's keys
+	for u := range tp {
+		tp[u] = AllocLocal(8)
+	}
 	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
 		lbl := func(s string) string { return fmt.Sprintf("%s_r%d_%s", name, rb, s) }
@@ -422,7 +426,7 @@ func genDotRowsGather(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk
 		MOVQ(U32(0), jl)
 		for _, nk := range []int{4, 1} {
 			loop, done := lbl(fmt.Sprintf("k%d", nk)), lbl(fmt.Sprintf("k%d_done", nk))
-			j := gatherGroup(q8, jl, nk, loop, done, lbl(fmt.Sprintf("k%d_pf", nk)))
+			j := gatherGroup(q8, jl, nk, loop, done, tp[:nk])
 			d := &dotChunk{rb: rb, nk: nk, gather: true}
 			d.kg, d.ks = gatherRows(q8, j, nk)
 			d.acc = zeroAcc(x, rb, nk)
@@ -439,6 +443,7 @@ func genDotRowsGather(x *isa, name string, zs VecVirtual, chunk func(d *dotChunk
 			XORQ(d.c, d.c)
 			inner := lbl(fmt.Sprintf("k%d_inner", nk))
 			Label(inner)
+			prefetchTargets(tp[:nk], d.c, 8)
 			chunk(d)
 			ADDQ(U32(192), d.qp)
 			ADDQ(U8(8), d.c)

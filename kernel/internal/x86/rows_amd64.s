@@ -15255,7 +15255,7 @@ PvRowsE4M3AVX512_r1_tail3_b:
 
 // func QkRowsGatherF32AVX512(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·QkRowsGatherF32AVX512(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherF32AVX512(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+64(FP), AX
@@ -15274,74 +15274,74 @@ QkRowsGatherF32AVX512_r4:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF32AVX512_r4_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r4_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x02, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x02, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x02, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r4_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r4_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x02, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x02, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x02, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	VXORPS     Z13, Z13, Z13
-	VXORPS     Z14, Z14, Z14
-	VXORPS     Z15, Z15, Z15
-	VXORPS     Z16, Z16, Z16
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R9
-	SHRQ       $0x04, R9
-	XORQ       R10, R10
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r4_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x02, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	VXORPS Z16, Z16, Z16
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R9
+	SHRQ   $0x04, R9
+	XORQ   R10, R10
 
 QkRowsGatherF32AVX512_r4_k4_inner:
+	MOVQ          8(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          16(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          24(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          32(SP), R11
+	PREFETCHT2    (R11)(R10*1)
 	VMOVUPS       (DX)(R10*1), Z17
 	VMOVUPS       (BX)(R10*1), Z18
 	VMOVUPS       (SI)(R10*1), Z19
@@ -15444,41 +15444,35 @@ QkRowsGatherF32AVX512_r4_k4_inner:
 
 QkRowsGatherF32AVX512_r4_k4_done:
 QkRowsGatherF32AVX512_r4_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r4_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r4_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r4_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), SI
-	SHRQ       $0x04, SI
-	XORQ       DI, DI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r4_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), SI
+	SHRQ   $0x04, SI
+	XORQ   DI, DI
 
 QkRowsGatherF32AVX512_r4_k1_inner:
+	MOVQ          8(SP), R8
+	PREFETCHT2    (R8)(DI*1)
 	VMOVUPS       (AX)(DI*1), Z5
 	VMOVUPS       (CX), Z6
 	VFMADD231PS   Z6, Z5, Z1
@@ -15552,70 +15546,70 @@ QkRowsGatherF32AVX512_r3:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF32AVX512_r3_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r3_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x02, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x02, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x02, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r3_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r3_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x02, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x02, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x02, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r3_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x02, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherF32AVX512_r3_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VMOVUPS       (DX)(R9*1), Z13
 	VMOVUPS       (BX)(R9*1), Z14
 	VMOVUPS       (SI)(R9*1), Z15
@@ -15697,40 +15691,34 @@ QkRowsGatherF32AVX512_r3_k4_inner:
 
 QkRowsGatherF32AVX512_r3_k4_done:
 QkRowsGatherF32AVX512_r3_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r3_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r3_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r3_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r3_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherF32AVX512_r3_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VMOVUPS       (AX)(SI*1), Z4
 	VMOVUPS       (CX), Z5
 	VFMADD231PS   Z5, Z4, Z1
@@ -15791,66 +15779,66 @@ QkRowsGatherF32AVX512_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF32AVX512_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x02, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x02, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x02, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x02, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x02, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x02, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x02, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherF32AVX512_r2_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VMOVUPS       (DX)(R9*1), Z9
 	VMOVUPS       (BX)(R9*1), Z10
 	VMOVUPS       (SI)(R9*1), Z11
@@ -15911,39 +15899,33 @@ QkRowsGatherF32AVX512_r2_k4_inner:
 
 QkRowsGatherF32AVX512_r2_k4_done:
 QkRowsGatherF32AVX512_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherF32AVX512_r2_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VMOVUPS       (AX)(SI*1), Z3
 	VMOVUPS       (CX), Z4
 	VFMADD231PS   Z4, Z3, Z1
@@ -15991,62 +15973,62 @@ QkRowsGatherF32AVX512_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF32AVX512_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x02, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x02, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x02, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x02, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x02, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x02, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x04, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x02, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x04, DI
+	XORQ   R8, R8
 
 QkRowsGatherF32AVX512_r1_k4_inner:
+	MOVQ          8(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          16(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          24(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          32(SP), R9
+	PREFETCHT2    (R9)(R8*1)
 	VMOVUPS       (DX)(R8*1), Z5
 	VMOVUPS       (BX)(R8*1), Z6
 	VMOVUPS       (SI)(R8*1), Z7
@@ -16086,38 +16068,32 @@ QkRowsGatherF32AVX512_r1_k4_inner:
 
 QkRowsGatherF32AVX512_r1_k4_done:
 QkRowsGatherF32AVX512_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX512_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX512_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX512_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x04, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX512_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x04, DX
+	XORQ   BX, BX
 
 QkRowsGatherF32AVX512_r1_k1_inner:
+	MOVQ          8(SP), SI
+	PREFETCHT2    (SI)(BX*1)
 	VMOVUPS       (AX)(BX*1), Z2
 	VMOVUPS       (CX), Z3
 	VFMADD231PS   Z3, Z2, Z1
@@ -18149,7 +18125,7 @@ PvRowsGatherF32AVX512_r1_tail3_b:
 
 // func QkRowsGatherF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·QkRowsGatherF16AVX512(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherF16AVX512(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+64(FP), AX
@@ -18168,74 +18144,74 @@ QkRowsGatherF16AVX512_r4:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF16AVX512_r4_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r4_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r4_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r4_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	VXORPS     Z13, Z13, Z13
-	VXORPS     Z14, Z14, Z14
-	VXORPS     Z15, Z15, Z15
-	VXORPS     Z16, Z16, Z16
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R9
-	SHRQ       $0x04, R9
-	XORQ       R10, R10
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r4_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	VXORPS Z16, Z16, Z16
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R9
+	SHRQ   $0x04, R9
+	XORQ   R10, R10
 
 QkRowsGatherF16AVX512_r4_k4_inner:
+	MOVQ          8(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          16(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          24(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          32(SP), R11
+	PREFETCHT2    (R11)(R10*1)
 	VCVTPH2PS     (DX)(R10*1), Z17
 	VCVTPH2PS     (BX)(R10*1), Z18
 	VCVTPH2PS     (SI)(R10*1), Z19
@@ -18338,41 +18314,35 @@ QkRowsGatherF16AVX512_r4_k4_inner:
 
 QkRowsGatherF16AVX512_r4_k4_done:
 QkRowsGatherF16AVX512_r4_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r4_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r4_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r4_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), SI
-	SHRQ       $0x04, SI
-	XORQ       DI, DI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r4_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), SI
+	SHRQ   $0x04, SI
+	XORQ   DI, DI
 
 QkRowsGatherF16AVX512_r4_k1_inner:
+	MOVQ          8(SP), R8
+	PREFETCHT2    (R8)(DI*1)
 	VCVTPH2PS     (AX)(DI*1), Z5
 	VMOVUPS       (CX), Z6
 	VFMADD231PS   Z6, Z5, Z1
@@ -18446,70 +18416,70 @@ QkRowsGatherF16AVX512_r3:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF16AVX512_r3_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r3_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r3_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r3_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r3_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherF16AVX512_r3_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VCVTPH2PS     (DX)(R9*1), Z13
 	VCVTPH2PS     (BX)(R9*1), Z14
 	VCVTPH2PS     (SI)(R9*1), Z15
@@ -18591,40 +18561,34 @@ QkRowsGatherF16AVX512_r3_k4_inner:
 
 QkRowsGatherF16AVX512_r3_k4_done:
 QkRowsGatherF16AVX512_r3_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r3_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r3_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r3_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r3_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherF16AVX512_r3_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VCVTPH2PS     (AX)(SI*1), Z4
 	VMOVUPS       (CX), Z5
 	VFMADD231PS   Z5, Z4, Z1
@@ -18685,66 +18649,66 @@ QkRowsGatherF16AVX512_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF16AVX512_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherF16AVX512_r2_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VCVTPH2PS     (DX)(R9*1), Z9
 	VCVTPH2PS     (BX)(R9*1), Z10
 	VCVTPH2PS     (SI)(R9*1), Z11
@@ -18805,39 +18769,33 @@ QkRowsGatherF16AVX512_r2_k4_inner:
 
 QkRowsGatherF16AVX512_r2_k4_done:
 QkRowsGatherF16AVX512_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherF16AVX512_r2_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VCVTPH2PS     (AX)(SI*1), Z3
 	VMOVUPS       (CX), Z4
 	VFMADD231PS   Z4, Z3, Z1
@@ -18885,62 +18843,62 @@ QkRowsGatherF16AVX512_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF16AVX512_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x04, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x04, DI
+	XORQ   R8, R8
 
 QkRowsGatherF16AVX512_r1_k4_inner:
+	MOVQ          8(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          16(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          24(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          32(SP), R9
+	PREFETCHT2    (R9)(R8*1)
 	VCVTPH2PS     (DX)(R8*1), Z5
 	VCVTPH2PS     (BX)(R8*1), Z6
 	VCVTPH2PS     (SI)(R8*1), Z7
@@ -18980,38 +18938,32 @@ QkRowsGatherF16AVX512_r1_k4_inner:
 
 QkRowsGatherF16AVX512_r1_k4_done:
 QkRowsGatherF16AVX512_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX512_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX512_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX512_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x04, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX512_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x04, DX
+	XORQ   BX, BX
 
 QkRowsGatherF16AVX512_r1_k1_inner:
+	MOVQ          8(SP), SI
+	PREFETCHT2    (SI)(BX*1)
 	VCVTPH2PS     (AX)(BX*1), Z2
 	VMOVUPS       (CX), Z3
 	VFMADD231PS   Z3, Z2, Z1
@@ -21027,7 +20979,7 @@ PvRowsGatherF16AVX512_r1_tail3_b:
 
 // func QkRowsGatherBF16AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·QkRowsGatherBF16AVX512(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherBF16AVX512(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+64(FP), AX
@@ -21046,74 +20998,74 @@ QkRowsGatherBF16AVX512_r4:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherBF16AVX512_r4_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r4_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r4_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r4_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	VXORPS     Z13, Z13, Z13
-	VXORPS     Z14, Z14, Z14
-	VXORPS     Z15, Z15, Z15
-	VXORPS     Z16, Z16, Z16
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R9
-	SHRQ       $0x04, R9
-	XORQ       R10, R10
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r4_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	VXORPS Z16, Z16, Z16
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R9
+	SHRQ   $0x04, R9
+	XORQ   R10, R10
 
 QkRowsGatherBF16AVX512_r4_k4_inner:
+	MOVQ          8(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          16(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          24(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          32(SP), R11
+	PREFETCHT2    (R11)(R10*1)
 	VPMOVZXWD     (DX)(R10*1), Z17
 	VPSLLD        $0x10, Z17, Z17
 	VPMOVZXWD     (BX)(R10*1), Z18
@@ -21220,41 +21172,35 @@ QkRowsGatherBF16AVX512_r4_k4_inner:
 
 QkRowsGatherBF16AVX512_r4_k4_done:
 QkRowsGatherBF16AVX512_r4_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r4_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r4_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r4_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), SI
-	SHRQ       $0x04, SI
-	XORQ       DI, DI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r4_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), SI
+	SHRQ   $0x04, SI
+	XORQ   DI, DI
 
 QkRowsGatherBF16AVX512_r4_k1_inner:
+	MOVQ          8(SP), R8
+	PREFETCHT2    (R8)(DI*1)
 	VPMOVZXWD     (AX)(DI*1), Z5
 	VPSLLD        $0x10, Z5, Z5
 	VMOVUPS       (CX), Z6
@@ -21329,70 +21275,70 @@ QkRowsGatherBF16AVX512_r3:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherBF16AVX512_r3_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r3_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r3_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r3_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r3_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherBF16AVX512_r3_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VPMOVZXWD     (DX)(R9*1), Z13
 	VPSLLD        $0x10, Z13, Z13
 	VPMOVZXWD     (BX)(R9*1), Z14
@@ -21478,40 +21424,34 @@ QkRowsGatherBF16AVX512_r3_k4_inner:
 
 QkRowsGatherBF16AVX512_r3_k4_done:
 QkRowsGatherBF16AVX512_r3_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r3_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r3_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r3_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r3_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherBF16AVX512_r3_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VPMOVZXWD     (AX)(SI*1), Z4
 	VPSLLD        $0x10, Z4, Z4
 	VMOVUPS       (CX), Z5
@@ -21573,66 +21513,66 @@ QkRowsGatherBF16AVX512_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherBF16AVX512_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherBF16AVX512_r2_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VPMOVZXWD     (DX)(R9*1), Z9
 	VPSLLD        $0x10, Z9, Z9
 	VPMOVZXWD     (BX)(R9*1), Z10
@@ -21697,39 +21637,33 @@ QkRowsGatherBF16AVX512_r2_k4_inner:
 
 QkRowsGatherBF16AVX512_r2_k4_done:
 QkRowsGatherBF16AVX512_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherBF16AVX512_r2_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VPMOVZXWD     (AX)(SI*1), Z3
 	VPSLLD        $0x10, Z3, Z3
 	VMOVUPS       (CX), Z4
@@ -21778,62 +21712,62 @@ QkRowsGatherBF16AVX512_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherBF16AVX512_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x04, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x04, DI
+	XORQ   R8, R8
 
 QkRowsGatherBF16AVX512_r1_k4_inner:
+	MOVQ          8(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          16(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          24(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          32(SP), R9
+	PREFETCHT2    (R9)(R8*1)
 	VPMOVZXWD     (DX)(R8*1), Z5
 	VPSLLD        $0x10, Z5, Z5
 	VPMOVZXWD     (BX)(R8*1), Z6
@@ -21877,38 +21811,32 @@ QkRowsGatherBF16AVX512_r1_k4_inner:
 
 QkRowsGatherBF16AVX512_r1_k4_done:
 QkRowsGatherBF16AVX512_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX512_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX512_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX512_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x04, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX512_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x04, DX
+	XORQ   BX, BX
 
 QkRowsGatherBF16AVX512_r1_k1_inner:
+	MOVQ          8(SP), SI
+	PREFETCHT2    (SI)(BX*1)
 	VPMOVZXWD     (AX)(BX*1), Z2
 	VPSLLD        $0x10, Z2, Z2
 	VMOVUPS       (CX), Z3
@@ -24005,7 +23933,7 @@ PvRowsGatherBF16AVX512_r1_tail3_b:
 
 // func QkRowsGatherQ8AVX512(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·QkRowsGatherQ8AVX512(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherQ8AVX512(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVQ         rows+64(FP), AX
@@ -24030,41 +23958,34 @@ QkRowsGatherQ8AVX512_r4_k4:
 	JG         QkRowsGatherQ8AVX512_r4_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 8(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r4_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r4_k4_pf
+	MOVQ       DX, 32(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -24111,6 +24032,14 @@ QkRowsGatherQ8AVX512_r4_k4_pf:
 	XORQ       R14, R14
 
 QkRowsGatherQ8AVX512_r4_k4_inner:
+	MOVQ          8(SP), R15
+	PREFETCHT2    (R15)(R14*8)
+	MOVQ          16(SP), R15
+	PREFETCHT2    (R15)(R14*8)
+	MOVQ          24(SP), R15
+	PREFETCHT2    (R15)(R14*8)
+	MOVQ          32(SP), R15
+	PREFETCHT2    (R15)(R14*8)
 	VPMOVSXBD     (DX)(R14*8), Z17
 	VCVTDQ2PS     Z17, Z17
 	VMULPS.BCST   (BX)(R14*1), Z17, Z17
@@ -24259,20 +24188,13 @@ QkRowsGatherQ8AVX512_r4_k1:
 	JG         QkRowsGatherQ8AVX512_r4_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r4_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r4_k1_pf
+	MOVQ       DX, 8(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -24292,6 +24214,8 @@ QkRowsGatherQ8AVX512_r4_k1_pf:
 	XORQ       R8, R8
 
 QkRowsGatherQ8AVX512_r4_k1_inner:
+	MOVQ          8(SP), R9
+	PREFETCHT2    (R9)(R8*8)
 	VPMOVSXBD     (AX)(R8*8), Z5
 	VCVTDQ2PS     Z5, Z5
 	VMULPS.BCST   (CX)(R8*1), Z5, Z5
@@ -24384,41 +24308,34 @@ QkRowsGatherQ8AVX512_r3_k4:
 	JG         QkRowsGatherQ8AVX512_r3_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 8(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r3_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r3_k4_pf
+	MOVQ       DX, 32(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -24461,6 +24378,14 @@ QkRowsGatherQ8AVX512_r3_k4_pf:
 	XORQ       R13, R13
 
 QkRowsGatherQ8AVX512_r3_k4_inner:
+	MOVQ          8(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          16(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          24(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          32(SP), R14
+	PREFETCHT2    (R14)(R13*8)
 	VPMOVSXBD     (DX)(R13*8), Z13
 	VCVTDQ2PS     Z13, Z13
 	VMULPS.BCST   (BX)(R13*1), Z13, Z13
@@ -24583,20 +24508,13 @@ QkRowsGatherQ8AVX512_r3_k1:
 	JG         QkRowsGatherQ8AVX512_r3_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r3_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r3_k1_pf
+	MOVQ       DX, 8(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -24615,6 +24533,8 @@ QkRowsGatherQ8AVX512_r3_k1_pf:
 	XORQ       DI, DI
 
 QkRowsGatherQ8AVX512_r3_k1_inner:
+	MOVQ          8(SP), R8
+	PREFETCHT2    (R8)(DI*8)
 	VPMOVSXBD     (AX)(DI*8), Z4
 	VCVTDQ2PS     Z4, Z4
 	VMULPS.BCST   (CX)(DI*1), Z4, Z4
@@ -24692,41 +24612,34 @@ QkRowsGatherQ8AVX512_r2_k4:
 	JG         QkRowsGatherQ8AVX512_r2_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 8(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r2_k4_pf
+	MOVQ       DX, 32(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -24765,6 +24678,14 @@ QkRowsGatherQ8AVX512_r2_k4_pf:
 	XORQ       R13, R13
 
 QkRowsGatherQ8AVX512_r2_k4_inner:
+	MOVQ          8(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          16(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          24(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          32(SP), R14
+	PREFETCHT2    (R14)(R13*8)
 	VPMOVSXBD     (DX)(R13*8), Z9
 	VCVTDQ2PS     Z9, Z9
 	VMULPS.BCST   (BX)(R13*1), Z9, Z9
@@ -24861,20 +24782,13 @@ QkRowsGatherQ8AVX512_r2_k1:
 	JG         QkRowsGatherQ8AVX512_r2_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r2_k1_pf
+	MOVQ       DX, 8(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -24892,6 +24806,8 @@ QkRowsGatherQ8AVX512_r2_k1_pf:
 	XORQ       DI, DI
 
 QkRowsGatherQ8AVX512_r2_k1_inner:
+	MOVQ          8(SP), R8
+	PREFETCHT2    (R8)(DI*8)
 	VPMOVSXBD     (AX)(DI*8), Z3
 	VCVTDQ2PS     Z3, Z3
 	VMULPS.BCST   (CX)(DI*1), Z3, Z3
@@ -24954,41 +24870,34 @@ QkRowsGatherQ8AVX512_r1_k4:
 	JG         QkRowsGatherQ8AVX512_r1_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 8(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r1_k4_pf
+	MOVQ       DX, 32(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -25023,6 +24932,14 @@ QkRowsGatherQ8AVX512_r1_k4_pf:
 	XORQ       R12, R12
 
 QkRowsGatherQ8AVX512_r1_k4_inner:
+	MOVQ          8(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          16(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          24(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          32(SP), R13
+	PREFETCHT2    (R13)(R12*8)
 	VPMOVSXBD     (DX)(R12*8), Z5
 	VCVTDQ2PS     Z5, Z5
 	VMULPS.BCST   (BX)(R12*1), Z5, Z5
@@ -25093,20 +25010,13 @@ QkRowsGatherQ8AVX512_r1_k1:
 	JG         QkRowsGatherQ8AVX512_r1_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX512_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX512_r1_k1_pf
+	MOVQ       DX, 8(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -25123,6 +25033,8 @@ QkRowsGatherQ8AVX512_r1_k1_pf:
 	XORQ       SI, SI
 
 QkRowsGatherQ8AVX512_r1_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*8)
 	VPMOVSXBD     (AX)(SI*8), Z2
 	VCVTDQ2PS     Z2, Z2
 	VMULPS.BCST   (CX)(SI*1), Z2, Z2
@@ -27393,7 +27305,7 @@ PvRowsGatherQ8AVX512_r1_tail3_b:
 
 // func QkRowsGatherE5M2AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·QkRowsGatherE5M2AVX512(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherE5M2AVX512(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	MOVQ         ks+56(FP), AX
 	VMOVSS       (AX), X1
@@ -27415,65 +27327,66 @@ QkRowsGatherE5M2AVX512_r4:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE5M2AVX512_r4_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r4_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r4_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r4_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	VXORPS     Z13, Z13, Z13
-	VXORPS     Z14, Z14, Z14
-	VXORPS     Z15, Z15, Z15
-	VXORPS     Z16, Z16, Z16
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R9
-	SHRQ       $0x04, R9
-	XORQ       R10, R10
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r4_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	VXORPS Z16, Z16, Z16
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R9
+	SHRQ   $0x04, R9
+	XORQ   R10, R10
 
 QkRowsGatherE5M2AVX512_r4_k4_inner:
+	MOVQ          8(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          16(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          24(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          32(SP), R11
+	PREFETCHT2    (R11)(R10*1)
 	VPMOVZXBW     (DX)(R10*1), Y17
 	VPSLLW        $0x08, Y17, Y17
 	VCVTPH2PS     Y17, Z17
@@ -27584,38 +27497,33 @@ QkRowsGatherE5M2AVX512_r4_k4_inner:
 
 QkRowsGatherE5M2AVX512_r4_k4_done:
 QkRowsGatherE5M2AVX512_r4_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r4_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r4_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r4_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), SI
-	SHRQ       $0x04, SI
-	XORQ       DI, DI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r4_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), SI
+	SHRQ   $0x04, SI
+	XORQ   DI, DI
 
 QkRowsGatherE5M2AVX512_r4_k1_inner:
+	MOVQ          8(SP), R8
+	PREFETCHT2    (R8)(DI*1)
 	VPMOVZXBW     (AX)(DI*1), Y5
 	VPSLLW        $0x08, Y5, Y5
 	VCVTPH2PS     Y5, Z5
@@ -27691,61 +27599,62 @@ QkRowsGatherE5M2AVX512_r3:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE5M2AVX512_r3_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r3_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r3_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r3_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r3_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherE5M2AVX512_r3_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VPMOVZXBW     (DX)(R9*1), Y13
 	VPSLLW        $0x08, Y13, Y13
 	VCVTPH2PS     Y13, Z13
@@ -27835,37 +27744,32 @@ QkRowsGatherE5M2AVX512_r3_k4_inner:
 
 QkRowsGatherE5M2AVX512_r3_k4_done:
 QkRowsGatherE5M2AVX512_r3_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r3_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r3_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r3_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r3_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherE5M2AVX512_r3_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VPMOVZXBW     (AX)(SI*1), Y4
 	VPSLLW        $0x08, Y4, Y4
 	VCVTPH2PS     Y4, Z4
@@ -27928,57 +27832,58 @@ QkRowsGatherE5M2AVX512_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE5M2AVX512_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherE5M2AVX512_r2_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VPMOVZXBW     (DX)(R9*1), Y9
 	VPSLLW        $0x08, Y9, Y9
 	VCVTPH2PS     Y9, Z9
@@ -28047,36 +27952,31 @@ QkRowsGatherE5M2AVX512_r2_k4_inner:
 
 QkRowsGatherE5M2AVX512_r2_k4_done:
 QkRowsGatherE5M2AVX512_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherE5M2AVX512_r2_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VPMOVZXBW     (AX)(SI*1), Y3
 	VPSLLW        $0x08, Y3, Y3
 	VCVTPH2PS     Y3, Z3
@@ -28126,53 +28026,54 @@ QkRowsGatherE5M2AVX512_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE5M2AVX512_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x04, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x04, DI
+	XORQ   R8, R8
 
 QkRowsGatherE5M2AVX512_r1_k4_inner:
+	MOVQ          8(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          16(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          24(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          32(SP), R9
+	PREFETCHT2    (R9)(R8*1)
 	VPMOVZXBW     (DX)(R8*1), Y5
 	VPSLLW        $0x08, Y5, Y5
 	VCVTPH2PS     Y5, Z5
@@ -28220,35 +28121,30 @@ QkRowsGatherE5M2AVX512_r1_k4_inner:
 
 QkRowsGatherE5M2AVX512_r1_k4_done:
 QkRowsGatherE5M2AVX512_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX512_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX512_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX512_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x04, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX512_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x04, DX
+	XORQ   BX, BX
 
 QkRowsGatherE5M2AVX512_r1_k1_inner:
+	MOVQ          8(SP), SI
+	PREFETCHT2    (SI)(BX*1)
 	VPMOVZXBW     (AX)(BX*1), Y2
 	VPSLLW        $0x08, Y2, Y2
 	VCVTPH2PS     Y2, Z2
@@ -30346,7 +30242,7 @@ PvRowsGatherE5M2AVX512_r1_tail3_b:
 
 // func QkRowsGatherE4M3AVX512(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, AVX512VL, MMX+, SSE
-TEXT ·QkRowsGatherE4M3AVX512(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherE4M3AVX512(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	MOVQ         ks+56(FP), AX
 	VMOVSS       (AX), X1
@@ -30371,65 +30267,66 @@ QkRowsGatherE4M3AVX512_r4:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE4M3AVX512_r4_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r4_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r4_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r4_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	VXORPS     Z13, Z13, Z13
-	VXORPS     Z14, Z14, Z14
-	VXORPS     Z15, Z15, Z15
-	VXORPS     Z16, Z16, Z16
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R9
-	SHRQ       $0x04, R9
-	XORQ       R10, R10
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r4_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	VXORPS Z13, Z13, Z13
+	VXORPS Z14, Z14, Z14
+	VXORPS Z15, Z15, Z15
+	VXORPS Z16, Z16, Z16
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R9
+	SHRQ   $0x04, R9
+	XORQ   R10, R10
 
 QkRowsGatherE4M3AVX512_r4_k4_inner:
+	MOVQ          8(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          16(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          24(SP), R11
+	PREFETCHT2    (R11)(R10*1)
+	MOVQ          32(SP), R11
+	PREFETCHT2    (R11)(R10*1)
 	VPMOVSXBW     (DX)(R10*1), Y17
 	VPANDD        fp8Words<>+0(SB), Y17, Y18
 	VPCMPEQW      fp8Words<>+0(SB), Y18, K1
@@ -30556,38 +30453,33 @@ QkRowsGatherE4M3AVX512_r4_k4_inner:
 
 QkRowsGatherE4M3AVX512_r4_k4_done:
 QkRowsGatherE4M3AVX512_r4_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r4_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r4_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r4_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), SI
-	SHRQ       $0x04, SI
-	XORQ       DI, DI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r4_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), SI
+	SHRQ   $0x04, SI
+	XORQ   DI, DI
 
 QkRowsGatherE4M3AVX512_r4_k1_inner:
+	MOVQ          8(SP), R8
+	PREFETCHT2    (R8)(DI*1)
 	VPMOVSXBW     (AX)(DI*1), Y5
 	VPANDD        fp8Words<>+0(SB), Y5, Y6
 	VPCMPEQW      fp8Words<>+0(SB), Y6, K1
@@ -30667,61 +30559,62 @@ QkRowsGatherE4M3AVX512_r3:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE4M3AVX512_r3_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r3_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r3_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r3_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	VXORPS     Z9, Z9, Z9
-	VXORPS     Z10, Z10, Z10
-	VXORPS     Z11, Z11, Z11
-	VXORPS     Z12, Z12, Z12
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r3_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z12, Z12, Z12
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherE4M3AVX512_r3_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VPMOVSXBW     (DX)(R9*1), Y13
 	VPANDD        fp8Words<>+0(SB), Y13, Y14
 	VPCMPEQW      fp8Words<>+0(SB), Y14, K1
@@ -30827,37 +30720,32 @@ QkRowsGatherE4M3AVX512_r3_k4_inner:
 
 QkRowsGatherE4M3AVX512_r3_k4_done:
 QkRowsGatherE4M3AVX512_r3_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r3_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r3_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r3_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r3_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherE4M3AVX512_r3_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VPMOVSXBW     (AX)(SI*1), Y4
 	VPANDD        fp8Words<>+0(SB), Y4, Y5
 	VPCMPEQW      fp8Words<>+0(SB), Y5, K1
@@ -30924,57 +30812,58 @@ QkRowsGatherE4M3AVX512_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE4M3AVX512_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	VXORPS     Z5, Z5, Z5
-	VXORPS     Z6, Z6, Z6
-	VXORPS     Z7, Z7, Z7
-	VXORPS     Z8, Z8, Z8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x04, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z8, Z8, Z8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x04, R8
+	XORQ   R9, R9
 
 QkRowsGatherE4M3AVX512_r2_k4_inner:
+	MOVQ          8(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          16(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          24(SP), R10
+	PREFETCHT2    (R10)(R9*1)
+	MOVQ          32(SP), R10
+	PREFETCHT2    (R10)(R9*1)
 	VPMOVSXBW     (DX)(R9*1), Y9
 	VPANDD        fp8Words<>+0(SB), Y9, Y10
 	VPCMPEQW      fp8Words<>+0(SB), Y10, K1
@@ -31059,36 +30948,31 @@ QkRowsGatherE4M3AVX512_r2_k4_inner:
 
 QkRowsGatherE4M3AVX512_r2_k4_done:
 QkRowsGatherE4M3AVX512_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x04, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x04, BX
+	XORQ   SI, SI
 
 QkRowsGatherE4M3AVX512_r2_k1_inner:
+	MOVQ          8(SP), DI
+	PREFETCHT2    (DI)(SI*1)
 	VPMOVSXBW     (AX)(SI*1), Y3
 	VPANDD        fp8Words<>+0(SB), Y3, Y4
 	VPCMPEQW      fp8Words<>+0(SB), Y4, K1
@@ -31142,53 +31026,54 @@ QkRowsGatherE4M3AVX512_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE4M3AVX512_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	VXORPS     Z2, Z2, Z2
-	VXORPS     Z3, Z3, Z3
-	VXORPS     Z4, Z4, Z4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x04, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x04, DI
+	XORQ   R8, R8
 
 QkRowsGatherE4M3AVX512_r1_k4_inner:
+	MOVQ          8(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          16(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          24(SP), R9
+	PREFETCHT2    (R9)(R8*1)
+	MOVQ          32(SP), R9
+	PREFETCHT2    (R9)(R8*1)
 	VPMOVSXBW     (DX)(R8*1), Y5
 	VPANDD        fp8Words<>+0(SB), Y5, Y6
 	VPCMPEQW      fp8Words<>+0(SB), Y6, K1
@@ -31252,35 +31137,30 @@ QkRowsGatherE4M3AVX512_r1_k4_inner:
 
 QkRowsGatherE4M3AVX512_r1_k4_done:
 QkRowsGatherE4M3AVX512_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX512_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX512_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX512_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Z1, Z1, Z1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x04, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX512_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Z1, Z1, Z1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x04, DX
+	XORQ   BX, BX
 
 QkRowsGatherE4M3AVX512_r1_k1_inner:
+	MOVQ          8(SP), SI
+	PREFETCHT2    (SI)(BX*1)
 	VPMOVSXBW     (AX)(BX*1), Y2
 	VPANDD        fp8Words<>+0(SB), Y2, Y3
 	VPCMPEQW      fp8Words<>+0(SB), Y3, K1
@@ -37955,7 +37835,7 @@ PvRowsE4M3AVX2_r1_part1_b:
 
 // func QkRowsGatherF32AVX2(s *float32, ldS int, q *float32, ldQ int, k *float32, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE
-TEXT ·QkRowsGatherF32AVX2(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherF32AVX2(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+64(FP), AX
@@ -37970,66 +37850,66 @@ QkRowsGatherF32AVX2_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF32AVX2_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX2_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x02, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x02, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x02, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX2_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX2_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x02, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x02, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x02, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	VXORPS     Y5, Y5, Y5
-	VXORPS     Y6, Y6, Y6
-	VXORPS     Y7, Y7, Y7
-	VXORPS     Y8, Y8, Y8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x03, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX2_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x02, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x03, R8
+	XORQ   R9, R9
 
 QkRowsGatherF32AVX2_r2_k4_inner:
+	MOVQ         8(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         16(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         24(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         32(SP), R10
+	PREFETCHT2   (R10)(R9*1)
 	VMOVUPS      (DX)(R9*1), Y9
 	VMOVUPS      (BX)(R9*1), Y10
 	VMOVUPS      (SI)(R9*1), Y11
@@ -38086,39 +37966,33 @@ QkRowsGatherF32AVX2_r2_k4_inner:
 
 QkRowsGatherF32AVX2_r2_k4_done:
 QkRowsGatherF32AVX2_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX2_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX2_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX2_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x03, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX2_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x03, BX
+	XORQ   SI, SI
 
 QkRowsGatherF32AVX2_r2_k1_inner:
+	MOVQ         8(SP), DI
+	PREFETCHT2   (DI)(SI*1)
 	VMOVUPS      (AX)(SI*1), Y3
 	VMOVUPS      (CX), Y4
 	VFMADD231PS  Y4, Y3, Y1
@@ -38162,62 +38036,62 @@ QkRowsGatherF32AVX2_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF32AVX2_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX2_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x02, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x02, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x02, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX2_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX2_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x02, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x02, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x02, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x03, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX2_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x02, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x02, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x03, DI
+	XORQ   R8, R8
 
 QkRowsGatherF32AVX2_r1_k4_inner:
+	MOVQ         8(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         16(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         24(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         32(SP), R9
+	PREFETCHT2   (R9)(R8*1)
 	VMOVUPS      (DX)(R8*1), Y5
 	VMOVUPS      (BX)(R8*1), Y6
 	VMOVUPS      (SI)(R8*1), Y7
@@ -38255,38 +38129,32 @@ QkRowsGatherF32AVX2_r1_k4_inner:
 
 QkRowsGatherF32AVX2_r1_k4_done:
 QkRowsGatherF32AVX2_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF32AVX2_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x02, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x02, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF32AVX2_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF32AVX2_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x02, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x03, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF32AVX2_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x02, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x02, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x03, DX
+	XORQ   BX, BX
 
 QkRowsGatherF32AVX2_r1_k1_inner:
+	MOVQ         8(SP), SI
+	PREFETCHT2   (SI)(BX*1)
 	VMOVUPS      (AX)(BX*1), Y2
 	VMOVUPS      (CX), Y3
 	VFMADD231PS  Y3, Y2, Y1
@@ -38728,7 +38596,7 @@ PvRowsGatherF32AVX2_r1_part1_b:
 
 // func QkRowsGatherF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·QkRowsGatherF16AVX2(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherF16AVX2(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+64(FP), AX
@@ -38743,66 +38611,66 @@ QkRowsGatherF16AVX2_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF16AVX2_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX2_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX2_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX2_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	VXORPS     Y5, Y5, Y5
-	VXORPS     Y6, Y6, Y6
-	VXORPS     Y7, Y7, Y7
-	VXORPS     Y8, Y8, Y8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x03, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX2_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x03, R8
+	XORQ   R9, R9
 
 QkRowsGatherF16AVX2_r2_k4_inner:
+	MOVQ         8(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         16(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         24(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         32(SP), R10
+	PREFETCHT2   (R10)(R9*1)
 	VCVTPH2PS    (DX)(R9*1), Y9
 	VCVTPH2PS    (BX)(R9*1), Y10
 	VCVTPH2PS    (SI)(R9*1), Y11
@@ -38859,39 +38727,33 @@ QkRowsGatherF16AVX2_r2_k4_inner:
 
 QkRowsGatherF16AVX2_r2_k4_done:
 QkRowsGatherF16AVX2_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX2_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX2_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX2_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x03, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX2_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x03, BX
+	XORQ   SI, SI
 
 QkRowsGatherF16AVX2_r2_k1_inner:
+	MOVQ         8(SP), DI
+	PREFETCHT2   (DI)(SI*1)
 	VCVTPH2PS    (AX)(SI*1), Y3
 	VMOVUPS      (CX), Y4
 	VFMADD231PS  Y4, Y3, Y1
@@ -38935,62 +38797,62 @@ QkRowsGatherF16AVX2_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherF16AVX2_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX2_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX2_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX2_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x03, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX2_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x03, DI
+	XORQ   R8, R8
 
 QkRowsGatherF16AVX2_r1_k4_inner:
+	MOVQ         8(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         16(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         24(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         32(SP), R9
+	PREFETCHT2   (R9)(R8*1)
 	VCVTPH2PS    (DX)(R8*1), Y5
 	VCVTPH2PS    (BX)(R8*1), Y6
 	VCVTPH2PS    (SI)(R8*1), Y7
@@ -39028,38 +38890,32 @@ QkRowsGatherF16AVX2_r1_k4_inner:
 
 QkRowsGatherF16AVX2_r1_k4_done:
 QkRowsGatherF16AVX2_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherF16AVX2_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherF16AVX2_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherF16AVX2_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x03, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherF16AVX2_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x03, DX
+	XORQ   BX, BX
 
 QkRowsGatherF16AVX2_r1_k1_inner:
+	MOVQ         8(SP), SI
+	PREFETCHT2   (SI)(BX*1)
 	VCVTPH2PS    (AX)(BX*1), Y2
 	VMOVUPS      (CX), Y3
 	VFMADD231PS  Y3, Y2, Y1
@@ -39497,7 +39353,7 @@ PvRowsGatherF16AVX2_r1_part1_b:
 
 // func QkRowsGatherBF16AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint16, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE
-TEXT ·QkRowsGatherBF16AVX2(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherBF16AVX2(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+64(FP), AX
@@ -39512,66 +39368,66 @@ QkRowsGatherBF16AVX2_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherBF16AVX2_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX2_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX2_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX2_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	VXORPS     Y5, Y5, Y5
-	VXORPS     Y6, Y6, Y6
-	VXORPS     Y7, Y7, Y7
-	VXORPS     Y8, Y8, Y8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x03, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX2_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x03, R8
+	XORQ   R9, R9
 
 QkRowsGatherBF16AVX2_r2_k4_inner:
+	MOVQ         8(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         16(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         24(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         32(SP), R10
+	PREFETCHT2   (R10)(R9*1)
 	VPMOVZXWD    (DX)(R9*1), Y9
 	VPSLLD       $0x10, Y9, Y9
 	VPMOVZXWD    (BX)(R9*1), Y10
@@ -39632,39 +39488,33 @@ QkRowsGatherBF16AVX2_r2_k4_inner:
 
 QkRowsGatherBF16AVX2_r2_k4_done:
 QkRowsGatherBF16AVX2_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX2_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX2_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX2_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x03, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX2_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x03, BX
+	XORQ   SI, SI
 
 QkRowsGatherBF16AVX2_r2_k1_inner:
+	MOVQ         8(SP), DI
+	PREFETCHT2   (DI)(SI*1)
 	VPMOVZXWD    (AX)(SI*1), Y3
 	VPSLLD       $0x10, Y3, Y3
 	VMOVUPS      (CX), Y4
@@ -39709,62 +39559,62 @@ QkRowsGatherBF16AVX2_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherBF16AVX2_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX2_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), SI
-	SHLQ $0x01, SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	SHLQ $0x01, DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	SHLQ $0x01, R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX2_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX2_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	SHLQ       $0x01, DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	SHLQ       $0x01, BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	SHLQ       $0x01, SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x03, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX2_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	SHLQ   $0x01, BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	SHLQ   $0x01, SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x03, DI
+	XORQ   R8, R8
 
 QkRowsGatherBF16AVX2_r1_k4_inner:
+	MOVQ         8(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         16(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         24(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         32(SP), R9
+	PREFETCHT2   (R9)(R8*1)
 	VPMOVZXWD    (DX)(R8*1), Y5
 	VPSLLD       $0x10, Y5, Y5
 	VPMOVZXWD    (BX)(R8*1), Y6
@@ -39806,38 +39656,32 @@ QkRowsGatherBF16AVX2_r1_k4_inner:
 
 QkRowsGatherBF16AVX2_r1_k4_done:
 QkRowsGatherBF16AVX2_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherBF16AVX2_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	SHLQ $0x01, BX
-	MOVQ (DX)(AX*8), DX
-	SHLQ $0x01, DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherBF16AVX2_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherBF16AVX2_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	SHLQ       $0x01, AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x03, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherBF16AVX2_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	SHLQ   $0x01, DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	SHLQ   $0x01, AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x03, DX
+	XORQ   BX, BX
 
 QkRowsGatherBF16AVX2_r1_k1_inner:
+	MOVQ         8(SP), SI
+	PREFETCHT2   (SI)(BX*1)
 	VPMOVZXWD    (AX)(BX*1), Y2
 	VPSLLD       $0x10, Y2, Y2
 	VMOVUPS      (CX), Y3
@@ -40296,7 +40140,7 @@ PvRowsGatherBF16AVX2_r1_part1_b:
 
 // func QkRowsGatherQ8AVX2(s *float32, ldS int, q *float32, ldQ int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE
-TEXT ·QkRowsGatherQ8AVX2(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherQ8AVX2(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVQ         rows+64(FP), AX
@@ -40317,41 +40161,34 @@ QkRowsGatherQ8AVX2_r2_k4:
 	JG         QkRowsGatherQ8AVX2_r2_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 8(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX2_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX2_r2_k4_pf
+	MOVQ       DX, 32(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -40390,6 +40227,14 @@ QkRowsGatherQ8AVX2_r2_k4_pf:
 	XORQ       R13, R13
 
 QkRowsGatherQ8AVX2_r2_k4_inner:
+	MOVQ         8(SP), R14
+	PREFETCHT2   (R14)(R13*8)
+	MOVQ         16(SP), R14
+	PREFETCHT2   (R14)(R13*8)
+	MOVQ         24(SP), R14
+	PREFETCHT2   (R14)(R13*8)
+	MOVQ         32(SP), R14
+	PREFETCHT2   (R14)(R13*8)
 	VPMOVSXBD    (DX)(R13*8), Y9
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS (BX)(R13*1), Y10
@@ -40542,20 +40387,13 @@ QkRowsGatherQ8AVX2_r2_k1:
 	JG         QkRowsGatherQ8AVX2_r2_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX2_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX2_r2_k1_pf
+	MOVQ       DX, 8(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -40573,6 +40411,8 @@ QkRowsGatherQ8AVX2_r2_k1_pf:
 	XORQ       DI, DI
 
 QkRowsGatherQ8AVX2_r2_k1_inner:
+	MOVQ         8(SP), R8
+	PREFETCHT2   (R8)(DI*8)
 	VPMOVSXBD    (AX)(DI*8), Y3
 	VCVTDQ2PS    Y3, Y3
 	VBROADCASTSS (CX)(DI*1), Y4
@@ -40649,41 +40489,34 @@ QkRowsGatherQ8AVX2_r1_k4:
 	JG         QkRowsGatherQ8AVX2_r1_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 8(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX2_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX2_r1_k4_pf
+	MOVQ       DX, 32(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -40718,6 +40551,14 @@ QkRowsGatherQ8AVX2_r1_k4_pf:
 	XORQ       R12, R12
 
 QkRowsGatherQ8AVX2_r1_k4_inner:
+	MOVQ         8(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         16(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         24(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         32(SP), R13
+	PREFETCHT2   (R13)(R12*8)
 	VPMOVSXBD    (DX)(R12*8), Y5
 	VCVTDQ2PS    Y5, Y5
 	VBROADCASTSS (BX)(R12*1), Y6
@@ -40836,20 +40677,13 @@ QkRowsGatherQ8AVX2_r1_k1:
 	JG         QkRowsGatherQ8AVX2_r1_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsGatherQ8AVX2_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherQ8AVX2_r1_k1_pf
+	MOVQ       DX, 8(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -40866,6 +40700,8 @@ QkRowsGatherQ8AVX2_r1_k1_pf:
 	XORQ       SI, SI
 
 QkRowsGatherQ8AVX2_r1_k1_inner:
+	MOVQ         8(SP), DI
+	PREFETCHT2   (DI)(SI*8)
 	VPMOVSXBD    (AX)(SI*8), Y2
 	VCVTDQ2PS    Y2, Y2
 	VBROADCASTSS (CX)(SI*1), Y3
@@ -41412,7 +41248,7 @@ PvRowsGatherQ8AVX2_r1_part1_b:
 
 // func QkRowsGatherE5M2AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·QkRowsGatherE5M2AVX2(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherE5M2AVX2(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	MOVQ         ks+56(FP), AX
 	VMOVSS       (AX), X1
@@ -41430,57 +41266,58 @@ QkRowsGatherE5M2AVX2_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE5M2AVX2_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX2_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX2_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX2_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	VXORPS     Y5, Y5, Y5
-	VXORPS     Y6, Y6, Y6
-	VXORPS     Y7, Y7, Y7
-	VXORPS     Y8, Y8, Y8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x03, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX2_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x03, R8
+	XORQ   R9, R9
 
 QkRowsGatherE5M2AVX2_r2_k4_inner:
+	MOVQ         8(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         16(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         24(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         32(SP), R10
+	PREFETCHT2   (R10)(R9*1)
 	VPMOVZXBW    (DX)(R9*1), X9
 	VPSLLW       $0x08, X9, X9
 	VCVTPH2PS    X9, Y9
@@ -41545,36 +41382,31 @@ QkRowsGatherE5M2AVX2_r2_k4_inner:
 
 QkRowsGatherE5M2AVX2_r2_k4_done:
 QkRowsGatherE5M2AVX2_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX2_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX2_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX2_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x03, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX2_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x03, BX
+	XORQ   SI, SI
 
 QkRowsGatherE5M2AVX2_r2_k1_inner:
+	MOVQ         8(SP), DI
+	PREFETCHT2   (DI)(SI*1)
 	VPMOVZXBW    (AX)(SI*1), X3
 	VPSLLW       $0x08, X3, X3
 	VCVTPH2PS    X3, Y3
@@ -41620,53 +41452,54 @@ QkRowsGatherE5M2AVX2_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE5M2AVX2_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX2_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX2_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX2_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x03, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX2_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x03, DI
+	XORQ   R8, R8
 
 QkRowsGatherE5M2AVX2_r1_k4_inner:
+	MOVQ         8(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         16(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         24(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         32(SP), R9
+	PREFETCHT2   (R9)(R8*1)
 	VPMOVZXBW    (DX)(R8*1), X5
 	VPSLLW       $0x08, X5, X5
 	VCVTPH2PS    X5, Y5
@@ -41712,35 +41545,30 @@ QkRowsGatherE5M2AVX2_r1_k4_inner:
 
 QkRowsGatherE5M2AVX2_r1_k4_done:
 QkRowsGatherE5M2AVX2_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE5M2AVX2_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE5M2AVX2_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE5M2AVX2_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x03, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE5M2AVX2_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x03, DX
+	XORQ   BX, BX
 
 QkRowsGatherE5M2AVX2_r1_k1_inner:
+	MOVQ         8(SP), SI
+	PREFETCHT2   (SI)(BX*1)
 	VPMOVZXBW    (AX)(BX*1), X2
 	VPSLLW       $0x08, X2, X2
 	VCVTPH2PS    X2, Y2
@@ -42204,7 +42032,7 @@ PvRowsGatherE5M2AVX2_r1_part1_b:
 
 // func QkRowsGatherE4M3AVX2(s *float32, ldS int, q *float32, ldQ int, k *uint8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+, SSE
-TEXT ·QkRowsGatherE4M3AVX2(SB), NOSPLIT, $8-92
+TEXT ·QkRowsGatherE4M3AVX2(SB), NOSPLIT, $40-92
 	MOVSS        scale+88(FP), X0
 	MOVQ         ks+56(FP), AX
 	VMOVSS       (AX), X1
@@ -42225,57 +42053,58 @@ QkRowsGatherE4M3AVX2_r2:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE4M3AVX2_r2_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX2_r2_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX2_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX2_r2_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	VXORPS     Y5, Y5, Y5
-	VXORPS     Y6, Y6, Y6
-	VXORPS     Y7, Y7, Y7
-	VXORPS     Y8, Y8, Y8
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), R8
-	MOVQ       dv+80(FP), R8
-	SHRQ       $0x03, R8
-	XORQ       R9, R9
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX2_r2_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), R8
+	MOVQ   dv+80(FP), R8
+	SHRQ   $0x03, R8
+	XORQ   R9, R9
 
 QkRowsGatherE4M3AVX2_r2_k4_inner:
+	MOVQ         8(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         16(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         24(SP), R10
+	PREFETCHT2   (R10)(R9*1)
+	MOVQ         32(SP), R10
+	PREFETCHT2   (R10)(R9*1)
 	VPMOVSXBW    (DX)(R9*1), X9
 	VPAND        fp8Words<>+0(SB), X9, X10
 	VPCMPEQW     fp8Words<>+0(SB), X10, X10
@@ -42360,36 +42189,31 @@ QkRowsGatherE4M3AVX2_r2_k4_inner:
 
 QkRowsGatherE4M3AVX2_r2_k4_done:
 QkRowsGatherE4M3AVX2_r2_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX2_r2_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX2_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX2_r2_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), BX
-	MOVQ       dv+80(FP), BX
-	SHRQ       $0x03, BX
-	XORQ       SI, SI
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX2_r2_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), BX
+	MOVQ   dv+80(FP), BX
+	SHRQ   $0x03, BX
+	XORQ   SI, SI
 
 QkRowsGatherE4M3AVX2_r2_k1_inner:
+	MOVQ         8(SP), DI
+	PREFETCHT2   (DI)(SI*1)
 	VPMOVSXBW    (AX)(SI*1), X3
 	VPAND        fp8Words<>+0(SB), X3, X4
 	VPCMPEQW     fp8Words<>+0(SB), X4, X4
@@ -42440,53 +42264,54 @@ QkRowsGatherE4M3AVX2_r1:
 	MOVQ $0x00000000, (SP)
 
 QkRowsGatherE4M3AVX2_r1_k4:
-	MOVQ (SP), AX
-	LEAQ 4(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX2_r1_k4_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), SI
-	ADDQ CX, SI
-	MOVQ 8(DX)(AX*8), DI
-	ADDQ CX, DI
-	MOVQ 16(DX)(AX*8), R8
-	ADDQ CX, R8
-	MOVQ 24(DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX2_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX2_r1_k4_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), DX
-	ADDQ       k+32(FP), DX
-	MOVQ       8(CX)(AX*8), BX
-	ADDQ       k+32(FP), BX
-	MOVQ       16(CX)(AX*8), SI
-	ADDQ       k+32(FP), SI
-	MOVQ       24(CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	VXORPS     Y2, Y2, Y2
-	VXORPS     Y3, Y3, Y3
-	VXORPS     Y4, Y4, Y4
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DI
-	SHLQ       $0x02, DI
-	LEAQ       (DI)(DI*2), DI
-	MOVQ       dv+80(FP), DI
-	SHRQ       $0x03, DI
-	XORQ       R8, R8
+	MOVQ   (SP), AX
+	LEAQ   4(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX2_r1_k4_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 8(SP)
+	MOVQ   8(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 16(SP)
+	MOVQ   16(DX)(AX*8), BX
+	ADDQ   CX, BX
+	MOVQ   BX, 24(SP)
+	MOVQ   24(DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 32(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), DX
+	ADDQ   k+32(FP), DX
+	MOVQ   8(CX)(AX*8), BX
+	ADDQ   k+32(FP), BX
+	MOVQ   16(CX)(AX*8), SI
+	ADDQ   k+32(FP), SI
+	MOVQ   24(CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DI
+	SHLQ   $0x02, DI
+	LEAQ   (DI)(DI*2), DI
+	MOVQ   dv+80(FP), DI
+	SHRQ   $0x03, DI
+	XORQ   R8, R8
 
 QkRowsGatherE4M3AVX2_r1_k4_inner:
+	MOVQ         8(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         16(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         24(SP), R9
+	PREFETCHT2   (R9)(R8*1)
+	MOVQ         32(SP), R9
+	PREFETCHT2   (R9)(R8*1)
 	VPMOVSXBW    (DX)(R8*1), X5
 	VPAND        fp8Words<>+0(SB), X5, X6
 	VPCMPEQW     fp8Words<>+0(SB), X6, X6
@@ -42552,35 +42377,30 @@ QkRowsGatherE4M3AVX2_r1_k4_inner:
 
 QkRowsGatherE4M3AVX2_r1_k4_done:
 QkRowsGatherE4M3AVX2_r1_k1:
-	MOVQ (SP), AX
-	LEAQ 1(AX), CX
-	CMPQ CX, cols+72(FP)
-	JG   QkRowsGatherE4M3AVX2_r1_k1_done
-	MOVQ k+32(FP), CX
-	MOVQ pfo+48(FP), DX
-	MOVQ dv+80(FP), BX
-	MOVQ (DX)(AX*8), DX
-	ADDQ CX, DX
-	XORQ CX, CX
-
-QkRowsGatherE4M3AVX2_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsGatherE4M3AVX2_r1_k1_pf
-	MOVQ       off+40(FP), CX
-	MOVQ       (CX)(AX*8), AX
-	ADDQ       k+32(FP), AX
-	VXORPS     Y1, Y1, Y1
-	MOVQ       q+16(FP), CX
-	MOVQ       ldQ+24(FP), DX
-	SHLQ       $0x02, DX
-	LEAQ       (DX)(DX*2), DX
-	MOVQ       dv+80(FP), DX
-	SHRQ       $0x03, DX
-	XORQ       BX, BX
+	MOVQ   (SP), AX
+	LEAQ   1(AX), CX
+	CMPQ   CX, cols+72(FP)
+	JG     QkRowsGatherE4M3AVX2_r1_k1_done
+	MOVQ   k+32(FP), CX
+	MOVQ   pfo+48(FP), DX
+	MOVQ   (DX)(AX*8), DX
+	ADDQ   CX, DX
+	MOVQ   DX, 8(SP)
+	MOVQ   off+40(FP), CX
+	MOVQ   (CX)(AX*8), AX
+	ADDQ   k+32(FP), AX
+	VXORPS Y1, Y1, Y1
+	MOVQ   q+16(FP), CX
+	MOVQ   ldQ+24(FP), DX
+	SHLQ   $0x02, DX
+	LEAQ   (DX)(DX*2), DX
+	MOVQ   dv+80(FP), DX
+	SHRQ   $0x03, DX
+	XORQ   BX, BX
 
 QkRowsGatherE4M3AVX2_r1_k1_inner:
+	MOVQ         8(SP), SI
+	PREFETCHT2   (SI)(BX*1)
 	VPMOVSXBW    (AX)(BX*1), X2
 	VPAND        fp8Words<>+0(SB), X2, X3
 	VPCMPEQW     fp8Words<>+0(SB), X3, X3
@@ -45509,7 +45329,7 @@ QkRowsQ8DotAVXVNNI_r1_k1_done:
 
 // func QkRowsQ8DotGatherAVX512(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, AVX512_VNNI, MMX+, SSE
-TEXT ·QkRowsQ8DotGatherAVX512(SB), NOSPLIT, $16-92
+TEXT ·QkRowsQ8DotGatherAVX512(SB), NOSPLIT, $48-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Z0
 	MOVL         $0x80808080, AX
@@ -45541,41 +45361,34 @@ QkRowsQ8DotGatherAVX512_r4_k4:
 	JG         QkRowsQ8DotGatherAVX512_r4_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r4_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r4_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -45622,6 +45435,14 @@ QkRowsQ8DotGatherAVX512_r4_k4_pf:
 	XORQ       R13, R13
 
 QkRowsQ8DotGatherAVX512_r4_k4_inner:
+	MOVQ          16(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          24(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          32(SP), R14
+	PREFETCHT2    (R14)(R13*8)
+	MOVQ          40(SP), R14
+	PREFETCHT2    (R14)(R13*8)
 	VPXORD        (DX)(R13*8), Z1, Z19
 	VBROADCASTSD  (BX)(R13*1), Z20
 	VPERMPS       Z20, Z2, Z20
@@ -45810,20 +45631,13 @@ QkRowsQ8DotGatherAVX512_r4_k1:
 	JG         QkRowsQ8DotGatherAVX512_r4_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r4_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r4_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -45843,6 +45657,8 @@ QkRowsQ8DotGatherAVX512_r4_k1_pf:
 	XORQ       DI, DI
 
 QkRowsQ8DotGatherAVX512_r4_k1_inner:
+	MOVQ          16(SP), R8
+	PREFETCHT2    (R8)(DI*8)
 	VPXORD        (AX)(DI*8), Z1, Z7
 	VBROADCASTSD  (CX)(DI*1), Z8
 	VPERMPS       Z8, Z2, Z8
@@ -45948,41 +45764,34 @@ QkRowsQ8DotGatherAVX512_r3_k4:
 	JG         QkRowsQ8DotGatherAVX512_r3_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r3_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r3_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -46025,6 +45834,14 @@ QkRowsQ8DotGatherAVX512_r3_k4_pf:
 	XORQ       R12, R12
 
 QkRowsQ8DotGatherAVX512_r3_k4_inner:
+	MOVQ          16(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          24(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          32(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          40(SP), R13
+	PREFETCHT2    (R13)(R12*8)
 	VPXORD        (DX)(R12*8), Z1, Z15
 	VBROADCASTSD  (BX)(R12*1), Z16
 	VPERMPS       Z16, Z2, Z16
@@ -46174,20 +45991,13 @@ QkRowsQ8DotGatherAVX512_r3_k1:
 	JG         QkRowsQ8DotGatherAVX512_r3_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r3_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r3_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -46206,6 +46016,8 @@ QkRowsQ8DotGatherAVX512_r3_k1_pf:
 	XORQ       SI, SI
 
 QkRowsQ8DotGatherAVX512_r3_k1_inner:
+	MOVQ          16(SP), DI
+	PREFETCHT2    (DI)(SI*8)
 	VPXORD        (AX)(SI*8), Z1, Z6
 	VBROADCASTSD  (CX)(SI*1), Z7
 	VPERMPS       Z7, Z2, Z7
@@ -46292,41 +46104,34 @@ QkRowsQ8DotGatherAVX512_r2_k4:
 	JG         QkRowsQ8DotGatherAVX512_r2_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r2_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -46365,6 +46170,14 @@ QkRowsQ8DotGatherAVX512_r2_k4_pf:
 	XORQ       R12, R12
 
 QkRowsQ8DotGatherAVX512_r2_k4_inner:
+	MOVQ          16(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          24(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          32(SP), R13
+	PREFETCHT2    (R13)(R12*8)
+	MOVQ          40(SP), R13
+	PREFETCHT2    (R13)(R12*8)
 	VPXORD        (DX)(R12*8), Z1, Z11
 	VBROADCASTSD  (BX)(R12*1), Z12
 	VPERMPS       Z12, Z2, Z12
@@ -46475,20 +46288,13 @@ QkRowsQ8DotGatherAVX512_r2_k1:
 	JG         QkRowsQ8DotGatherAVX512_r2_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r2_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -46506,6 +46312,8 @@ QkRowsQ8DotGatherAVX512_r2_k1_pf:
 	XORQ       SI, SI
 
 QkRowsQ8DotGatherAVX512_r2_k1_inner:
+	MOVQ          16(SP), DI
+	PREFETCHT2    (DI)(SI*8)
 	VPXORD        (AX)(SI*8), Z1, Z5
 	VBROADCASTSD  (CX)(SI*1), Z6
 	VPERMPS       Z6, Z2, Z6
@@ -46573,41 +46381,34 @@ QkRowsQ8DotGatherAVX512_r1_k4:
 	JG         QkRowsQ8DotGatherAVX512_r1_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r1_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -46642,6 +46443,14 @@ QkRowsQ8DotGatherAVX512_r1_k4_pf:
 	XORQ       R11, R11
 
 QkRowsQ8DotGatherAVX512_r1_k4_inner:
+	MOVQ          16(SP), R12
+	PREFETCHT2    (R12)(R11*8)
+	MOVQ          24(SP), R12
+	PREFETCHT2    (R12)(R11*8)
+	MOVQ          32(SP), R12
+	PREFETCHT2    (R12)(R11*8)
+	MOVQ          40(SP), R12
+	PREFETCHT2    (R12)(R11*8)
 	VPXORD        (DX)(R11*8), Z1, Z7
 	VBROADCASTSD  (BX)(R11*1), Z8
 	VPERMPS       Z8, Z2, Z8
@@ -46713,20 +46522,13 @@ QkRowsQ8DotGatherAVX512_r1_k1:
 	JG         QkRowsQ8DotGatherAVX512_r1_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX512_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX512_r1_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -46743,6 +46545,8 @@ QkRowsQ8DotGatherAVX512_r1_k1_pf:
 	XORQ       BX, BX
 
 QkRowsQ8DotGatherAVX512_r1_k1_inner:
+	MOVQ          16(SP), SI
+	PREFETCHT2    (SI)(BX*8)
 	VPXORD        (AX)(BX*8), Z1, Z4
 	VBROADCASTSD  (CX)(BX*1), Z5
 	VPERMPS       Z5, Z2, Z5
@@ -46783,7 +46587,7 @@ QkRowsQ8DotGatherAVX512_r1_k1_done:
 
 // func QkRowsQ8DotGatherAVX2(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE, SSE2
-TEXT ·QkRowsQ8DotGatherAVX2(SB), NOSPLIT, $16-92
+TEXT ·QkRowsQ8DotGatherAVX2(SB), NOSPLIT, $48-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVL         $0x00010001, AX
@@ -46807,41 +46611,34 @@ QkRowsQ8DotGatherAVX2_r2_k4:
 	JG         QkRowsQ8DotGatherAVX2_r2_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX2_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX2_r2_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -46879,6 +46676,14 @@ QkRowsQ8DotGatherAVX2_r2_k4_pf:
 	XORQ       R12, R12
 
 QkRowsQ8DotGatherAVX2_r2_k4_inner:
+	MOVQ         16(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         24(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         32(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         40(SP), R13
+	PREFETCHT2   (R13)(R12*8)
 	VMOVDQU      (DX)(R12*8), Y10
 	VPABSB       Y10, Y11
 	VBROADCASTSS (BX)(R12*1), Y12
@@ -47063,20 +46868,13 @@ QkRowsQ8DotGatherAVX2_r2_k1:
 	JG         QkRowsQ8DotGatherAVX2_r2_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX2_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX2_r2_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -47093,6 +46891,8 @@ QkRowsQ8DotGatherAVX2_r2_k1_pf:
 	XORQ       SI, SI
 
 QkRowsQ8DotGatherAVX2_r2_k1_inner:
+	MOVQ         16(SP), DI
+	PREFETCHT2   (DI)(SI*8)
 	VMOVDQU      (AX)(SI*8), Y4
 	VPABSB       Y4, Y5
 	VBROADCASTSS (CX)(SI*1), Y6
@@ -47171,41 +46971,34 @@ QkRowsQ8DotGatherAVX2_r1_k4:
 	JG         QkRowsQ8DotGatherAVX2_r1_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX2_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX2_r1_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -47239,6 +47032,14 @@ QkRowsQ8DotGatherAVX2_r1_k4_pf:
 	XORQ       R11, R11
 
 QkRowsQ8DotGatherAVX2_r1_k4_inner:
+	MOVQ         16(SP), R12
+	PREFETCHT2   (R12)(R11*8)
+	MOVQ         24(SP), R12
+	PREFETCHT2   (R12)(R11*8)
+	MOVQ         32(SP), R12
+	PREFETCHT2   (R12)(R11*8)
+	MOVQ         40(SP), R12
+	PREFETCHT2   (R12)(R11*8)
 	VMOVDQU      (DX)(R11*8), Y6
 	VPABSB       Y6, Y7
 	VBROADCASTSS (BX)(R11*1), Y8
@@ -47353,20 +47154,13 @@ QkRowsQ8DotGatherAVX2_r1_k1:
 	JG         QkRowsQ8DotGatherAVX2_r1_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVX2_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVX2_r1_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -47382,6 +47176,8 @@ QkRowsQ8DotGatherAVX2_r1_k1_pf:
 	XORQ       BX, BX
 
 QkRowsQ8DotGatherAVX2_r1_k1_inner:
+	MOVQ         16(SP), SI
+	PREFETCHT2   (SI)(BX*8)
 	VMOVDQU      (AX)(BX*8), Y3
 	VPABSB       Y3, Y4
 	VBROADCASTSS (CX)(BX*1), Y5
@@ -47429,7 +47225,7 @@ QkRowsQ8DotGatherAVX2_r1_k1_done:
 
 // func QkRowsQ8DotGatherAVXVNNI(s *float32, ldS int, qp *byte, ldQP int, k *int8, off *int, pfo *int, ks *float32, rows int, cols int, dv int, scale float32)
 // Requires: AVX, AVX2, FMA3, MMX+, SSE, SSE2
-TEXT ·QkRowsQ8DotGatherAVXVNNI(SB), NOSPLIT, $16-92
+TEXT ·QkRowsQ8DotGatherAVXVNNI(SB), NOSPLIT, $48-92
 	MOVSS        scale+88(FP), X0
 	VBROADCASTSS X0, Y0
 	MOVL         $0x80808080, AX
@@ -47453,41 +47249,34 @@ QkRowsQ8DotGatherAVXVNNI_r2_k4:
 	JG         QkRowsQ8DotGatherAVXVNNI_r2_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVXVNNI_r2_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVXVNNI_r2_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -47525,6 +47314,14 @@ QkRowsQ8DotGatherAVXVNNI_r2_k4_pf:
 	XORQ       R12, R12
 
 QkRowsQ8DotGatherAVXVNNI_r2_k4_inner:
+	MOVQ         16(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         24(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         32(SP), R13
+	PREFETCHT2   (R13)(R12*8)
+	MOVQ         40(SP), R13
+	PREFETCHT2   (R13)(R12*8)
 	VPXOR        (DX)(R12*8), Y1, Y13
 	VBROADCASTSS (BX)(R12*1), Y10
 	VMOVDQU      64(R10), Y12
@@ -47781,20 +47578,13 @@ QkRowsQ8DotGatherAVXVNNI_r2_k1:
 	JG         QkRowsQ8DotGatherAVXVNNI_r2_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVXVNNI_r2_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVXVNNI_r2_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -47811,6 +47601,8 @@ QkRowsQ8DotGatherAVXVNNI_r2_k1_pf:
 	XORQ       SI, SI
 
 QkRowsQ8DotGatherAVXVNNI_r2_k1_inner:
+	MOVQ         16(SP), DI
+	PREFETCHT2   (DI)(SI*8)
 	VPXOR        (AX)(SI*8), Y1, Y13
 	VBROADCASTSS (CX)(SI*1), Y4
 	VMOVDQU      64(DX), Y12
@@ -47907,41 +47699,34 @@ QkRowsQ8DotGatherAVXVNNI_r1_k4:
 	JG         QkRowsQ8DotGatherAVXVNNI_r1_k4_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
-	MOVQ       (DX)(AX*8), SI
-	MOVQ       SI, DI
-	SHRQ       $0x03, DI
-	ADDQ       ks+56(FP), DI
-	PREFETCHT0 (DI)
-	ADDQ       CX, SI
-	MOVQ       8(DX)(AX*8), DI
-	MOVQ       DI, R8
-	SHRQ       $0x03, R8
-	ADDQ       ks+56(FP), R8
-	PREFETCHT0 (R8)
-	ADDQ       CX, DI
-	MOVQ       16(DX)(AX*8), R8
-	MOVQ       R8, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
-	ADDQ       CX, R8
+	MOVQ       (DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 16(SP)
+	MOVQ       8(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 24(SP)
+	MOVQ       16(DX)(AX*8), BX
+	MOVQ       BX, SI
+	SHRQ       $0x03, SI
+	ADDQ       ks+56(FP), SI
+	PREFETCHT0 (SI)
+	ADDQ       CX, BX
+	MOVQ       BX, 32(SP)
 	MOVQ       24(DX)(AX*8), DX
-	MOVQ       DX, R9
-	SHRQ       $0x03, R9
-	ADDQ       ks+56(FP), R9
-	PREFETCHT0 (R9)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVXVNNI_r1_k4_pf:
-	PREFETCHT2 (SI)(CX*1)
-	PREFETCHT2 (DI)(CX*1)
-	PREFETCHT2 (R8)(CX*1)
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVXVNNI_r1_k4_pf
+	MOVQ       DX, 40(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), DX
 	MOVQ       DX, BX
@@ -47975,6 +47760,14 @@ QkRowsQ8DotGatherAVXVNNI_r1_k4_pf:
 	XORQ       R11, R11
 
 QkRowsQ8DotGatherAVXVNNI_r1_k4_inner:
+	MOVQ         16(SP), R12
+	PREFETCHT2   (R12)(R11*8)
+	MOVQ         24(SP), R12
+	PREFETCHT2   (R12)(R11*8)
+	MOVQ         32(SP), R12
+	PREFETCHT2   (R12)(R11*8)
+	MOVQ         40(SP), R12
+	PREFETCHT2   (R12)(R11*8)
 	VPXOR        (DX)(R11*8), Y1, Y13
 	VBROADCASTSS (BX)(R11*1), Y6
 	VMOVDQU      64(R10), Y12
@@ -48121,20 +47914,13 @@ QkRowsQ8DotGatherAVXVNNI_r1_k1:
 	JG         QkRowsQ8DotGatherAVXVNNI_r1_k1_done
 	MOVQ       k+32(FP), CX
 	MOVQ       pfo+48(FP), DX
-	MOVQ       dv+80(FP), BX
 	MOVQ       (DX)(AX*8), DX
-	MOVQ       DX, SI
-	SHRQ       $0x03, SI
-	ADDQ       ks+56(FP), SI
-	PREFETCHT0 (SI)
+	MOVQ       DX, BX
+	SHRQ       $0x03, BX
+	ADDQ       ks+56(FP), BX
+	PREFETCHT0 (BX)
 	ADDQ       CX, DX
-	XORQ       CX, CX
-
-QkRowsQ8DotGatherAVXVNNI_r1_k1_pf:
-	PREFETCHT2 (DX)(CX*1)
-	ADDQ       $0x40, CX
-	CMPQ       CX, BX
-	JL         QkRowsQ8DotGatherAVXVNNI_r1_k1_pf
+	MOVQ       DX, 16(SP)
 	MOVQ       off+40(FP), CX
 	MOVQ       (CX)(AX*8), AX
 	MOVQ       AX, CX
@@ -48150,6 +47936,8 @@ QkRowsQ8DotGatherAVXVNNI_r1_k1_pf:
 	XORQ       BX, BX
 
 QkRowsQ8DotGatherAVXVNNI_r1_k1_inner:
+	MOVQ         16(SP), SI
+	PREFETCHT2   (SI)(BX*8)
 	VPXOR        (AX)(BX*8), Y1, Y13
 	VBROADCASTSS (CX)(BX*1), Y3
 	VMOVDQU      64(DX), Y12
