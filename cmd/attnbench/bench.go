@@ -105,13 +105,11 @@ func bench(c config, prog *progress) (*report, error) {
 	rep.machine = m
 	// The yardsticks are measured with the best kernels; -kernel applies to
 	// the benchmark itself.
-	if c.kernel != "" {
-		restore, err := registry.Select(registry.Kernel, c.kernel)
-		if err != nil {
-			return nil, err
-		}
-		defer restore()
+	restore, err := selectKernel(c.kernel)
+	if err != nil {
+		return nil, err
 	}
+	defer restore()
 	rep.kernel, rep.f32Kernel, rep.bf16Kernel = kernel.Implementation(), f32Kernel(), bf16Kernel()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 
@@ -427,4 +425,13 @@ func cases(precs []attention.Precision, threads []int) []precThreads {
 		}
 	}
 	return cs
+}
+
+// selectKernel makes the kernel implementation name (-kernel) current
+// until restore is called; with no name it changes nothing.
+func selectKernel(name string) (restore func(), err error) {
+	if name == "" {
+		return func() {}, nil
+	}
+	return registry.Select(registry.Kernel, name)
 }

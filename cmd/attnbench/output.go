@@ -462,14 +462,7 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // null, so every row has the same keys.
 type (
 	jsonReport struct {
-		Tool      string          `json:"tool"`
-		Date      string          `json:"date"` // RFC 3339, UTC
-		Go        string          `json:"go"`
-		OS        string          `json:"os"`
-		Arch      string          `json:"arch"`
-		CPU       string          `json:"cpu"`
-		CPUs      int             `json:"cpus"`
-		Kernel    string          `json:"kernel"`
+		jsonHeader
 		Kernels   []string        `json:"kernels_available"`
 		Peak      jsonPeak        `json:"peak"`
 		Bandwidth []jsonBandwidth `json:"bandwidth"`
@@ -562,9 +555,7 @@ func ptr(x float64) *float64 { return &x }
 func writeJSON(c config, rep *report, w io.Writer) error {
 	m := rep.machine
 	out := jsonReport{
-		Tool: "attnbench", Date: rep.start.UTC().Format(time.RFC3339),
-		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: m.cpu, CPUs: m.cpus,
-		Kernel: rep.kernel, Kernels: kernel.Implementations(),
+		jsonHeader: newJSONHeader("", rep.start, m.cpu, m.cpus, rep.kernel), Kernels: kernel.Implementations(),
 		Peak:      jsonPeak{GFLOPsPerCore: m.peak, ISA: m.peakISA, BF16GFLOPsPerCore: m.bf16Peak, BF16ISA: m.bf16PeakISA},
 		Bandwidth: []jsonBandwidth{},
 		LLC:       jsonLLC{Bytes: rep.llc.bytes, Source: rep.llc.source}, WarmKV: rep.warm,
@@ -673,4 +664,24 @@ func writeCSV(rep *report, w io.Writer) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// jsonHeader is how every JSON report begins: the tool, the mode (none for
+// the shapes' benchmark: its rows say theirs), when and where it ran and
+// the kernel implementation.
+type jsonHeader struct {
+	Tool   string `json:"tool"`
+	Mode   string `json:"mode,omitempty"` // "shared-prefix", "write"
+	Date   string `json:"date"`           // RFC 3339, UTC
+	Go     string `json:"go"`
+	OS     string `json:"os"`
+	Arch   string `json:"arch"`
+	CPU    string `json:"cpu"`
+	CPUs   int    `json:"cpus"`
+	Kernel string `json:"kernel"`
+}
+
+func newJSONHeader(mode string, start time.Time, cpu string, cpus int, kern string) jsonHeader {
+	return jsonHeader{Tool: "attnbench", Mode: mode, Date: start.UTC().Format(time.RFC3339),
+		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: cpu, CPUs: cpus, Kernel: kern}
 }

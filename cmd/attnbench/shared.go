@@ -13,7 +13,6 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/attention/reference"
-	registry "github.com/flashgo/flashgo/internal/impl"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -284,13 +283,11 @@ func (s *sharedSpec) sequence(pool []float32, b int) []float32 {
 func benchShared(c config, prog *progress) (*sharedReport, error) {
 	s := c.shared
 	rep := &sharedReport{start: time.Now(), spec: *s, cpu: cpuModel(), cpus: runtime.NumCPU(), reps: c.reps, warm: c.warm, llc: c.llc}
-	if c.kernel != "" {
-		restore, err := registry.Select(registry.Kernel, c.kernel)
-		if err != nil {
-			return nil, err
-		}
-		defer restore()
+	restore, err := selectKernel(c.kernel)
+	if err != nil {
+		return nil, err
 	}
+	defer restore()
 	rep.kernel = kernel.Implementation()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	prog.setTotal(len(c.kv) * len(c.precisions) * len(c.threads))
@@ -555,15 +552,7 @@ func fmtTiming(t timing) string {
 // null with -check=off (check_packed also without a packed step).
 type (
 	jsonSharedReport struct {
-		Tool    string             `json:"tool"`
-		Mode    string             `json:"mode"` // "shared-prefix"
-		Date    string             `json:"date"` // RFC 3339, UTC
-		Go      string             `json:"go"`
-		OS      string             `json:"os"`
-		Arch    string             `json:"arch"`
-		CPU     string             `json:"cpu"`
-		CPUs    int                `json:"cpus"`
-		Kernel  string             `json:"kernel"`
+		jsonHeader
 		Shape   jsonSharedShape    `json:"shape"`
 		LLC     jsonLLC            `json:"llc"`
 		WarmKV  bool               `json:"warm_kv"`
@@ -599,10 +588,9 @@ type (
 func writeSharedJSON(rep *sharedReport, w io.Writer) error {
 	s := rep.spec
 	out := jsonSharedReport{
-		Tool: "attnbench", Mode: "shared-prefix", Date: rep.start.UTC().Format(time.RFC3339),
-		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: rep.cpu, CPUs: rep.cpus, Kernel: rep.kernel,
-		Shape: jsonSharedShape{Prefix: s.prefix, Suffix: s.suffix, Sequences: s.seqs, Heads: s.heads, KVHeads: s.kvHeads, Dim: s.dim, Block: s.block},
-		LLC:   jsonLLC{Bytes: rep.llc.bytes, Source: rep.llc.source}, WarmKV: rep.warm, Reps: rep.reps, Results: []jsonSharedResult{},
+		jsonHeader: newJSONHeader("shared-prefix", rep.start, rep.cpu, rep.cpus, rep.kernel),
+		Shape:      jsonSharedShape{Prefix: s.prefix, Suffix: s.suffix, Sequences: s.seqs, Heads: s.heads, KVHeads: s.kvHeads, Dim: s.dim, Block: s.block},
+		LLC:        jsonLLC{Bytes: rep.llc.bytes, Source: rep.llc.source}, WarmKV: rep.warm, Reps: rep.reps, Results: []jsonSharedResult{},
 	}
 	check := func(a *accuracy) *jsonCheck {
 		if a == nil {

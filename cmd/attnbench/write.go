@@ -15,7 +15,6 @@ import (
 
 	"github.com/flashgo/flashgo/attention"
 	"github.com/flashgo/flashgo/fp16"
-	registry "github.com/flashgo/flashgo/internal/impl"
 	"github.com/flashgo/flashgo/kernel"
 )
 
@@ -210,13 +209,11 @@ func benchWrite(c config, prog *progress) (*writeReport, error) {
 		prog.phase(fmt.Sprintf("measuring the read bandwidth with %d thread%s", n, plural(n)))
 		rep.bandwidth[n] = measureBandwidth(n, c.llc.bytes)
 	}
-	if c.kernel != "" {
-		restore, err := registry.Select(registry.Kernel, c.kernel)
-		if err != nil {
-			return nil, err
-		}
-		defer restore()
+	restore, err := selectKernel(c.kernel)
+	if err != nil {
+		return nil, err
 	}
+	defer restore()
 	rep.kernel = kernel.Implementation()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	prog.setTotal(len(c.kv) * len(s.tokens) * len(c.threads))
@@ -354,15 +351,7 @@ func (rep *writeReport) runLine() string {
 // The JSON schema of a -write run.
 type (
 	jsonWriteReport struct {
-		Tool      string            `json:"tool"`
-		Mode      string            `json:"mode"` // "write"
-		Date      string            `json:"date"` // RFC 3339, UTC
-		Go        string            `json:"go"`
-		OS        string            `json:"os"`
-		Arch      string            `json:"arch"`
-		CPU       string            `json:"cpu"`
-		CPUs      int               `json:"cpus"`
-		Kernel    string            `json:"kernel"`
+		jsonHeader
 		Shape     jsonWriteShape    `json:"shape"`
 		Bandwidth []jsonBandwidth   `json:"bandwidth"`
 		LLC       jsonLLC           `json:"llc"`
@@ -392,10 +381,9 @@ type (
 func writeWriteJSON(rep *writeReport, w io.Writer) error {
 	s := rep.spec
 	out := jsonWriteReport{
-		Tool: "attnbench", Mode: "write", Date: rep.start.UTC().Format(time.RFC3339),
-		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, CPU: rep.cpu, CPUs: rep.cpus, Kernel: rep.kernel,
-		Shape:     jsonWriteShape{KVHeads: s.kvHeads, Dim: s.dim, Block: s.block},
-		Bandwidth: []jsonBandwidth{}, LLC: jsonLLC{Bytes: rep.llc.bytes, Source: rep.llc.source}, WarmKV: rep.warm, Reps: rep.reps,
+		jsonHeader: newJSONHeader("write", rep.start, rep.cpu, rep.cpus, rep.kernel),
+		Shape:      jsonWriteShape{KVHeads: s.kvHeads, Dim: s.dim, Block: s.block},
+		Bandwidth:  []jsonBandwidth{}, LLC: jsonLLC{Bytes: rep.llc.bytes, Source: rep.llc.source}, WarmKV: rep.warm, Reps: rep.reps,
 		Results: []jsonWriteResult{},
 	}
 	for _, n := range sortedKeys(rep.bandwidth) {
