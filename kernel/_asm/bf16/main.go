@@ -57,41 +57,21 @@ import (
 // of A, one row of pairs of B, 4 a float32 of C.
 
 const (
-	mr     = 6  // rows of the register block
-	nv     = 4  // vectors of the register block
 	lanes  = 16 // float32 lanes (columns) of a vector
-	bcast0 = 28 // index in zmm of the first of the two broadcast registers
 	zScale = 31 // index in zmm of QKTBF16's scale
 )
 
 var zmm = asmkit.AVX512.Reg
-
-// regs is the register block: 6 rows × 4 zmm of accumulators Z0–Z23, B's
-// vectors at the current pair in Z24–Z27, the A pairs broadcast
-// alternately into Z28 and Z29.
-var regs = &asmkit.RegBlock{
-	ISA: asmkit.AVX512, MR: mr, NV: nv,
-	Acc: func(r, v int) VecPhysical { return zmm(r*nv + v) },
-	B:   func(v int) VecPhysical { return zmm(24 + v) },
-	A:   func(r int) VecPhysical { return zmm(bcast0 + r%2) },
-}
 
 var (
 	mask16       Mem // uint16 masks, entry i = 2^(i+1) − 1
 	peakOperands Mem // the two bfloat16 pairs of the VDPBF16PS peak loop
 )
 
-// product returns the driver of a kernel named name: bfloat16 A and B,
-// each row's pair of A broadcast by VPBROADCASTD and multiplied in by
-// VDPBF16PS, body the micro-kernel's.
+// product returns the driver of a kernel named name (asmkit.BF16Product),
+// body the micro-kernel's.
 func product(name string, args asmkit.ProductArgs, body func(p *asmkit.Product, rows int, b asmkit.Block)) *asmkit.Product {
-	return &asmkit.Product{
-		RegBlock: regs, Name: name, Args: args, ElemShift: 1,
-		Mask16:    mask16,
-		Broadcast: func(m Mem, dst VecPhysical) { VPBROADCASTD(m, dst) },
-		MulAdd:    func(acc, b, a VecPhysical) { asmkit.Vdpbf16ps(acc, b, a) },
-		Body:      body,
-	}
+	return asmkit.BF16Product(name, args, mask16, body)
 }
 
 // qktBody is QKTBF16's micro-kernel: all d/2 pairs into zeroed

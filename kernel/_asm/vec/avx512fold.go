@@ -40,17 +40,6 @@ the out-of-order core runs the next products beside the current
 exponentials; then tile t's P·V. The products take every vector register
 but two, so the softmax loads its constants again for each row.`
 
-// bf16Regs is the register block of the AVX512-BF16 products (the bf16
-// generator's): 6 rows × 4 zmm of accumulators Z0–Z23, B's vectors at the
-// current pair in Z24–Z27, A's pairs broadcast alternately into Z28 and
-// Z29.
-var bf16Regs = &asmkit.RegBlock{
-	ISA: asmkit.AVX512, MR: 6, NV: 4,
-	Acc: func(r, v int) VecPhysical { return asmkit.AVX512.Reg(r*4 + v) },
-	B:   func(v int) VecPhysical { return asmkit.AVX512.Reg(24 + v) },
-	A:   func(r int) VecPhysical { return asmkit.AVX512.Reg(28 + r%2) },
-}
-
 // rowsLeft is the rows of a row tile a product has still to take: the
 // products use every other general register.
 var rowsLeft = R13
@@ -65,33 +54,28 @@ type avx512Fold struct {
 
 func genFoldChunkBF16AVX512() {
 	f := &avx512Fold{}
-	f.qkP = &asmkit.Product{RegBlock: bf16Regs, Name: "fcq", ElemShift: 1,
-		Broadcast: func(m Mem, dst VecPhysical) { VPBROADCASTD(m, dst) },
-		MulAdd:    func(acc, b, a VecPhysical) { asmkit.Vdpbf16ps(acc, b, a) },
-		Body: func(p *asmkit.Product, rows int, b asmkit.Block) {
-			p.ZeroAcc(rows, b)
-			Load(Param("d"), asmkit.KC)
-			SHRQ(U8(1), asmkit.KC)
-			p.KLoop(rows, b)
-			p.StoreC(rows, b)
-		}}
-	f.pvP = &asmkit.Product{RegBlock: bf16Regs, Name: "fcv", ElemShift: 1,
-		Broadcast: f.qkP.Broadcast, MulAdd: f.qkP.MulAdd,
-		Body: func(p *asmkit.Product, rows int, b asmkit.Block) {
-			p.LoadC(rows, b)
-			MOVQ(f.aRow, asmkit.KRem)
-			for r := range rows {
-				a := p.A(0)
-				VBROADCASTSS(Mem{Base: asmkit.KRem, Disp: 4 * r}, a)
-				for v := range b.NV {
-					VMULPS(a, p.Acc(r, v), p.Acc(r, v))
-				}
+	f.qkP = asmkit.BF16Product("fcq", asmkit.ProductArgs{}, Mem{}, func(p *asmkit.Product, rows int, b asmkit.Block) {
+		p.ZeroAcc(rows, b)
+		Load(Param("d"), asmkit.KC)
+		SHRQ(U8(1), asmkit.KC)
+		p.KLoop(rows, b)
+		p.StoreC(rows, b)
+	})
+	f.pvP = asmkit.BF16Product("fcv", asmkit.ProductArgs{}, Mem{}, func(p *asmkit.Product, rows int, b asmkit.Block) {
+		p.LoadC(rows, b)
+		MOVQ(f.aRow, asmkit.KRem)
+		for r := range rows {
+			a := p.A(0)
+			VBROADCASTSS(Mem{Base: asmkit.KRem, Disp: 4 * r}, a)
+			for v := range b.NV {
+				VMULPS(a, p.Acc(r, v), p.Acc(r, v))
 			}
-			Load(Param("cols"), asmkit.KC)
-			SHRQ(U8(1), asmkit.KC)
-			p.KLoop(rows, b)
-			p.StoreC(rows, b)
-		}}
+		}
+		Load(Param("cols"), asmkit.KC)
+		SHRQ(U8(1), asmkit.KC)
+		p.KLoop(rows, b)
+		p.StoreC(rows, b)
+	})
 	genFoldChunk(chunkSpec{name: "FoldChunkBF16AVX512", doc: foldChunkAVX512Doc, tileRows: 12, perRow: true,
 		signature: "func(q *uint16, ldQ int, kp *uint16, ldK int, vp *uint16, ldV int, o *float32, ldO int, s *float32, ldS int, p *uint16, ldP int, rows, cols, d, dv, piece int, scale float32, m, z, alpha *float32, lo, vis *int)"},
 		f)
