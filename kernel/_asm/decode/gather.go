@@ -21,10 +21,11 @@ import (
 //
 // QK prefetches, as it reads each vector of a group of keys' rows, the same
 // vector of the group's target rows (as QKRows does along its rows: a
-// burst of whole target rows before the group's products left a paged f16
-// decode at 0.53–0.60 × the contiguous kernels' speed on a Zen 5 core,
-// this 0.71–0.72 ×); PV, walking each key once per block of columns,
-// prefetches the target's columns of the block, as PVRows does.
+// burst of whole target rows before the group's products left binary16
+// rows at 0.41–0.55 × the contiguous kernels' speed on a Zen 5 core, this
+// 0.74–0.78 ×: docs/benchmarks.md); PV, walking each key once per block
+// of columns, prefetches the target's columns of the block, as PVRows
+// does.
 
 // gatherDoc says what the offsets of t rows must be.
 func gatherDoc(t elemType) string {
@@ -72,6 +73,10 @@ func genQKGather(x *isa, t elemType) {
 	for u := range tp {
 		tp[u] = AllocLocal(8)
 	}
+	pfScale := uint8(1) // the target rows' bytes per unit of c
+	if t == q8 {
+		pfScale = 8
+	}
 
 	dispatchRows(x, name)
 	for rb := x.mr; rb >= 1; rb-- {
@@ -94,11 +99,7 @@ func genQKGather(x *isa, t elemType) {
 			XORQ(c, c)
 			inner := lbl(fmt.Sprintf("k%d_inner", nk))
 			Label(inner)
-			if t == q8 {
-				prefetchTargets(tp[:nk], c, 8)
-			} else {
-				prefetchTargets(tp[:nk], c, 1)
-			}
+			prefetchTargets(tp[:nk], c, pfScale)
 			qkStep(x, t, acc, sub, qc, ldQ, ldQ3, func(u, si int) (m, sc Mem) {
 				disp := si * x.Lanes() * t.Size()
 				if t == q8 {
@@ -124,11 +125,11 @@ func genQKGather(x *isa, t elemType) {
 
 // gatherGroup emits the head of a gathering kernel's loop over groups of
 // nk keys, from the key held in the local jl: at loop, it leaves for done
-// unless nk keys are left, then prefetches, for Q8, the scales of the
-// group's target rows (at pfo[j..j+nk)) into the L1. It returns the
-// register holding j, the group's first key, and the locals (tp, nk of
-// them) it stores the target rows' addresses in, whose data the group's
-// products prefetch as they go (prefetchTargets).
+// unless nk keys are left, then stores the addresses of the group's target
+// rows (at pfo[j..j+nk)) in the locals tp, whose data the group's products
+// prefetch as they go (prefetchTargets), and prefetches, for Q8, their
+// scales into the L1. It returns the register holding j, the group's first
+// key.
 func gatherGroup(t elemType, jl Mem, nk int, loop, done string, tp []Mem) Register {
 	Label(loop)
 	j := GP64()
