@@ -22,11 +22,7 @@ func BenchmarkSharedPrefix(b *testing.B) {
 	nBlocks := pb + seqs*ob
 	l := attention.BSHD(nBlocks, bs, hkv, d)
 	rng := rand.New(rand.NewPCG(1, 2))
-	k, v := make([]fp16.Float16, l.Span()), make([]fp16.Float16, l.Span())
-	for i := range k {
-		k[i], v[i] = fp16.FromFloat32(float32(rng.NormFloat64())), fp16.FromFloat32(float32(rng.NormFloat64()))
-	}
-	K, V := attention.F16Tensor(k, l), attention.F16Tensor(v, l)
+	K, V := attention.F16Tensor(fp16.Float16s(randn(rng, l.Span())), l), attention.F16Tensor(fp16.Float16s(randn(rng, l.Span())), l)
 	pt := make([]int32, pb)
 	for i := range pt {
 		pt[i] = int32(i)
@@ -102,15 +98,11 @@ func BenchmarkPackPrefix(b *testing.B) {
 	nb := prefix / bs
 	l := attention.BSHD(nb, bs, hkv, d)
 	rng := rand.New(rand.NewPCG(3, 4))
-	k, v := make([]fp16.Float16, l.Span()), make([]fp16.Float16, l.Span())
-	for i := range k {
-		k[i], v[i] = fp16.FromFloat32(float32(rng.NormFloat64())), fp16.FromFloat32(float32(rng.NormFloat64()))
-	}
 	table := make([]int32, nb)
 	for i := range table {
 		table[i] = int32(i)
 	}
-	kv := attention.PagedKV{K: attention.F16Tensor(k, l), V: attention.F16Tensor(v, l), BlockTable: table, MaxBlocks: nb, SeqLens: []int32{prefix}}
+	kv := attention.PagedKV{K: attention.F16Tensor(fp16.Float16s(randn(rng, l.Span())), l), V: attention.F16Tensor(fp16.Float16s(randn(rng, l.Span())), l), BlockTable: table, MaxBlocks: nb, SeqLens: []int32{prefix}}
 	for _, prec := range []attention.Precision{attention.PrecisionFloat32, attention.PrecisionBFloat16} {
 		var p attention.PackedPrefix
 		if err := p.Pack(kv, prec); err != nil {
@@ -154,11 +146,7 @@ func BenchmarkSharedPrefixMixed(b *testing.B) {
 	nBlocks := pb + seqs*ob + cb
 	l := attention.BSHD(nBlocks, bs, hkv, d)
 	rng := rand.New(rand.NewPCG(5, 6))
-	k, v := make([]fp16.Float16, l.Span()), make([]fp16.Float16, l.Span())
-	for i := range k {
-		k[i], v[i] = fp16.FromFloat32(float32(rng.NormFloat64())), fp16.FromFloat32(float32(rng.NormFloat64()))
-	}
-	K, V := attention.F16Tensor(k, l), attention.F16Tensor(v, l)
+	K, V := attention.F16Tensor(fp16.Float16s(randn(rng, l.Span())), l), attention.F16Tensor(fp16.Float16s(randn(rng, l.Span())), l)
 	pt := make([]int32, pb)
 	for i := range pt {
 		pt[i] = int32(i)
